@@ -1,0 +1,72 @@
+"""The Backend protocol the model talks to, and the simulated clock's mapping to timestamptz.
+
+A statement either returns its rows (a list of tuples, times as float seconds) or a `Blocked`
+marker when it waits on a row lock held by another client's open transaction. The caller
+(a SimPy process) waits in simulated time until that holder commits, rolls back or crashes,
+then calls `resume(client)` to get the statement's real outcome (rows, or Blocked again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+# Simulated second 0 as a timestamptz; every time parameter is EPOCH + simulated seconds.
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+MICROS = 1_000_000
+
+Rows = list[tuple]
+
+
+def to_micros(seconds: float) -> int:
+    """Quantise simulated seconds to whole microseconds, timestamptz's resolution."""
+    return round(seconds * MICROS)
+
+
+def to_timestamp(seconds: float) -> datetime:
+    return EPOCH + timedelta(microseconds=to_micros(seconds))
+
+
+def from_timestamp(ts: datetime) -> float:
+    return (ts - EPOCH) // timedelta(microseconds=1) / MICROS
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A statement of `client` is waiting for the transaction of `holder` to end."""
+
+    client: str
+    query: str
+    holder: str
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One simulated database shared by many clients (connections), at READ COMMITTED."""
+
+    name: str
+
+    def connect(self, client: str) -> None:
+        """Open (or reopen after a crash) the connection of `client`."""
+
+    def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
+        """Run the named query for `client`, in its open transaction or in autocommit."""
+
+    def resume(self, client: str) -> Rows | Blocked:
+        """Continue the statement of `client` that returned Blocked, once its holder has ended."""
+
+    def begin(self, client: str) -> None: ...
+
+    def commit(self, client: str) -> None:
+        """Commit; committing a transaction aborted by an error rolls it back, as PostgreSQL does."""
+
+    def rollback(self, client: str) -> None: ...
+
+    def crash(self, client: str) -> None:
+        """The client dies: its open transaction rolls back, its locks are released at once."""
+
+    def in_transaction(self, client: str) -> bool: ...
+
+    def close(self) -> None:
+        """Release everything the backend holds (connections, schema unless kept)."""

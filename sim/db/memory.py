@@ -1,0 +1,514 @@
+"""MemoryBackend: a simulated PostgreSQL at READ COMMITTED, faithful where the lessons live.
+
+Committed rows live in dicts; a transaction's writes are private new row versions until commit.
+Row locks are held to commit/rollback. An UPDATE (or FOR UPDATE) on a row locked by another
+transaction returns Blocked; on resume it re-runs against the newly committed version, which is
+PostgreSQL's EvalPlanQual re-check for these single-table statements. SKIP LOCKED skips, NOWAIT
+raises 55P03, ON CONFLICT waits on an uncommitted insert of the same key. A plain SELECT never
+waits and reads committed versions. Indexes (sorted lists) keep claims, heartbeats and the watcher
+O(log n) in the number of jobs.
+
+One method per named query in sql/queries.sql, with the same name (tests assert the name sets
+are equal). Known approximations, none of which the model's queries exercise: a resumed
+`lock_next_candidate` scan sees rows committed after the statement began; scans inside a
+transaction that has itself modified other rows use the committed indexes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+
+from sortedcontainers import SortedList
+
+from sim.db.base import MICROS, Blocked, Rows, to_micros
+from sim.db.errors import (
+    ClientCrashedError,
+    ClientStateError,
+    LockNotAvailableError,
+    StatementError,
+    TransactionAbortedError,
+    UniqueViolationError,
+)
+from sim.db.queries import get_query, load_queries
+
+PENDING, PROCESSING, COMPLETED, DEAD = "Pending", "Processing", "Completed", "Dead"
+
+
+class JobRow:
+    """One version of a payment_jobs row; times are integer microseconds."""
+
+    __slots__ = (
+        "id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
+        "heartbeat_at", "created_at", "completed_at", "last_error",
+    )
+
+    def __init__(self, id, event_id, payload, created_at):
+        self.id = id
+        self.event_id = event_id
+        self.payload = payload
+        self.status = PENDING
+        self.lease_owner = None
+        self.lease_until = None
+        self.attempts = 0
+        self.heartbeat_at = None
+        self.created_at = created_at
+        self.completed_at = None
+        self.last_error = None
+
+    def copy(self) -> JobRow:
+        new = JobRow.__new__(JobRow)
+        for slot in JobRow.__slots__:
+            setattr(new, slot, getattr(self, slot))
+        return new
+
+    def claimable(self, now: int, take_expired: bool) -> bool:
+        return self.status == PENDING or (
+            take_expired and self.status == PROCESSING and self.lease_until < now
+        )
+
+    def owned_by(self, owner: str, attempt: int) -> bool:
+        return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
+
+
+def _seconds(micros: int | None) -> float | None:
+    return None if micros is None else micros / MICROS
+
+
+class Transaction:
+    """Private state of one open transaction: new row versions, locks, pending inserts."""
+
+    __slots__ = ("client", "jobs", "locked", "markers", "deleted_markers", "ledger", "aborted")
+
+    def __init__(self, client: str):
+        self.client = client
+        self.jobs: dict[int, JobRow] = {}  # new versions of rows this transaction wrote
+        self.locked: set[int] = set()  # job ids locked (written or FOR UPDATE)
+        self.markers: dict[str, tuple] = {}  # processed_events rows inserted, not yet committed
+        self.deleted_markers: set[str] = set()
+        self.ledger: list[tuple] = []
+        self.aborted = False
+
+
+class _Client:
+    __slots__ = ("tx", "crashed", "pending")
+
+    def __init__(self):
+        self.tx: Transaction | None = None
+        self.crashed = False
+        self.pending: Callable[[], Rows | Blocked] | None = None
+
+
+class _Wait(Exception):
+    """Raised inside a statement when it must wait for `holder`'s transaction.
+
+    `resume` holds extra keyword arguments with which the statement continues where it stopped.
+    """
+
+    def __init__(self, holder: str, resume: dict | None = None):
+        self.holder = holder
+        self.resume = resume or {}
+
+
+class MemoryBackend:
+    """The simulated PostgreSQL. Not thread-safe; driven by one SimPy environment."""
+
+    name = "memory"
+
+    def __init__(self):
+        self.jobs: dict[int, JobRow] = {}
+        self.pending_ids = SortedList()  # ids of committed Pending rows
+        self.leases = SortedList()  # (lease_until, id) of committed Processing rows
+        self.markers: dict[str, tuple] = {}  # event_id -> (event_id, payload_hash, processed_at)
+        self.ledger: list[tuple] = []
+        self._ledger_ids = itertools.count(1)  # like a sequence: never rolled back
+        self.row_locks: dict[int, Transaction] = {}
+        self.marker_locks: dict[str, Transaction] = {}
+        self.clients: dict[str, _Client] = {}
+        self._queries = load_queries()
+
+    # ---- connections and transactions -------------------------------------------------------
+
+    def connect(self, client: str) -> None:
+        state = self.clients.get(client)
+        if state is not None and not state.crashed:
+            raise ClientStateError(f"client {client} is already connected")
+        self.clients[client] = _Client()
+
+    def _client(self, client: str, query: str) -> _Client:
+        state = self.clients.get(client)
+        if state is None:
+            raise ClientStateError(f"client {client} is not connected (call connect first)")
+        if state.crashed:
+            raise ClientCrashedError(client, query)
+        return state
+
+    def begin(self, client: str) -> None:
+        state = self._client(client, "BEGIN")
+        if state.tx is not None:
+            raise ClientStateError(f"client {client} is already in a transaction")
+        state.tx = Transaction(client)
+
+    def commit(self, client: str) -> None:
+        state = self._client(client, "COMMIT")
+        tx = state.tx
+        if tx is None:
+            raise ClientStateError(f"client {client} has no transaction to commit")
+        state.tx = None
+        if tx.aborted:
+            self._release(tx)
+        else:
+            self._apply(tx)
+
+    def rollback(self, client: str) -> None:
+        state = self._client(client, "ROLLBACK")
+        if state.tx is not None:
+            self._release(state.tx)
+            state.tx = None
+
+    def crash(self, client: str) -> None:
+        state = self.clients.get(client)
+        if state is None or state.crashed:
+            return
+        if state.tx is not None:
+            self._release(state.tx)
+        state.tx = None
+        state.pending = None
+        state.crashed = True
+
+    def in_transaction(self, client: str) -> bool:
+        state = self.clients.get(client)
+        return state is not None and state.tx is not None
+
+    def close(self) -> None:
+        self.clients.clear()
+
+    def _apply(self, tx: Transaction) -> None:
+        """Commit: install new row versions, maintain the indexes, release locks."""
+        for job_id, new in tx.jobs.items():
+            old = self.jobs.get(job_id)
+            self._unindex(old)
+            self.jobs[job_id] = new
+            self._index(new)
+        for event_id in tx.deleted_markers:
+            self.markers.pop(event_id, None)
+        self.markers.update(tx.markers)
+        self.ledger.extend(tx.ledger)
+        self._release(tx)
+
+    def _release(self, tx: Transaction) -> None:
+        for job_id in tx.locked:
+            del self.row_locks[job_id]
+        for event_id in tx.markers:
+            del self.marker_locks[event_id]
+        for event_id in tx.deleted_markers:
+            self.marker_locks.pop(event_id, None)
+        tx.locked = set()
+
+    def _unindex(self, row: JobRow | None) -> None:
+        if row is None:
+            return
+        if row.status == PENDING:
+            self.pending_ids.remove(row.id)
+        elif row.status == PROCESSING:
+            self.leases.remove((row.lease_until, row.id))
+
+    def _index(self, row: JobRow) -> None:
+        if row.status == PENDING:
+            self.pending_ids.add(row.id)
+        elif row.status == PROCESSING:
+            self.leases.add((row.lease_until, row.id))
+
+    # ---- statement dispatch -------------------------------------------------------------------
+
+    def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
+        q = self._queries.get(query) or get_query(query)
+        state = self._client(client, query)
+        if state.pending is not None:
+            raise ClientStateError(f"client {client} still has a blocked statement; resume it first")
+        q.check(params)
+        if state.tx is not None and state.tx.aborted:
+            raise TransactionAbortedError(
+                query, "current transaction is aborted, commands ignored until end of transaction"
+            )
+        return self._run(client, state, query, getattr(self, query), params)
+
+    def resume(self, client: str) -> Rows | Blocked:
+        state = self._client(client, "resume")
+        step = state.pending
+        if step is None:
+            raise ClientStateError(f"client {client} has no blocked statement to resume")
+        state.pending = None
+        return step()
+
+    def _run(self, client: str, state: _Client, query: str, method: Callable, params: dict) -> Rows | Blocked:
+        """Run `method` in the client's transaction, or in its own one that commits at once."""
+        tx = state.tx
+        implicit = tx is None
+        if implicit:
+            tx = Transaction(client)
+        try:
+            rows = method(tx, **params)
+        except _Wait as wait:
+            if implicit:
+                self._release(tx)  # nothing of this single statement is kept while it waits
+            resumed = {**params, **wait.resume}
+            state.pending = lambda: self._run(client, state, query, method, resumed)
+            return Blocked(client, query, wait.holder)
+        except StatementError:
+            if implicit:
+                self._release(tx)
+            else:
+                tx.aborted = True
+            raise
+        if implicit:
+            self._apply(tx)
+        return rows
+
+    # ---- row access helpers -------------------------------------------------------------------
+
+    def _visible(self, tx: Transaction, job_id: int) -> JobRow | None:
+        """The version `tx` sees: its own write, else the committed one."""
+        return tx.jobs.get(job_id) or self.jobs.get(job_id)
+
+    def _lock(self, tx: Transaction, job_id: int) -> None:
+        holder = self.row_locks.get(job_id)
+        if holder is None:
+            self.row_locks[job_id] = tx
+            tx.locked.add(job_id)
+        elif holder is not tx:
+            raise _Wait(holder.client)
+
+    def _writable(self, tx: Transaction, job_id: int) -> JobRow | None:
+        """Lock the row (waiting on another holder) and return tx's private version to modify."""
+        row = self._visible(tx, job_id)
+        if row is None:
+            return None
+        self._lock(tx, job_id)
+        own = tx.jobs.get(job_id)
+        if own is None:
+            own = tx.jobs[job_id] = row.copy()
+        return own
+
+    def _candidates(self, now: int, take_expired: bool) -> Iterator[int]:
+        """Committed claimable job ids in id order: Pending, merged with expired leases."""
+        if not take_expired:
+            return iter(self.pending_ids)
+        expired = sorted(job_id for _, job_id in self.leases.irange(None, (now, -1), inclusive=(True, False)))
+        if not expired:
+            return iter(self.pending_ids)
+        return _merge_sorted(self.pending_ids, expired)
+
+    @staticmethod
+    def _take(row: JobRow, owner: str, now: int, lease_until: int) -> None:
+        row.status = PROCESSING
+        row.lease_owner = owner
+        row.lease_until = lease_until
+        row.heartbeat_at = now
+        row.attempts += 1
+
+    # ---- named queries (one method each, same names as sql/queries.sql) ------------------------
+
+    def insert_job(self, tx: Transaction, *, id, event_id, payload, now) -> Rows:
+        holder = self.row_locks.get(id)
+        if holder is not None and holder is not tx:
+            raise _Wait(holder.client)
+        if self._visible(tx, id) is not None:
+            raise UniqueViolationError("insert_job", f"duplicate key value violates unique constraint (id)=({id})")
+        row = JobRow(id, event_id, payload, to_micros(now))
+        self._lock(tx, id)
+        tx.jobs[id] = row
+        return []
+
+    def select_candidates(self, tx: Transaction, *, now, take_expired, limit) -> Rows:
+        now = to_micros(now)
+        out = []
+        for job_id in self._candidates(now, take_expired):
+            if len(out) >= limit:
+                break
+            row = self._visible(tx, job_id)
+            if row.claimable(now, take_expired):
+                out.append((row.id, row.status, row.lease_owner, _seconds(row.lease_until), row.attempts))
+        return out
+
+    def claim_conditional(self, tx: Transaction, *, id, owner, now, lease_until) -> Rows:
+        row = self._writable(tx, id)
+        now = to_micros(now)
+        if row is None or not row.claimable(now, True):
+            return []
+        self._take(row, owner, now, to_micros(lease_until))
+        return [(row.id, row.attempts)]
+
+    def claim_unconditional(self, tx: Transaction, *, id, owner, now, lease_until) -> Rows:
+        row = self._writable(tx, id)
+        if row is None:
+            return []
+        self._take(row, owner, to_micros(now), to_micros(lease_until))
+        return [(row.id, row.attempts)]
+
+    def claim_skip_locked(self, tx: Transaction, *, owner, now, lease_until, take_expired) -> Rows:
+        now_us = to_micros(now)
+        for job_id in self._candidates(now_us, take_expired):
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            row = self._writable(tx, job_id)
+            if row.claimable(now_us, take_expired):
+                self._take(row, owner, now_us, to_micros(lease_until))
+                return [(row.id, row.attempts)]
+        return []
+
+    def lock_next_candidate(self, tx: Transaction, *, now, take_expired, _resume_at=None) -> Rows:
+        now_us = to_micros(now)
+        scan = self._candidates(now_us, take_expired)
+        if _resume_at is not None:  # continue with the row we waited for, then the rows after it
+            scan = itertools.chain([_resume_at], (i for i in scan if i > _resume_at))
+        for job_id in scan:
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                raise _Wait(holder.client, {"_resume_at": job_id})
+            self._lock(tx, job_id)
+            row = self._visible(tx, job_id)
+            if row.claimable(now_us, take_expired):
+                return [(row.id, row.attempts)]
+            # EvalPlanQual: the new version no longer matches; it stays locked, as in PostgreSQL
+        return []
+
+    def lock_job_nowait(self, tx: Transaction, *, id) -> Rows:
+        row = self._visible(tx, id)
+        if row is None:
+            return []
+        holder = self.row_locks.get(id)
+        if holder is not None and holder is not tx:
+            raise LockNotAvailableError("lock_job_nowait", 'could not obtain lock on row in relation "payment_jobs"')
+        self._lock(tx, id)
+        return [(row.id, row.status)]
+
+    def heartbeat(self, tx: Transaction, *, id, owner, attempt, now, lease_until) -> Rows:
+        row = self._writable(tx, id)
+        if row is None or not row.owned_by(owner, attempt):
+            return []
+        row.lease_until = to_micros(lease_until)
+        row.heartbeat_at = to_micros(now)
+        return [(row.id, _seconds(row.lease_until))]
+
+    def complete_fenced(self, tx: Transaction, *, id, owner, attempt, now) -> Rows:
+        row = self._writable(tx, id)
+        if row is None or not row.owned_by(owner, attempt):
+            return []
+        row.status = COMPLETED
+        row.completed_at = to_micros(now)
+        return [(row.id,)]
+
+    def complete_unfenced(self, tx: Transaction, *, id, now) -> Rows:
+        row = self._writable(tx, id)
+        if row is None:
+            return []
+        row.status = COMPLETED
+        row.completed_at = to_micros(now)
+        return [(row.id,)]
+
+    def reject_job_fenced(self, tx: Transaction, *, id, owner, attempt, now, error) -> Rows:
+        row = self._writable(tx, id)
+        if row is None or not row.owned_by(owner, attempt):
+            return []
+        row.status = DEAD
+        row.completed_at = to_micros(now)
+        row.last_error = error
+        return [(row.id,)]
+
+    def requeue_expired(self, tx: Transaction, *, now, max_attempts, limit) -> Rows:
+        now_us = to_micros(now)
+        out = []
+        for _, job_id in self.leases.irange(None, (now_us, -1), inclusive=(True, False)):
+            if len(out) >= limit:
+                break
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            out.append(job_id)
+        rows = []
+        for job_id in out:
+            row = self._writable(tx, job_id)
+            row.status = DEAD if row.attempts >= max_attempts else PENDING
+            row.last_error = "lease expired"
+            rows.append((row.id, row.status, row.lease_owner, row.attempts))
+        rows.sort()
+        return rows
+
+    def select_stuck_jobs(self, tx: Transaction, *, now) -> Rows:
+        now_us = to_micros(now)
+        stuck = sorted(job_id for _, job_id in self.leases.irange(None, (now_us, -1), inclusive=(True, False)))
+        rows = (self._visible(tx, job_id) for job_id in stuck)
+        return [(r.id, r.lease_owner, _seconds(r.lease_until), r.attempts) for r in rows]
+
+    def insert_dedup_marker(self, tx: Transaction, *, event_id, payload_hash, now) -> Rows:
+        if event_id in tx.markers:
+            return []
+        holder = self.marker_locks.get(event_id)
+        if holder is not None and holder is not tx:
+            raise _Wait(holder.client)  # an uncommitted insert of the same key: wait for it
+        if event_id in self.markers and event_id not in tx.deleted_markers:
+            return []
+        self.marker_locks[event_id] = tx
+        tx.markers[event_id] = (event_id, payload_hash, to_micros(now))
+        return [(event_id,)]
+
+    def read_dedup_marker(self, tx: Transaction, *, event_id) -> Rows:
+        row = tx.markers.get(event_id) or self.markers.get(event_id)
+        if row is None or (event_id in tx.deleted_markers and event_id not in tx.markers):
+            return []
+        return [(row[0], row[1], _seconds(row[2]))]
+
+    def purge_dedup_markers(self, tx: Transaction, *, before) -> Rows:
+        before_us = to_micros(before)
+        doomed = sorted(e for e, row in self.markers.items() if row[2] < before_us)
+        for event_id in doomed:
+            holder = self.marker_locks.get(event_id)
+            if holder is not None and holder is not tx:
+                raise _Wait(holder.client)
+        for event_id in doomed:
+            self.marker_locks[event_id] = tx
+            tx.deleted_markers.add(event_id)
+        return [(e,) for e in doomed]
+
+    def insert_ledger_entry(self, tx: Transaction, *, job_id, event_id, amount_cents, worker, attempt, now) -> Rows:
+        entry_id = next(self._ledger_ids)
+        tx.ledger.append((entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now)))
+        return [(entry_id,)]
+
+    def count_jobs_by_status(self, tx: Transaction) -> Rows:
+        counts: dict[str, int] = {}
+        for row in self._all_jobs(tx):
+            counts[row.status] = counts.get(row.status, 0) + 1
+        return sorted(counts.items())
+
+    def dump_jobs(self, tx: Transaction) -> Rows:
+        return [
+            (r.id, r.event_id, r.payload, r.status, r.lease_owner, _seconds(r.lease_until), r.attempts,
+             _seconds(r.heartbeat_at), _seconds(r.created_at), _seconds(r.completed_at), r.last_error)
+            for r in sorted(self._all_jobs(tx), key=lambda r: r.id)
+        ]
+
+    def dump_processed_events(self, tx: Transaction) -> Rows:
+        merged = {**self.markers, **tx.markers}
+        for event_id in tx.deleted_markers - tx.markers.keys():
+            merged.pop(event_id, None)
+        return [(e, h, _seconds(t)) for e, h, t in sorted(merged.values())]
+
+    def dump_ledger(self, tx: Transaction) -> Rows:
+        return [row[:-1] + (_seconds(row[-1]),) for row in sorted(self.ledger + tx.ledger)]
+
+    def _all_jobs(self, tx: Transaction) -> Iterator[JobRow]:
+        yield from ({**self.jobs, **tx.jobs}).values()
+
+
+def _merge_sorted(a, b) -> Iterator[int]:
+    """Merge two ascending id sequences without duplicates."""
+    import heapq
+
+    last = None
+    for job_id in heapq.merge(a, b):
+        if job_id != last:
+            yield job_id
+            last = job_id

@@ -1,0 +1,98 @@
+"""Named queries loaded from sql/queries.sql: the single source of SQL text in Lease Lab."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from sim.db.errors import ParameterError, UnknownQueryError
+
+PARAM_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "text": (str,),
+    "bool": (bool,),
+    "time": (int, float),
+}
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One named statement: its SQL text, a one-line description and its typed parameters."""
+
+    name: str
+    description: str
+    params: tuple[tuple[str, str], ...]  # (name, type) in declaration order
+    sql: str
+
+    @property
+    def param_names(self) -> frozenset[str]:
+        return frozenset(p for p, _ in self.params)
+
+    def check(self, params: dict) -> None:
+        """Raise ParameterError naming the query and the parameter if `params` does not fit."""
+        for pname, ptype in self.params:
+            if pname not in params:
+                raise ParameterError(self.name, pname, f"missing (expects {ptype})")
+            value = params[pname]
+            allowed = PARAM_TYPES[ptype]
+            if not isinstance(value, allowed) or (ptype != "bool" and isinstance(value, bool)):
+                raise ParameterError(
+                    self.name, pname, f"expects {ptype}, got {type(value).__name__} {value!r}"
+                )
+        if len(params) != len(self.params):
+            extra = sorted(set(params) - self.param_names)
+            raise ParameterError(self.name, extra[0], "is not a parameter of this query")
+
+
+def parse_queries(text: str) -> dict[str, Query]:
+    """Parse the `-- name:` / description / `-- params:` blocks of a queries file."""
+    queries: dict[str, Query] = {}
+    for block in re.split(r"^-- name:", text, flags=re.M)[1:]:
+        lines = block.splitlines()
+        name = lines[0].strip()
+        description = lines[1].removeprefix("--").strip()
+        if not lines[2].startswith("-- params:"):
+            raise ValueError(f"query {name}: third line must be '-- params: ...'")
+        declared = [p.split() for p in lines[2].removeprefix("-- params:").split(",") if p.strip()]
+        params = tuple((p[0], p[1]) for p in declared)
+        for pname, ptype in params:
+            if ptype not in PARAM_TYPES:
+                raise ValueError(f"query {name}: parameter {pname} has unknown type {ptype}")
+        sql = "\n".join(line for line in lines[3:] if not line.startswith("--")).strip()
+        sql = sql.rstrip(";").strip()
+        used = set(_PLACEHOLDER.findall(sql))
+        if used != {p for p, _ in params}:
+            raise ValueError(f"query {name}: declared {sorted(p for p, _ in params)}, uses {sorted(used)}")
+        if name in queries:
+            raise ValueError(f"query {name} is defined twice")
+        queries[name] = Query(name, description, params, sql)
+    return queries
+
+
+def _sql_text(filename: str) -> str:
+    return (resources.files("sim") / "sql" / filename).read_text(encoding="utf-8")
+
+
+@cache
+def load_queries() -> dict[str, Query]:
+    """All named queries, parsed once per process."""
+    return parse_queries(_sql_text("queries.sql"))
+
+
+@cache
+def schema_sql() -> str:
+    """The DDL that creates Lease Lab's tables in the current schema."""
+    return _sql_text("schema.sql")
+
+
+def get_query(name: str) -> Query:
+    """The named query, or UnknownQueryError with a did-you-mean."""
+    queries = load_queries()
+    try:
+        return queries[name]
+    except KeyError:
+        raise UnknownQueryError(name, difflib.get_close_matches(name, queries, n=1)) from None

@@ -1,0 +1,183 @@
+-- Lease Lab named queries: THE source of every statement the simulation runs.
+-- Format: "-- name: NAME", then a one-line description, then "-- params: NAME TYPE, ..."
+-- (types: int, text, bool, time), then the statement. Parameters are bound by psycopg as
+-- %(name)s; time parameters are the simulated clock (epoch + seconds), never now().
+
+-- name: insert_job
+-- Enqueue one payment job as Pending.
+-- params: id int, event_id text, payload text, now time
+INSERT INTO payment_jobs (id, event_id, payload, status, attempts, created_at)
+VALUES (%(id)s, %(event_id)s, %(payload)s, 'Pending', 0, %(now)s);
+
+-- name: select_candidates
+-- The read of a claim: up to `limit` claimable jobs oldest first (Pending, or an expired lease when take_expired); never waits.
+-- params: now time, take_expired bool, limit int
+SELECT id, status, lease_owner, lease_until, attempts
+FROM payment_jobs
+WHERE status = 'Pending'
+   OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s)
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: claim_conditional
+-- The seed's claim: one atomic conditional UPDATE; no row back means someone else holds the job.
+-- params: id int, owner text, now time, lease_until time
+UPDATE payment_jobs
+SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
+    heartbeat_at = %(now)s, attempts = attempts + 1
+WHERE id = %(id)s
+  AND (status = 'Pending' OR (status = 'Processing' AND lease_until < %(now)s))
+RETURNING id, attempts;
+
+-- name: claim_unconditional
+-- The write of read-then-write (or of a row locked FOR UPDATE): takes the job whatever its state.
+-- params: id int, owner text, now time, lease_until time
+UPDATE payment_jobs
+SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
+    heartbeat_at = %(now)s, attempts = attempts + 1
+WHERE id = %(id)s
+RETURNING id, attempts;
+
+-- name: claim_skip_locked
+-- Claim the oldest claimable job in one statement, skipping rows other transactions have locked.
+-- params: owner text, now time, lease_until time, take_expired bool
+WITH next_job AS (
+    SELECT id FROM payment_jobs
+    WHERE status = 'Pending'
+       OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s)
+    ORDER BY id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payment_jobs j
+SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
+    heartbeat_at = %(now)s, attempts = j.attempts + 1
+FROM next_job
+WHERE j.id = next_job.id
+RETURNING j.id, j.attempts;
+
+-- name: lock_next_candidate
+-- Blocking claim, step 1 (inside a transaction): lock the oldest claimable job, waiting for its holder.
+-- params: now time, take_expired bool
+SELECT id, attempts
+FROM payment_jobs
+WHERE status = 'Pending'
+   OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s)
+ORDER BY id
+LIMIT 1
+FOR UPDATE;
+
+-- name: lock_job_nowait
+-- Lock one job row or fail at once with SQLSTATE 55P03 if another transaction holds it.
+-- params: id int
+SELECT id, status FROM payment_jobs WHERE id = %(id)s FOR UPDATE NOWAIT;
+
+-- name: heartbeat
+-- Renew a lease, fenced: only the owner of this attempt of a Processing job extends it.
+-- params: id int, owner text, attempt int, now time, lease_until time
+UPDATE payment_jobs
+SET lease_until = %(lease_until)s, heartbeat_at = %(now)s
+WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id, lease_until;
+
+-- name: complete_fenced
+-- Mark a job Completed only if the caller still owns this attempt (owner + attempt fencing).
+-- params: id int, owner text, attempt int, now time
+UPDATE payment_jobs
+SET status = 'Completed', completed_at = %(now)s
+WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id;
+
+-- name: complete_unfenced
+-- Mark a job Completed whoever holds it now: a zombie's late completion goes through.
+-- params: id int, now time
+UPDATE payment_jobs
+SET status = 'Completed', completed_at = %(now)s
+WHERE id = %(id)s
+RETURNING id;
+
+-- name: reject_job_fenced
+-- Mark a job Dead with a reason (e.g. same event id with another payload), fenced like completion.
+-- params: id int, owner text, attempt int, now time, error text
+UPDATE payment_jobs
+SET status = 'Dead', completed_at = %(now)s, last_error = %(error)s
+WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id;
+
+-- name: requeue_expired
+-- The stuck watcher: Processing jobs whose lease expired go back to Pending, or Dead at max_attempts; skips locked rows.
+-- params: now time, max_attempts int, limit int
+WITH expired AS (
+    SELECT id FROM payment_jobs
+    WHERE status = 'Processing' AND lease_until < %(now)s
+    ORDER BY lease_until, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), requeued AS (
+    UPDATE payment_jobs j
+    SET status = CASE WHEN j.attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
+        last_error = 'lease expired'
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.id, j.status, j.lease_owner, j.attempts
+)
+SELECT id, status, lease_owner, attempts FROM requeued ORDER BY id;
+
+-- name: select_stuck_jobs
+-- What the watcher looks for: Processing jobs whose lease has expired (a direct diagnostic query).
+-- params: now time
+SELECT id, lease_owner, lease_until, attempts
+FROM payment_jobs
+WHERE status = 'Processing' AND lease_until < %(now)s
+ORDER BY id;
+
+-- name: insert_dedup_marker
+-- Seed 2's claim on a logical event: a row back means this transaction may apply the effect.
+-- params: event_id text, payload_hash text, now time
+INSERT INTO processed_events (event_id, payload_hash, processed_at)
+VALUES (%(event_id)s, %(payload_hash)s, %(now)s)
+ON CONFLICT DO NOTHING
+RETURNING event_id;
+
+-- name: read_dedup_marker
+-- The stored marker of an event, to compare payload hashes when the marker insert found a conflict.
+-- params: event_id text
+SELECT event_id, payload_hash, processed_at FROM processed_events WHERE event_id = %(event_id)s;
+
+-- name: purge_dedup_markers
+-- Forget markers older than the retention (must cover the redelivery window, or duplicates return).
+-- params: before time
+WITH purged AS (
+    DELETE FROM processed_events WHERE processed_at < %(before)s RETURNING event_id
+)
+SELECT event_id FROM purged ORDER BY event_id;
+
+-- name: insert_ledger_entry
+-- Apply the database effect of a payment: one ledger row.
+-- params: job_id int, event_id text, amount_cents int, worker text, attempt int, now time
+INSERT INTO ledger (job_id, event_id, amount_cents, worker, attempt, applied_at)
+VALUES (%(job_id)s, %(event_id)s, %(amount_cents)s, %(worker)s, %(attempt)s, %(now)s)
+RETURNING entry_id;
+
+-- name: count_jobs_by_status
+-- Status counts, the first thing an operator asks of a queue.
+-- params:
+SELECT status, count(*) FROM payment_jobs GROUP BY status ORDER BY status;
+
+-- name: dump_jobs
+-- Every job row, for comparing final table contents and for analysis.
+-- params:
+SELECT id, event_id, payload, status, lease_owner, lease_until, attempts, heartbeat_at,
+       created_at, completed_at, last_error
+FROM payment_jobs ORDER BY id;
+
+-- name: dump_processed_events
+-- Every dedup marker.
+-- params:
+SELECT event_id, payload_hash, processed_at FROM processed_events ORDER BY event_id;
+
+-- name: dump_ledger
+-- Every ledger row, in insertion order.
+-- params:
+SELECT entry_id, job_id, event_id, amount_cents, worker, attempt, applied_at
+FROM ledger ORDER BY entry_id;
