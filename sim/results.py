@@ -1,0 +1,279 @@
+"""A finished run: the event log as tidy DataFrames, one row per lease and per job, and the metrics.
+
+Every summary figure is computed from the event log (DESIGN.md "Metrics"); the final database
+tables are kept beside it so that invariants can cross-check the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from sim.model.events import COLUMNS
+from sim.scenario import Scenario
+
+TERMINAL = ("Completed", "Dead")
+JOB_TABLE_COLUMNS = ["id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
+                     "heartbeat_at", "created_at", "completed_at", "last_error"]
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    log: list  # Event records in simulation order
+    statement_counts: dict[str, int]
+    tables: dict[str, list[tuple]]  # final contents: jobs, ledger, processed_events
+    worker_skews: dict[str, float] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    backend: str = "memory"
+
+    def __repr__(self) -> str:
+        return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"
+
+    # ---- tidy frames --------------------------------------------------------------------------
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """One row per record: t, kind, worker, job, attempt, detail."""
+        frame = pd.DataFrame.from_records(self.log, columns=COLUMNS)
+        frame["job"] = frame["job"].astype("Int64")
+        frame["attempt"] = frame["attempt"].astype("Int64")
+        return frame
+
+    @cached_property
+    def leases(self) -> pd.DataFrame:
+        """One row per lease: who held which job, from when to when, and how it ended."""
+        return _leases(self.log, self.scenario, self.worker_skews)
+
+    @cached_property
+    def jobs(self) -> pd.DataFrame:
+        """One row per job: final status, attempts, owners, effects and latency."""
+        return _jobs(self.events, self.leases, self.scenario)
+
+    @cached_property
+    def statements(self) -> pd.DataFrame:
+        """DB statements by kind: count and rate per simulated second (the DB load)."""
+        frame = pd.DataFrame(sorted(self.statement_counts.items()), columns=["kind", "count"])
+        frame["per_second"] = frame["count"] / self.scenario.horizon
+        return frame
+
+    @cached_property
+    def table_jobs(self) -> pd.DataFrame:
+        """The payment_jobs table as the database holds it at the end of the run."""
+        return pd.DataFrame(self.tables["jobs"], columns=JOB_TABLE_COLUMNS)
+
+    @cached_property
+    def table_ledger(self) -> pd.DataFrame:
+        return pd.DataFrame(self.tables["ledger"], columns=["entry_id", "job_id", "event_id", "amount_cents",
+                                                            "worker", "attempt", "applied_at"])
+
+    @cached_property
+    def recoveries(self) -> pd.DataFrame:
+        """One row per crash of a lease owner: when the job was claimed again (NaN if never)."""
+        return _recoveries(self.log)
+
+    @cached_property
+    def summary(self) -> pd.Series:
+        return _summary(self)
+
+    def check(self):
+        """The invariant report of this run (see sim.invariants)."""
+        from sim.invariants import check
+
+        return check(self)
+
+
+def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
+    open_by_job: dict[int, list[dict]] = {}
+    held_by_worker: dict[str, dict] = {}
+    rows: list[dict] = []
+    horizon = scenario.horizon
+
+    def release(lease, t, outcome):
+        lease["released_at"] = t
+        lease["outcome"] = outcome
+        if lease["until"] < t and outcome != "crashed":
+            lease["lapsed"] = True
+        open_by_job[lease["job"]].remove(lease)
+        if held_by_worker.get(lease["worker"]) is lease:
+            del held_by_worker[lease["worker"]]
+
+    for t, kind, worker, job, attempt, detail in log:
+        if kind == "claim":
+            for other in open_by_job.get(job, []):
+                view = t + skews.get(other["worker"], 0.0)
+                if view < other["until"] and other["revoked_at"] is None:
+                    other["revoked_at"] = t
+                    other["revoked_by"] = worker
+            lease = {"job": job, "worker": worker, "attempt": attempt, "start": t, "until": detail,
+                     "heartbeats": 0, "lapsed": False, "released_at": np.nan, "outcome": "open",
+                     "revoked_at": None, "revoked_by": None}
+            rows.append(lease)
+            open_by_job.setdefault(job, []).append(lease)
+            held_by_worker[worker] = lease
+            continue
+        lease = held_by_worker.get(worker)
+        if lease is None or (job is not None and lease["job"] != job):
+            continue
+        if kind == "heartbeat":
+            if lease["until"] < t:
+                lease["lapsed"] = True
+            lease["until"] = detail
+            lease["heartbeats"] += 1
+        elif kind == "complete":
+            release(lease, t, "completed")
+        elif kind == "payload_conflict":
+            release(lease, t, "rejected_payload")
+        elif kind == "complete_rejected":
+            release(lease, t, "rejected")
+        elif kind == "abandon":
+            release(lease, t, "abandoned")
+        elif kind == "crash":
+            release(lease, t, "crashed")
+        elif kind == "db_error" and detail not in ("claim", "heartbeat"):
+            release(lease, t, "db_error")
+
+    for lease in rows:
+        released = lease["released_at"] if lease["outcome"] != "open" else horizon
+        if lease["outcome"] == "open" and lease["until"] < horizon:
+            lease["lapsed"] = True
+        if lease["outcome"] == "crashed":
+            end, reason = released, "crashed"
+        elif lease["revoked_at"] is not None and lease["revoked_at"] < released:
+            end, reason = lease["revoked_at"], "revoked"
+        elif lease["lapsed"]:
+            end, reason = min(lease["until"], released), "expired"
+        elif lease["outcome"] == "open":
+            end, reason = horizon, "open"
+        else:
+            end, reason = released, "completed" if lease["outcome"] == "completed" else "released"
+        lease["end"], lease["end_reason"] = end, reason
+    columns = ["job", "worker", "attempt", "start", "end", "end_reason", "until", "heartbeats",
+               "released_at", "outcome", "lapsed", "revoked_at", "revoked_by"]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
+    return frame
+
+
+def _recoveries(log) -> pd.DataFrame:
+    crashes = []  # (t, worker, job)
+    waiting: dict[int, list[dict]] = {}
+    for t, kind, worker, job, _attempt, _detail in log:
+        if kind == "crash" and job is not None:
+            record = {"crash_at": t, "worker": worker, "job": job, "reclaimed_at": np.nan, "reclaimed_by": None}
+            crashes.append(record)
+            waiting.setdefault(job, []).append(record)
+        elif kind == "claim" and job in waiting:
+            for record in waiting.pop(job):
+                record["reclaimed_at"] = t
+                record["reclaimed_by"] = worker
+    frame = pd.DataFrame(crashes, columns=["crash_at", "worker", "job", "reclaimed_at", "reclaimed_by"])
+    frame["latency"] = frame["reclaimed_at"] - frame["crash_at"]
+    return frame
+
+
+def _jobs(events: pd.DataFrame, leases: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
+    enq = events[events.kind == "enqueue"]
+    jobs = pd.DataFrame({"job": enq["job"].to_numpy(), "event_id": enq["detail"].to_numpy(),
+                         "enqueued_at": enq["t"].to_numpy()}).set_index("job")
+    by_job = events[events["job"].notna()].groupby(["job", "kind"]).size().unstack(fill_value=0)
+    for kind in ("claim", "effect", "complete"):
+        if kind not in by_job:
+            by_job[kind] = 0
+    jobs["attempts"] = by_job["claim"].reindex(jobs.index, fill_value=0)
+    jobs["db_effects"] = by_job["effect"].reindex(jobs.index, fill_value=0)
+    charges = events[(events.kind == "psp_charge") & (events.detail == "new")].groupby("job").size()
+    jobs["external_effects"] = charges.reindex(jobs.index, fill_value=0)
+    done = events[events.kind == "complete"].groupby("job")["t"].min()
+    jobs["completed_at"] = done.reindex(jobs.index)
+    status = pd.Series("Pending", index=jobs.index, dtype=object)
+    claimed = jobs["attempts"] > 0
+    status[claimed] = "Processing"
+    # the last status-changing record of each job decides its final status
+    changes = events[events.kind.isin(["claim", "complete", "payload_conflict", "requeue"])]
+    last = changes.groupby("job").tail(1).set_index("job")
+    final = last["kind"].map({"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"})
+    requeued = last["kind"] == "requeue"
+    final[requeued] = last.loc[requeued, "detail"]
+    status.update(final)
+    jobs["status"] = status
+    jobs["latency"] = jobs["completed_at"] - jobs["enqueued_at"]
+    owners = leases.groupby("job")["worker"].agg(lambda s: ",".join(dict.fromkeys(s)))
+    jobs["owners"] = owners.reindex(jobs.index).fillna("")
+    return jobs.reset_index()
+
+
+def recovery_allowance(scenario: Scenario) -> float:
+    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack."""
+    p = scenario.policy
+    if p.watcher:
+        allowance = p.watcher_interval
+    elif p.claim_takes_expired:
+        allowance = p.poll_interval
+    else:
+        return float("inf")
+    return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)
+
+
+def lost_jobs(run: Run) -> pd.DataFrame:
+    """Jobs unfinished at the horizon although a worker found nothing to claim well after they were due.
+
+    A job is due when enqueued, or once its last lease has expired plus the recovery allowance; an idle
+    poll after that moment means the claimers could not see it: the job is lost, not merely queued.
+    """
+    jobs = run.jobs
+    events = run.events
+    idle = events.loc[events.kind == "idle", "t"]
+    if idle.empty:
+        return jobs.iloc[0:0]
+    last_until = run.leases.groupby("job")["until"].last().reindex(jobs["job"]).to_numpy()
+    allowance = recovery_allowance(run.scenario)
+    due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
+    unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
+    return jobs[unfinished & (due < idle.max())]
+
+
+def _percentiles(values: pd.Series, prefix: str) -> dict[str, float]:
+    values = values.dropna()
+    if values.empty:
+        return {f"{prefix}_{name}": np.nan for name in ("mean", "p50", "p95", "p99")}
+    q = np.percentile(values, [50, 95, 99])
+    return {f"{prefix}_mean": float(values.mean()), f"{prefix}_p50": q[0], f"{prefix}_p95": q[1], f"{prefix}_p99": q[2]}
+
+
+def _summary(run: Run) -> pd.Series:
+    scenario = run.scenario
+    jobs, leases, events = run.jobs, run.leases, run.events
+    horizon = scenario.horizon
+    completed = int((jobs["status"] == "Completed").sum())
+    terminal = jobs["status"].isin(TERMINAL)
+    effects = events[events.kind == "effect"].groupby("detail").size()
+    charges = events[(events.kind == "psp_charge") & (events.detail == "new")]
+    charges_per_event = charges.merge(jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    recoveries = run.recoveries
+    out = {
+        "jobs": len(jobs),
+        "completed": completed,
+        "dead": int((jobs["status"] == "Dead").sum()),
+        "lost_jobs": len(lost_jobs(run)),
+        "unfinished": int((~terminal).sum()),
+        "throughput_per_s": completed / horizon,
+        "leases": len(leases),
+        "false_expiries": int(leases["false_expiry"].sum()),
+        "double_claims": int((leases["end_reason"] == "revoked").sum()),
+        "duplicate_db_effects": int((effects - 1).clip(lower=0).sum()),
+        "duplicate_external_effects": int((charges_per_event - 1).clip(lower=0).sum()),
+        "psp_charges": int((events.kind == "psp_charge").sum()),
+        "crashes": int((events.kind == "crash").sum()),
+        "recoveries": int(recoveries["latency"].notna().sum()),
+        "unrecovered_crashes": int(recoveries["latency"].isna().sum()),
+    }
+    out.update(_percentiles(jobs["latency"], "job_latency"))
+    out.update(_percentiles(recoveries["latency"], "recovery_latency"))
+    out["statements_per_s"] = sum(run.statement_counts.values()) / horizon
+    for kind, count in sorted(run.statement_counts.items()):
+        out[f"db_{kind}_per_s"] = count / horizon
+    return pd.Series(out, name=scenario.name)

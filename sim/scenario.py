@@ -1,0 +1,372 @@
+"""Scenario = Workload + Policy + Faults (+ horizon, seed, backend): frozen, validated, TOML in/out."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+import warnings
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from pathlib import Path
+
+import tomli_w
+
+from sim.dists import Dist, read_durations_csv
+from sim.errors import ConfigError
+
+CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
+ARRIVALS = ("batch", "poisson")
+WATCHER_ACTIONS = ("requeue", "dead")
+CLOCKS = ("db", "worker")
+PARTITION_MODES = ("fail", "hang")
+CRASH_POINTS = ("after_psp", "after_marker")
+INVARIANTS = (
+    "lost_job", "double_claim", "non_owner_completion", "duplicate_db_effect",
+    "duplicate_external_effect", "attempts_not_incremented", "stuck_processing",
+)
+
+
+class LeaseWarning(UserWarning):
+    """A setting that works but is probably not what the user wants."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What arrives and how long it takes."""
+
+    jobs: int = 100  # batch size, or number of arrivals for a Poisson stream
+    arrival: str = "batch"  # batch: all at t=0 | poisson: at `rate` jobs per second
+    rate: float = 1.0
+    processing: Dist = Dist.constant(2.0)  # total work per job, excluding the PSP call
+    psp_at: float = 0.5  # fraction of the work done before the PSP call
+    psp_call: Dist = Dist.constant(0.2)  # duration of the external PSP call
+    statement_latency: Dist = Dist.constant(0.002)  # one DB round trip
+    duplicate_delivery: float = 0.0  # probability an event is delivered (enqueued) twice
+    redelivery_delay: Dist = Dist.constant(0.0)
+    payload_mismatch: float = 0.0  # probability a redelivery carries a different payload
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the queue hands out and recovers work."""
+
+    workers: int = 4
+    poll_interval: float = 1.0  # idle workers poll this often, each with a random phase
+    claim: str = "conditional_update"
+    claim_takes_expired: bool = True  # the seed's claim also takes Processing jobs whose lease expired
+    candidates: int = 1  # how many candidate ids a claim reads before trying them
+    select_to_update_gap: float = 0.0  # application time between the read and the write of a claim
+    lease_ttl: float = 30.0
+    heartbeat: bool = True
+    heartbeat_interval: float = 10.0
+    watcher: bool = True
+    watcher_interval: float = 30.0
+    watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
+    watcher_batch: int = 1000
+    max_attempts: int = 25
+    fencing: bool = True  # completion checks owner + attempt
+    dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
+    idempotency_key: bool = False  # PSP calls carry the payment's event id
+    abandon_on_lost_lease: bool = True  # a rejected heartbeat makes the worker drop the job
+    clock: str = "db"  # db: every statement uses the DB clock | worker: each worker's own clock
+
+
+@dataclass(frozen=True)
+class ScriptedCrash:
+    worker: int
+    at: float
+
+
+@dataclass(frozen=True)
+class ScriptedOutage:
+    """A stop-the-world pause or a worker<->DB partition at a given time."""
+
+    worker: int
+    at: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    """Crash a worker when it reaches `point`, with `probability`, at most `limit` times in the run."""
+
+    point: str
+    probability: float = 1.0
+    limit: int = 1
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong: crashes, pauses, heartbeat trouble, partitions, clock skew."""
+
+    crash_rate: float = 0.0  # crashes per worker-hour
+    crashes: tuple[ScriptedCrash, ...] = ()
+    restart_delay: Dist = Dist.constant(5.0)
+    pause_rate: float = 0.0  # stop-the-world pauses per worker-hour
+    pause_duration: Dist = Dist.constant(1.0)
+    pauses: tuple[ScriptedOutage, ...] = ()
+    heartbeat_loss: float = 0.0  # probability a heartbeat never reaches the DB
+    heartbeat_delay: Dist = Dist.constant(0.0)  # extra delay before a heartbeat reaches the DB
+    partition_rate: float = 0.0  # worker<->DB partitions per worker-hour
+    partition_duration: Dist = Dist.constant(10.0)
+    partitions: tuple[ScriptedOutage, ...] = ()
+    partition_mode: str = "fail"  # fail: DB calls error out | hang: they wait until healed
+    crash_points: tuple[CrashPoint, ...] = ()
+    clock_skew: float = 0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = "custom"
+    description: str = ""
+    workload: Workload = field(default_factory=Workload)
+    policy: Policy = field(default_factory=Policy)
+    faults: Faults = field(default_factory=Faults)
+    horizon: float = 600.0  # simulated seconds
+    seed: int = 1
+    backend: str = "memory"
+    record_heartbeats: bool = True  # False drops heartbeat records from the log for big runs
+    expect: tuple[str, ...] = ()  # invariant violations this scenario exists to show
+
+    def with_overrides(self, assignments: dict[str, object]) -> Scenario:
+        """A copy with dotted keys replaced, e.g. {"policy.lease_ttl": 20}; validated."""
+        data = to_dict(self)
+        for dotted, value in assignments.items():
+            _assign(data, dotted, value)
+        return from_dict(data)
+
+    def replace(self, **sections) -> Scenario:
+        """A copy with whole fields or sections replaced, e.g. replace(seed=2)."""
+        return validate(replace(self, **sections))
+
+
+# ---- validation ---------------------------------------------------------------------------------
+
+def validate(scenario: Scenario) -> Scenario:
+    """Raise ConfigError (one line) for values a run cannot use; warn for risky ones."""
+    w, p, f = scenario.workload, scenario.policy, scenario.faults
+    rules = [
+        (scenario.horizon > 0, "horizon", "must be > 0 seconds"),
+        (scenario.backend in ("memory", "postgres"), "backend", "must be memory or postgres"),
+        (w.jobs >= 0, "workload.jobs", "must be >= 0"),
+        (w.arrival in ARRIVALS, "workload.arrival", f"must be one of {', '.join(ARRIVALS)}"),
+        (w.rate > 0, "workload.rate", "must be > 0 jobs per second"),
+        (0 <= w.psp_at <= 1, "workload.psp_at", "must be a fraction between 0 and 1"),
+        (0 <= w.duplicate_delivery <= 1, "workload.duplicate_delivery", "must be a probability between 0 and 1"),
+        (0 <= w.payload_mismatch <= 1, "workload.payload_mismatch", "must be a probability between 0 and 1"),
+        (p.workers >= 1, "policy.workers", "must be at least 1"),
+        (p.poll_interval > 0, "policy.poll_interval", "must be > 0 seconds"),
+        (p.claim in CLAIM_STRATEGIES, "policy.claim", f"must be one of {', '.join(CLAIM_STRATEGIES)}"),
+        (p.candidates >= 1, "policy.candidates", "must be at least 1"),
+        (p.select_to_update_gap >= 0, "policy.select_to_update_gap", "must be >= 0 seconds"),
+        (p.lease_ttl > 0, "policy.lease_ttl", "must be > 0 seconds"),
+        (p.heartbeat_interval > 0, "policy.heartbeat_interval", "must be > 0 seconds"),
+        (p.watcher_interval > 0, "policy.watcher_interval", "must be > 0 seconds"),
+        (p.watcher_action in WATCHER_ACTIONS, "policy.watcher_action", f"must be one of {', '.join(WATCHER_ACTIONS)}"),
+        (p.watcher_batch >= 1, "policy.watcher_batch", "must be at least 1"),
+        (p.max_attempts >= 1, "policy.max_attempts", "must be at least 1"),
+        (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
+        (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
+        (f.pause_rate >= 0, "faults.pause_rate", "must be >= 0 per worker-hour"),
+        (f.partition_rate >= 0, "faults.partition_rate", "must be >= 0 per worker-hour"),
+        (0 <= f.heartbeat_loss <= 1, "faults.heartbeat_loss", "must be a probability between 0 and 1"),
+        (f.partition_mode in PARTITION_MODES, "faults.partition_mode", f"must be one of {', '.join(PARTITION_MODES)}"),
+        (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
+    ]
+    for i, crash in enumerate(f.crashes):
+        rules.append((0 <= crash.worker < p.workers, f"faults.crashes[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
+        rules.append((crash.at >= 0, f"faults.crashes[{i}].at", "must be >= 0 seconds"))
+    for section in ("pauses", "partitions"):
+        for i, outage in enumerate(getattr(f, section)):
+            rules.append((0 <= outage.worker < p.workers, f"faults.{section}[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
+            rules.append((outage.at >= 0, f"faults.{section}[{i}].at", "must be >= 0 seconds"))
+            rules.append((outage.duration > 0, f"faults.{section}[{i}].duration", "must be > 0 seconds"))
+    for i, cp in enumerate(f.crash_points):
+        rules.append((cp.point in CRASH_POINTS, f"faults.crash_points[{i}].point", f"must be one of {', '.join(CRASH_POINTS)}"))
+        rules.append((0 <= cp.probability <= 1, f"faults.crash_points[{i}].probability", "must be a probability between 0 and 1"))
+        rules.append((cp.limit >= 1, f"faults.crash_points[{i}].limit", "must be at least 1"))
+    for i, name in enumerate(scenario.expect):
+        rules.append((name in INVARIANTS, f"expect[{i}]", f"{name!r} is not one of {', '.join(INVARIANTS)}"))
+    for ok, key, message in rules:
+        if not ok:
+            raise ConfigError(f"{key}: {message}")
+    for key in ("processing", "psp_call", "statement_latency", "redelivery_delay"):
+        _check_dist(getattr(w, key), f"workload.{key}")
+    for key in ("restart_delay", "pause_duration", "heartbeat_delay", "partition_duration"):
+        _check_dist(getattr(f, key), f"faults.{key}")
+    if p.heartbeat and p.heartbeat_interval >= p.lease_ttl:
+        warnings.warn(
+            f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= policy.lease_ttl {p.lease_ttl:g} s: "
+            "leases will lapse between heartbeats",
+            LeaseWarning,
+            stacklevel=2,
+        )
+    return scenario
+
+
+def _check_dist(dist: Dist, key: str) -> None:
+    problems = dist.problems(key)
+    if problems:
+        raise ConfigError(problems[0])
+
+
+# ---- dict / TOML conversion ---------------------------------------------------------------------
+
+def to_dict(obj) -> dict:
+    """Plain nested dict of a scenario (distributions as tables), ready for TOML."""
+    if isinstance(obj, Dist):
+        return obj.to_dict()
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            out[f.name] = to_dict(value)
+        elif isinstance(value, tuple):
+            out[f.name] = [to_dict(v) if dataclasses.is_dataclass(v) else v for v in value]
+        else:
+            out[f.name] = value
+    return out
+
+
+def from_dict(data: dict) -> Scenario:
+    """Build and validate a Scenario from a nested dict (e.g. parsed TOML)."""
+    return validate(_build(Scenario, data, ""))
+
+
+def _build(cls, data, path: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'scenario'}: expected a table, got {_describe(data)}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        where = f"{path}{key}"
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {path}{close[0]}?" if close else f"; allowed: {', '.join(names)}"
+            raise ConfigError(f"{where}: unknown key{hint}")
+        kwargs[key] = _convert(hints[key], value, where)
+    return cls(**kwargs)
+
+
+def _convert(hint, value, where: str):
+    origin = typing.get_origin(hint)
+    if hint is Dist:
+        return _dist(value, where)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where + ".")
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list, got {_describe(value)}")
+        return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is types.UnionType:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {_describe(value)}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number, got {_describe(value)}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number, got {_describe(value)}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
+        return value
+    raise ConfigError(f"{where}: unsupported value {_describe(value)}")
+
+
+def _dist(value, where: str) -> Dist:
+    """A number means a constant; a table names its kind and parameters; csv= reads samples."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return Dist.constant(float(value))
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a number of seconds or a table like {{kind = \"lognormal\", median = 2, p99 = 20}}, got {_describe(value)}")
+    data = dict(value)
+    if "csv" in data:
+        samples = read_durations_csv(data.pop("csv"), data.pop("column", None))
+        data = {"kind": "empirical", "samples": samples, **{k: v for k, v in data.items() if k != "kind"}}
+    return _build(Dist, data, where + ".")
+
+
+def _describe(value) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def _assign(data: dict, dotted: str, value) -> None:
+    *parents, leaf = dotted.split(".")
+    node = data
+    walked = []
+    for part in parents:
+        walked.append(part)
+        child = node.get(part)
+        if not isinstance(child, dict):
+            options = [k for k, v in node.items() if isinstance(v, dict)]
+            close = difflib.get_close_matches(part, options, n=1)
+            hint = f"; did you mean {'.'.join(walked[:-1] + [close[0]])}?" if close else ""
+            raise ConfigError(f"{'.'.join(walked)}: unknown section{hint}")
+        node = child
+    node[leaf] = value
+
+
+def loads(text: str, source: str = "scenario") -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML ({exc})") from None
+    return from_dict(data)
+
+
+def load(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return loads(text, str(path))
+
+
+def dumps(scenario: Scenario) -> str:
+    return tomli_w.dumps(to_dict(scenario))
+
+
+def save(scenario: Scenario, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write TOML; refuses to replace an existing file unless overwrite=True."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise ConfigError(f"{path}: already exists; choose another name or pass overwrite=True")
+    path.write_text(dumps(scenario), encoding="utf-8")
+    return path
+
+
+# ---- presets ------------------------------------------------------------------------------------
+
+def preset_names() -> list[str]:
+    folder = resources.files("sim") / "scenarios"
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def preset(name: str) -> Scenario:
+    """A named preset from sim/scenarios/, or ConfigError with a did-you-mean."""
+    names = preset_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; presets: {', '.join(names)}"
+        raise ConfigError(f"scenario {name!r}: no such preset{hint}")
+    text = (resources.files("sim") / "scenarios" / f"{name}.toml").read_text(encoding="utf-8")
+    return loads(text, f"preset {name}")
+
+
+def resolve(name_or_path: str) -> Scenario:
+    """A preset name, or a path to a TOML file."""
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        return load(name_or_path)
+    return preset(name_or_path)
