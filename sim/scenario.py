@@ -72,12 +72,16 @@ class Policy:
     idempotency_key: bool = False  # PSP calls carry the payment's event id
     abandon_on_lost_lease: bool = True  # a rejected heartbeat makes the worker drop the job
     clock: str = "db"  # db: every statement uses the DB clock | worker: each worker's own clock
+    random_phase: bool = True  # idle polls and watcher ticks start at a random phase; false: at t=0
 
 
 @dataclass(frozen=True)
 class ScriptedCrash:
-    worker: int
+    """Crash `worker` at `at`, or whichever worker holds a lease on `job` then (give one of the two)."""
+
     at: float
+    worker: int | None = None
+    job: int | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,9 @@ def validate(scenario: Scenario) -> Scenario:
         (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
     ]
     for i, crash in enumerate(f.crashes):
-        rules.append((0 <= crash.worker < p.workers, f"faults.crashes[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
+        rules.append(((crash.worker is None) != (crash.job is None), f"faults.crashes[{i}]", "give either worker or job, not both"))
+        if crash.worker is not None:
+            rules.append((0 <= crash.worker < p.workers, f"faults.crashes[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
         rules.append((crash.at >= 0, f"faults.crashes[{i}].at", "must be >= 0 seconds"))
     for section in ("pauses", "partitions"):
         for i, outage in enumerate(getattr(f, section)):
@@ -222,6 +228,8 @@ def to_dict(obj) -> dict:
     out = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
+        if value is None:
+            continue  # TOML has no null: an absent key means None
         if dataclasses.is_dataclass(value):
             out[f.name] = to_dict(value)
         elif isinstance(value, tuple):

@@ -84,3 +84,11 @@ def inject_crashes(env, worker, times: list[float]):
         yield env.timeout(t - env.now)
         if worker.up:
             worker.process.interrupt("crash")
+
+
+def crash_owner(env, workers, job: int, at: float):
+    """Process: at `at`, crash whichever live worker holds a lease on `job` (if any)."""
+    yield env.timeout(at)
+    for worker in workers:
+        if worker.up and worker.lease is not None and worker.lease.job == job:
+            worker.process.interrupt("crash")

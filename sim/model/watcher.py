@@ -13,8 +13,8 @@ def watcher(world):
     latency = world.scenario.workload.statement_latency.sampler(world.streams.generator("latency/watcher"))
     db = DbSession(world, "watcher", latency)
     max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
-    phase = float(world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval))
-    yield env.timeout(phase)
+    if policy.random_phase:
+        yield env.timeout(float(world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval)))
     while True:
         rows = yield from db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch})
         now = env.now

@@ -48,7 +48,8 @@ class Worker:
         self.hb_db = DbSession(world, f"{self.name}/hb", latency.sampler(streams.generator(f"latency/{self.name}/hb")),
                                skew=skew, partitions=partitions)
         faults = world.scenario.faults
-        self._phase = float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
+        self._phase = (float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
+                       if self.policy.random_phase else 0.0)
         self._restart_delay = faults.restart_delay.sampler(streams.generator(f"worker/{index}/restart"))
         self._psp_call = world.scenario.workload.psp_call.sampler(streams.generator(f"worker/{index}/psp"))
         self._hb_delay = faults.heartbeat_delay.sampler(streams.generator(f"worker/{index}/hb-delay"))
@@ -104,7 +105,9 @@ class Worker:
             job, attempt, until = claimed
             self.lease = lease = Lease(job, attempt, until)
             if self.policy.heartbeat:
-                self.heartbeat_proc = self.env.process(self._heartbeat(lease, self.heartbeat_proc))
+                # a plain timer, not a process: most jobs end before their first heartbeat is due
+                self.env.timeout(self.policy.heartbeat_interval).callbacks.append(
+                    lambda _, lease=lease: self._start_heartbeat(lease))
             try:
                 yield from self._process(lease)
             except DbUnavailable as exc:
@@ -258,13 +261,17 @@ class Worker:
 
     # ---- heartbeat ----------------------------------------------------------------------------
 
+    def _start_heartbeat(self, lease: Lease) -> None:
+        if not lease.done:
+            self.heartbeat_proc = self.env.process(self._heartbeat(lease, self.heartbeat_proc))
+
     def _heartbeat(self, lease: Lease, previous: simpy.Process | None):
-        """Process: renew the lease every heartbeat_interval until the job is done or the lease lost."""
+        """Process: renew the lease now and every heartbeat_interval until the job is done or the lease lost."""
         interval, ttl = self.policy.heartbeat_interval, self.policy.lease_ttl
         faults = self.world.scenario.faults
         record = self.world.scenario.record_heartbeats
         try:
-            yield from self._sleep(interval)
+            yield from self._thaw()
             if previous is not None and previous.is_alive:
                 yield previous  # the last lease's heartbeat statement is still in flight
             while not lease.done:

@@ -8,7 +8,7 @@ from collections import Counter
 import simpy
 
 from sim.model.events import Event
-from sim.model.faults import OutageCalendar, inject_crashes, log_outages, poisson_times
+from sim.model.faults import OutageCalendar, crash_owner, inject_crashes, log_outages, poisson_times
 from sim.model.producer import JobSpec, arrival_schedule, producer
 from sim.model.psp import Psp
 from sim.model.session import TxRegistry
@@ -80,6 +80,9 @@ def build(scenario, backend) -> World:
             env.process(log_outages(env, world.log, worker.name, pauses, "pause"))
         if partitions:
             env.process(log_outages(env, world.log, worker.name, partitions, "partition"))
+    for crash in faults.crashes:
+        if crash.job is not None:
+            env.process(crash_owner(env, world.workers, crash.job, crash.at))
     if policy.watcher:
         env.process(watcher(world))
     return world
