@@ -1,0 +1,38 @@
+# Lease Lab. Every target installs what it needs: the first run creates .venv from PyPI,
+# and editing pyproject.toml makes the next run reinstall.
+.POSIX:
+
+PYTHON = python3
+VENV = .venv
+PY = $(VENV)/bin/python
+STAMP = $(VENV)/.installed
+
+.PHONY: demo test lab bench html lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m sim demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --allow-root
+
+bench: $(STAMP)
+	for script in benchmarks/*.py; do echo "# $$script"; $(PY) "$$script" || exit 1; done
+
+html: $(STAMP)
+	mkdir -p out/html
+	unset LEASELAB_FAST; $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir out/html notebooks/*.ipynb
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) out build dist *.egg-info .pytest_cache .ruff_cache .hypothesis .bench

@@ -1,0 +1,79 @@
+"""Packaging: environment.yml mirrors pyproject's dependencies, and the built wheel works alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+NOT_DEPENDENCIES = {"python", "pip"}  # conda-side tooling, not runtime dependencies
+
+
+def distribution_name(requirement: str) -> str:
+    """The PEP 503 normalised name of a pip or conda requirement ('tomli_w>=1' -> 'tomli-w')."""
+    name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip()).group()
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_environment_yml_lists_pyproject_dependencies():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda = [dep for dep in environment["dependencies"] if isinstance(dep, str)]
+    (pip,) = [dep["pip"] for dep in environment["dependencies"] if isinstance(dep, dict)]
+    assert "-e ." in pip, "environment.yml must install Lease Lab itself"
+    listed = [distribution_name(req) for req in conda + pip if req != "-e ."]
+    assert len(listed) == len(set(listed)), f"listed twice in environment.yml: {listed}"
+    expected = {distribution_name(req) for req in pyproject["project"]["dependencies"]}
+    assert set(listed) - NOT_DEPENDENCIES == expected
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Build sdist then wheel (as pip does from an sdist) from a clean copy of the checkout."""
+    work = tmp_path_factory.mktemp("build")
+    source = work / "source"
+    shutil.copytree(
+        ROOT, source, symlinks=True,
+        ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "out", "*.egg-info",
+                                      "__pycache__", ".*_cache", ".hypothesis", ".bench"),
+    )
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(source)],
+                   check=True, capture_output=True)
+    (built,) = (work / "dist").glob("*.whl")
+    return built
+
+
+def test_wheel_ships_the_sql_files(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {Path(n).name for n in names if n.startswith("sim/sql/")}
+    assert shipped == {p.name for p in (ROOT / "sql").glob("*.sql")}
+
+
+def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
+    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                    "--target", str(target), str(wheel)], check=True)
+    probe = (
+        "import json, sim\n"
+        "from sim.db.queries import load_queries, schema_sql\n"
+        "print(json.dumps({'file': sim.__file__, 'queries': len(load_queries()),\n"
+        "                  'schema': 'CREATE TABLE payment_jobs' in schema_sql()}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}  # dependencies still come from this venv
+    out = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    found = json.loads(out)
+    assert Path(found["file"]).is_relative_to(target), found["file"]
+    assert found["queries"] >= 15
+    assert found["schema"]
