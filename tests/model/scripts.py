@@ -6,7 +6,7 @@ from sim.scenario import Faults, Policy, Scenario, Workload
 LATENCY = 0.001
 
 
-def scripted(*, jobs=1, work=25.0, psp_at=0.5, workers=1, horizon=120.0, faults=Faults(), **policy) -> Scenario:
+def scripted(*, jobs=1, work=25.0, psp_at=0.5, workers=1, horizon=120.0, faults=None, **policy) -> Scenario:
     """Constant work and latency, no random phases: every time in the log is predictable."""
     defaults = dict(workers=workers, poll_interval=1.0, lease_ttl=30.0, heartbeat_interval=10.0,
                     watcher=False, watcher_interval=30.0, random_phase=False, dedup=False)
@@ -15,7 +15,7 @@ def scripted(*, jobs=1, work=25.0, psp_at=0.5, workers=1, horizon=120.0, faults=
         workload=Workload(jobs=jobs, processing=Dist.constant(work), psp_at=psp_at, psp_call=Dist.constant(0.0),
                           statement_latency=Dist.constant(LATENCY)),
         policy=Policy(**{**defaults, **policy}),
-        faults=faults,
+        faults=faults or Faults(),
         horizon=horizon,
     )
 
