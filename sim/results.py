@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from sim.model.events import COLUMNS
+from sim.model.events import EventLog
 from sim.scenario import Scenario
 
 TERMINAL = ("Completed", "Dead")
@@ -23,7 +23,7 @@ JOB_TABLE_COLUMNS = ["id", "event_id", "payload", "status", "lease_owner", "leas
 @dataclass
 class Run:
     scenario: Scenario
-    log: list  # Event records in simulation order
+    log: EventLog  # the records in simulation order
     statement_counts: dict[str, int]
     tables: dict[str, list[tuple]]  # final contents: jobs, ledger, processed_events
     worker_skews: dict[str, float] = field(default_factory=dict)
@@ -38,10 +38,7 @@ class Run:
     @cached_property
     def events(self) -> pd.DataFrame:
         """One row per record: t, kind, worker, job, attempt, detail."""
-        frame = pd.DataFrame.from_records(self.log, columns=COLUMNS)
-        frame["job"] = frame["job"].astype("Int64")
-        frame["attempt"] = frame["attempt"].astype("Int64")
-        return frame
+        return self.log.frame()
 
     @cached_property
     def leases(self) -> pd.DataFrame:

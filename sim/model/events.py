@@ -25,7 +25,12 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
 
 
 class Event(NamedTuple):
@@ -38,3 +43,72 @@ class Event(NamedTuple):
 
 
 COLUMNS = list(Event._fields)
+_NONE = -1
+
+
+class EventLog:
+    """The run's records, stored column by column (about 40 bytes a record, so 1M-job runs fit).
+
+    `add` appends one record; iterating yields Event tuples; `frame()` builds the tidy DataFrame.
+    """
+
+    __slots__ = ("_t", "_kind", "_worker", "_job", "_attempt", "_detail", "_kinds", "_kind_code",
+                 "_workers", "_worker_code")
+
+    def __init__(self):
+        self._t = array("d")
+        self._kind = array("B")
+        self._worker = array("h")
+        self._job = array("q")
+        self._attempt = array("i")
+        self._detail: list = []
+        self._kinds: list[str] = []
+        self._kind_code: dict[str, int] = {}
+        self._workers: list[str] = []
+        self._worker_code: dict[str | None, int] = {None: _NONE}
+
+    def add(self, t: float, kind: str, worker: str | None = None, job: int | None = None,
+            attempt: int | None = None, detail: object = None) -> None:
+        code = self._kind_code.get(kind)
+        if code is None:
+            code = self._kind_code[kind] = len(self._kinds)
+            self._kinds.append(kind)
+        who = self._worker_code.get(worker)
+        if who is None:
+            who = self._worker_code[worker] = len(self._workers)
+            self._workers.append(worker)
+        self._t.append(t)
+        self._kind.append(code)
+        self._worker.append(who)
+        self._job.append(_NONE if job is None else job)
+        self._attempt.append(_NONE if attempt is None else attempt)
+        self._detail.append(detail)
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def __iter__(self) -> Iterator[Event]:
+        kinds, workers = self._kinds, self._workers
+        for t, kind, who, job, attempt, detail in zip(self._t, self._kind, self._worker, self._job,
+                                                      self._attempt, self._detail, strict=True):
+            yield Event(t, kinds[kind], None if who == _NONE else workers[who],
+                        None if job == _NONE else job, None if attempt == _NONE else attempt, detail)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per record: t, kind, worker, job, attempt, detail (nullable integers as Int64)."""
+        kinds = pd.Categorical.from_codes(np.frombuffer(self._kind, dtype=np.uint8), categories=self._kinds) \
+            if self._kinds else pd.Categorical([])
+        workers = np.array([None, *self._workers], dtype=object)[np.frombuffer(self._worker, dtype=np.int16) + 1]
+        job = np.frombuffer(self._job, dtype=np.int64)
+        attempt = np.frombuffer(self._attempt, dtype=np.int32)
+        frame = pd.DataFrame({
+            "t": np.frombuffer(self._t, dtype=np.float64).copy(),
+            "kind": np.asarray(kinds, dtype=object),
+            "worker": workers,
+            "job": pd.array(np.where(job == _NONE, 0, job), dtype="Int64"),
+            "attempt": pd.array(np.where(attempt == _NONE, 0, attempt), dtype="Int64"),
+            "detail": pd.Series(self._detail, dtype=object),
+        })
+        frame.loc[job == _NONE, "job"] = pd.NA
+        frame.loc[attempt == _NONE, "attempt"] = pd.NA
+        return frame

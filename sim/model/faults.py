@@ -6,8 +6,6 @@ import bisect
 
 import numpy as np
 
-from sim.model.events import Event
-
 
 def poisson_times(rate_per_hour: float, horizon: float, rng: np.random.Generator) -> list[float]:
     """Event times of a Poisson process with the given rate per hour, in [0, horizon)."""
@@ -73,9 +71,9 @@ def log_outages(env, log: list, worker: str, calendar: OutageCalendar, kind: str
     """Process: write `<kind>_start` / `<kind>_end` records at the calendar's times."""
     for start, end in calendar.intervals:
         yield env.timeout(start - env.now)
-        log.append(Event(env.now, f"{kind}_start", worker, None, None, end - start))
+        log.add(env.now, f"{kind}_start", worker, None, None, end - start)
         yield env.timeout(end - env.now)
-        log.append(Event(env.now, f"{kind}_end", worker, None, None, None))
+        log.add(env.now, f"{kind}_end", worker, None, None, None)
 
 
 def inject_crashes(env, worker, times: list[float]):

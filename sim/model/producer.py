@@ -1,12 +1,13 @@
-"""The producer: the arrival schedule of payment events (with redeliveries) and their enqueueing."""
+"""The producer: payment events arriving (batch or Poisson), some delivered twice, enqueued as jobs."""
 
 from __future__ import annotations
 
 import hashlib
-import json
+import heapq
+from array import array
+from collections.abc import Iterator
 from typing import NamedTuple
 
-from sim.model.events import Event
 from sim.model.session import DbSession
 
 
@@ -19,58 +20,75 @@ class JobSpec(NamedTuple):
     payload_hash: str
     amount_cents: int
     work: float
-    redelivery: bool
 
 
-def arrival_schedule(scenario, streams) -> list[tuple[float, JobSpec]]:
-    """(enqueue time, job) for every delivery, in enqueue order; job ids follow that order."""
+class JobCatalog:
+    """Per-job facts in compact arrays (job ids are 1, 2, ... in enqueue order); specs built on demand."""
+
+    def __init__(self):
+        self._event = array("q")
+        self._amount = array("q")
+        self._work = array("d")
+
+    def add(self, event_no: int, amount_cents: int, work: float) -> int:
+        self._event.append(event_no)
+        self._amount.append(amount_cents)
+        self._work.append(work)
+        return len(self._event)
+
+    def __len__(self) -> int:
+        return len(self._event)
+
+    def __getitem__(self, job_id: int) -> JobSpec:
+        i = job_id - 1
+        event_id = f"evt-{self._event[i]}"
+        amount = self._amount[i]
+        payload = f'{{"event_id":"{event_id}","amount_cents":{amount},"currency":"EUR"}}'
+        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
+        return JobSpec(job_id, event_id, payload, digest, amount, self._work[i])
+
+
+def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
+    """(time, event number, amount) of every delivery in time order, redeliveries included."""
     w = scenario.workload
     arrivals = streams.generator("arrivals")
     amounts = streams.generator("amounts")
     duplicates = streams.generator("redelivery")
-    work = w.processing.sampler(streams.generator("processing"))
-    redelivery_delay = w.redelivery_delay.sampler(streams.generator("redelivery/delay"))
-    items = []
+    delay = w.redelivery_delay.sampler(streams.generator("redelivery/delay"))
+    redeliveries: list[tuple[float, int, int, int]] = []  # (time, sequence, event, amount): a heap
     t = 0.0
-    for k in range(1, w.jobs + 1):
+    for event_no in range(1, w.jobs + 1):
         if w.arrival == "poisson":
             t += float(arrivals.exponential(1.0 / w.rate))
+        while redeliveries and redeliveries[0][0] <= t:
+            due, _, again, amount = heapq.heappop(redeliveries)
+            yield due, again, amount
         amount = int(amounts.integers(100, 100_000))
-        items.append((t, len(items), f"evt-{k}", amount, False))
+        yield t, event_no, amount
         if w.duplicate_delivery and duplicates.random() < w.duplicate_delivery:
-            mismatch = duplicates.random() < w.payload_mismatch
-            items.append((t + redelivery_delay(), len(items), f"evt-{k}", amount + (1 if mismatch else 0), True))
-    items.sort()
-    schedule = []
-    for job_id, (t, _, event_id, amount, redelivery) in enumerate(items, start=1):
-        payload = json.dumps({"event_id": event_id, "amount_cents": amount, "currency": "EUR"}, separators=(",", ":"))
-        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-        schedule.append((t, JobSpec(job_id, event_id, payload, digest, amount, work(), redelivery)))
-    return schedule
+            altered = amount + 1 if duplicates.random() < w.payload_mismatch else amount
+            heapq.heappush(redeliveries, (t + delay(), event_no, event_no, altered))
+    while redeliveries:
+        due, _, again, amount = heapq.heappop(redeliveries)
+        yield due, again, amount
 
 
-def producer(world, schedule):
-    """Process: enqueue each job at its time; jobs due at t=0 are inserted before anything runs."""
-    log = world.log
+def producer(world):
+    """Process: enqueue each delivery when it arrives; those due at t=0 go in before anything runs."""
+    env, log, catalog = world.env, world.log, world.catalog
     latency = world.scenario.workload.statement_latency.sampler(world.streams.generator("latency/producer"))
     db = DbSession(world, "producer", latency)
-    later = []
-    for t, spec in schedule:
-        world.catalog[spec.id] = spec
-        if t == 0.0:
-            world.backend.execute("producer", "insert_job",
-                                  {"id": spec.id, "event_id": spec.event_id, "payload": spec.payload, "now": 0.0})
-            world.statement_counts["insert_job"] += 1
-            log.append(Event(0.0, "enqueue", "producer", spec.id, None, spec.event_id))
-        else:
-            later.append((t, spec))
-    return _enqueue_later(world, db, later)
-
-
-def _enqueue_later(world, db, later):
-    env, log = world.env, world.log
-    for t, spec in later:
+    work = world.scenario.workload.processing.sampler(world.streams.generator("processing"))
+    for t, event_no, amount in deliveries(world.scenario, world.streams):
         if t > env.now:
             yield env.timeout(t - env.now)
-        yield from db.run("insert_job", {"id": spec.id, "event_id": spec.event_id, "payload": spec.payload}, job=spec.id)
-        log.append(Event(env.now, "enqueue", "producer", spec.id, None, spec.event_id))
+        job = catalog.add(event_no, amount, work())
+        spec = catalog[job]
+        params = {"id": job, "event_id": spec.event_id, "payload": spec.payload}
+        if t == 0.0:  # the initial batch: loaded at once, before the first worker polls
+            params["now"] = 0.0
+            world.backend.execute("producer", "insert_job", params)
+            world.statement_counts["insert_job"] += 1
+        else:
+            yield from db.run("insert_job", params, job=job)
+        log.add(env.now, "enqueue", "producer", job, None, spec.event_id)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sim.model.events import Event
-
 
 class Psp:
     """A card charge is an external effect: not rolled back with the database transaction."""
@@ -18,5 +16,5 @@ class Psp:
         outcome = "replay" if key is not None and key in self.seen_keys else "new"
         if key is not None:
             self.seen_keys.add(key)
-        self.log.append(Event(self.env.now, "psp_charge", worker, job, attempt, outcome))
+        self.log.add(self.env.now, "psp_charge", worker, job, attempt, outcome)
         return outcome

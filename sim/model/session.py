@@ -14,7 +14,6 @@ import simpy
 
 from sim.db.base import Blocked
 from sim.db.queries import load_queries
-from sim.model.events import Event
 
 
 class DbUnavailable(Exception):
@@ -85,9 +84,8 @@ class DbSession:
             holders.append(blocked.holder)
             yield self.world.tx.ended_event(blocked.holder)
             blocked = self.backend.resume(self.client)
-        self.world.log.append(
-            Event(self.env.now, "lock_wait", self.client, job, None, f"{'>'.join(holders)}:{self.env.now - start:.6f}")
-        )
+        self.world.log.add(self.env.now, "lock_wait", self.client, job, None,
+                           f"{'>'.join(holders)}:{self.env.now - start:.6f}")
         return blocked
 
     def _cross_partition(self, query: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sim.model.events import Event
 from sim.model.session import DbSession
 
 
@@ -18,7 +17,7 @@ def watcher(world):
     while True:
         rows = yield from db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch})
         now = env.now
-        log.append(Event(now, "watcher_tick", "watcher", None, None, len(rows)))
+        log.add(now, "watcher_tick", "watcher", None, None, len(rows))
         for job, status, _owner, attempts in rows:
-            log.append(Event(now, "requeue", "watcher", job, attempts, status))
+            log.add(now, "requeue", "watcher", job, attempts, status)
         yield env.timeout(policy.watcher_interval)

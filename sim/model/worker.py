@@ -11,7 +11,6 @@ from __future__ import annotations
 import simpy
 
 from sim.db.errors import DatabaseError
-from sim.model.events import Event
 from sim.model.session import DbSession, DbUnavailable
 
 
@@ -73,14 +72,14 @@ class Worker:
                 self.db.reconnect()
                 self.hb_db.reconnect()
                 self.up = True
-                self.log.append(Event(self.env.now, "restart", self.name))
+                self.log.add(self.env.now, "restart", self.name)
                 delay = 0.0
 
     def _die(self) -> None:
         lease = self.lease
         self.up = False
-        self.log.append(Event(self.env.now, "crash", self.name, lease.job if lease else None,
-                              lease.attempt if lease else None))
+        self.log.add(self.env.now, "crash", self.name, lease.job if lease else None,
+                              lease.attempt if lease else None)
         if lease is not None:
             lease.done = True
         if self.heartbeat_proc is not None and self.heartbeat_proc.is_alive:
@@ -95,11 +94,11 @@ class Worker:
             try:
                 claimed = yield from self._claim()
             except DbUnavailable:
-                self.log.append(Event(self.env.now, "db_error", self.name, None, None, "claim"))
+                self.log.add(self.env.now, "db_error", self.name, None, None, "claim")
                 yield from self._sleep(poll)
                 continue
             if claimed is None:
-                self.log.append(Event(self.env.now, "idle", self.name))
+                self.log.add(self.env.now, "idle", self.name)
                 yield from self._sleep(poll)
                 continue
             job, attempt, until = claimed
@@ -111,7 +110,7 @@ class Worker:
             try:
                 yield from self._process(lease)
             except DbUnavailable as exc:
-                self.log.append(Event(self.env.now, "db_error", self.name, job, attempt, str(exc)))
+                self.log.add(self.env.now, "db_error", self.name, job, attempt, str(exc))
             lease.done = True
             self.lease = None
 
@@ -158,7 +157,7 @@ class Worker:
                 rows = yield from self.db.run(query, params, job=row[0], ttl=self.policy.lease_ttl)
                 if rows:
                     return self._claimed(rows, params)
-                self.log.append(Event(self.env.now, "claim_lost", self.name, row[0]))
+                self.log.add(self.env.now, "claim_lost", self.name, row[0])
 
     def _claim_select_for_update(self):
         self.db.begin()
@@ -180,7 +179,7 @@ class Worker:
             return None
         job, attempt = rows[0]
         until = params["lease_until"]
-        self.log.append(Event(self.env.now, "claim", self.name, job, attempt, until))
+        self.log.add(self.env.now, "claim", self.name, job, attempt, until)
         return job, attempt, until
 
     # ---- processing ---------------------------------------------------------------------------
@@ -199,7 +198,7 @@ class Worker:
 
     def _gave_up(self, lease: Lease) -> bool:
         if lease.lost and self.policy.abandon_on_lost_lease:
-            self.log.append(Event(self.env.now, "abandon", self.name, lease.job, lease.attempt))
+            self.log.add(self.env.now, "abandon", self.name, lease.job, lease.attempt)
             return True
         return False
 
@@ -235,15 +234,15 @@ class Worker:
             done = yield from db.run("complete_unfenced", {"id": job}, job=job)
         if not done:
             yield from db.rollback()
-            self.log.append(Event(self.env.now, "complete_rejected", self.name, job, attempt))
+            self.log.add(self.env.now, "complete_rejected", self.name, job, attempt)
             return
         yield from db.commit()
         now = self.env.now
         if apply_effect:
-            self.log.append(Event(now, "effect", self.name, job, attempt, spec.event_id))
+            self.log.add(now, "effect", self.name, job, attempt, spec.event_id)
         else:
-            self.log.append(Event(now, "dedup_skip", self.name, job, attempt, spec.event_id))
-        self.log.append(Event(now, "complete", self.name, job, attempt))
+            self.log.add(now, "dedup_skip", self.name, job, attempt, spec.event_id)
+        self.log.add(now, "complete", self.name, job, attempt)
 
     def _crash_point(self, point: str) -> None:
         if self.world.crash_points.fires(point):
@@ -254,10 +253,10 @@ class Worker:
                                                             "error": reason}, job=lease.job)
         if rows:
             yield from self.db.commit()
-            self.log.append(Event(self.env.now, "payload_conflict", self.name, lease.job, lease.attempt, reason))
+            self.log.add(self.env.now, "payload_conflict", self.name, lease.job, lease.attempt, reason)
         else:
             yield from self.db.rollback()
-            self.log.append(Event(self.env.now, "complete_rejected", self.name, lease.job, lease.attempt))
+            self.log.add(self.env.now, "complete_rejected", self.name, lease.job, lease.attempt)
 
     # ---- heartbeat ----------------------------------------------------------------------------
 
@@ -276,7 +275,7 @@ class Worker:
                 yield previous  # the last lease's heartbeat statement is still in flight
             while not lease.done:
                 if faults.heartbeat_loss and self._hb_loss.random() < faults.heartbeat_loss:
-                    self.log.append(Event(self.env.now, "heartbeat_lost", self.name, lease.job, lease.attempt))
+                    self.log.add(self.env.now, "heartbeat_lost", self.name, lease.job, lease.attempt)
                 else:
                     delay = self._hb_delay()
                     if delay:
@@ -285,7 +284,7 @@ class Worker:
                         rows = yield from self.hb_db.run("heartbeat", {"id": lease.job, "owner": self.name, "attempt": lease.attempt},
                                                          job=lease.job, ttl=ttl)
                     except DbUnavailable:
-                        self.log.append(Event(self.env.now, "db_error", self.name, lease.job, lease.attempt, "heartbeat"))
+                        self.log.add(self.env.now, "db_error", self.name, lease.job, lease.attempt, "heartbeat")
                         rows = None
                         if self.hb_db.now() >= lease.until:  # cannot renew and the lease ran out: fail safe
                             lease.lost = True
@@ -294,10 +293,10 @@ class Worker:
                     if rows:
                         lease.until = rows[0][1]
                         if record:
-                            self.log.append(Event(self.env.now, "heartbeat", self.name, lease.job, lease.attempt, lease.until))
+                            self.log.add(self.env.now, "heartbeat", self.name, lease.job, lease.attempt, lease.until)
                     elif rows is not None:
                         lease.lost = True
-                        self.log.append(Event(self.env.now, "heartbeat_rejected", self.name, lease.job, lease.attempt))
+                        self.log.add(self.env.now, "heartbeat_rejected", self.name, lease.job, lease.attempt)
                         return
                 yield from self._sleep(interval)
         except simpy.Interrupt:

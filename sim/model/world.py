@@ -7,9 +7,9 @@ from collections import Counter
 
 import simpy
 
-from sim.model.events import Event
+from sim.model.events import EventLog
 from sim.model.faults import OutageCalendar, crash_owner, inject_crashes, log_outages, poisson_times
-from sim.model.producer import JobSpec, arrival_schedule, producer
+from sim.model.producer import JobCatalog, producer
 from sim.model.psp import Psp
 from sim.model.session import TxRegistry
 from sim.model.watcher import watcher
@@ -43,11 +43,11 @@ class World:
         self.backend = backend
         self.env = simpy.Environment()
         self.streams = Streams(scenario.seed)
-        self.log: list[Event] = []
+        self.log = EventLog()
         self.statement_counts: Counter = Counter()
         self.tx = TxRegistry(self.env)
         self.psp = Psp(self.env, self.log)
-        self.catalog: dict[int, JobSpec] = {}
+        self.catalog = JobCatalog()
         self.crash_points = CrashPoints(scenario.faults.crash_points, self.streams.generator("crash-points"))
         self.workers: list[Worker] = []
 
@@ -56,7 +56,7 @@ def build(scenario, backend) -> World:
     """Create the world and start every process (producer, workers, faults, watcher)."""
     world = World(scenario, backend)
     env, policy, faults, horizon = world.env, scenario.policy, scenario.faults, scenario.horizon
-    env.process(producer(world, arrival_schedule(scenario, world.streams)))
+    env.process(producer(world))
     for i in range(policy.workers):
         streams = world.streams
         skew = 0.0

@@ -1,0 +1,107 @@
+"""The model on the memory backend against a bare SimPy loop, and peak memory for 1M jobs.
+
+Runs the `baseline` preset for at least 100k jobs (Poisson arrivals below capacity) and measures
+wall seconds, simulated jobs per wall second and the number of SimPy events the run scheduled.
+The floor is a bare SimPy loop that schedules the same number of timeouts, measured in the same
+process right before; budget: ratio <= 3. Then, in a child process, a 1M-job run with heartbeat
+records off reports its peak RSS (budget: < 1.5 GB). Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import simpy
+
+from sim.db.memory import MemoryBackend
+from sim.model.world import build, run_to_horizon
+from sim.scenario import preset
+
+JOBS = 100_000
+BIG_JOBS = 1_000_000
+RATIO_BUDGET, RSS_BUDGET_GB = 3.0, 1.5
+
+
+def baseline(jobs: int, *, record_heartbeats: bool = True):
+    scenario = preset("baseline")
+    rate = scenario.workload.rate
+    return scenario.with_overrides({
+        "workload.jobs": jobs, "horizon": jobs / rate + 60.0, "record_heartbeats": record_heartbeats,
+    })
+
+
+def simulate(jobs: int, *, record_heartbeats: bool = True) -> tuple[float, int, int]:
+    """(wall seconds, SimPy events scheduled, jobs completed)."""
+    world = build(baseline(jobs, record_heartbeats=record_heartbeats), MemoryBackend())
+    wall = run_to_horizon(world, progress=False)
+    events = next(world.env._eid)  # SimPy numbers every event it schedules
+    completed = sum(1 for e in world.log if e.kind == "complete")
+    return wall, events, completed
+
+
+def bare_simpy(events: int, processes: int) -> float:
+    """Wall seconds for `processes` SimPy processes that schedule `events` timeouts in total."""
+    env = simpy.Environment()
+    per_process = events // processes
+
+    def loop():
+        for _ in range(per_process):
+            yield env.timeout(1.0)
+
+    for _ in range(processes):
+        env.process(loop())
+    start = time.perf_counter()
+    env.run()
+    return time.perf_counter() - start
+
+
+def peak_rss_child(jobs: int) -> dict:
+    code = (
+        "import json, resource, sys; sys.path.insert(0, 'benchmarks');"
+        "from bench_model import simulate;"
+        f"wall, events, done = simulate({jobs}, record_heartbeats=False);"
+        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024;"
+        "print(json.dumps({'wall_seconds': wall, 'completed': done, 'peak_rss_gb': rss}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    workers = preset("baseline").policy.workers
+    wall, events, completed = simulate(JOBS)
+    floor = bare_simpy(events, workers)
+    ratio = wall / floor
+    big = peak_rss_child(BIG_JOBS) if "--quick" not in sys.argv else None
+    result = {
+        "scenario": "baseline",
+        "jobs": JOBS,
+        "completed": completed,
+        "wall_seconds": round(wall, 3),
+        "jobs_per_wall_second": round(completed / wall),
+        "simpy_events": events,
+        "simpy_events_per_job": round(events / JOBS, 2),
+        "bare_simpy_seconds": round(floor, 3),
+        "ratio_to_bare_simpy": round(ratio, 3),
+        "ratio_budget": RATIO_BUDGET,
+        "ratio_within_budget": ratio <= RATIO_BUDGET,
+        "self_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024, 3),
+    }
+    if big is not None:
+        result.update({
+            "big_jobs": BIG_JOBS,
+            "big_wall_seconds": round(big["wall_seconds"], 1),
+            "big_completed": big["completed"],
+            "big_peak_rss_gb": round(big["peak_rss_gb"], 3),
+            "rss_budget_gb": RSS_BUDGET_GB,
+            "rss_within_budget": big["peak_rss_gb"] < RSS_BUDGET_GB,
+        })
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
