@@ -48,10 +48,10 @@ class Report:
     def __str__(self) -> str:
         if not self.violations:
             return "invariants: all hold"
-        lines = []
+        lines = ["invariants:"]
         for name, count in sorted(self.counts().items()):
             tag = "expected" if name in self.expected else "UNEXPECTED"
-            lines.append(f"{name}: {count} ({tag})")
+            lines.append(f"  {name}: {count} ({tag})")
         return "\n".join(lines)
 
 

@@ -226,7 +226,7 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     idle = events.loc[events.kind == "idle", "t"]
     if idle.empty:
         return jobs.iloc[0:0]
-    last_until = run.leases.groupby("job")["until"].last().reindex(jobs["job"]).to_numpy()
+    last_until = run.leases.groupby("job")["until"].last().reindex(jobs["job"]).to_numpy(dtype=float)
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
     unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
@@ -273,4 +273,4 @@ def _summary(run: Run) -> pd.Series:
     out["statements_per_s"] = sum(run.statement_counts.values()) / horizon
     for kind, count in sorted(run.statement_counts.items()):
         out[f"db_{kind}_per_s"] = count / horizon
-    return pd.Series(out, name=scenario.name)
+    return pd.Series(out, name=scenario.name, dtype=object)  # counts stay integers

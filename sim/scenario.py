@@ -153,7 +153,8 @@ def validate(scenario: Scenario) -> Scenario:
     """Raise ConfigError (one line) for values a run cannot use; warn for risky ones."""
     w, p, f = scenario.workload, scenario.policy, scenario.faults
     rules = [
-        (scenario.horizon > 0, "horizon", "must be > 0 seconds"),
+        (0 < scenario.horizon < float("inf"), "horizon", "must be a finite number of seconds > 0"),
+        (scenario.seed >= 0, "seed", "must be a whole number >= 0"),
         (scenario.backend in ("memory", "postgres"), "backend", "must be memory or postgres"),
         (w.jobs >= 0, "workload.jobs", "must be >= 0"),
         (w.arrival in ARRIVALS, "workload.arrival", f"must be one of {', '.join(ARRIVALS)}"),

@@ -5,16 +5,16 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 
 from sim.db.errors import ParameterError, UnknownQueryError
 
-PARAM_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "text": (str,),
-    "bool": (bool,),
-    "time": (int, float),
+PARAM_TYPES: dict[str, frozenset[type]] = {  # exact classes: True is not an int here
+    "int": frozenset({int}),
+    "text": frozenset({str}),
+    "bool": frozenset({bool}),
+    "time": frozenset({int, float}),
 }
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
@@ -34,18 +34,27 @@ class Query:
 
     def check(self, params: dict) -> None:
         """Raise ParameterError naming the query and the parameter if `params` does not fit."""
+        if len(params) == len(self.params):
+            for pname, allowed in self._allowed:
+                if type(params.get(pname)) not in allowed:
+                    break
+            else:
+                return
+        self._explain(params)
+
+    @cached_property
+    def _allowed(self) -> tuple[tuple[str, frozenset[type]], ...]:
+        return tuple((p, PARAM_TYPES[t]) for p, t in self.params)
+
+    def _explain(self, params: dict) -> None:
         for pname, ptype in self.params:
             if pname not in params:
                 raise ParameterError(self.name, pname, f"missing (expects {ptype})")
             value = params[pname]
-            allowed = PARAM_TYPES[ptype]
-            if not isinstance(value, allowed) or (ptype != "bool" and isinstance(value, bool)):
-                raise ParameterError(
-                    self.name, pname, f"expects {ptype}, got {type(value).__name__} {value!r}"
-                )
-        if len(params) != len(self.params):
-            extra = sorted(set(params) - self.param_names)
-            raise ParameterError(self.name, extra[0], "is not a parameter of this query")
+            if type(value) not in PARAM_TYPES[ptype]:
+                raise ParameterError(self.name, pname, f"expects {ptype}, got {type(value).__name__} {value!r}")
+        extra = sorted(set(params) - self.param_names)
+        raise ParameterError(self.name, extra[0], "is not a parameter of this query")
 
 
 def parse_queries(text: str) -> dict[str, Query]:

@@ -1,0 +1,420 @@
+"""The Lease Lab command line: `python -m sim list | show | run | demo` (also installed as `leaselab`).
+
+Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one `error:` line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import textwrap
+import tomllib
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from sim.db.errors import DatabaseError
+from sim.errors import ConfigError
+from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
+
+RUN_FILES = ("events", "leases", "jobs")
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+DEMO = (
+    # (file stem, label, preset, overrides, what to look at)
+    ("read-then-write-race", "read-then-write-race", "read-then-write-race", {},
+     "SELECT, then UPDATE: two workers take the same job (red outlines) and both charge it."),
+    ("read-then-write-race-conditional-update", "read-then-write-race (fixed)", "read-then-write-race",
+     {"policy.claim": "conditional_update", "expect": []},
+     "The same load with one atomic UPDATE ... WHERE: no job is claimed twice."),
+    ("crash-recovery", "crash-recovery", "crash-recovery", {},
+     "A crashed owner's lease stays valid in the DB until it lapses; the watcher requeues the job."),
+    ("gc-pause-zombie", "gc-pause-zombie", "gc-pause-zombie", {},
+     "A 45 s pause outlives a 15 s lease: the zombie's completion is refused, but the PSP charged twice."),
+)
+DEMO_COLUMNS = {  # summary.csv column -> printed header
+    "scenario": "scenario", "claim": "claim", "jobs": "jobs", "completed": "completed", "leases": "leases",
+    "double_claims": "double claims", "false_expiries": "false expiries", "crashes": "crashes",
+    "recovery_latency_mean": "recovery (s)", "duplicate_db_effects": "dup. DB effects",
+    "duplicate_external_effects": "dup. PSP charges", "invariants": "invariants", "figure": "figure",
+}
+
+
+class UsageError(Exception):
+    """Bad command line: reported as one `error:` line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print the usage and exit; we want one line
+        if "COMMAND" in message:
+            message += " (list, show, run or demo; see --help)"
+        raise UsageError(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", LeaseWarning)
+            warnings.showwarning = _show_warning(set())
+            args = parser.parse_args(argv)
+            return args.command(args)
+    except (UsageError, ConfigError, DatabaseError) as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:  # `python -m sim show x | head`
+        _silence_stdout()
+        return 0
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}")
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m sim", description="Lease Lab: simulate job queues that hand out work by leases.")
+    from sim import __version__
+
+    parser.add_argument("--version", action="version", version=f"leaselab {__version__}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser, required=True)
+
+    p = sub.add_parser("list", help="the named scenarios, one line each")
+    p.set_defaults(command=cmd_list)
+
+    p = sub.add_parser("show", help="print a scenario's full settings as TOML")
+    p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
+    _add_set(p)
+    p.set_defaults(command=cmd_show)
+
+    p = sub.add_parser("run", help="run a scenario; print its metrics and invariant report")
+    p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
+    _add_set(p)
+    p.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
+    p.add_argument("--backend", choices=("memory", "postgres"), help="default: the scenario's (usually memory)")
+    p.add_argument("--dsn", help="PostgreSQL DSN for --backend postgres (default: $LEASELAB_DSN, "
+                                 "$DATABASE_URL, else an embedded server)")
+    p.add_argument("--keep-schema", action="store_true", help="postgres: keep the run's schema for inspection")
+    p.add_argument("--out", type=Path, metavar="DIR", help="write events, leases, jobs, summary.json, "
+                                                           "scenario.toml and timeline.png here")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="table format for --out")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.add_argument("--no-heartbeat-records", action="store_true",
+                   help="leave heartbeats out of the event log (smaller, faster for long runs)")
+    p.set_defaults(command=cmd_run)
+
+    p = sub.add_parser("demo", help="three teaching scenarios: figures and a summary table")
+    p.add_argument("--out", type=Path, default=Path("out/demo"), metavar="DIR",
+                   help="where to write the figures and summary.csv (default: out/demo)")
+    p.set_defaults(command=cmd_demo)
+    return parser
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="assignments",
+                   help="override a setting, e.g. --set policy.lease_ttl=20 --set policy.claim=skip_locked "
+                        "(values are TOML; bare words are strings); repeatable")
+
+
+# ---- commands ------------------------------------------------------------------------------------
+
+def cmd_list(args) -> int:
+    names = preset_names()
+    width = max(map(len, names))
+    room = max(40, shutil.get_terminal_size((100, 24)).columns - width - 3)
+    for name in names:
+        description = preset(name).description
+        first = description.split(". ")[0].rstrip(".") + "." if description else ""
+        print(f"{name:<{width}}  {textwrap.shorten(first, room, placeholder=' ...')}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    print(dumps(_scenario(args.scenario, args.assignments)), end="")
+    return 0
+
+
+def cmd_run(args) -> int:
+    scenario = _scenario(args.scenario, args.assignments)
+    changes = {}
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    if args.no_heartbeat_records:
+        changes["record_heartbeats"] = False
+    if changes:
+        scenario = scenario.replace(**changes)
+    backend = args.backend or scenario.backend
+    if backend != "postgres" and (args.dsn or args.keep_schema):
+        warnings.warn("--dsn and --keep-schema only apply to the postgres backend; ignored", LeaseWarning, stacklevel=1)
+    if args.out is not None:
+        _check_out(args.out, args.force)
+    run = _simulate(scenario, backend, args.dsn, args.keep_schema)
+    report = run.check()
+    print(format_summary(run))
+    print()
+    print(format_report(report))
+    if args.out is not None:
+        written = write_run(run, report, args.out, args.format)
+        print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
+    return 0 if report.ok else 1
+
+
+def cmd_demo(args) -> int:
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    rows, captions, reports, status = [], [], [], 0
+    for stem, label, name, overrides, caption in DEMO:
+        scenario = _scenario(name, [])
+        if overrides:
+            scenario = scenario.with_overrides(overrides)
+        run = _simulate(scenario, "memory", None, False)
+        report = run.check()
+        reports.append(report)
+        status = max(status, 0 if report.ok else 1)
+        figure = out / f"{stem}.png"
+        save_timeline(run, figure)
+        s = run.summary
+        rows.append({"scenario": label, "claim": scenario.policy.claim,
+                     **{k: _json_number(k, s[k]) for k in DEMO_COLUMNS if k in s.index},
+                     "invariants": _verdict(report), "figure": figure.name})
+        captions.append(f"{figure.name}: {caption}")
+    table = pd.DataFrame(rows, columns=list(DEMO_COLUMNS))
+    table.to_csv(out / "summary.csv", index=False)
+    shown = table.drop(columns=["jobs", "figure"]).rename(columns=DEMO_COLUMNS)
+    shown["invariants"] = [_verdict(r, short=True) for r in reports]
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+    print()
+    print("\n".join(captions))
+    print(f"\nwrote {out}/: {', '.join([f'{stem}.png' for stem, *_ in DEMO] + ['summary.csv'])}")
+    return status
+
+
+# ---- building blocks (importable) ----------------------------------------------------------------
+
+def parse_assignments(items: list[str]) -> dict[str, object]:
+    """`key=value` strings -> {dotted key: value}; values are TOML, a bare word is a string."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key:
+            raise UsageError(f"--set expects KEY=VALUE (e.g. policy.lease_ttl=20), got {item!r}")
+        if not KEY.fullmatch(key):
+            raise UsageError(f"--set {item!r}: {key!r} is not a dotted key like policy.lease_ttl")
+        if not text:
+            raise UsageError(f"--set {item!r}: missing value after '='")
+        out[key] = _toml_value(key, text)
+    return out
+
+
+def _toml_value(key: str, text: str):
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError as exc:
+        if text[0] in "[{\"'" or any(c.isspace() for c in text):
+            raise UsageError(f"--set {key}={text}: not a TOML value ({exc})") from None
+        return text  # a bare word: skip_locked, postgres, data/durations.csv
+
+
+def _scenario(name: str, assignments: list[str]):
+    overrides = parse_assignments(assignments)
+    scenario = resolve(name)
+    return scenario.with_overrides(overrides) if overrides else scenario
+
+
+def _simulate(scenario, backend: str, dsn, keep_schema: bool):
+    import sim
+
+    try:
+        return sim.run(scenario, backend=backend, dsn=dsn, keep_schema=keep_schema)
+    except ImportError as exc:
+        if backend == "postgres":
+            raise ConfigError(f"backend postgres is not available: {exc}") from None
+        raise
+    except Exception as exc:
+        if backend == "postgres" and type(exc).__module__.startswith("psycopg"):
+            raise ConfigError(f"PostgreSQL: {str(exc).strip()}") from None
+        raise
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConfigError(f"--out {out}: directory is not empty; choose another or pass --force to overwrite")
+
+
+def write_run(run, report, out: Path, fmt: str = "csv") -> list[Path]:
+    """Write a run's tables, summary.json, scenario.toml and timeline.png into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in RUN_FILES:
+        frame = getattr(run, name)
+        path = out / f"{name}.{fmt}"
+        if fmt == "parquet":
+            _for_parquet(frame).to_parquet(path, index=False)
+        else:
+            frame.to_csv(path, index=False)
+        written.append(path)
+    summary = {
+        "scenario": run.scenario.name, "seed": run.scenario.seed, "backend": run.backend,
+        "horizon": run.scenario.horizon, "wall_seconds": run.wall_seconds,
+        "rows": {name: len(getattr(run, name)) for name in RUN_FILES},
+        "metrics": {k: _json_number(k, v) for k, v in run.summary.items()},
+        "invariants": {"ok": report.ok, "counts": report.counts(), "expected": list(report.expected),
+                       "unexpected": [v.__dict__ for v in report.unexpected[:100]]},
+    }
+    path = out / "summary.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    written.append(path)
+    path = out / "scenario.toml"
+    path.write_text(dumps(run.scenario), encoding="utf-8")
+    written.append(path)
+    written.append(save_timeline(run, out / "timeline.png"))
+    return written
+
+
+def save_timeline(run, path: Path) -> Path:
+    """The lease timeline, zoomed to the interesting part of long runs, as a PNG."""
+    from matplotlib.figure import Figure
+
+    from sim.plots import auto_window, lease_timeline
+
+    rows = min(run.scenario.policy.workers, 24) + 1
+    fig = Figure(figsize=(13, 1.9 + 0.42 * rows), layout="constrained")
+    ax = fig.add_subplot()
+    lease_timeline(run, ax, window=auto_window(run), workers=min(run.scenario.policy.workers, 24))
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed types (the event `detail`) become strings for Arrow."""
+    frame = frame.copy()
+    for column in frame.select_dtypes(include="object").columns:
+        values = frame[column].dropna()
+        if values.map(type).nunique() > 1:
+            frame[column] = frame[column].map(lambda v: None if v is None or v is pd.NA or
+                                              (isinstance(v, float) and math.isnan(v)) else str(v))
+    return frame
+
+
+def _json_number(key: str, value):
+    """Counts as integers, rates and latencies as floats, NaN as null."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        if value.is_integer() and not any(part in key for part in ("_per_s", "latency")):
+            return int(value)
+    return value
+
+
+# ---- text output ---------------------------------------------------------------------------------
+
+def format_summary(run) -> str:
+    """The main metrics as an aligned two-column table."""
+    s, scenario = run.summary, run.scenario
+    rows = [
+        ("jobs", f"{s['jobs']:.0f} ({s['completed']:.0f} completed, {s['dead']:.0f} dead, {s['unfinished']:.0f} unfinished)"),
+        ("lost jobs", f"{s['lost_jobs']:.0f}"),
+        ("throughput", f"{_num(s['throughput_per_s'])} jobs/s"),
+        ("job latency", _percentiles(s, "job_latency")),
+        ("leases", f"{s['leases']:.0f}"),
+        ("false expiries", f"{s['false_expiries']:.0f}"),
+        ("double claims", f"{s['double_claims']:.0f}"),
+        ("duplicate DB effects", f"{s['duplicate_db_effects']:.0f}"),
+        ("duplicate PSP charges", f"{s['duplicate_external_effects']:.0f} (of {s['psp_charges']:.0f} charges)"),
+        ("crashes", f"{s['crashes']:.0f} ({s['recoveries']:.0f} jobs recovered, {s['unrecovered_crashes']:.0f} not)"),
+        ("recovery latency", _percentiles(s, "recovery_latency")),
+        ("DB load", f"{_num(s['statements_per_s'])} statements/s"),
+    ]
+    kinds = sorted(((k[3:-6], v) for k, v in s.items() if k.startswith("db_") and k.endswith("_per_s")),
+                   key=lambda kv: -kv[1])
+    rows += [(f"  {kind}", f"{_num(rate)} /s") for kind, rate in kinds]
+    width = max(len(label) for label, _ in rows)
+    p = scenario.policy
+    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend, {scenario.horizon:g} s simulated "
+            f"in {run.wall_seconds:.2f} s; {p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s")
+    return "\n".join([head, *(f"  {label:<{width}}  {value}" for label, value in rows)])
+
+
+def format_report(report, examples: int = 5) -> str:
+    """The invariant report, with a few examples of each unexpected violation."""
+    if not report.violations:
+        return str(report)
+    lines = str(report).splitlines()
+    unexpected = report.unexpected
+    for v in unexpected[:examples]:
+        job = f"job {v.job}: " if v.job is not None else ""
+        lines.append(f"  UNEXPECTED {v.invariant}: {job}{v.detail}")
+    if len(unexpected) > examples:
+        lines.append(f"  ... and {len(unexpected) - examples} more")
+    return "\n".join(lines)
+
+
+def _percentiles(s, prefix: str) -> str:
+    if pd.isna(s[f"{prefix}_mean"]):
+        return "-"
+    return (f"mean {_num(s[f'{prefix}_mean'])} s, p50 {_num(s[f'{prefix}_p50'])}, "
+            f"p95 {_num(s[f'{prefix}_p95'])}, p99 {_num(s[f'{prefix}_p99'])}")
+
+
+def _num(value) -> str:
+    if pd.isna(value):
+        return "-"
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def _verdict(report, short: bool = False) -> str:
+    unexpected = sorted({v.invariant for v in report.unexpected})
+    expected = sorted(set(report.counts()) - set(unexpected))
+    if short:
+        if unexpected:
+            return f"{len(report.unexpected)} UNEXPECTED"
+        return f"ok ({len(report.violations)} expected)" if expected else "ok"
+    parts = []
+    if unexpected:
+        parts.append("UNEXPECTED: " + ", ".join(unexpected))
+    if expected:
+        parts.append("expected: " + ", ".join(expected))
+    return "; ".join(parts) or "all hold"
+
+
+def _show_warning(seen: set):
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if issubclass(category, LeaseWarning):
+            if text not in seen:
+                seen.add(text)
+                print(f"warning: {text}", file=sys.stderr)
+        else:
+            print(warnings.formatwarning(message, category, filename, lineno, line), end="", file=sys.stderr)
+    return show
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _fail(message: str) -> int:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
