@@ -116,10 +116,11 @@ class Worker:
 
     # ---- time, frozen by pauses ---------------------------------------------------------------
 
-    def _busy(self, work: float):
-        """Generator: `work` seconds of progress; stop-the-world pauses stretch it."""
-        end = self.pauses.work_end(self.env.now, work) if self.pauses else self.env.now + work
-        yield self.env.timeout(end - self.env.now)
+    def _busy(self, work: float) -> simpy.Timeout:
+        """The event that ends `work` seconds of progress; stop-the-world pauses stretch it."""
+        if self.pauses:
+            return self.env.timeout(self.pauses.work_end(self.env.now, work) - self.env.now)
+        return self.env.timeout(work)
 
     def _thaw(self):
         """Generator: if a pause is in progress, nothing runs until it ends."""
@@ -150,7 +151,7 @@ class Worker:
             if not candidates:
                 return None
             if self.policy.select_to_update_gap:
-                yield from self._busy(self.policy.select_to_update_gap)
+                yield self._busy(self.policy.select_to_update_gap)
             for row in candidates:
                 query = "claim_conditional" if strategy == "conditional_update" else "claim_unconditional"
                 params = {"id": row[0], "owner": self.name}
@@ -167,7 +168,7 @@ class Worker:
             return None
         job = rows[0][0]
         if self.policy.select_to_update_gap:
-            yield from self._busy(self.policy.select_to_update_gap)
+            yield self._busy(self.policy.select_to_update_gap)
         params = {"id": job, "owner": self.name}
         rows = yield from self.db.run("claim_unconditional", params, job=job, ttl=self.policy.lease_ttl)
         yield from self.db.commit()
@@ -187,11 +188,11 @@ class Worker:
     def _process(self, lease: Lease):
         spec = self.world.catalog[lease.job]
         psp_at = self.world.scenario.workload.psp_at
-        yield from self._busy(spec.work * psp_at)
+        yield self._busy(spec.work * psp_at)
         if self._gave_up(lease):
             return
         yield from self._charge(lease, spec)
-        yield from self._busy(spec.work * (1 - psp_at))
+        yield self._busy(spec.work * (1 - psp_at))
         if self._gave_up(lease):
             return
         yield from self._complete(lease, spec)
@@ -206,7 +207,8 @@ class Worker:
         key = spec.event_id if self.policy.idempotency_key else None
         self.world.psp.charge(self.name, lease.job, lease.attempt, key)
         yield self.env.timeout(self._psp_call())
-        yield from self._thaw()
+        if self.pauses:
+            yield from self._thaw()
         self._crash_point("after_psp")
 
     def _complete(self, lease: Lease, spec):
@@ -245,7 +247,7 @@ class Worker:
         self.log.add(now, "complete", self.name, job, attempt)
 
     def _crash_point(self, point: str) -> None:
-        if self.world.crash_points.fires(point):
+        if self.world.crash_points.configs and self.world.crash_points.fires(point):
             raise _CrashPoint(point)
 
     def _reject(self, lease: Lease, reason: str):
