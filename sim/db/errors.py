@@ -42,6 +42,12 @@ class UniqueViolationError(StatementError):
     sqlstate = "23505"
 
 
+class DeadlockDetectedError(StatementError):
+    """The statement would close a cycle of lock waits; its transaction is rolled back."""
+
+    sqlstate = "40P01"
+
+
 class ClientCrashedError(DatabaseError):
     """A statement was sent on the connection of a client that has crashed."""
 

@@ -1,22 +1,25 @@
 """MemoryBackend: a simulated PostgreSQL at READ COMMITTED, faithful where the lessons live.
 
 Committed rows live in dicts; a transaction's writes are private new row versions until commit.
-Row locks are held to commit/rollback. An UPDATE (or FOR UPDATE) on a row locked by another
-transaction returns Blocked; on resume it re-runs against the newly committed version, which is
-PostgreSQL's EvalPlanQual re-check for these single-table statements. SKIP LOCKED skips, NOWAIT
+Row locks are held to commit/rollback. An UPDATE (or FOR UPDATE) of a row locked by another
+transaction returns Blocked if the version it sees matches its WHERE (a row that does not match
+is skipped without waiting or locking, as in PostgreSQL); on resume it re-runs against the newly
+committed version, which is PostgreSQL's EvalPlanQual re-check for these single-table
+statements. SKIP LOCKED skips, NOWAIT
 raises 55P03, ON CONFLICT waits on an uncommitted insert of the same key. A plain SELECT never
 waits and reads committed versions. Indexes (sorted lists) keep claims, heartbeats and the watcher
 O(log n) in the number of jobs.
 
 One method per named query in sql/queries.sql, with the same name (tests assert the name sets
-are equal). Known approximations, none of which the model's queries exercise: a resumed
-`lock_next_candidate` scan sees rows committed after the statement began; scans inside a
-transaction that has itself modified other rows use the committed indexes.
+are equal). A resumed `lock_next_candidate` continues on the snapshot of its start, as
+PostgreSQL's scan does, from the versions `_apply` keeps aside while it waits.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import weakref
 from collections.abc import Callable, Iterator
 
 from sortedcontainers import SortedList
@@ -25,6 +28,7 @@ from sim.db.base import MICROS, Blocked, Rows, to_micros
 from sim.db.errors import (
     ClientCrashedError,
     ClientStateError,
+    DeadlockDetectedError,
     LockNotAvailableError,
     StatementError,
     TransactionAbortedError,
@@ -78,7 +82,9 @@ def _seconds(micros: int | None) -> float | None:
 class Transaction:
     """Private state of one open transaction: new row versions, locks, pending inserts."""
 
-    __slots__ = ("client", "jobs", "locked", "markers", "deleted_markers", "ledger", "aborted")
+    __slots__ = (
+        "client", "jobs", "locked", "markers", "deleted_markers", "ledger", "aborted", "resumed_row",
+    )
 
     def __init__(self, client: str):
         self.client = client
@@ -88,15 +94,27 @@ class Transaction:
         self.deleted_markers: set[str] = set()
         self.ledger: list[tuple] = []
         self.aborted = False
+        self.resumed_row: int | None = None  # the job row the running statement waited for
 
 
 class _Client:
-    __slots__ = ("tx", "crashed", "pending")
+    __slots__ = ("tx", "crashed", "pending", "waits_for")
 
     def __init__(self):
         self.tx: Transaction | None = None
         self.crashed = False
         self.pending: Callable[[], Rows | Blocked] | None = None
+        self.waits_for: Transaction | None = None  # the holder of the pending statement's lock
+
+
+class _Versions:
+    """The committed versions (None: not yet inserted) of the job rows replaced since a statement
+    started; identity-hashed so that a WeakSet can hold it."""
+
+    __slots__ = ("rows", "__weakref__")
+
+    def __init__(self):
+        self.rows: dict[int, JobRow | None] = {}
 
 
 class _Wait(Exception):
@@ -105,9 +123,10 @@ class _Wait(Exception):
     `resume` holds extra keyword arguments with which the statement continues where it stopped.
     """
 
-    def __init__(self, holder: str, resume: dict | None = None):
+    def __init__(self, holder: Transaction, resume: dict | None = None, row: int | None = None):
         self.holder = holder
         self.resume = resume or {}
+        self.row = row
 
 
 class MemoryBackend:
@@ -125,6 +144,9 @@ class MemoryBackend:
         self.row_locks: dict[int, Transaction] = {}
         self.marker_locks: dict[str, Transaction] = {}
         self.clients: dict[str, _Client] = {}
+        # Row versions replaced since a waiting lock_next_candidate began: its snapshot. Weak,
+        # so a statement abandoned by a crash stops collecting.
+        self._snapshots: weakref.WeakSet[_Versions] = weakref.WeakSet()
         self._queries = load_queries()
 
     # ---- connections and transactions -------------------------------------------------------
@@ -185,8 +207,11 @@ class MemoryBackend:
 
     def _apply(self, tx: Transaction) -> None:
         """Commit: install new row versions, maintain the indexes, release locks."""
+        snapshots = list(self._snapshots) if self._snapshots else ()
         for job_id, new in tx.jobs.items():
             old = self.jobs.get(job_id)
+            for before in snapshots:
+                before.rows.setdefault(job_id, old)
             self._unindex(old)
             self.jobs[job_id] = new
             self._index(new)
@@ -241,29 +266,52 @@ class MemoryBackend:
         state.pending = None
         return step()
 
-    def _run(self, client: str, state: _Client, query: str, method: Callable, params: dict) -> Rows | Blocked:
+    def _run(
+        self, client: str, state: _Client, query: str, method: Callable, params: dict,
+        resumed_row: int | None = None,
+    ) -> Rows | Blocked:
         """Run `method` in the client's transaction, or in its own one that commits at once."""
         tx = state.tx
         implicit = tx is None
         if implicit:
             tx = Transaction(client)
+        tx.resumed_row = resumed_row
         try:
             rows = method(tx, **params)
         except _Wait as wait:
+            if not self._closes_cycle(client, wait.holder):
+                if implicit:
+                    self._release(tx)  # nothing of this single statement is kept while it waits
+                resumed, row = {**params, **wait.resume}, wait.row
+                state.pending = lambda: self._run(client, state, query, method, resumed, row)
+                state.waits_for = wait.holder
+                return Blocked(client, query, wait.holder.client)
+            error: StatementError = DeadlockDetectedError(query, "deadlock detected")
+        except StatementError as exc:
+            error = exc
+        else:
             if implicit:
-                self._release(tx)  # nothing of this single statement is kept while it waits
-            resumed = {**params, **wait.resume}
-            state.pending = lambda: self._run(client, state, query, method, resumed)
-            return Blocked(client, query, wait.holder)
-        except StatementError:
-            if implicit:
-                self._release(tx)
-            else:
-                tx.aborted = True
-            raise
-        if implicit:
-            self._apply(tx)
-        return rows
+                self._apply(tx)
+            return rows
+        self._release(tx)  # PostgreSQL rolls back at the error: writes discarded, locks released
+        if not implicit:  # the block stays open, aborted, until COMMIT or ROLLBACK
+            state.tx = Transaction(client)
+            state.tx.aborted = True
+        raise error
+
+    def _closes_cycle(self, client: str, holder: Transaction) -> bool:
+        """Would `client` waiting on `holder` close a cycle of waits? PostgreSQL's deadlock
+        detector then fails one statement of the cycle; here always the one closing it."""
+        seen = set()
+        while holder.client not in seen:
+            if holder.client == client:
+                return True
+            seen.add(holder.client)
+            state = self.clients[holder.client]
+            if state.tx is not holder or state.pending is None:
+                return False  # that transaction has ended, or its client is not waiting
+            holder = state.waits_for
+        return False
 
     # ---- row access helpers -------------------------------------------------------------------
 
@@ -277,27 +325,58 @@ class MemoryBackend:
             self.row_locks[job_id] = tx
             tx.locked.add(job_id)
         elif holder is not tx:
-            raise _Wait(holder.client)
+            raise _Wait(holder)
 
-    def _writable(self, tx: Transaction, job_id: int) -> JobRow | None:
-        """Lock the row (waiting on another holder) and return tx's private version to modify."""
+    def _writable(
+        self, tx: Transaction, job_id: int, matches: Callable[[JobRow], bool] | None = None
+    ) -> JobRow | None:
+        """An UPDATE's access to one row: None if the version `tx` sees fails `matches` (no lock,
+        no wait, as in PostgreSQL); else lock it (waiting on another holder) and return tx's
+        private version to modify. On resume the statement re-runs on the newly committed
+        version, which is the EvalPlanQual re-check; like PostgreSQL it locks that version
+        first, so the row stays locked even if it no longer matches."""
         row = self._visible(tx, job_id)
         if row is None:
             return None
+        if tx.resumed_row != job_id and matches is not None and not matches(row):
+            return None
+        holder = self.row_locks.get(job_id)
+        if holder is not None and holder is not tx:
+            raise _Wait(holder, row=job_id)
         self._lock(tx, job_id)
+        if matches is not None and not matches(row):
+            return None
         own = tx.jobs.get(job_id)
         if own is None:
             own = tx.jobs[job_id] = row.copy()
         return own
 
-    def _candidates(self, now: int, take_expired: bool) -> Iterator[int]:
-        """Committed claimable job ids in id order: Pending, merged with expired leases."""
-        if not take_expired:
-            return iter(self.pending_ids)
-        expired = sorted(job_id for _, job_id in self.leases.irange(None, (now, -1), inclusive=(True, False)))
-        if not expired:
-            return iter(self.pending_ids)
-        return _merge_sorted(self.pending_ids, expired)
+    def _candidates(self, tx: Transaction, now: int, take_expired: bool) -> Iterator[int]:
+        """Claimable job ids in id order: committed Pending merged with expired leases, plus rows
+        `tx` itself made claimable. Callers re-check the version `tx` sees."""
+        scan: Iterator[int] = iter(self.pending_ids)
+        if take_expired:
+            expired = sorted(job_id for _, job_id in self.leases.irange(None, (now, -1), inclusive=(True, False)))
+            if expired:
+                scan = _merge_sorted(self.pending_ids, expired)
+        if tx.jobs:
+            own = sorted(job_id for job_id, row in tx.jobs.items() if row.claimable(now, take_expired))
+            scan = _merge_sorted(scan, own)
+        return scan
+
+    def _expired(self, tx: Transaction, now: int) -> Iterator[int]:
+        """Ids of Processing jobs whose lease ended before `now` as `tx` sees them, by (lease_until, id)."""
+        committed = self.leases.irange(None, (now, -1), inclusive=(True, False))
+        if not tx.jobs:
+            yield from (job_id for _, job_id in committed)
+            return
+        own = sorted((r.lease_until, r.id) for r in tx.jobs.values() if r.status == PROCESSING and r.lease_until < now)
+        last = None
+        for key in heapq.merge(committed, own):
+            row = self._visible(tx, key[1])
+            if key != last and row.status == PROCESSING and row.lease_until == key[0]:
+                yield key[1]
+            last = key
 
     @staticmethod
     def _take(row: JobRow, owner: str, now: int, lease_until: int) -> None:
@@ -311,8 +390,8 @@ class MemoryBackend:
 
     def insert_job(self, tx: Transaction, *, id, event_id, payload, now) -> Rows:
         holder = self.row_locks.get(id)
-        if holder is not None and holder is not tx:
-            raise _Wait(holder.client)
+        if holder is not None and holder is not tx and id in holder.jobs:
+            raise _Wait(holder)  # the key's row is being written; a mere row lock does not wait
         if self._visible(tx, id) is not None:
             raise UniqueViolationError("insert_job", f"duplicate key value violates unique constraint (id)=({id})")
         row = JobRow(id, event_id, payload, to_micros(now))
@@ -323,7 +402,7 @@ class MemoryBackend:
     def select_candidates(self, tx: Transaction, *, now, take_expired, limit) -> Rows:
         now = to_micros(now)
         out = []
-        for job_id in self._candidates(now, take_expired):
+        for job_id in self._candidates(tx, now, take_expired):
             if len(out) >= limit:
                 break
             row = self._visible(tx, job_id)
@@ -332,9 +411,9 @@ class MemoryBackend:
         return out
 
     def claim_conditional(self, tx: Transaction, *, id, owner, now, lease_until) -> Rows:
-        row = self._writable(tx, id)
         now = to_micros(now)
-        if row is None or not row.claimable(now, True):
+        row = self._writable(tx, id, lambda r: r.claimable(now, True))
+        if row is None:
             return []
         self._take(row, owner, now, to_micros(lease_until))
         return [(row.id, row.attempts)]
@@ -348,7 +427,7 @@ class MemoryBackend:
 
     def claim_skip_locked(self, tx: Transaction, *, owner, now, lease_until, take_expired) -> Rows:
         now_us = to_micros(now)
-        for job_id in self._candidates(now_us, take_expired):
+        for job_id in self._candidates(tx, now_us, take_expired):
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 continue
@@ -358,15 +437,25 @@ class MemoryBackend:
                 return [(row.id, row.attempts)]
         return []
 
-    def lock_next_candidate(self, tx: Transaction, *, now, take_expired, _resume_at=None) -> Rows:
+    def lock_next_candidate(
+        self, tx: Transaction, *, now, take_expired, _resume_at=None, _before=None
+    ) -> Rows:
         now_us = to_micros(now)
-        scan = self._candidates(now_us, take_expired)
-        if _resume_at is not None:  # continue with the row we waited for, then the rows after it
-            scan = itertools.chain([_resume_at], (i for i in scan if i > _resume_at))
+        scan = self._candidates(tx, now_us, take_expired)
+        if _resume_at is not None:  # the row we waited for, then the statement's snapshot after it
+            later = (i for i in scan if i > _resume_at and i not in _before.rows)
+            older = sorted(
+                i for i, r in _before.rows.items()
+                if i > _resume_at and r is not None and r.claimable(now_us, take_expired)
+            )
+            scan = itertools.chain([_resume_at], _merge_sorted(later, older))
         for job_id in scan:
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
-                raise _Wait(holder.client, {"_resume_at": job_id})
+                if _before is None:
+                    _before = _Versions()
+                    self._snapshots.add(_before)
+                raise _Wait(holder, {"_resume_at": job_id, "_before": _before})
             self._lock(tx, job_id)
             row = self._visible(tx, job_id)
             if row.claimable(now_us, take_expired):
@@ -385,16 +474,16 @@ class MemoryBackend:
         return [(row.id, row.status)]
 
     def heartbeat(self, tx: Transaction, *, id, owner, attempt, now, lease_until) -> Rows:
-        row = self._writable(tx, id)
-        if row is None or not row.owned_by(owner, attempt):
+        row = self._writable(tx, id, lambda r: r.owned_by(owner, attempt))
+        if row is None:
             return []
         row.lease_until = to_micros(lease_until)
         row.heartbeat_at = to_micros(now)
         return [(row.id, _seconds(row.lease_until))]
 
     def complete_fenced(self, tx: Transaction, *, id, owner, attempt, now) -> Rows:
-        row = self._writable(tx, id)
-        if row is None or not row.owned_by(owner, attempt):
+        row = self._writable(tx, id, lambda r: r.owned_by(owner, attempt))
+        if row is None:
             return []
         row.status = COMPLETED
         row.completed_at = to_micros(now)
@@ -409,8 +498,8 @@ class MemoryBackend:
         return [(row.id,)]
 
     def reject_job_fenced(self, tx: Transaction, *, id, owner, attempt, now, error) -> Rows:
-        row = self._writable(tx, id)
-        if row is None or not row.owned_by(owner, attempt):
+        row = self._writable(tx, id, lambda r: r.owned_by(owner, attempt))
+        if row is None:
             return []
         row.status = DEAD
         row.completed_at = to_micros(now)
@@ -420,7 +509,7 @@ class MemoryBackend:
     def requeue_expired(self, tx: Transaction, *, now, max_attempts, limit) -> Rows:
         now_us = to_micros(now)
         out = []
-        for _, job_id in self.leases.irange(None, (now_us, -1), inclusive=(True, False)):
+        for job_id in self._expired(tx, now_us):
             if len(out) >= limit:
                 break
             holder = self.row_locks.get(job_id)
@@ -438,8 +527,7 @@ class MemoryBackend:
 
     def select_stuck_jobs(self, tx: Transaction, *, now) -> Rows:
         now_us = to_micros(now)
-        stuck = sorted(job_id for _, job_id in self.leases.irange(None, (now_us, -1), inclusive=(True, False)))
-        rows = (self._visible(tx, job_id) for job_id in stuck)
+        rows = (self._visible(tx, job_id) for job_id in sorted(self._expired(tx, now_us)))
         return [(r.id, r.lease_owner, _seconds(r.lease_until), r.attempts) for r in rows]
 
     def insert_dedup_marker(self, tx: Transaction, *, event_id, payload_hash, now) -> Rows:
@@ -447,7 +535,7 @@ class MemoryBackend:
             return []
         holder = self.marker_locks.get(event_id)
         if holder is not None and holder is not tx:
-            raise _Wait(holder.client)  # an uncommitted insert of the same key: wait for it
+            raise _Wait(holder)  # an uncommitted insert of the same key: wait for it
         if event_id in self.markers and event_id not in tx.deleted_markers:
             return []
         self.marker_locks[event_id] = tx
@@ -460,17 +548,25 @@ class MemoryBackend:
             return []
         return [(row[0], row[1], _seconds(row[2]))]
 
-    def purge_dedup_markers(self, tx: Transaction, *, before) -> Rows:
-        before_us = to_micros(before)
-        doomed = sorted(e for e, row in self.markers.items() if row[2] < before_us)
+    def purge_dedup_markers(self, tx: Transaction, *, before, _seen=None) -> Rows:
+        if _seen is None:  # the rows the statement sees; a resumed one re-checks only these
+            before_us = to_micros(before)
+            _seen = [(e, r) for e, r in self.markers.items() if r[2] < before_us and e not in tx.deleted_markers]
+            _seen += [(e, r) for e, r in tx.markers.items() if r[2] < before_us]
+        # EvalPlanQual: a marker deleted (or deleted and inserted anew) meanwhile is skipped
+        doomed = sorted(e for e, r in _seen if self.markers.get(e) is r and e not in tx.deleted_markers)
+        own = [e for e, r in _seen if tx.markers.get(e) is r]  # this transaction's inserts
         for event_id in doomed:
             holder = self.marker_locks.get(event_id)
             if holder is not None and holder is not tx:
-                raise _Wait(holder.client)
+                raise _Wait(holder, {"_seen": _seen})
         for event_id in doomed:
             self.marker_locks[event_id] = tx
             tx.deleted_markers.add(event_id)
-        return [(e,) for e in doomed]
+        for event_id in own:  # the key stays locked until the transaction ends
+            del tx.markers[event_id]
+            tx.deleted_markers.add(event_id)
+        return [(e,) for e in sorted(doomed + own)]
 
     def insert_ledger_entry(self, tx: Transaction, *, job_id, event_id, amount_cents, worker, attempt, now) -> Rows:
         entry_id = next(self._ledger_ids)
@@ -505,8 +601,6 @@ class MemoryBackend:
 
 def _merge_sorted(a, b) -> Iterator[int]:
     """Merge two ascending id sequences without duplicates."""
-    import heapq
-
     last = None
     for job_id in heapq.merge(a, b):
         if job_id != last:

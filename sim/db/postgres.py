@@ -1,13 +1,17 @@
 """PostgresBackend: the Backend protocol on a real PostgreSQL, through psycopg 3.
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
-close. Each simulated client owns one connection, served by its own worker thread, so a statement
-that waits on a row lock never blocks the driving (SimPy) thread: `execute` submits the named
-query's exact SQL text with bound parameters, waits briefly, and if the statement is waiting, a
-monitor connection asks pg_blocking_pids() which client's open transaction holds the lock and
-returns `Blocked`. A wait is only reported once its holder is idle in its transaction, and after
-every commit, rollback or crash the waiters are let run until they finish or wait again, so the
-server sees exactly the interleaving the driver chose.
+close. Each simulated client owns one connection served by its own worker thread, so a statement
+waiting on a row lock never blocks the driving (SimPy) thread: `execute` submits the named query's
+SQL text with bound parameters and waits briefly; if the statement is still running, a monitor
+connection asks pg_blocking_pids() which client's transaction holds the lock, and `Blocked` names it.
+
+Determinism: a wait is reported only once its holder waits for the driver (idle in its
+transaction, or blocked itself); after every commit, rollback, crash or failed statement the
+blocked statements run until they finish or wait again; and a statement that would close a cycle
+of waits is cancelled at once and fails with 40P01, as in MemoryBackend, instead of leaving the
+victim to PostgreSQL's wall-clock deadlock timer. So the server sees the interleaving the driver
+chose.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 from concurrent.futures import Future
 from datetime import datetime
+from functools import cache
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -30,29 +35,39 @@ from sim.db.errors import (
     ClientCrashedError,
     ClientStateError,
     DatabaseError,
+    DeadlockDetectedError,
     LockNotAvailableError,
     StatementError,
     TransactionAbortedError,
     UniqueViolationError,
 )
 from sim.db.queries import Query, get_query, load_queries, schema_sql
-from sim.db.server import connect_dsn, describe_dsn, open_connection, redact_dsn, unavailable
+from sim.db.server import (
+    connect_dsn,
+    connection_error,
+    describe_dsn,
+    open_connection,
+    redact_dsn,
+    unavailable,
+)
 
 log = logging.getLogger(__name__)
 
-FIRST_WAIT_S = 0.001  # a local statement usually finishes well within this
+FIRST_WAIT_S = 0.005  # a statement usually finishes well within this; only waits pay it
 MAX_WAIT_S = 0.05  # longest pause between two lock checks of one statement
 STATEMENT_TIMEOUT_S = 60.0  # a statement neither finished nor waiting on a client: give up
 TERMINATE_TIMEOUT_S = 10.0
 
 # Server administration, not simulation queries (those all come from sql/queries.sql).
 _BLOCKERS = """
-SELECT b.pid, a.state, a.wait_event_type
-FROM unnest(pg_blocking_pids(%s)) AS b(pid) LEFT JOIN pg_stat_activity a ON a.pid = b.pid
+SELECT b.pid, coalesce(a.state, ''), coalesce(a.wait_event_type, ''),
+       (SELECT l.locktype FROM pg_locks l WHERE l.pid = %(pid)s AND NOT l.granted LIMIT 1)
+FROM unnest(pg_blocking_pids(%(pid)s)) AS b(pid) LEFT JOIN pg_stat_activity a ON a.pid = b.pid
 ORDER BY b.pid
 """
 _TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)"
 _ALIVE = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s::int[])"
+_CANCEL = "SELECT pg_cancel_backend(%s)"
 
 
 class StatementStuckError(DatabaseError):
@@ -94,7 +109,7 @@ class _Worker:
 class _Client:
     """One simulated client: its connection (opened lazily), worker and transaction state."""
 
-    __slots__ = ("conn", "pid", "worker", "in_tx", "crashed", "pending")
+    __slots__ = ("conn", "pid", "worker", "in_tx", "crashed", "pending", "cancelled")
 
     def __init__(self):
         self.conn: psycopg.Connection | None = None
@@ -103,6 +118,7 @@ class _Client:
         self.in_tx = False
         self.crashed = False
         self.pending: tuple[str, Future] | None = None  # (query, statement) that returned Blocked
+        self.cancelled = False  # its statement was cancelled to break a deadlock
 
 
 def _run(conn: psycopg.Connection, text: str, params: dict | None, prepare: bool) -> Rows:
@@ -183,6 +199,9 @@ class PostgresBackend:
             return
         conn = open_connection(self.dsn, autocommit=True, application_name=f"leaselab:{client}")
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        # Commits stay atomic and immediately visible; only their survival of a server crash,
+        # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
+        conn.execute("SET synchronous_commit TO off")
         state.conn, state.pid = conn, conn.info.backend_pid
         state.worker = _Worker(f"leaselab-{client}")
         self._pids[state.pid] = client
@@ -248,9 +267,7 @@ class PostgresBackend:
             if self.keep_schema:
                 log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
             else:
-                self._monitor.execute(
-                    sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema))
-                )
+                self._admin(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
         finally:
             self._monitor.close()
 
@@ -260,7 +277,7 @@ class PostgresBackend:
         opened = [s for s in states if s.conn is not None]
         pids = [s.pid for s in opened]
         if pids:
-            self._monitor.execute(_TERMINATE, (pids,))
+            self._admin(_TERMINATE, (pids,))
             self._await_exit(pids)
         for state in opened:
             state.worker.submit(state.conn.close)
@@ -273,13 +290,21 @@ class PostgresBackend:
     def _await_exit(self, pids: list[int]) -> None:
         """Return once the server processes are gone: their transactions have been rolled back."""
         deadline = time.monotonic() + TERMINATE_TIMEOUT_S
-        while self._monitor.execute(_ALIVE, (pids,)).fetchone()[0]:
+        while self._admin(_ALIVE, (pids,))[0][0]:
             if time.monotonic() > deadline:
                 raise StatementStuckError(
                     f"server processes {pids} at {describe_dsn(self.dsn)} did not exit "
                     f"within {TERMINATE_TIMEOUT_S:.0f} s of pg_terminate_backend"
                 )
             time.sleep(0.001)
+
+    def _admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
+        """Run a server administration statement on the monitor connection."""
+        try:
+            cur = self._monitor.execute(statement, params)
+        except psycopg.OperationalError as exc:
+            raise connection_error(self.dsn, exc) from None
+        return cur.fetchall() if cur.description else []
 
     # ---- statements ---------------------------------------------------------------------------
 
@@ -305,7 +330,10 @@ class PostgresBackend:
         if holder is not None:
             state.pending = (query, future)
             return Blocked(client, query, holder)
-        return self._result(query, future)
+        deadlock, state.cancelled = state.cancelled, False
+        if future.exception() is not None:
+            self._settle_waiters()  # a failed statement (and its transaction) released its locks
+        return self._result(query, future, deadlock)
 
     def _wait(self, client: str, state: _Client, query: str, future: Future) -> str | None:
         """Wait until the statement finishes (None) or waits on a lock of an idle holder (its name)."""
@@ -317,9 +345,12 @@ class PostgresBackend:
                 return None
             except TimeoutError:
                 pass
-            holder = self._holder(state.pid)
-            if holder is not None:
-                return holder
+            found = self._lock_holder(state.pid)
+            if found is not None:
+                holder, waiting = found
+                if not (waiting and self._waits_on(holder, state.pid)):
+                    return self._pids[holder]
+                self._cancel(state)
             if time.monotonic() > deadline:
                 self.crash(client)
                 raise StatementStuckError(
@@ -329,23 +360,49 @@ class PostgresBackend:
                 )
             pause = min(pause * 2, MAX_WAIT_S)
 
-    def _holder(self, pid: int) -> str | None:
-        """The client whose open, idle transaction holds the lock `pid` waits for, following
-        waiters queued ahead of it; None while nobody waits or the holder is still running."""
-        seen = {pid}
-        while True:
-            rows = self._monitor.execute(_BLOCKERS, (pid,)).fetchall()
-            idle = sorted(
-                self._pids[p] for p, st, _ in rows
-                if p in self._pids and (st or "").startswith("idle in transaction")
-            )
-            if idle:
-                return idle[0]
-            queued = [p for p, _, wait in rows if wait == "Lock" and p not in seen]
-            if not queued:
-                return None
-            pid = queued[0]
+    def _cancel(self, state: _Client) -> None:
+        """Break a deadlock at the statement closing the cycle, as MemoryBackend does, instead of
+        leaving PostgreSQL's detector to pick a victim by wall-clock wait time."""
+        if not state.cancelled:
+            state.cancelled = True
+            self._admin(_CANCEL, (state.pid,))
+
+    def _lock_holder(self, pid: int) -> tuple[int, bool] | None:
+        """(backend pid, is it waiting itself) of the transaction holding the lock `pid` waits
+        for, once that transaction waits for the driver: idle in it, or waiting on a lock. None
+        while `pid` does not wait or its holder is still running. Waiters queued ahead for the
+        same row (holding its tuple lock) are followed to the row's holder."""
+        seen = set()
+        while pid not in seen:
             seen.add(pid)
+            rows = self._admin(_BLOCKERS, {"pid": pid})
+            if rows and rows[0][3] == "tuple":
+                queued = [p for p, _, wait, _ in rows if wait == "Lock"]
+                if not queued:
+                    return None
+                pid = queued[0]
+                continue
+            stable = sorted(
+                (self._pids[p], p, wait == "Lock") for p, activity, wait, _ in rows
+                if p in self._pids and (activity.startswith("idle in transaction") or wait == "Lock")
+            )
+            return stable[0][1:] if stable else None
+        return None
+
+    def _waits_on(self, pid: int, target: int) -> bool:
+        """Does the chain of lock waits starting at `pid` reach `target`?"""
+        seen = set()
+        while pid not in seen:
+            seen.add(pid)
+            found = self._lock_holder(pid)
+            if found is None:
+                return False
+            pid, waiting = found
+            if pid == target:
+                return True
+            if not waiting:
+                return False
+        return False
 
     def _settle_waiters(self) -> None:
         """After a transaction ended, let blocked statements run until they finish or wait again."""
@@ -353,14 +410,18 @@ class PostgresBackend:
             if state.pending is not None:
                 self._wait(client, state, state.pending[0], state.pending[1])
 
-    def _result(self, query: str, future: Future) -> Rows:
+    def _result(self, query: str, future: Future, deadlock: bool = False) -> Rows:
         try:
             return future.result()
         except psycopg.Error as exc:
-            raise self._statement_error(query, exc) from None
+            raise self._statement_error(query, exc, deadlock) from None
 
-    def _statement_error(self, query: str, exc: psycopg.Error) -> DatabaseError:
+    def _statement_error(self, query: str, exc: psycopg.Error, deadlock: bool) -> DatabaseError:
         message = exc.diag.message_primary or str(exc).strip().splitlines()[0]
+        if isinstance(exc, pg_errors.DeadlockDetected) or (
+            deadlock and isinstance(exc, pg_errors.QueryCanceled)
+        ):
+            return DeadlockDetectedError(query, "deadlock detected")
         if isinstance(exc, pg_errors.LockNotAvailable):
             return LockNotAvailableError(query, message)
         if isinstance(exc, pg_errors.InFailedSqlTransaction):
@@ -374,5 +435,10 @@ class PostgresBackend:
 
 def _bind(q: Query, params: dict) -> dict:
     """Parameters as psycopg binds them: time parameters become timestamptz."""
-    times = {name for name, kind in q.params if kind == "time"}
+    times = _time_params(q)
     return {k: to_timestamp(v) if k in times else v for k, v in params.items()}
+
+
+@cache
+def _time_params(q: Query) -> frozenset[str]:
+    return frozenset(name for name, kind in q.params if kind == "time")

@@ -1,0 +1,145 @@
+"""Random scripts of statements and transaction control, played on both backends, must give the
+same rows, errors, waits (with their holders) and final tables.
+
+A waiter is resumed as soon as its holder's transaction ends: by commit, rollback, crash, or an
+error inside it (PostgreSQL rolls back and releases the locks at the error). At most one client
+waits at a time: when two statements wait on the same transaction through different lock paths,
+PostgreSQL itself lets them race once it ends, so such scripts are cut at the second wait.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sim.db.base import Blocked
+from sim.db.errors import DatabaseError
+from sim.db.memory import MemoryBackend
+from sim.db.postgres import PostgresBackend
+
+pytestmark = pytest.mark.postgres
+
+CLIENTS = ("A", "B", "C")
+STEPS = 40
+NOT_ENDING = ("ClientStateError", "TransactionAbortedError")  # errors that end no transaction
+
+
+def random_params(rng: random.Random, query: str, now: float) -> dict:
+    job = rng.choice([1, 2, 3])
+    owner = rng.choice(CLIENTS)
+    lease = {"now": now, "lease_until": now + rng.choice([1.0, 5.0, 20.0])}
+    fence = {"id": job, "owner": owner, "attempt": rng.choice([1, 2]), "now": now}
+    expired = rng.random() < 0.5
+    event = rng.choice(["e1", "e2"])
+    return {
+        "insert_job": {"id": job, "event_id": "e", "payload": "p", "now": now},
+        "select_candidates": {"now": now, "take_expired": expired, "limit": rng.choice([1, 5])},
+        "claim_conditional": {"id": job, "owner": owner, **lease},
+        "claim_unconditional": {"id": job, "owner": owner, **lease},
+        "claim_skip_locked": {"owner": owner, "take_expired": expired, **lease},
+        "lock_next_candidate": {"now": now, "take_expired": expired},
+        "lock_job_nowait": {"id": job},
+        "heartbeat": {**fence, "lease_until": now + 5.0},
+        "complete_fenced": fence,
+        "complete_unfenced": {"id": job, "now": now},
+        "reject_job_fenced": {**fence, "error": "x"},
+        "requeue_expired": {"now": now, "max_attempts": 2, "limit": rng.choice([1, 5])},
+        "select_stuck_jobs": {"now": now},
+        "insert_dedup_marker": {"event_id": event, "payload_hash": "h", "now": now},
+        "read_dedup_marker": {"event_id": event},
+        "purge_dedup_markers": {"before": now - rng.choice([0.0, 3.0])},
+        "insert_ledger_entry": {"job_id": job, "event_id": event, "amount_cents": 1,
+                                "worker": owner, "attempt": 1, "now": now},
+        "count_jobs_by_status": {},
+    }[query]
+
+
+def random_script(seed: int) -> list[tuple]:
+    rng = random.Random(seed)
+    queries = ["insert_job"] * 3 + ["claim_conditional", "insert_dedup_marker"] * 2 + [
+        "select_candidates", "claim_unconditional", "claim_skip_locked", "lock_next_candidate",
+        "lock_job_nowait", "heartbeat", "complete_fenced", "complete_unfenced", "reject_job_fenced",
+        "requeue_expired", "select_stuck_jobs", "read_dedup_marker", "purge_dedup_markers",
+        "insert_ledger_entry", "count_jobs_by_status",
+    ]
+    script = []
+    for step in range(STEPS):
+        client, roll = rng.choice(CLIENTS), rng.random()
+        if roll < 0.12:
+            script.append(("begin", client))
+        elif roll < 0.2:
+            script.append(("commit", client))
+        elif roll < 0.25:
+            script.append(("rollback", client))
+        elif roll < 0.27:
+            script.append(("crash", client))
+        else:
+            query = rng.choice(queries)
+            script.append((query, client, random_params(rng, query, float(step))))
+    return script
+
+
+def attempt(call, *args):
+    """The call's result, or the name of the DatabaseError it raised."""
+    try:
+        return call(*args)
+    except DatabaseError as exc:
+        return type(exc).__name__
+
+
+def play(db, script: list[tuple]) -> list:
+    """The transcript of `script` on `db`: every step's outcome, then the final tables."""
+    for client in (*CLIENTS, "W"):
+        db.connect(client)
+    transcript, waiting = [], {}  # waiting: waiter -> holder
+
+    def ended(client: str) -> None:
+        """`client`'s transaction ended: resume whoever waited for it."""
+        for waiter in [w for w, holder in waiting.items() if holder == client]:
+            del waiting[waiter]
+            resumed = attempt(db.resume, waiter)
+            transcript.append((("resume", waiter), resumed))
+            settle(waiter, resumed)
+
+    def settle(client: str, outcome) -> None:
+        """Note a wait; an error inside a transaction ends it (its locks are gone)."""
+        if isinstance(outcome, Blocked):
+            waiting[client] = outcome.holder
+        elif isinstance(outcome, str) and outcome not in NOT_ENDING and db.in_transaction(client):
+            ended(client)
+
+    for step in script:
+        kind, client = step[0], step[1]
+        if client in waiting:
+            continue
+        if kind in ("begin", "commit", "rollback", "crash"):
+            outcome = attempt(getattr(db, kind), client)
+        else:
+            outcome = attempt(db.execute, client, kind, step[2])
+        transcript.append((step, outcome))
+        if isinstance(outcome, Blocked) and waiting:
+            break  # a second waiter: PostgreSQL may let the two race
+        if kind == "crash":
+            db.connect(client)
+        if kind in ("commit", "rollback", "crash") and outcome is None:
+            ended(client)
+        else:
+            settle(client, outcome)
+    tables = ("dump_jobs", "dump_processed_events", "dump_ledger")
+    transcript.append(("tables", [db.execute("W", name, {}) for name in tables]))
+    return transcript
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_backends_agree_on_random_scripts(pg_dsn, seed):
+    script = random_script(seed)
+    memory, postgres = MemoryBackend(), PostgresBackend(pg_dsn)
+    try:
+        expected, got = play(memory, script), play(postgres, script)
+    finally:
+        memory.close()
+        postgres.close()
+    for (step, on_memory), (_, on_postgres) in zip(expected, got, strict=False):
+        assert on_memory == on_postgres, f"seed {seed}, at {step}"
+    assert len(expected) == len(got)
