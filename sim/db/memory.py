@@ -7,7 +7,7 @@ is skipped without waiting or locking, as in PostgreSQL); on resume it re-runs a
 committed version, which is PostgreSQL's EvalPlanQual re-check for these single-table
 statements. SKIP LOCKED skips, NOWAIT
 raises 55P03, ON CONFLICT waits on an uncommitted insert of the same key. A plain SELECT never
-waits and reads committed versions. Indexes (sorted lists) keep claims, heartbeats and the watcher
+waits and reads committed versions. Indexes (lazy heaps) keep claims, heartbeats and the watcher
 O(log n) in the number of jobs.
 
 One method per named query in sql/queries.sql, with the same name (tests assert the name sets
@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import weakref
 from collections.abc import Callable, Iterator
-
-from sortedcontainers import SortedList
 
 from sim.db.base import MICROS, Blocked, Rows, to_micros
 from sim.db.errors import (
@@ -34,9 +31,10 @@ from sim.db.errors import (
     TransactionAbortedError,
     UniqueViolationError,
 )
-from sim.db.queries import get_query, load_queries
+from sim.db.queries import get_query
 
 PENDING, PROCESSING, COMPLETED, DEAD = "Pending", "Processing", "Completed", "Dead"
+_COMPACT_AT = 4096  # lease-heap size below which stale entries are left for scans to drop
 
 
 class JobRow:
@@ -62,8 +60,10 @@ class JobRow:
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
-        for slot in JobRow.__slots__:
-            setattr(new, slot, getattr(self, slot))
+        new.id, new.event_id, new.payload, new.status = self.id, self.event_id, self.payload, self.status
+        new.lease_owner, new.lease_until, new.attempts = self.lease_owner, self.lease_until, self.attempts
+        new.heartbeat_at, new.created_at, new.completed_at = self.heartbeat_at, self.created_at, self.completed_at
+        new.last_error = self.last_error
         return new
 
     def claimable(self, now: int, take_expired: bool) -> bool:
@@ -84,10 +84,15 @@ class Transaction:
 
     __slots__ = (
         "client", "jobs", "locked", "markers", "deleted_markers", "ledger", "aborted", "resumed_row",
+        "implicit", "touched",
     )
 
-    def __init__(self, client: str):
+    def __init__(self, client: str, implicit: bool = False):
         self.client = client
+        # A single autocommit statement: it updates committed rows in place (no copy) when nothing
+        # needs their old versions; `touched` lists them for re-indexing when it ends.
+        self.implicit = implicit
+        self.touched: list[JobRow] = []
         self.jobs: dict[int, JobRow] = {}  # new versions of rows this transaction wrote
         self.locked: set[int] = set()  # job ids locked (written or FOR UPDATE)
         self.markers: dict[str, tuple] = {}  # processed_events rows inserted, not yet committed
@@ -98,20 +103,21 @@ class Transaction:
 
 
 class _Client:
-    __slots__ = ("tx", "crashed", "pending", "waits_for")
+    __slots__ = ("tx", "crashed", "pending", "waits_for", "snapshot")
 
     def __init__(self):
         self.tx: Transaction | None = None
         self.crashed = False
         self.pending: Callable[[], Rows | Blocked] | None = None
         self.waits_for: Transaction | None = None  # the holder of the pending statement's lock
+        self.snapshot: _Versions | None = None  # kept for the pending statement, if it needs one
 
 
 class _Versions:
     """The committed versions (None: not yet inserted) of the job rows replaced since a statement
-    started; identity-hashed so that a WeakSet can hold it."""
+    started: the snapshot a waiting lock_next_candidate continues on."""
 
-    __slots__ = ("rows", "__weakref__")
+    __slots__ = ("rows",)
 
     def __init__(self):
         self.rows: dict[int, JobRow | None] = {}
@@ -136,18 +142,21 @@ class MemoryBackend:
 
     def __init__(self):
         self.jobs: dict[int, JobRow] = {}
-        self.pending_ids = SortedList()  # ids of committed Pending rows
-        self.leases = SortedList()  # (lease_until, id) of committed Processing rows
+        # Lazy min-heaps over committed rows: an entry is pushed whenever a row becomes Pending or
+        # gets a lease, and is dropped when a scan finds it stale (the row moved on).
+        self.pending_heap: list[int] = []  # ids of Pending rows
+        self.lease_heap: list[tuple[int, int]] = []  # (lease_until, id) of Processing rows
+        self._lease_heap_limit = _COMPACT_AT
         self.markers: dict[str, tuple] = {}  # event_id -> (event_id, payload_hash, processed_at)
         self.ledger: list[tuple] = []
         self._ledger_ids = itertools.count(1)  # like a sequence: never rolled back
         self.row_locks: dict[int, Transaction] = {}
         self.marker_locks: dict[str, Transaction] = {}
         self.clients: dict[str, _Client] = {}
-        # Row versions replaced since a waiting lock_next_candidate began: its snapshot. Weak,
-        # so a statement abandoned by a crash stops collecting.
-        self._snapshots: weakref.WeakSet[_Versions] = weakref.WeakSet()
-        self._queries = load_queries()
+        # Row versions replaced since a waiting lock_next_candidate began: its snapshot. Dropped
+        # when that statement ends or its client crashes.
+        self._snapshots: list[_Versions] = []
+        self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
 
     # ---- connections and transactions -------------------------------------------------------
 
@@ -194,9 +203,15 @@ class MemoryBackend:
             return
         if state.tx is not None:
             self._release(state.tx)
+        if state.snapshot is not None:
+            self._drop_snapshot(state)
         state.tx = None
         state.pending = None
         state.crashed = True
+
+    def _drop_snapshot(self, state: _Client) -> None:
+        self._snapshots.remove(state.snapshot)
+        state.snapshot = None
 
     def in_transaction(self, client: str) -> bool:
         state = self.clients.get(client)
@@ -207,56 +222,103 @@ class MemoryBackend:
 
     def _apply(self, tx: Transaction) -> None:
         """Commit: install new row versions, maintain the indexes, release locks."""
-        snapshots = list(self._snapshots) if self._snapshots else ()
+        for row in tx.touched:
+            self._index(row)
+        snapshots = self._snapshots
         for job_id, new in tx.jobs.items():
             old = self.jobs.get(job_id)
             for before in snapshots:
                 before.rows.setdefault(job_id, old)
-            self._unindex(old)
             self.jobs[job_id] = new
             self._index(new)
         for event_id in tx.deleted_markers:
             self.markers.pop(event_id, None)
-        self.markers.update(tx.markers)
-        self.ledger.extend(tx.ledger)
+        if tx.markers:
+            self.markers.update(tx.markers)
+        if tx.ledger:
+            self.ledger.extend(tx.ledger)
+        self._release(tx)
+
+    def _discard(self, tx: Transaction) -> None:
+        """Roll back: forget the new versions, release the locks."""
+        assert not tx.touched, "no autocommit statement may wait or fail after writing in place"
         self._release(tx)
 
     def _release(self, tx: Transaction) -> None:
-        for job_id in tx.locked:
-            del self.row_locks[job_id]
+        if tx.locked:
+            for job_id in tx.locked:
+                del self.row_locks[job_id]
+            tx.locked = set()
         for event_id in tx.markers:
             del self.marker_locks[event_id]
         for event_id in tx.deleted_markers:
             self.marker_locks.pop(event_id, None)
-        tx.locked = set()
-
-    def _unindex(self, row: JobRow | None) -> None:
-        if row is None:
-            return
-        if row.status == PENDING:
-            self.pending_ids.remove(row.id)
-        elif row.status == PROCESSING:
-            self.leases.remove((row.lease_until, row.id))
 
     def _index(self, row: JobRow) -> None:
+        """Push the row's committed state onto the index it belongs to (older entries go stale)."""
         if row.status == PENDING:
-            self.pending_ids.add(row.id)
+            heapq.heappush(self.pending_heap, row.id)
         elif row.status == PROCESSING:
-            self.leases.add((row.lease_until, row.id))
+            heapq.heappush(self.lease_heap, (row.lease_until, row.id))
+            if len(self.lease_heap) > self._lease_heap_limit:
+                self._compact_leases()
+
+    def _compact_leases(self) -> None:
+        """Drop stale lease entries: amortised O(1), and bounded memory when nothing scans expiries."""
+        jobs = self.jobs
+        live = {(until, i) for until, i in self.lease_heap
+                if (r := jobs.get(i)) is not None and r.status == PROCESSING and r.lease_until == until}
+        self.lease_heap = list(live)
+        heapq.heapify(self.lease_heap)
+        self._lease_heap_limit = max(_COMPACT_AT, 2 * len(self.lease_heap))
+
+    def _pending_in_order(self) -> Iterator[int]:
+        """Committed Pending ids, ascending. Entries popped while scanning are pushed back when
+        the scan stops, so callers may stop early; stale and duplicate entries are dropped."""
+        heap, jobs, taken = self.pending_heap, self.jobs, []
+        try:
+            while heap:
+                job_id = heap[0]
+                row = jobs.get(job_id)
+                if row is None or row.status != PENDING or (taken and taken[-1] == job_id):
+                    heapq.heappop(heap)
+                    continue
+                yield job_id  # still on top: a scan that stops here pops nothing
+                taken.append(heapq.heappop(heap))
+        finally:
+            for job_id in taken:
+                heapq.heappush(heap, job_id)
+
+    def _expired_committed(self, now: int) -> list[tuple[int, int]]:
+        """(lease_until, id) of committed Processing rows whose lease ended before `now`, in order."""
+        heap, jobs, found = self.lease_heap, self.jobs, []
+        while heap and heap[0][0] < now:
+            until, job_id = heapq.heappop(heap)
+            row = jobs.get(job_id)
+            if row is not None and row.status == PROCESSING and row.lease_until == until:
+                if not found or found[-1] != (until, job_id):
+                    found.append((until, job_id))
+        for entry in found:
+            heapq.heappush(heap, entry)
+        return found
 
     # ---- statement dispatch -------------------------------------------------------------------
 
     def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
-        q = self._queries.get(query) or get_query(query)
-        state = self._client(client, query)
+        entry = self._dispatch.get(query)
+        if entry is None:
+            entry = self._dispatch[query] = (get_query(query), getattr(self, query))
+        state = self.clients.get(client)
+        if state is None or state.crashed:
+            state = self._client(client, query)  # raises the right error
         if state.pending is not None:
             raise ClientStateError(f"client {client} still has a blocked statement; resume it first")
-        q.check(params)
+        entry[0].check(params)
         if state.tx is not None and state.tx.aborted:
             raise TransactionAbortedError(
                 query, "current transaction is aborted, commands ignored until end of transaction"
             )
-        return self._run(client, state, query, getattr(self, query), params)
+        return self._run(client, state, query, entry[1], params)
 
     def resume(self, client: str) -> Rows | Blocked:
         state = self._client(client, "resume")
@@ -274,17 +336,18 @@ class MemoryBackend:
         tx = state.tx
         implicit = tx is None
         if implicit:
-            tx = Transaction(client)
+            tx = Transaction(client, implicit=True)
         tx.resumed_row = resumed_row
         try:
             rows = method(tx, **params)
         except _Wait as wait:
             if not self._closes_cycle(client, wait.holder):
                 if implicit:
-                    self._release(tx)  # nothing of this single statement is kept while it waits
+                    self._discard(tx)  # nothing of this single statement is kept while it waits
                 resumed, row = {**params, **wait.resume}, wait.row
                 state.pending = lambda: self._run(client, state, query, method, resumed, row)
                 state.waits_for = wait.holder
+                state.snapshot = resumed.get("_before")
                 return Blocked(client, query, wait.holder.client)
             error: StatementError = DeadlockDetectedError(query, "deadlock detected")
         except StatementError as exc:
@@ -292,8 +355,12 @@ class MemoryBackend:
         else:
             if implicit:
                 self._apply(tx)
+            if state.snapshot is not None:
+                self._drop_snapshot(state)
             return rows
-        self._release(tx)  # PostgreSQL rolls back at the error: writes discarded, locks released
+        if state.snapshot is not None:
+            self._drop_snapshot(state)
+        self._discard(tx)  # PostgreSQL rolls back at the error: writes discarded, locks released
         if not implicit:  # the block stays open, aborted, until COMMIT or ROLLBACK
             state.tx = Transaction(client)
             state.tx.aborted = True
@@ -335,16 +402,20 @@ class MemoryBackend:
         private version to modify. On resume the statement re-runs on the newly committed
         version, which is the EvalPlanQual re-check; like PostgreSQL it locks that version
         first, so the row stays locked even if it no longer matches."""
-        row = self._visible(tx, job_id)
+        row = tx.jobs.get(job_id) or self.jobs.get(job_id)
         if row is None:
             return None
-        if tx.resumed_row != job_id and matches is not None and not matches(row):
+        ok = matches is None or matches(row)
+        if not ok and tx.resumed_row != job_id:
             return None
         holder = self.row_locks.get(job_id)
         if holder is not None and holder is not tx:
             raise _Wait(holder, row=job_id)
+        if ok and tx.implicit and not self._snapshots and job_id not in tx.jobs:
+            tx.touched.append(row)  # in place: nothing will read the old version
+            return row
         self._lock(tx, job_id)
-        if matches is not None and not matches(row):
+        if not ok:
             return None
         own = tx.jobs.get(job_id)
         if own is None:
@@ -354,11 +425,11 @@ class MemoryBackend:
     def _candidates(self, tx: Transaction, now: int, take_expired: bool) -> Iterator[int]:
         """Claimable job ids in id order: committed Pending merged with expired leases, plus rows
         `tx` itself made claimable. Callers re-check the version `tx` sees."""
-        scan: Iterator[int] = iter(self.pending_ids)
+        scan: Iterator[int] = self._pending_in_order()
         if take_expired:
-            expired = sorted(job_id for _, job_id in self.leases.irange(None, (now, -1), inclusive=(True, False)))
+            expired = sorted(job_id for _, job_id in self._expired_committed(now))
             if expired:
-                scan = _merge_sorted(self.pending_ids, expired)
+                scan = _merge_sorted(scan, expired)
         if tx.jobs:
             own = sorted(job_id for job_id, row in tx.jobs.items() if row.claimable(now, take_expired))
             scan = _merge_sorted(scan, own)
@@ -366,7 +437,7 @@ class MemoryBackend:
 
     def _expired(self, tx: Transaction, now: int) -> Iterator[int]:
         """Ids of Processing jobs whose lease ended before `now` as `tx` sees them, by (lease_until, id)."""
-        committed = self.leases.irange(None, (now, -1), inclusive=(True, False))
+        committed = self._expired_committed(now)
         if not tx.jobs:
             yield from (job_id for _, job_id in committed)
             return
@@ -431,8 +502,8 @@ class MemoryBackend:
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 continue
-            row = self._writable(tx, job_id)
-            if row.claimable(now_us, take_expired):
+            row = self._writable(tx, job_id, lambda r: r.claimable(now_us, take_expired))
+            if row is not None:  # the scan stops here: it changed the index it was reading
                 self._take(row, owner, now_us, to_micros(lease_until))
                 return [(row.id, row.attempts)]
         return []
@@ -454,7 +525,7 @@ class MemoryBackend:
             if holder is not None and holder is not tx:
                 if _before is None:
                     _before = _Versions()
-                    self._snapshots.add(_before)
+                    self._snapshots.append(_before)
                 raise _Wait(holder, {"_resume_at": job_id, "_before": _before})
             self._lock(tx, job_id)
             row = self._visible(tx, job_id)
