@@ -4,13 +4,21 @@
     r = sim.run("crash-recovery", seed=1)
     r.summary, r.events, r.leases, r.jobs
     sim.check(r)
+    sim.sweep("crash-recovery", {"policy.watcher_interval": [5, 30]}, replications=10).aggregate()
+    print(sim.advise("durations.csv", pause_rate=2))
+    print(sim.review("baseline"))          # the design-review checklist, with measured evidence
+    sim.compare_peers(seeds=range(1, 4))   # River, Oban, graphile-worker, pg-boss, Solid Queue, SQS
 """
 
+from sim.advisor import Advice, advise
 from sim.dists import Dist
 from sim.invariants import check
+from sim.peers import compare_peers
+from sim.review import Review, review
 from sim.runner import make_backend, run
 from sim.scenario import Faults, Policy, Scenario, Workload, preset, preset_names
+from sim.sweep import SweepResult, sweep
 
 __version__ = "0.1.0"
-__all__ = ["Dist", "Faults", "Policy", "Scenario", "Workload", "check", "make_backend", "preset",
-           "preset_names", "run"]
+__all__ = ["Advice", "Dist", "Faults", "Policy", "Review", "Scenario", "SweepResult", "Workload", "advise", "check",
+           "compare_peers", "make_backend", "preset", "preset_names", "review", "run", "sweep"]

@@ -114,6 +114,36 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("out/demo"), metavar="DIR",
                    help="where to write the figures and summary.csv (default: out/demo)")
     p.set_defaults(command=cmd_demo)
+
+    p = sub.add_parser("advise", help="recommend lease TTL, heartbeat and watcher intervals for observed durations")
+    p.add_argument("durations", metavar="DURATIONS",
+                   help="CSV of observed processing seconds, or 'sample' for the bundled example")
+    p.add_argument("--column", help="the CSV column of durations (default: the first)")
+    p.add_argument("--target", type=float, default=1e-3, metavar="P",
+                   help="false-expiry probability per job to stay under (default: 0.001)")
+    p.add_argument("--pause-rate", type=float, default=2.0, metavar="R",
+                   help="stop-the-world pauses per worker-hour (default: 2)")
+    p.add_argument("--pause-p99", type=float, default=5.0, metavar="S",
+                   help="99th percentile of pause durations in seconds; lognormal with median S/10 (default: 5)")
+    p.add_argument("--crash-rate", type=float, default=1.0, metavar="R", help="crashes per worker-hour (default: 1)")
+    p.add_argument("--workers", type=int, default=4, metavar="N", help="consumer processes (default: 4)")
+    p.add_argument("--poll-interval", type=float, default=1.0, metavar="S", help="idle poll interval (default: 1 s)")
+    p.add_argument("--arrival-rate", type=float, metavar="R", help="jobs per second (default: full load)")
+    p.add_argument("--no-verify", action="store_true", help="skip the simulated evidence sweep")
+    p.add_argument("--seed", type=int, default=0, help="seed of the evidence sweep (default: 0)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write advice.txt, candidates.csv, evidence.csv and scenario.toml here")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.set_defaults(command=cmd_advise)
+
+    p = sub.add_parser("review", help="design-review checklist of a scenario, with evidence measured by simulation")
+    p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
+    _add_set(p)
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help="runs per scenario and variant: seeds 1..N (default: 3)")
+    p.add_argument("--no-variants", action="store_true", help="judge on the scenario's own runs only")
+    p.add_argument("--out", type=Path, metavar="DIR", help="write review.csv, review.txt and review.png here")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.set_defaults(command=cmd_review)
     return parser
 
 
@@ -196,6 +226,53 @@ def cmd_demo(args) -> int:
     print("\n".join(captions))
     print(f"\nwrote {out}/: {', '.join([f'{stem}.png' for stem, *_ in DEMO] + ['summary.csv'])}")
     return status
+
+
+def cmd_advise(args) -> int:
+    from sim.advisor import advise, write_advice
+    from sim.dists import Dist
+
+    checks = [("--target", args.target, 0 < args.target < 1, "must be a probability between 0 and 1"),
+              ("--pause-rate", args.pause_rate, args.pause_rate >= 0, "must be >= 0 per worker-hour"),
+              ("--pause-p99", args.pause_p99, args.pause_p99 > 0, "must be > 0 seconds"),
+              ("--crash-rate", args.crash_rate, args.crash_rate >= 0, "must be >= 0 per worker-hour"),
+              ("--workers", args.workers, args.workers >= 1, "must be at least 1"),
+              ("--poll-interval", args.poll_interval, args.poll_interval > 0, "must be > 0 seconds"),
+              ("--arrival-rate", args.arrival_rate, args.arrival_rate is None or args.arrival_rate > 0,
+               "must be > 0 jobs per second")]
+    for flag, value, ok, message in checks:
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            raise UsageError(f"{flag} {value:g}: {message}")
+    if args.out is not None:
+        _check_out(args.out, args.force)
+    advice = advise(args.durations, column=args.column, target_false_expiry=args.target, pause_rate=args.pause_rate,
+                    pause_duration=Dist.lognormal(args.pause_p99 / 10, args.pause_p99), crash_rate=args.crash_rate,
+                    workers=args.workers, poll_interval=args.poll_interval, arrival_rate=args.arrival_rate,
+                    verify=not args.no_verify, seed=args.seed)
+    print(advice)
+    if args.out is not None:
+        written = write_advice(advice, args.out)
+        print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
+    return 0
+
+
+def cmd_review(args) -> int:
+    from sim.review import review
+
+    if args.seeds < 1:
+        raise UsageError(f"--seeds {args.seeds}: must be at least 1")
+    scenario = _scenario(args.scenario, args.assignments)
+    if args.out is not None:
+        _check_out(args.out, args.force)
+    result = review(scenario, seeds=range(1, args.seeds + 1), variants=not args.no_variants)
+    print(result)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.table.to_csv(args.out / "review.csv")
+        (args.out / "review.txt").write_text(str(result) + "\n", encoding="utf-8")
+        result.figure().savefig(args.out / "review.png", dpi=110)
+        print(f"\nwrote {args.out}/: review.csv, review.txt, review.png")
+    return 0
 
 
 # ---- building blocks (importable) ----------------------------------------------------------------

@@ -11,9 +11,23 @@ when it does the requeue, ticks every W' = W + one latency from a random phase. 
     mean     = L - h'/2 + [W'/2 + latency] + P'/(k + 1) + latency
 
 Without heartbeats R is the claim time and E - C = L - (time already worked at the crash).
+
+Beside the recovery latency (mean, variance, and its distribution by sampling), this module
+predicts the false-expiry probability of a lease under stop-the-world pauses, and the DB load of
+the lease machinery (heartbeats, watcher ticks, idle polls); each function states its assumptions.
+Rates of faults are per worker-hour, as in sim.scenario.Faults; times are seconds.
 """
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import signal, stats
+
+from sim.dists import Dist
+
+_GRID = 4096  # quantile points used for expectations over a parametric job-duration distribution
 
 
 def recovery_latency_mean(*, ttl: float, heartbeat_interval: float | None, poll_interval: float,
@@ -47,3 +61,349 @@ def recovery_latency_variance(*, heartbeat_interval: float, poll_interval: float
     if watcher_interval is not None:
         variance += (watcher_interval + latency) ** 2 / 12
     return variance
+
+
+def recovery_latency_samples(n: int, *, ttl: float, heartbeat_interval: float | None, poll_interval: float,
+                             watcher_interval: float | None = None, idle_pollers: int = 1, latency: float = 0.0,
+                             worked_at_crash: float | Dist | None = None, seed: int = 0) -> np.ndarray:
+    """`n` draws of the recovery latency under the assumptions of the module docstring.
+
+    recovery = (L - U1 h') + [W' U2 + latency] + P' min(U3 .. U(k+2)) + latency, with independent
+    uniforms U (h' = h + latency, W' = W + latency, P' = P + latency, k idle pollers). Without
+    heartbeats (heartbeat_interval=None) the first term is L - A, A = worked_at_crash (a number,
+    a Dist to draw from, or n draws such as time_since_renewal_samples), clipped at 0 (a lease that had already run out is claimable at once).
+    Their mean and variance are recovery_latency_mean and recovery_latency_variance; use
+    np.quantile on the draws for percentiles, or recovery_latency_cdf for the CDF.
+    """
+    rng = np.random.default_rng(seed)
+    if heartbeat_interval is None:
+        if worked_at_crash is None:
+            raise ValueError("without heartbeats, give worked_at_crash")
+        if isinstance(worked_at_crash, Dist):
+            worked = worked_at_crash.sampler(rng)
+            age = np.fromiter((worked() for _ in range(n)), float, n)
+        elif np.ndim(worked_at_crash):
+            age = np.asarray(worked_at_crash, dtype=float)
+            if len(age) != n:
+                raise ValueError("worked_at_crash draws must number n")
+        else:
+            age = np.full(n, float(worked_at_crash))
+        lease_left = np.maximum(ttl - age, 0.0)
+    else:
+        if heartbeat_interval >= ttl:
+            raise ValueError("the formula needs heartbeat_interval < ttl")
+        lease_left = ttl - rng.uniform(0.0, heartbeat_interval + latency, n)
+    total = lease_left + latency
+    if watcher_interval is not None:
+        total += rng.uniform(0.0, watcher_interval + latency, n) + latency
+    total += (poll_interval + latency) * rng.uniform(0.0, 1.0, (max(1, idle_pollers), n)).min(axis=0)
+    return total
+
+
+def recovery_latency_cdf(x, *, n: int = 200_000, seed: int = 0, **assumptions) -> np.ndarray:
+    """P(recovery latency <= x), estimated from `n` draws of recovery_latency_samples(**assumptions)."""
+    draws = np.sort(recovery_latency_samples(n, seed=seed, **assumptions))
+    return np.searchsorted(draws, np.asarray(x, dtype=float), side="right") / n
+
+
+# ---- distributions as functions ------------------------------------------------------------------
+
+def cdf(dist: Dist, x) -> np.ndarray:
+    """P(X <= x) for a Dist, vectorised over x (empirical: the fraction of samples <= x)."""
+    x = np.asarray(x, dtype=float)
+    match dist.kind:
+        case "constant":
+            return (x >= dist.value).astype(float)
+        case "exponential":
+            return stats.expon.cdf(x, scale=dist.mean)
+        case "uniform":
+            if dist.high == dist.low:
+                return (x >= dist.low).astype(float)
+            return stats.uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
+        case "lognormal":
+            return stats.lognorm.cdf(x, dist.sigma, scale=dist.median)
+        case "pareto":
+            return stats.pareto.cdf(x, dist.alpha, scale=dist.scale)
+        case "empirical":
+            samples = np.sort(np.asarray(dist.samples, dtype=float))
+            return np.searchsorted(samples, x, side="right") / len(samples)
+    raise ValueError(f"unknown distribution kind {dist.kind!r}")
+
+
+def survival(dist: Dist, x) -> np.ndarray:
+    """P(X > x), vectorised over x."""
+    return 1.0 - cdf(dist, x)
+
+
+def _support(dist: Dist, grid: int = _GRID) -> tuple[np.ndarray, np.ndarray]:
+    """Points and weights (summing to 1) that stand for the distribution in an expectation."""
+    if dist.kind == "empirical":
+        values = np.asarray(dist.samples, dtype=float)
+        return values, np.full(len(values), 1.0 / len(values))
+    if dist.kind == "constant":
+        return np.array([dist.value]), np.array([1.0])
+    q = (np.arange(grid) + 0.5) / grid
+    match dist.kind:
+        case "exponential":
+            values = stats.expon.ppf(q, scale=dist.mean)
+        case "uniform":
+            values = dist.low + q * (dist.high - dist.low)
+        case "lognormal":
+            values = stats.lognorm.ppf(q, dist.sigma, scale=dist.median)
+        case "pareto":
+            values = stats.pareto.ppf(q, dist.alpha, scale=dist.scale)
+        case _:
+            raise ValueError(f"unknown distribution kind {dist.kind!r}")
+    return values, np.full(grid, 1.0 / grid)
+
+
+def _expect(dist: Dist, fn, below: float | None = None, above_value: float = 0.0) -> float:
+    """E[fn(X)]; with `below`, fn is applied where X <= below and X > below counts `above_value`
+    (its probability is taken from the CDF, so a thin tail beyond `below` is not lost to the grid)."""
+    if below is None or dist.kind in ("empirical", "constant"):
+        values, weights = _support(dist)
+        if below is None:
+            return float(np.sum(weights * fn(values)))
+        inside = values <= below
+        result = np.zeros(len(values))
+        result[inside] = fn(values[inside])
+        result[~inside] = above_value
+        return float(np.sum(weights * result))
+    p_inside = float(cdf(dist, below))
+    if p_inside <= 0:
+        return above_value
+    q = (np.arange(_GRID) + 0.5) / _GRID * p_inside
+    values = np.minimum(_ppf(dist, q), below)
+    return p_inside * float(np.mean(fn(values))) + (1 - p_inside) * above_value
+
+
+def _ppf(dist: Dist, q: np.ndarray) -> np.ndarray:
+    match dist.kind:
+        case "exponential":
+            return stats.expon.ppf(q, scale=dist.mean)
+        case "uniform":
+            return dist.low + q * (dist.high - dist.low)
+        case "lognormal":
+            return stats.lognorm.ppf(q, dist.sigma, scale=dist.median)
+        case "pareto":
+            return stats.pareto.ppf(q, dist.alpha, scale=dist.scale)
+    raise ValueError(f"no quantile function for {dist.kind!r}")
+
+
+def _upper(dist: Dist) -> float:
+    """A value the distribution exceeds with negligible probability (< 1e-12)."""
+    match dist.kind:
+        case "constant":
+            return dist.value
+        case "empirical":
+            return max(dist.samples)
+        case "uniform":
+            return dist.high
+    return float(_ppf(dist, np.array([1 - 1e-12]))[0])
+
+
+# ---- false expiry --------------------------------------------------------------------------------
+
+def false_expiry_probability(*, ttl: float, heartbeat_interval: float | None, job_duration: Dist,
+                             pause_rate: float, pause_duration: Dist, latency: float = 0.0) -> float:
+    """Probability that a lease lapses while its owner is alive and still working on the job.
+
+    ttl L, heartbeat_interval h (None: no heartbeat), job_duration T (the time a job holds its
+    worker when nothing pauses it), pause_rate (stop-the-world pauses per worker-hour, a Poisson
+    process) and pause_duration D. Per lease, which is per job when the result is small.
+
+    With heartbeats (h' = h + latency < L): renewals come every h' (the claim, then heartbeats); a
+    pause freezes the worker and its heartbeat; the overdue heartbeat renews as the pause ends. A
+    pause that starts a time phi after the last renewal therefore lapses the lease iff
+    D > L - latency - phi. Pauses start in the job's working time at rate lambda, each at a phase
+    phi = (working time at its start) mod h', so the expected number of lapsing pauses in a job
+    of duration T is lambda * I(T), I(T) = integral over u in [0, T) of P(D > L - latency - u mod h'),
+    and P(lapse | T) = 1 - exp(-lambda I(T)); the result averages that over T.
+
+    Without heartbeats (or with h' >= L, when the first heartbeat comes too late anyway) the lease
+    lapses iff the job's elapsed time, T plus the pauses during it, exceeds L: always when T > L;
+    otherwise iff the N ~ Poisson(lambda T) pauses in its working time add up to more than L - T
+    (a compound Poisson sum, computed by convolving the pause-duration distribution on a grid).
+
+    Assumptions: pauses are rare enough not to overlap (pause_rate x mean D << 1 hour); a pause
+    does not end a job (work and heartbeats resume after it); statement latencies are small next
+    to h and L; the DB clock decides expiry (no clock skew); no lost or delayed heartbeats.
+    """
+    if ttl <= 0:
+        raise ValueError("ttl must be > 0")
+    rate = pause_rate / 3600.0
+    if heartbeat_interval is None or heartbeat_interval + latency >= ttl:
+        paused_within = _compound_pause_cdf(rate, pause_duration, ttl)
+
+        def lapse(t):
+            return 1.0 - paused_within(t, ttl - t)
+        return _expect(job_duration, lapse, below=ttl, above_value=1.0)
+    if rate == 0:
+        return 0.0
+    cycle = heartbeat_interval + latency
+    phases = np.linspace(0.0, cycle, 1025)
+    per_phase = survival(pause_duration, ttl - latency - phases)
+    cumulative = np.concatenate([[0.0], np.cumsum((per_phase[1:] + per_phase[:-1]) / 2 * np.diff(phases))])
+
+    def lapse(t):
+        cycles, rest = np.divmod(t, cycle)
+        exposure = cycles * cumulative[-1] + np.interp(rest, phases, cumulative)
+        return -np.expm1(-rate * exposure)
+    return _expect(job_duration, lapse)
+
+
+def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):
+    """f(t, x) = P(the pauses starting in t seconds of working time add up to <= x), 0 <= x <= span.
+
+    N ~ Poisson(rate t) pauses, durations iid D: sum over k of P(N = k) P(D1 + .. + Dk <= x), with
+    the k-fold sums convolved on a grid of `cells` steps over [0, span] (durations rounded down to
+    the grid, so the sums are slightly optimistic, by at most k steps of span / cells).
+    """
+    step = span / cells
+    edges = np.arange(cells + 1) * step
+    pmf = np.diff(cdf(pause_duration, edges))  # P(D in [j step, (j+1) step)); mass beyond span dropped
+    pmf[0] += float(cdf(pause_duration, 0.0))  # (a zero-length pause)
+    expected = rate * span
+    most = int(stats.poisson.ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
+    sums = [np.concatenate([[1.0], np.zeros(cells)])]  # pmf of the sum of k durations on the grid
+    for _ in range(most):
+        sums.append(np.clip(signal.fftconvolve(sums[-1], pmf)[: cells + 1], 0.0, None))
+    cumulative = np.array([np.cumsum(s) for s in sums])  # [k, j] = P(S_k <= j step)
+
+    def f(t, x):
+        t, x = np.broadcast_arrays(np.asarray(t, float), np.asarray(x, float))
+        index = np.clip(np.floor(x / step + 1e-9).astype(int), 0, cells)
+        k = np.arange(len(sums))[:, None]
+        weights = stats.poisson.pmf(k, rate * t.ravel()[None, :])
+        within = cumulative[:, index.ravel()]
+        return np.where(x.ravel() < 0, 0.0, np.sum(weights * within, axis=0)).reshape(t.shape)
+    return f
+
+
+# ---- DB load -------------------------------------------------------------------------------------
+
+def heartbeats_per_job(*, heartbeat_interval: float, job_duration: Dist, latency: float = 0.0) -> float:
+    """Mean heartbeat statements one job sends: sum over k >= 1 of P(T > k h + (k - 1) latency).
+
+    The heartbeat loop wakes h after the claim and then h after each renewal (a statement takes
+    `latency`); it sends a heartbeat at each wake-up while the job is still running, so a job of
+    duration T sends floor((T + latency) / (h + latency)) of them. Pauses are ignored.
+    """
+    upper = _upper(job_duration)
+    count = int(min(1e6, math.floor((upper + latency) / (heartbeat_interval + latency)) + 1))
+    k = np.arange(1, count + 1)
+    return float(np.sum(survival(job_duration, k * heartbeat_interval + (k - 1) * latency)))
+
+
+def heartbeat_load(*, heartbeat_interval: float, busy_workers: float | None = None,
+                   arrival_rate: float | None = None, job_duration: Dist | None = None,
+                   latency: float = 0.0) -> float:
+    """Heartbeat statements per second.
+
+    With job_duration: (jobs per second) x heartbeats_per_job, where jobs per second is
+    arrival_rate, or busy_workers / E[T] (Little's law). Without it: busy_workers / (h + latency),
+    the long-job limit (every busy worker renews once per cycle), an upper bound that is close
+    when jobs last many heartbeat intervals. Assumes a steady state (no backlog building up).
+    """
+    if job_duration is None:
+        if busy_workers is None:
+            raise ValueError("give busy_workers, or job_duration with arrival_rate or busy_workers")
+        return busy_workers / (heartbeat_interval + latency)
+    if arrival_rate is None:
+        if busy_workers is None:
+            raise ValueError("give arrival_rate or busy_workers")
+        arrival_rate = busy_workers / job_duration.mean_value()
+    return arrival_rate * heartbeats_per_job(heartbeat_interval=heartbeat_interval, job_duration=job_duration,
+                                             latency=latency)
+
+
+def watcher_load(*, watcher_interval: float, latency: float = 0.0) -> float:
+    """requeue_expired statements per second: one per tick; the watcher sleeps W after each
+    statement, so it ticks every W + latency (one watcher process)."""
+    return 1.0 / (watcher_interval + latency)
+
+
+def idle_poll_load(*, workers: int, busy_workers: float, poll_interval: float, latency: float = 0.0) -> float:
+    """Polls that find nothing, per second: each idle worker runs one candidate SELECT, then sleeps
+    P, so it polls every P + latency; workers - busy_workers are idle on average. A worker that
+    finds a job also sends that SELECT, which belongs to the claim, not to this idle load."""
+    return np.maximum(0.0, workers - busy_workers) / (poll_interval + latency)
+
+
+def db_load(*, workers: int, poll_interval: float, heartbeat_interval: float | None,
+            watcher_interval: float | None, job_duration: Dist, arrival_rate: float | None = None,
+            latency: float = 0.0) -> dict[str, float]:
+    """Statements per second of the lease machinery, by kind, in a steady state.
+
+    arrival_rate (jobs/s) defaults to full load: every worker busy all the time. Returns
+    {"busy_workers", "heartbeat", "watcher", "idle_polls", "upkeep" (heartbeat + watcher: what the
+    lease settings cost), "total" (upkeep + idle polls)}. Claims and completions (a few statements
+    per job whatever the settings) are not included. See heartbeat_load, watcher_load,
+    idle_poll_load for the assumptions.
+    """
+    mean = job_duration.mean_value()
+    if arrival_rate is None:
+        busy = float(workers)
+        arrival_rate = workers / mean if mean > 0 else 0.0
+    else:
+        busy = min(float(workers), arrival_rate * mean)
+        arrival_rate = busy / mean if mean > 0 else arrival_rate
+    out = {"busy_workers": busy}
+    out["heartbeat"] = 0.0 if heartbeat_interval is None else heartbeat_load(
+        heartbeat_interval=heartbeat_interval, arrival_rate=arrival_rate, job_duration=job_duration, latency=latency)
+    out["watcher"] = 0.0 if watcher_interval is None else watcher_load(watcher_interval=watcher_interval, latency=latency)
+    out["idle_polls"] = idle_poll_load(workers=workers, busy_workers=busy, poll_interval=poll_interval, latency=latency)
+    out["upkeep"] = out["heartbeat"] + out["watcher"]
+    out["total"] = out["upkeep"] + out["idle_polls"]
+    return out
+
+
+def time_since_renewal_mean(job_duration: Dist, *, ttl: float | None = None,
+                            heartbeat_interval: float | None = None, latency: float = 0.0) -> float:
+    """Mean time since the crashed owner's lease was last renewed, for crashes at a uniformly random
+    moment of busy time (a job is hit with probability proportional to its duration T, at a uniform
+    age A within it).
+
+    With heartbeats the renewals are the claim and then every h' = h + latency, so the time since the
+    last one is A mod h': h'/2 for jobs much longer than h, less for jobs that end before their first
+    heartbeat. Without heartbeats it is A itself, capped at ttl (a lease that had run out is claimable
+    at once). recovery_latency_mean(heartbeat_interval=None, worked_at_crash=<this>) then gives the
+    mean recovery for any job length; its h'/2 shortcut is the long-job limit. Per job of duration t:
+    E[A mod h' | t] = (m h'^2 / 2 + r^2 / 2) / t with t = m h' + r; E[min(A, L) | t] = t / 2 for t <= L,
+    else (L^2 / 2 + L (t - L)) / t; and the job-length bias multiplies by t / E[T].
+    """
+    values, weights = _support(job_duration)
+    mean = float(np.sum(weights * values))
+    if mean <= 0:
+        return 0.0
+    if heartbeat_interval is not None:
+        cycle = heartbeat_interval + latency
+        cycles, rest = np.divmod(values, cycle)
+        integral = cycles * cycle * cycle / 2 + rest * rest / 2
+    elif ttl is None:
+        integral = values * values / 2
+    else:
+        integral = np.where(values <= ttl, values * values / 2, ttl * ttl / 2 + ttl * (values - ttl))
+    return float(np.sum(weights * integral)) / mean
+
+
+def time_since_renewal_samples(n: int, job_duration: Dist, *, ttl: float | None = None,
+                               heartbeat_interval: float | None = None, latency: float = 0.0,
+                               seed: int = 0) -> np.ndarray:
+    """`n` draws of the time since the last renewal at a crash (see time_since_renewal_mean)."""
+    rng = np.random.default_rng(seed)
+    values, weights = _support(job_duration)
+    biased = weights * values
+    if biased.sum() <= 0:
+        return np.zeros(n)
+    jobs = values[rng.choice(len(values), size=n, p=biased / biased.sum())]
+    age = rng.uniform(0.0, 1.0, n) * jobs
+    if heartbeat_interval is not None:
+        age = np.mod(age, heartbeat_interval + latency)
+    return age if ttl is None else np.minimum(age, ttl)
+
+
+def worked_at_crash_mean(job_duration: Dist, ttl: float | None = None) -> float:
+    """Mean time a job had been worked on when its owner crashed (no heartbeat): the age A of a
+    renewal process, E[A] = E[T^2] / (2 E[T]); with ttl, E[min(A, ttl)]. See time_since_renewal_mean."""
+    return time_since_renewal_mean(job_duration, ttl=ttl)

@@ -1,8 +1,13 @@
-"""Matplotlib figures of a finished Run. Every function takes ax= and returns the Axes.
+"""Matplotlib figures of a finished Run, of sweeps and of the peer comparison. Every function takes
+ax= and returns the Axes.
 
     import sim
     from sim.plots import lease_timeline
     lease_timeline(sim.run("gc-pause-zombie"))
+
+Analysis figures (below the timeline): double_processing (claims and charges per job by claim
+strategy), race_probability, recovery_vs_interval (with the analytic curve), heatmap (TTL x
+heartbeat), tradeoff (the Pareto chart) and peer_comparison; they take sweep-shaped DataFrames.
 
 Colours come from the Okabe-Ito palette (colour-blind safe); every distinction that matters is
 also made by hatching, line style or marker, so the figures read in greyscale. Red is reserved for
@@ -358,3 +363,606 @@ def auto_window(run, span: float = 120.0, per_lane: float = 14.0) -> tuple[float
     t0 = max(0.0, t1 - span)
     step = 5.0 if span <= 60 else 10.0 if span <= 300 else 60.0
     return (math.floor(t0 / step) * step, min(horizon, math.ceil(t1 / step) * step))
+
+
+# ==== analysis figures: sweeps, claim strategies, peers ===========================================
+#
+# These take DataFrames shaped like sim.sweep's: `SweepResult.runs` (one row per run: a column per
+# grid key named by its dotted key, `replication`, `seed`, the summary metrics) or
+# `SweepResult.aggregate()` (one row per grid point: the keys, `n`, `<metric>_mean`, `_ci_low`,
+# `_ci_high`). Given per-run rows they compute the mean and its CI themselves; rates the summary
+# does not carry (false_expiry_rate, race_probability, ...) come from sim.stats.RATES.
+
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)))
+HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\", "oo", "++")
+KEY_LABELS = {  # dotted key -> (axis label, unit, short label for point annotations)
+    "policy.lease_ttl": ("lease TTL", "s", "TTL"),
+    "policy.heartbeat_interval": ("heartbeat interval", "s", "hb"),
+    "policy.watcher_interval": ("watcher interval", "s", "watcher"),
+    "policy.poll_interval": ("poll interval", "s", "poll"),
+    "policy.workers": ("workers", "", "workers"),
+    "policy.select_to_update_gap": ("select-to-update gap", "s", "gap"),
+    "policy.candidates": ("candidates read per claim", "", "candidates"),
+    "policy.claim": ("claim strategy", "", ""),
+    "faults.crash_rate": ("crash rate", "per worker-hour", "crashes/h"),
+    "faults.pause_rate": ("pause rate", "per worker-hour", "pauses/h"),
+}
+METRIC_LABELS = {  # metric -> (label, unit)
+    "recovery_latency_mean": ("mean recovery latency", "s"),
+    "recovery_latency_p50": ("median recovery latency", "s"),
+    "recovery_latency_p95": ("recovery latency p95", "s"),
+    "recovery_latency_p99": ("recovery latency p99", "s"),
+    "job_latency_mean": ("mean job latency", "s"),
+    "job_latency_p99": ("job latency p99", "s"),
+    "false_expiry_rate": ("false-expiry rate", "% of leases"),
+    "race_probability": ("race probability", "% of leases double-claimed"),
+    "duplicate_charge_rate": ("duplicate PSP charges", "% of jobs"),
+    "duplicate_effect_rate": ("duplicate ledger rows", "% of jobs"),
+    "recovered_share": ("crashed jobs recovered", "%"),
+    "statements_per_s": ("DB load", "statements/s"),
+    "throughput_per_s": ("throughput", "jobs/s"),
+    "false_expiries": ("false expiries", "per run"),
+    "double_claims": ("double claims", "per run"),
+    "duplicate_external_effects": ("duplicate PSP charges", "per run"),
+    "duplicate_db_effects": ("duplicate ledger rows", "per run"),
+}
+MULTIPLICITY = {  # double_processing's bars: (label, colour, hatch)
+    "leases_per_job": ("leases (claims) per job", "#0072B2", ""),
+    "charges_per_payment": ("PSP charges per payment", "#E69F00", "////"),
+    "ledger_rows_per_payment": ("ledger rows per payment", "#009E73", "...."),
+}
+
+
+def _percent(metric: str) -> bool:
+    return "%" in METRIC_LABELS.get(metric, ("", ""))[1]
+
+
+def metric_label(metric: str) -> str:
+    """An axis label with its unit, e.g. 'mean recovery latency (s)'."""
+    name, unit = METRIC_LABELS.get(metric, (metric.replace("_", " "), ""))
+    return f"{name} ({unit})" if unit else name
+
+
+def key_label(key: str) -> str:
+    name, unit, _ = KEY_LABELS.get(key, (key.rsplit(".", 1)[-1].replace("_", " "), "", ""))
+    return f"{name} ({unit})" if unit else name
+
+
+def setting_text(key: str, value) -> str:
+    """'TTL 30 s', 'gap 5 ms', 'workers 8': one setting, short, with its unit."""
+    _, unit, short = KEY_LABELS.get(key, ("", "", key.rsplit(".", 1)[-1]))
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+        value = float(value)
+        if unit == "s" and 0 < abs(value) < 1:
+            text = f"{value * 1000:g} ms"
+        else:
+            text = f"{value:g} {unit}".strip()
+    else:
+        text = str(value)
+    return f"{short} {text}".strip()
+
+
+def format_value(metric: str, value: float) -> str:
+    """A metric value for an annotation: percentages for rates, 3 significant digits otherwise."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if _percent(metric):
+        return f"{100 * value:.2g}%" if 0 < abs(value) < 0.001 else f"{100 * value:.3g}%"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: float = 0.95) -> pd.DataFrame:
+    """`keys` + mean, low, high of `metric`, one row per key combination, sorted by the keys.
+
+    Reads `<metric>_mean/_ci_low/_ci_high` of an aggregated frame, or averages per-run rows; a rate
+    missing from an aggregated frame is the ratio of the means of its counts (no interval then).
+    Every metric here is >= 0 and rates are <= 1, so the intervals are clipped to that range. `n`
+    is the number of runs behind each row (NaN if the frame does not say).
+    """
+    from sim.stats import RATES, add_rates, summarize
+
+    missing = [k for k in keys if k not in frame.columns]
+    if missing:
+        raise ConfigError(f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, frame.columns))})")
+    if f"{metric}_mean" in frame.columns:
+        out = frame[keys].copy()
+        out["n"] = frame["n"] if "n" in frame.columns else np.nan
+        out["mean"] = frame[f"{metric}_mean"].astype(float)
+        for side in ("low", "high"):
+            column = f"{metric}_ci_{side}"
+            out[side] = frame[column].astype(float) if column in frame.columns else np.nan
+        if keys and out.duplicated(keys).any():
+            raise ConfigError(f"{metric}: several rows per {', '.join(keys)}; filter the other grid keys first")
+    else:
+        per_run = add_rates(frame)
+        if metric in per_run.columns:
+            agg = summarize(per_run, keys, [metric], confidence)
+            out = agg[keys + ["n"]].copy()
+            out["mean"], out["low"], out["high"] = (agg[f"{metric}_{s}"] for s in ("mean", "ci_low", "ci_high"))
+        elif metric in RATES and all(f"{c}_mean" in frame.columns for c in RATES[metric]):
+            num, den = RATES[metric]
+            out = frame[keys].copy()
+            out["n"] = frame["n"] if "n" in frame.columns else np.nan
+            denominator = frame[f"{den}_mean"].astype(float)
+            out["mean"] = frame[f"{num}_mean"].astype(float) / denominator.where(denominator > 0)
+            out["low"] = out["high"] = np.nan
+        else:
+            raise ConfigError(f"{metric}: the frame has neither {metric}_mean nor per-run {metric} values")
+    out["low"] = out["low"].clip(lower=0.0)
+    if _percent(metric):
+        out["high"] = out["high"].clip(upper=1.0)
+    return out.sort_values(keys).reset_index(drop=True) if keys else out.reset_index(drop=True)
+
+
+def _new_axes(ax, size):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=size, layout="constrained")
+    return ax
+
+
+def _finish(ax, title: str, subtitle: str | None = None) -> None:
+    ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), loc="left", fontsize=10)
+    ax.grid(color="#e6e6e6", lw=0.6)
+    ax.set_axisbelow(True)
+
+
+def _n_text(table: pd.DataFrame, what: str = "point") -> str:
+    """'3 runs per point' from metric_table's `n` column."""
+    n = table["n"].dropna() if "n" in table.columns else pd.Series(dtype=float)
+    if n.empty:
+        return f"runs per {what}: not given"
+    low, high = int(n.min()), int(n.max())
+    runs = f"{low}" if low == high else f"{low}-{high}"
+    return f"{runs} run{'s' if high > 1 else ''} per {what}"
+
+
+# ---- claims and charges per job, by claim strategy ---------------------------------------------
+
+def multiplicity(run) -> dict[str, float]:
+    """How many times each job was claimed, and each payment charged and booked (1.0 = exactly once).
+
+    Averaged over the jobs (payments) that were claimed (charged, booked) at least once.
+    """
+    leases = run.leases.groupby("job").size()
+    events = run.events
+    charges = events[(events["kind"] == "psp_charge") & (events["detail"] == "new")]
+    charges = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    ledger = run.table_ledger.groupby("event_id").size()
+    mean = lambda s: float(s.mean()) if len(s) else np.nan  # noqa: E731
+    return {"leases_per_job": mean(leases), "charges_per_payment": mean(charges), "ledger_rows_per_payment": mean(ledger)}
+
+
+def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
+    """Grouped bars per claim strategy: leases per job, PSP charges and ledger rows per payment.
+
+    `runs_by_strategy` maps a label (e.g. the claim strategy) to a Run or a list of Runs (the
+    replications). Bars rise from the ideal 1.0 (exactly once), so their height is the excess;
+    whiskers are the CI of the mean over replications.
+    """
+    if not hasattr(runs_by_strategy, "items") or not len(runs_by_strategy):
+        raise ConfigError("runs_by_strategy: expected a non-empty mapping of label -> Run or list of Runs")
+    from sim.stats import mean_ci
+
+    ax = _new_axes(ax, (9, 4.8))
+    labels, counts, tops = [], [], [1.0]
+    width = 0.8 / len(MULTIPLICITY)
+    for g, (label, runs) in enumerate(runs_by_strategy.items()):
+        runs = [runs] if hasattr(runs, "leases") else list(runs)
+        if not runs:
+            raise ConfigError(f"runs_by_strategy[{label!r}]: no runs")
+        values = [multiplicity(r) for r in runs]
+        labels.append(f"{label}\n({len(runs)} run{'s' if len(runs) > 1 else ''})")
+        counts.append(len(runs))
+        for k, (metric, (name, colour, hatch)) in enumerate(MULTIPLICITY.items()):
+            mean, low, high, _ = mean_ci([v[metric] for v in values], confidence)
+            if not np.isfinite(mean):
+                continue
+            x = g - 0.4 + width * (k + 0.5)
+            bar = ax.bar(x, mean - 1.0, bottom=1.0, width=width * 0.92, color=colour, hatch=hatch,
+                         edgecolor=INK, lw=0.7, label=name if g == 0 else None, zorder=3)
+            for patch in bar.patches:
+                patch.set_gid("bar")
+            top = mean
+            if np.isfinite(low) and high > low:
+                ax.plot([x, x], [low, high], color=INK, lw=1.1, marker="_", ms=7, mew=1.1, zorder=4, gid="ci")
+                top = high
+            ax.text(x, top, f"{mean:.2f}", ha="center", va="bottom", fontsize=7.5, color=INK, zorder=5,
+                    gid="bar-label")
+            tops.append(top)
+    ax.axhline(1.0, color=INK, ls="--", lw=1.2, zorder=2, gid="ideal", label="1.0 = exactly once (ideal)")
+    ax.set_xticks(range(len(labels)), labels)
+    span = max(tops) - 1.0
+    ax.set_ylim(1.0 - max(0.03, 0.08 * span), max(tops) + max(0.05, 0.12 * span))
+    ax.set_ylabel("count per job or payment")
+    ax.set_xlabel("claim strategy")
+    whisk = f"whiskers: {confidence:.0%} CI of the mean" if max(counts) > 1 else "one run each"
+    _finish(ax, "Double processing by claim strategy: how often each job ran, was charged and booked",
+            f"bars rise from 1.0 (exactly once): their height is the excess; {whisk}")
+    ax.grid(axis="x", visible=False)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    return ax
+
+
+# ---- race probability vs workers ---------------------------------------------------------------
+
+def race_probability(frame: pd.DataFrame, ax=None, *, x: str = "policy.workers",
+                     by: str | None = "policy.select_to_update_gap", confidence: float = 0.95):
+    """Double claims per lease vs `x` (workers), one line per `by` value (select-to-update gap).
+
+    `frame`: per-run rows with double_claims and leases (or race_probability), or an aggregated frame
+    with race_probability_mean (and _ci_low/_ci_high for the bands).
+    """
+    keys = [x] + ([by] if by else [])
+    table = metric_table(frame, keys, "race_probability", confidence)
+    ax = _new_axes(ax, (8, 4.8))
+    groups = list(table.groupby(by, sort=True)) if by else [(None, table)]
+    banded = False
+    for i, (value, group) in enumerate(groups):
+        colour, marker, ls = PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)]
+        label = setting_text(by, value) if by else "simulated"
+        ax.plot(group[x], 100 * group["mean"], color=colour, marker=marker, ls=ls, lw=1.6, ms=6,
+                mec=INK, mew=0.6, label=label, zorder=3, gid="line")
+        ci = group[["low", "high"]].notna().all(axis=1)
+        if ci.any():
+            ax.fill_between(group.loc[ci, x], 100 * group.loc[ci, "low"], 100 * group.loc[ci, "high"],
+                            color=colour, alpha=0.16, lw=0, zorder=2, gid="ci-band")
+            banded = True
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(100, decimals=None))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel("race probability (double claims / leases)")
+    band = f"; bands: {confidence:.0%} CI of the mean" if banded else ""
+    _finish(ax, "Read-then-write race: share of leases that were double claims", f"{_n_text(table)}{band}")
+    if by:
+        ax.legend(title=KEY_LABELS.get(by, (by,))[0], fontsize=8, title_fontsize=8, frameon=False, loc="upper left")
+    return ax
+
+
+# ---- recovery latency vs an interval, with the theory -------------------------------------------
+
+def recovery_vs_interval(agg: pd.DataFrame, x: str = "policy.watcher_interval", ax=None, theory=None, *,
+                         metric: str = "recovery_latency_mean", theory_label: str = "theory (sim.analytic)",
+                         confidence: float = 0.95):
+    """Simulated recovery latency (mean, CI band) vs `x` (watcher interval or TTL), beside the theory.
+
+    `theory`: a callable x -> seconds (e.g. a lambda around sim.analytic.recovery_latency_mean),
+    drawn as a smooth dashed curve over the swept range; or precomputed values (a Series indexed
+    by x, a dict, or a sequence aligned with the sorted x values).
+    """
+    table = metric_table(agg, [x], metric, confidence)
+    ax = _new_axes(ax, (8, 4.8))
+    ci = table[["low", "high"]].notna().all(axis=1)
+    if ci.any():
+        ax.fill_between(table.loc[ci, x], table.loc[ci, "low"], table.loc[ci, "high"], color=PALETTE[0],
+                        alpha=0.18, lw=0, zorder=2, gid="ci-band", label=f"{confidence:.0%} CI of the mean")
+    ax.plot(table[x], table["mean"], color=PALETTE[0], marker="o", ms=6, mec=INK, mew=0.6, lw=1.6,
+            zorder=3, gid="simulated", label="simulated")
+    if theory is not None:
+        tx, ty = _theory_points(theory, table[x])
+        ax.plot(tx, ty, color=PALETTE[5], ls="--", lw=1.8, zorder=4, gid="theory", label=theory_label)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel(metric_label(metric))
+    what = METRIC_LABELS.get(metric, (metric,))[0]
+    _finish(ax, f"Recovery after a crash: {what} vs {KEY_LABELS.get(x, (x,))[0]}",
+            f"crash of the owner -> the job claimed again; {_n_text(table)}")
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    return ax
+
+
+def _theory_points(theory, xs: pd.Series):
+    xs = np.asarray(xs, dtype=float)
+    if callable(theory):
+        grid = np.linspace(xs.min(), xs.max(), 200) if len(xs) > 1 else xs
+        return grid, np.array([float(theory(v)) for v in grid])
+    if isinstance(theory, pd.Series):
+        ordered = theory.sort_index()
+        return ordered.index.to_numpy(dtype=float), ordered.to_numpy(dtype=float)
+    if hasattr(theory, "items"):
+        pairs = sorted((float(k), float(v)) for k, v in theory.items())
+        return np.array([k for k, _ in pairs]), np.array([v for _, v in pairs])
+    values = np.asarray(theory, dtype=float)
+    if values.shape != xs.shape:
+        raise ConfigError(f"theory: expected a callable, a Series, a dict or {len(xs)} values, got {values.shape}")
+    return xs, values
+
+
+# ---- heatmap of one metric over two settings ----------------------------------------------------
+
+def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.heartbeat_interval",
+            value: str = "false_expiry_rate", ax=None, *, cmap: str | None = None, confidence: float = 0.95):
+    """One annotated cell per (x, y) setting, coloured by `value` on a perceptually uniform map.
+
+    Typical values: false_expiry_rate, recovery_latency_p99. Cells without data are hatched grey.
+    """
+    import matplotlib as mpl
+    from matplotlib.colors import Normalize
+
+    table = metric_table(agg, [x, y], value, confidence)
+    ax = _new_axes(ax, (7.5, 5.5))
+    xs, ys = sorted(table[x].unique()), sorted(table[y].unique())
+    cells = {(row[x], row[y]): row for row in table.to_dict("records")}
+    finite = table["mean"][np.isfinite(table["mean"])]
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    if high <= low:
+        high = low + (abs(low) * 0.1 or 1.0)
+    norm = Normalize(vmin=low, vmax=high)
+    colours = mpl.colormaps[cmap or ("cividis" if "latency" in value else "viridis")]
+    big = len(xs) * len(ys) > 42
+    for i, xv in enumerate(xs):
+        for j, yv in enumerate(ys):
+            row = cells.get((xv, yv))
+            v = np.nan if row is None else row["mean"]
+            if np.isfinite(v):
+                face = colours(norm(v))
+                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor=face, edgecolor="white", lw=1.5, gid="cell"))
+                text = format_value(value, v)
+                if not big and np.isfinite(row["low"]) and np.isfinite(row["high"]):
+                    text += f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
+                lum = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
+                ax.text(i, j, text, ha="center", va="center", fontsize=7 if big else 8.5, linespacing=1.3,
+                        color="white" if lum < 0.45 else INK, gid="cell-label")
+            else:
+                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor="#f4f4f4", edgecolor="#bbbbbb",
+                                       hatch="////", lw=0.8, gid="cell-missing"))
+                ax.text(i, j, "no data", ha="center", va="center", fontsize=7, color="#666666", gid="cell-label")
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set_ylim(-0.5, len(ys) - 0.5)
+    ax.set_xticks(range(len(xs)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in ys])
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel(key_label(y))
+    bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(metric_label(value))
+    if _percent(value):
+        from matplotlib.ticker import PercentFormatter
+
+        bar.ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
+    what = METRIC_LABELS.get(value, (value,))[0]
+    ci = "" if big or not table[["low", "high"]].notna().any().any() else f" [{confidence:.0%} CI]"
+    _finish(ax, f"{what[:1].upper()}{what[1:]} by {KEY_LABELS.get(x, (x,))[0]} and {KEY_LABELS.get(y, (y,))[0]}",
+            f"cell: mean{ci}; {_n_text(table, 'cell')}")
+    ax.grid(False)
+    return ax
+
+
+# ---- the trade-off: recovery latency vs false-expiry risk, sized by DB load ---------------------
+
+def pareto_front(x, y) -> np.ndarray:
+    """Boolean mask of the points no other point beats on both x and y (lower is better; NaN: never)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    front = ok.copy()
+    for i in np.flatnonzero(ok):
+        better = ok & (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
+        front[i] = not better.any()
+    return front
+
+
+def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str = "recovery_latency_mean",
+             size: str = "statements_per_s", keys: list[str] | None = None, confidence: float = 0.95):
+    """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
+
+    Each point is one setting (a row of a sweep's aggregate, identified by its dotted grid keys or
+    `keys`), labelled with those settings. The frontier (settings no other setting beats on both
+    axes) is circled and joined by a dashed staircase; whiskers show CIs when the frame has them.
+    """
+    import matplotlib as mpl
+    from matplotlib.colors import Normalize
+
+    keys = keys if keys is not None else [c for c in agg.columns if isinstance(c, str) and "." in c]
+    if not keys:
+        raise ConfigError("tradeoff: the frame has no dotted grid-key columns; pass keys=[...]")
+    tx = metric_table(agg, keys, x, confidence)
+    ty = metric_table(agg, keys, y, confidence)
+    ts = metric_table(agg, keys, size, confidence)
+    points = tx.rename(columns={c: f"{c}_x" for c in ("mean", "low", "high")})
+    for table, tag in ((ty, "y"), (ts, "s")):
+        points = points.merge(table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys)
+    px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
+    ax = _new_axes(ax, (9, 6))
+    finite_s = ps[np.isfinite(ps)]
+    s_low, s_high = (finite_s.min(), finite_s.max()) if len(finite_s) else (0.0, 1.0)
+    if s_high <= s_low:
+        s_high = s_low + (abs(s_low) * 0.1 or 1.0)
+    areas = 40 + 360 * np.clip((np.nan_to_num(ps, nan=s_low) - s_low) / (s_high - s_low), 0, 1)
+    norm = Normalize(s_low, s_high)
+    colours = mpl.colormaps["cividis"]
+    shown = np.isfinite(px) & np.isfinite(py)
+    for i in np.flatnonzero(shown):
+        if np.isfinite(points["low_y"].iat[i]) and np.isfinite(points["high_y"].iat[i]):
+            ax.plot([px[i]] * 2, [points["low_y"].iat[i], points["high_y"].iat[i]], color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+        if np.isfinite(points["low_x"].iat[i]) and np.isfinite(points["high_x"].iat[i]):
+            ax.plot([points["low_x"].iat[i], points["high_x"].iat[i]], [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+    ax.scatter(px[shown], py[shown], s=areas[shown], c=ps[shown], cmap=colours, norm=norm, edgecolors=INK,
+               linewidths=0.7, alpha=0.9, zorder=3, gid="point")
+    front = pareto_front(px, py)
+    order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
+    if len(order):
+        ax.plot(px[order], py[order], drawstyle="steps-post", color=INK, ls="--", lw=1.2, zorder=2, gid="frontier")
+        ax.scatter(px[order], py[order], s=areas[order] + 160, facecolors="none", edgecolors=INK, linewidths=1.8,
+                   zorder=4, gid="frontier-point")
+    bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(f"{metric_label(size)}: marker size and shade")
+    if _percent(x):
+        from matplotlib.ticker import PercentFormatter
+
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
+    ax.set_xlabel(metric_label(x) + "  (risk: lower is better)")
+    ax.set_ylabel(metric_label(y) + "  (lower is better)")
+    ax.set_ylim(bottom=0)
+    if shown.any():  # room on the right for the labels
+        ax.set_xlim(min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown]))
+    label_all = shown.sum() <= 24
+    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
+    texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
+    _place_labels(ax, px[chosen], py[chosen], texts, front[chosen])
+    handles = [Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
+               Line2D([], [], color=INK, ls="--", lw=1.2)]
+    ax.legend(handles, ["Pareto frontier: no other setting is better on both axes", "frontier staircase"],
+              fontsize=8, frameon=False, loc="upper right")
+    _finish(ax, "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
+            f"each point is one setting; {_n_text(ty)}" + ("; grey whiskers: 95% CIs" if any(
+                a.get_gid() == "ci" for a in ax.lines) else ""))
+    return ax
+
+
+def _place_labels(ax, xs, ys, texts, bold) -> None:
+    """Label points to their right, stacking labels that would overlap (greedy, in display space)."""
+    if not len(texts):
+        return
+    scale = 72.0 / ax.figure.dpi  # display pixels -> points
+    where = ax.transData.transform(np.column_stack([xs, ys]))
+    step = 11.0 / scale  # one 7.5 pt label line, in pixels
+    placed: list[tuple[float, float]] = []
+    for i in np.argsort(where[:, 1], kind="stable"):
+        x, y = where[i]
+        level = y + 4.0 / scale
+        for px_, py_ in placed:
+            if abs(px_ - x) < 160.0 / scale and py_ - step < level < py_ + step:
+                level = py_ + step
+        placed.append((x, level))
+        dy = (level - y) * scale
+        ax.annotate(texts[i], (xs[i], ys[i]), xytext=(10, dy), textcoords="offset points", fontsize=7.5,
+                    va="center", fontweight="bold" if bold[i] else "normal", color=INK, zorder=5, gid="point-label",
+                    bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
+                    arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 0, "shrinkB": 4}
+                    if dy > 12 else None)
+
+
+def _pad(values) -> float:
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if not len(finite):
+        return 0.01
+    span = finite.max() - finite.min()
+    return 0.06 * span if span > 0 else 0.06 * (abs(finite.max()) or 1.0)
+
+
+# ---- peers ---------------------------------------------------------------------------------------
+
+RECOVERY_STYLES = {  # sim.peers.recovery_mechanism -> (colour, hatch, legend text)
+    "watcher requeues": ("#0072B2", "", "a watcher requeues the expired job"),
+    "claim takes expired": ("#E69F00", "////", "the claim itself takes the expired job"),
+    "watcher fails the job": ("#CC79A7", "xxxx", "the expired job is failed, not re-run"),
+    "none": ("#999999", "....", "nothing recovers it"),
+}
+PEER_COLUMNS = (  # (metric, header) printed to the right of peer_comparison's bars
+    ("crashed_jobs", "crashed\njobs"),
+    ("false_expiries", "false\nexpiries"),
+    ("double_processed_jobs", "jobs run\ntwice"),
+    ("duplicate_external_effects", "dup. PSP\ncharges"),
+    ("duplicate_db_effects", "dup. ledger\nrows"),
+    ("statements_per_s", "DB load\nstmt/s"),
+    ("recovery_statements_per_s", "of which\nrecovery/s"),
+)
+_TIME_TICKS = ((1, "1 s"), (10, "10 s"), (60, "1 min"), (300, "5 min"), (900, "15 min"), (3600, "1 h"),
+               (4 * 3600, "4 h"), (24 * 3600, "1 day"))
+
+
+def human_duration(seconds: float) -> str:
+    """'24.6 s', '15.3 min', '4 h'."""
+    if seconds is None or not np.isfinite(seconds):
+        return "n/a"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds < 90:
+        return f"{seconds:.3g} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def peer_settings(row) -> str:
+    """'lease 1 h, no heartbeat, watcher 30 s' from a compare_peers row."""
+    beat = row.get("heartbeat_interval", np.nan)
+    watch = row.get("watcher_interval", np.nan)
+    parts = [f"lease {human_duration(row['lease_ttl'])}",
+             "no heartbeat" if not np.isfinite(beat) else f"heartbeat {human_duration(beat)}",
+             "no watcher" if not np.isfinite(watch) else f"watcher {human_duration(watch)}"]
+    return ", ".join(parts)
+
+
+def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_latency_mean",
+                    columns=PEER_COLUMNS):
+    """One bar per peer (sim.peers.compare_peers): `metric` on a log time axis, CI whiskers,
+    hatched by how the peer recovers an expired lease; per-run means of `columns` on the right."""
+    needed = {"label", "recovery", "lease_ttl", f"{metric}_mean"}
+    if not needed <= set(frame.columns):
+        raise ConfigError(f"peer_comparison: expected a sim.peers.compare_peers frame with {', '.join(sorted(needed))}")
+    from matplotlib.ticker import FixedLocator, NullLocator
+    from matplotlib.transforms import ScaledTranslation, blended_transform_factory
+
+    # the columns sit right of the axes at fixed offsets in inches; constrained layout makes room
+    ax = _new_axes(ax, (10 + 0.8 * len(columns), 1.6 + 0.75 * len(frame)))
+    rows = frame.reset_index(drop=True)
+    means = rows[f"{metric}_mean"].to_numpy(dtype=float)
+    low = rows.get(f"{metric}_ci_low", pd.Series(np.nan, index=rows.index)).to_numpy(dtype=float)
+    high = rows.get(f"{metric}_ci_high", pd.Series(np.nan, index=rows.index)).to_numpy(dtype=float)
+    finite = means[np.isfinite(means)]
+    left = max(0.5, 10 ** np.floor(np.log10(finite.min() / 2))) if len(finite) else 1.0
+    right = (np.nanmax(np.r_[finite, high[np.isfinite(high)]]) * 4) if len(finite) else 3600.0
+    seen: dict[str, object] = {}
+    for y, row in rows.iterrows():
+        colour, hatch, text = RECOVERY_STYLES.get(row["recovery"], RECOVERY_STYLES["none"])
+        seen.setdefault(text, Patch(facecolor=colour, hatch=hatch, edgecolor=INK, lw=0.7))
+        if np.isfinite(means[y]):
+            ax.barh(y, means[y] - left, left=left, height=0.62, color=colour, hatch=hatch, edgecolor=INK, lw=0.7,
+                    zorder=3, gid="bar")
+            end = means[y]
+            if np.isfinite(low[y]) and np.isfinite(high[y]) and high[y] > low[y]:
+                ax.plot([max(low[y], left), high[y]], [y, y], color=INK, lw=1.2, marker="|", ms=9, mew=1.2,
+                        zorder=4, gid="ci")
+                end = max(end, high[y])
+            ax.text(end * 1.12, y, human_duration(means[y]), va="center", ha="left", fontsize=8.5,
+                    color=INK, zorder=5, gid="bar-label")
+        else:
+            detected = row.get("detection_latency_mean_mean", np.nan)
+            note = "never re-run"
+            if row["recovery"] == "watcher fails the job":
+                note += f": the crashed job is marked failed after ~{human_duration(detected)}" if np.isfinite(detected) \
+                    else ": the crashed job is marked failed"
+            ax.text(left * 1.15, y, note, va="center", ha="left", fontsize=8.5, color=INK, style="italic",
+                    zorder=5, gid="no-bar",
+                    bbox={"boxstyle": "square,pad=0.3", "facecolor": "white", "edgecolor": colour, "ls": "--",
+                          "lw": 1.2})
+    ax.set_xscale("log")
+    ax.set_xlim(left, right)
+    ticks = [(t, s) for t, s in _TIME_TICKS if left <= t <= right]
+    ax.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([s for _, s in ticks])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_yticks(range(len(rows)), [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()], fontsize=8.5)
+    ax.tick_params(axis="y", length=0)
+    name = METRIC_LABELS.get(metric, (metric,))[0]
+    ax.set_xlabel(f"{name}: the owner crashes -> another worker claims the job (log scale)")
+    edge = blended_transform_factory(ax.transAxes, ax.transData)
+    for k, (column, header) in enumerate(columns):
+        shift = ScaledTranslation(0.5 + 0.8 * k, 0, ax.figure.dpi_scale_trans)
+        ax.text(1.0, -0.62, header, transform=edge + shift, ha="center", va="bottom", fontsize=8,
+                fontweight="bold", color=INK)
+        values = rows.get(f"{column}_mean", pd.Series(np.nan, index=rows.index))
+        for y, value in enumerate(values):
+            ax.text(1.0, y, format_value(column, value), transform=edge + shift, ha="center", va="center",
+                    fontsize=8.5, color=INK, gid="cell-text")
+    n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
+    seeds = f"{int(n.min())} seeds per peer" if len(n) else "seeds: not given"
+    confidence = frame.attrs.get("confidence", 0.95)
+    _finish(ax, f"Peer queues' default recovery settings on one payment workload: {name}",
+            f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run")
+    ax.grid(axis="y", visible=False)
+    ax.legend(list(seen.values()), list(seen), loc="lower right", fontsize=8, frameon=True, framealpha=0.9,
+              title="how an expired lease comes back", title_fontsize=8)
+    return ax

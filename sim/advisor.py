@@ -1,0 +1,467 @@
+"""Lease settings advice: TTL, heartbeat interval and watcher interval for observed job durations.
+
+    import sim
+    advice = sim.advise("durations.csv", pause_rate=2, target_false_expiry=1e-3)
+    print(advice)            # TTL 20 s, heartbeat every 5 s, watcher every 5 s: predicted ...
+    advice.candidates        # every setting considered, with its predictions and feasibility
+    advice.evidence          # a small simulated sweep around the recommendation
+    sim.run(advice.scenario())
+
+How it chooses (all predictions come from sim.analytic, whose docstrings give the assumptions):
+
+1. Each candidate (TTL L, heartbeat interval h or none, watcher interval W) gets a predicted
+   false-expiry probability per job (stop-the-world pauses; without heartbeats also jobs that
+   outlast L), a predicted mean recovery latency after a crash, and the DB load it costs: the
+   heartbeat and watcher statements per second ("upkeep"), at full load unless an arrival rate
+   is given.
+2. Feasible: predicted false expiry <= target / margin (margin 2 by default: the formulas are
+   approximations, and a recommendation should meet the target in simulation too, not only on
+   paper); L >= heartbeats_per_ttl x h (default 2: one lost heartbeat does not lapse the lease);
+   upkeep <= max_db_load when given.
+3. Among the feasible, the fastest predicted recovery R* is found; the recommendation is the
+   cheapest in DB load whose predicted recovery is within recovery_tolerance (10%) of R*. Ties go
+   to the faster recovery, then to the lower false expiry.
+
+With verify=True the recommendation is simulated (sim.sweep) beside its neighbouring TTLs, and
+the evidence table puts simulated figures, with confidence intervals, next to the predictions.
+
+The bundled example, sim/data/sample_durations.csv (`python -m sim advise sample`), holds 2000
+payment processing times made by sample_durations() below (seed 20260515), written by
+`python -c "import sim.advisor as a; a.write_sample_durations('sim/data/sample_durations.csv')"`;
+tests/analysis/test_advisor.py checks that the file and the function still agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim import analytic
+from sim.dists import Dist, read_durations_csv
+from sim.errors import ConfigError
+from sim.scenario import Faults, Policy, Scenario, Workload
+
+DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
+DEFAULT_WATCHERS = (1, 2, 5, 10, 15, 30, 60, 120, 300)
+MAX_SAMPLES = 20_000  # longer duration lists are represented by this many quantiles
+SAMPLE_SEED = 20260515
+CANDIDATE_COLUMNS = ["ttl", "heartbeat_interval", "watcher_interval", "predicted_false_expiry",
+                     "predicted_recovery_mean", "heartbeat_load", "watcher_load", "db_load", "feasible"]
+
+
+def sample_durations_path() -> Path:
+    """The bundled example CSV of payment processing times (column processing_seconds)."""
+    return Path(str(resources.files("sim") / "data" / "sample_durations.csv"))
+
+
+def sample_durations(n: int = 2000, seed: int = SAMPLE_SEED) -> pd.DataFrame:
+    """Synthetic payment processing times: 96% card payments, lognormal (median 1.2 s, p99 6 s);
+    4% slow paths (3-D Secure challenge, PSP retry), lognormal (median 12 s, p99 90 s); ms resolution."""
+    rng = np.random.default_rng(seed)
+    slow = rng.random(n) < 0.04
+    fast_sigma = math.log(6.0 / 1.2) / 2.326348
+    slow_sigma = math.log(90.0 / 12.0) / 2.326348
+    seconds = np.where(slow, rng.lognormal(math.log(12.0), slow_sigma, n), rng.lognormal(math.log(1.2), fast_sigma, n))
+    method = np.where(slow, "3ds", rng.choice(["card", "wallet", "sepa"], n, p=[0.7, 0.2, 0.1]))
+    return pd.DataFrame({"processing_seconds": np.round(seconds, 3), "method": method})
+
+
+def write_sample_durations(path: str | Path) -> Path:
+    path = Path(path)
+    sample_durations().to_csv(path, index=False, float_format="%.3f", lineterminator="\n")
+    return path
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+def load_durations(durations, column: str | None = None) -> np.ndarray:
+    """Observed processing seconds from an array-like, or from a CSV path (+ column); ConfigError if bad."""
+    if isinstance(durations, str | Path):
+        if str(durations) == "sample" and not Path(durations).exists():
+            durations = sample_durations_path()
+        values = np.asarray(read_durations_csv(durations, column), dtype=float)
+    else:
+        if column is not None:
+            raise ConfigError("column: only applies when durations is a CSV path")
+        if isinstance(durations, pd.DataFrame):
+            raise ConfigError("durations: give one column (a Series or array), not a DataFrame")
+        try:
+            values = np.asarray(durations, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise ConfigError("durations: expected numbers of seconds (an array, list or Series), "
+                              "or a CSV path") from None
+        if values.size == 0:
+            raise ConfigError("durations: no values")
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ConfigError(f"durations[{i}]: {float(values[i])!r} must be a finite duration >= 0 seconds")
+    if not (values > 0).any():
+        raise ConfigError("durations: every value is 0; expected processing times in seconds")
+    return values
+
+
+def _durations_dist(values: np.ndarray) -> Dist:
+    if len(values) > MAX_SAMPLES:
+        values = np.quantile(values, (np.arange(MAX_SAMPLES) + 0.5) / MAX_SAMPLES)
+    return Dist.empirical(np.round(values, 6))
+
+
+def _positive(name: str, value, *, zero_ok: bool = False, whole: bool = False) -> None:
+    ok = isinstance(value, int | float | np.number) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and whole:
+        ok = float(value).is_integer()
+    if not ok or value < 0 or (value == 0 and not zero_ok):
+        bound = ">= 0" if zero_ok else "> 0"
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(f"{name}: must be {kind} {bound}, got {value!r}")
+
+
+def _ladder(name: str, values, *, allow_none: bool = False) -> list:
+    if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
+        raise ConfigError(f"candidates.{name}: expected a list of seconds, got {values!r}")
+    out = []
+    for v in values:
+        if v is None and allow_none:
+            out.append(None)
+            continue
+        _positive(f"candidates.{name}", v)
+        out.append(float(v))
+    if not out:
+        raise ConfigError(f"candidates.{name}: has no values")
+    return sorted(set(out), key=lambda v: (v is not None, v or 0.0))
+
+
+# ---- the advice -----------------------------------------------------------------------------------
+
+@dataclass
+class Advice:
+    """A recommended lease setting, what it is predicted to cost and achieve, and the evidence."""
+
+    ttl: float
+    heartbeat_interval: float | None  # None: no heartbeat
+    watcher_interval: float
+    predicted_false_expiry: float  # per job
+    predicted_recovery_mean: float  # seconds from an owner's crash to the job's next claim
+    predicted_recovery_p95: float
+    db_load: float  # statements/s of heartbeats + watcher ticks ("upkeep")
+    heartbeat_load: float
+    watcher_load: float
+    target_false_expiry: float
+    met: bool  # some candidate met the target (else this is the lowest false expiry found)
+    candidates: pd.DataFrame  # every setting considered (CANDIDATE_COLUMNS)
+    evidence: pd.DataFrame | None  # simulated neighbourhood of the recommendation (verify=True)
+    durations: Dist = field(repr=False)
+    inputs: dict = field(default_factory=dict)
+
+    def scenario(self, *, jobs: int = 2000, seed: int = 1, arrival_rate: float | None = None,
+                 name: str = "advised") -> Scenario:
+        """A runnable Scenario with the recommended settings, the observed durations (resampled) as
+        processing times, the given pause and crash rates, and Poisson arrivals (the given arrival
+        rate, else 50% utilisation of the workers) long enough for `jobs` jobs."""
+        inputs = self.inputs
+        workers = inputs["workers"]
+        mean = self.durations.mean_value()
+        rate = arrival_rate or inputs.get("arrival_rate") or 0.5 * workers / mean
+        horizon = jobs / rate + 3 * self.durations.quantile(0.999)
+        h = self.heartbeat_interval
+        return Scenario(
+            name=name,
+            description=(f"Advised lease settings: {self.headline()}. Processing times resampled from "
+                         f"{inputs['durations_n']} observed durations."),
+            workload=Workload(jobs=jobs, arrival="poisson", rate=rate, processing=self.durations, psp_at=0.5,
+                              psp_call=Dist.constant(0.0),
+                              statement_latency=Dist.constant(inputs["statement_latency"])),
+            policy=Policy(workers=workers, poll_interval=inputs["poll_interval"], lease_ttl=self.ttl,
+                          heartbeat=h is not None, heartbeat_interval=h if h is not None else Policy.heartbeat_interval,
+                          watcher=True, watcher_interval=self.watcher_interval,
+                          claim_takes_expired=inputs["claim_takes_expired"], fencing=True, dedup=True,
+                          idempotency_key=True),
+            faults=Faults(crash_rate=inputs["crash_rate"], pause_rate=inputs["pause_rate"],
+                          pause_duration=inputs["pause_duration"]),
+            horizon=float(horizon),
+            seed=seed,
+        )
+
+    def headline(self) -> str:
+        heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {_s(self.heartbeat_interval)}"
+        return (f"TTL {_s(self.ttl)}, {heartbeat}, watcher every {_s(self.watcher_interval)}: predicted false expiry "
+                f"{_pct(self.predicted_false_expiry)} per job (target {_pct(self.target_false_expiry)}), "
+                f"recovery ~ {_s(self.predicted_recovery_mean)}, {self.db_load:.2g} statements/s")
+
+    def __str__(self) -> str:
+        i = self.inputs
+        lines = [self.headline()]
+        if not self.met:
+            lines.append(f"  NOT MET: no candidate is predicted below {_pct(self.target_false_expiry / i['margin'])} "
+                         "(target / margin); this is the lowest predicted false expiry found.")
+        load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
+        lines += [
+            f"  durations: {i['durations_n']} jobs, median {_s(i['durations_median'])}, p99 {_s(i['durations_p99'])}, "
+            f"max {_s(i['durations_max'])}",
+            "  faults: " + (f"{i['pause_rate']:g} pauses per worker-hour ({_dist(i['pause_duration'])}), "
+                            if i["pause_rate"] else "no pauses, ") + f"{i['crash_rate']:g} crashes per worker-hour",
+            f"  recovery after a crash: mean {_s(self.predicted_recovery_mean)}, p95 {_s(self.predicted_recovery_p95)} "
+            f"({i['workers']} workers polling every {_s(i['poll_interval'])}; "
+            + ("the watcher requeues expired leases)" if not i["claim_takes_expired"]
+               else "claims take expired leases)"),
+            f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
+            f"  chosen from {len(self.candidates)} candidates ({int(self.candidates['feasible'].sum())} feasible): "
+            f"the cheapest within {i['recovery_tolerance']:.0%} of the fastest feasible recovery",
+        ]
+        if self.evidence is not None and len(self.evidence):
+            lines.append("  evidence (simulated, 95% intervals):")
+            for row in self.evidence.itertuples():
+                mark = "*" if row.recommended else " "
+                lines.append(
+                    f"   {mark} TTL {_s(row.ttl)}: false expiry {_pct(row.false_expiry)} "
+                    f"[{_pct(row.false_expiry_ci_low)}, {_pct(row.false_expiry_ci_high)}] of {row.leases:.0f} leases "
+                    f"(predicted {_pct(row.predicted_false_expiry)}); recovery {_s(row.recovery_mean)} "
+                    f"[{_s(row.recovery_ci_low)}, {_s(row.recovery_ci_high)}] over {row.recoveries:.0f} crashes "
+                    f"(predicted {_s(row.predicted_recovery_mean)})")
+        return "\n".join(lines)
+
+
+def _s(seconds) -> str:
+    if seconds is None or not np.isfinite(seconds):
+        return "-"
+    if seconds >= 100:
+        return f"{seconds:.0f} s"
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.3g} s"
+
+
+def _pct(p) -> str:
+    if p is None or not np.isfinite(p):
+        return "-"
+    if p == 0:
+        return "0%"
+    if p < 1e-6:
+        return "< 0.0001%"
+    return f"{p * 100:.2g}%"
+
+
+def _dist(d: Dist) -> str:
+    if d.kind == "lognormal":
+        return f"median {_s(d.median)}, p99 {_s(d.p99)}"
+    if d.kind == "constant":
+        return f"{_s(d.value)} each"
+    return f"{d.kind}, mean {_s(d.mean_value())}"
+
+
+def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pause_duration: Dist | None = None,
+           crash_rate: float = 1.0, target_false_expiry: float = 1e-3, poll_interval: float = 1.0, workers: int = 4,
+           arrival_rate: float | None = None, claim_takes_expired: bool = False, statement_latency: float = 0.002,
+           candidates: Mapping[str, Sequence] | None = None, margin: float = 2.0, recovery_tolerance: float = 0.1,
+           heartbeats_per_ttl: float = 2.0, max_db_load: float | None = None, verify: bool = True,
+           replications: int = 4, evidence_jobs: int = 1500, seed: int = 0, executor=None,
+           progress: bool | None = None) -> Advice:
+    """Recommend lease TTL, heartbeat interval and watcher interval (see the module docstring).
+
+    durations: observed processing seconds (array-like), or a CSV path read with `column` (default:
+    the first column); "sample" is the bundled example. pause_rate and crash_rate are per
+    worker-hour; pause_duration a Dist (default lognormal, median 0.5 s, p99 5 s). workers and
+    poll_interval describe the consumers; arrival_rate (jobs/s) sets the load (default: full).
+    claim_takes_expired: whether claims take expired leases themselves (then the watcher is only a
+    backstop and not on the recovery path); by default the watcher does the requeue.
+    candidates: {"ttl": [...], "heartbeat_interval": [..., None], "watcher_interval": [...]} to
+    replace the default ladders (None: no heartbeat). verify: simulate the recommendation and its
+    neighbouring TTLs (`replications` runs of `evidence_jobs` jobs each, through sim.sweep).
+    """
+    values = load_durations(durations, column)
+    _positive("target_false_expiry", target_false_expiry)
+    if target_false_expiry >= 1:
+        raise ConfigError(f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}")
+    _positive("pause_rate", pause_rate, zero_ok=True)
+    _positive("crash_rate", crash_rate, zero_ok=True)
+    _positive("poll_interval", poll_interval)
+    _positive("workers", workers, whole=True)
+    _positive("statement_latency", statement_latency, zero_ok=True)
+    _positive("recovery_tolerance", recovery_tolerance, zero_ok=True)
+    _positive("heartbeats_per_ttl", heartbeats_per_ttl)
+    _positive("replications", replications, whole=True)
+    _positive("evidence_jobs", evidence_jobs, whole=True)
+    if arrival_rate is not None:
+        _positive("arrival_rate", arrival_rate)
+    if max_db_load is not None:
+        _positive("max_db_load", max_db_load)
+    _positive("margin", margin)
+    if margin < 1:
+        raise ConfigError(f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}")
+    if pause_duration is None:
+        pause_duration = Dist.lognormal(0.5, 5.0)
+    if not isinstance(pause_duration, Dist):
+        raise ConfigError(f"pause_duration: expected a sim.Dist, got {type(pause_duration).__name__}")
+    problems = pause_duration.problems("pause_duration")
+    if problems:
+        raise ConfigError(problems[0])
+    workers = int(workers)
+    candidates = dict(candidates or {})
+    unknown = set(candidates) - {"ttl", "heartbeat_interval", "watcher_interval"}
+    if unknown:
+        raise ConfigError(f"candidates: unknown key {sorted(unknown)[0]!r}; use ttl, heartbeat_interval, watcher_interval")
+    ttls = _ladder("ttl", candidates.get("ttl", DEFAULT_TTLS))
+    heartbeats = _ladder("heartbeat_interval", candidates.get("heartbeat_interval", DEFAULT_HEARTBEATS), allow_none=True)
+    watchers = _ladder("watcher_interval", candidates.get("watcher_interval", DEFAULT_WATCHERS))
+
+    job = _durations_dist(values)
+    inputs = {
+        "durations_n": int(len(values)), "durations_median": float(np.median(values)),
+        "durations_p99": float(np.quantile(values, 0.99)), "durations_max": float(values.max()),
+        "pause_rate": float(pause_rate), "pause_duration": pause_duration, "crash_rate": float(crash_rate),
+        "workers": workers, "poll_interval": float(poll_interval), "arrival_rate": arrival_rate,
+        "claim_takes_expired": bool(claim_takes_expired), "statement_latency": float(statement_latency),
+        "margin": float(margin), "recovery_tolerance": float(recovery_tolerance),
+        "heartbeats_per_ttl": float(heartbeats_per_ttl), "max_db_load": max_db_load, "seed": seed,
+    }
+    table = candidate_table(job, ttls=ttls, heartbeats=heartbeats, watchers=watchers, **_model_inputs(inputs))
+    limit = target_false_expiry / margin
+    feasible = table["predicted_false_expiry"] <= limit
+    if heartbeats_per_ttl:
+        hb = table["heartbeat_interval"]
+        feasible &= hb.isna() | (table["ttl"] >= heartbeats_per_ttl * (hb + statement_latency))
+    if max_db_load is not None:
+        feasible &= table["db_load"] <= max_db_load
+    table["feasible"] = feasible
+    met = bool(feasible.any())
+    if met:
+        pool = table[feasible]
+        fastest = pool["predicted_recovery_mean"].min()
+        near = pool[pool["predicted_recovery_mean"] <= fastest * (1 + recovery_tolerance) + 1e-9]
+        chosen = near.sort_values(["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]).iloc[0]
+    else:
+        chosen = table.sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"]).iloc[0]
+    h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
+    p95 = float(np.quantile(_recovery_draws(job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs), 0.95))
+    advice = Advice(
+        ttl=float(chosen["ttl"]), heartbeat_interval=h, watcher_interval=float(chosen["watcher_interval"]),
+        predicted_false_expiry=float(chosen["predicted_false_expiry"]),
+        predicted_recovery_mean=float(chosen["predicted_recovery_mean"]), predicted_recovery_p95=p95,
+        db_load=float(chosen["db_load"]), heartbeat_load=float(chosen["heartbeat_load"]),
+        watcher_load=float(chosen["watcher_load"]), target_false_expiry=float(target_false_expiry), met=met,
+        candidates=table, evidence=None, durations=job, inputs=inputs,
+    )
+    if verify:
+        advice.evidence = _evidence(advice, ttls, int(replications), int(evidence_jobs), seed, executor, progress)
+    return advice
+
+
+def _model_inputs(inputs: dict) -> dict:
+    return {k: inputs[k] for k in ("pause_rate", "pause_duration", "workers", "poll_interval", "arrival_rate",
+                                   "claim_takes_expired", "statement_latency")}
+
+
+def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
+    busy = workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
+    return max(1, int(math.floor(workers - busy + 0.5)))
+
+
+def candidate_table(job: Dist, *, ttls, heartbeats, watchers, pause_rate: float, pause_duration: Dist,
+                    workers: int, poll_interval: float, arrival_rate: float | None, claim_takes_expired: bool,
+                    statement_latency: float) -> pd.DataFrame:
+    """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination (no feasibility).
+
+    heartbeat intervals >= ttl are skipped (the lease would lapse between heartbeats). Recovery
+    assumes at least one idle poller (workers - busy, rounded, at least 1); DB load is at full load
+    unless arrival_rate is given.
+    """
+    lat = statement_latency
+    pollers = _idle_pollers(job, workers, arrival_rate)
+    rows = []
+    for ttl in ttls:
+        for h in heartbeats:
+            if h is not None and h + lat >= ttl:
+                continue
+            fe = analytic.false_expiry_probability(ttl=ttl, heartbeat_interval=h, job_duration=job,
+                                                   pause_rate=pause_rate, pause_duration=pause_duration, latency=lat)
+            # the lease left at a crash: L minus the time since the last renewal (exact for short jobs too)
+            since = analytic.time_since_renewal_mean(job, ttl=ttl, heartbeat_interval=h, latency=lat)
+            for w in watchers:
+                recovery = analytic.recovery_latency_mean(
+                    ttl=ttl, heartbeat_interval=None, poll_interval=poll_interval,
+                    watcher_interval=None if claim_takes_expired else w, idle_pollers=pollers, latency=lat,
+                    worked_at_crash=since)
+                load = analytic.db_load(workers=workers, poll_interval=poll_interval, heartbeat_interval=h,
+                                        watcher_interval=w, job_duration=job, arrival_rate=arrival_rate, latency=lat)
+                rows.append((ttl, np.nan if h is None else h, w, fe, recovery, load["heartbeat"], load["watcher"],
+                             load["upkeep"], True))
+    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+
+
+def _recovery_draws(job: Dist, ttl: float, h: float | None, w: float, inputs: dict, n: int = 100_000) -> np.ndarray:
+    lat, seed = inputs["statement_latency"], inputs["seed"]
+    since = analytic.time_since_renewal_samples(n, job, ttl=ttl, heartbeat_interval=h, latency=lat, seed=seed)
+    return analytic.recovery_latency_samples(
+        n, ttl=ttl, heartbeat_interval=None, poll_interval=inputs["poll_interval"],
+        watcher_interval=None if inputs["claim_takes_expired"] else w,
+        idle_pollers=_idle_pollers(job, inputs["workers"], inputs["arrival_rate"]),
+        latency=lat, worked_at_crash=since, seed=seed + 1)
+
+
+def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, seed: int, executor,
+              progress) -> pd.DataFrame:
+    """Simulate the recommendation and its neighbouring TTLs; simulated figures beside predictions.
+
+    Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
+    does not enter the predicted recovery latency or false-expiry probability.
+    """
+    from sim.sweep import sweep, wilson_interval
+
+    i = ttls.index(advice.ttl)
+    h = advice.heartbeat_interval
+    lat = advice.inputs["statement_latency"]
+    around = [t for t in ttls[max(0, i - 1): i + 2] if h is None or h + lat < t]
+    base = advice.scenario(jobs=jobs, name="advice-evidence")
+    worker_hours = base.policy.workers * base.horizon / 3600
+    crash_rate = max(advice.inputs["crash_rate"], 40 / worker_hours)
+    base = base.replace(faults=Faults(crash_rate=crash_rate, pause_rate=base.faults.pause_rate,
+                                      pause_duration=base.faults.pause_duration))
+    metrics = ["jobs", "leases", "false_expiries", "recoveries", "recovery_latency_mean", "db_heartbeat_per_s",
+               "db_requeue_expired_per_s"]
+    result = sweep(base, {"policy.lease_ttl": around}, replications, seed=seed, executor=executor,
+                   progress=progress, metrics=metrics)
+    aggregate = result.aggregate(["recovery_latency_mean"]).set_index("policy.lease_ttl")
+    model = _model_inputs(advice.inputs) | {"arrival_rate": base.workload.rate}
+    predicted = candidate_table(advice.durations, ttls=around, heartbeats=[h], watchers=[advice.watcher_interval],
+                                **model).set_index("ttl")
+    rows = []
+    for ttl, runs in result.runs.groupby("policy.lease_ttl", sort=True):
+        leases, fe = int(runs["leases"].sum()), int(runs["false_expiries"].sum())
+        low, high = wilson_interval(fe, leases, 0.95)
+        upkeep = runs["db_heartbeat_per_s"] + runs["db_requeue_expired_per_s"]
+        rows.append({
+            "ttl": float(ttl), "heartbeat_interval": np.nan if h is None else h,
+            "watcher_interval": advice.watcher_interval, "recommended": float(ttl) == advice.ttl,
+            "runs": len(runs), "crash_rate": crash_rate, "leases": leases, "false_expiries": fe,
+            "false_expiry": fe / leases if leases else np.nan, "false_expiry_ci_low": low, "false_expiry_ci_high": high,
+            "predicted_false_expiry": float(predicted.loc[ttl, "predicted_false_expiry"]),
+            "recoveries": int(runs["recoveries"].sum()),
+            "recovery_mean": float(aggregate.loc[ttl, "recovery_latency_mean_mean"]),
+            "recovery_ci_low": float(aggregate.loc[ttl, "recovery_latency_mean_ci_low"]),
+            "recovery_ci_high": float(aggregate.loc[ttl, "recovery_latency_mean_ci_high"]),
+            "predicted_recovery_mean": float(predicted.loc[ttl, "predicted_recovery_mean"]),
+            "db_load": float(upkeep.mean()), "predicted_db_load": float(predicted.loc[ttl, "db_load"]),
+        })
+    return pd.DataFrame(rows)
+
+
+def write_advice(advice: Advice, out: str | Path) -> list[Path]:
+    """Write advice.txt, candidates.csv, evidence.csv (when verified) and scenario.toml into `out`."""
+    from sim.scenario import dumps
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "advice.txt", out / "candidates.csv", out / "scenario.toml"]
+    written[0].write_text(str(advice) + "\n", encoding="utf-8")
+    advice.candidates.to_csv(written[1], index=False)
+    written[2].write_text(dumps(advice.scenario()), encoding="utf-8")
+    if advice.evidence is not None:
+        written.append(out / "evidence.csv")
+        advice.evidence.to_csv(written[-1], index=False)
+    return written

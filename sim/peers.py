@@ -1,0 +1,140 @@
+"""Peer job queues' documented recovery defaults, compared on one shared payment workload.
+
+    from sim.peers import compare_peers
+    from sim.plots import peer_comparison
+    frame = compare_peers(seeds=range(1, 6))   # one row per peer, CIs over the seeds
+    peer_comparison(frame)
+
+The presets (sim/scenarios/<peer>.toml) differ only in their recovery settings; each file's
+header says what it approximates and what Lease Lab cannot express (DESIGN.md "Peers worth
+knowing"). The workload, faults, workers, poll interval and horizon are the same for all, and
+the horizon outlasts the longest recovery window, so recovery latencies are comparable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from sim.scenario import preset
+from sim.stats import summarize
+
+PEERS = {  # preset name -> display name
+    "river": "River",
+    "oban-lifeline": "Oban (Lifeline)",
+    "graphile-worker": "graphile-worker",
+    "pg-boss": "pg-boss",
+    "solid-queue": "Solid Queue",
+    "sqs-visibility": "SQS",
+}
+METRICS = (
+    "crashed_jobs",  # crashes of a job's current owner (owner_crashes)
+    "recoveries",  # ... after which the job was claimed again
+    "unrecovered_share",  # ... share not claimed again before the horizon (failed, stuck, or censored)
+    "recovery_latency_mean", "recovery_latency_p95",  # crash -> claimed again (s)
+    "detection_latency_mean",  # crash -> the job left Processing (requeued, failed or re-claimed) (s)
+    "false_expiries",  # leases expired under a live owner
+    "double_processed_jobs",  # jobs a live owner was still working on when another worker took them
+    "duplicate_external_effects", "duplicate_db_effects", "dead",
+    "statements_per_s",  # DB load: every statement
+    "recovery_statements_per_s",  # the recovery machinery's share: heartbeats + watcher scans
+)
+
+
+def recovery_mechanism(policy) -> str:
+    """How an expired lease comes back: 'claim takes expired', 'watcher requeues', 'watcher fails the job' or 'none'."""
+    if policy.claim_takes_expired:
+        return "claim takes expired"
+    if policy.watcher:
+        return "watcher fails the job" if policy.watcher_action == "dead" else "watcher requeues"
+    return "none"
+
+
+def owner_crashes(run) -> pd.DataFrame:
+    """Run.recoveries restricted to crashes of the job's current owner.
+
+    A zombie (its lease already expired and the job taken, or even completed, by another worker)
+    that crashes is in Run.recoveries too, but nothing is left to recover: it is left out here.
+    """
+    recoveries = run.recoveries
+    events = run.events
+    moves = events[events["kind"].isin(["claim", "complete", "payload_conflict"])]
+    keep = []
+    for crash in recoveries.itertuples():
+        before = moves[(moves["job"] == crash.job) & (moves["t"] <= crash.crash_at)]
+        last = before.iloc[-1] if len(before) else None
+        keep.append(last is not None and last["kind"] == "claim" and last["worker"] == crash.worker)
+    return recoveries[np.asarray(keep, dtype=bool)].reset_index(drop=True)
+
+
+def peer_metrics(run) -> dict[str, float]:
+    """The comparison's metrics of one run (see METRICS), all from its event log."""
+    s = run.summary
+    crashes = owner_crashes(run)
+    leases = run.leases
+    events = run.events
+    moves = events[events["kind"].isin(["requeue", "claim"])]
+    first_move = []
+    for crash in crashes.itertuples():
+        later = moves.loc[(moves["job"] == crash.job) & (moves["t"] > crash.crash_at), "t"]
+        first_move.append(later.min() - crash.crash_at if len(later) else np.nan)
+    latency = crashes["latency"].dropna()
+    per_job = leases.groupby("job").size()
+    expired_jobs = leases.loc[leases["false_expiry"], "job"].unique()
+    counts = run.statement_counts
+    horizon = run.scenario.horizon
+    crashed = len(crashes)
+    return {
+        "crashed_jobs": crashed,
+        "recoveries": len(latency),
+        "unrecovered_share": float(crashes["latency"].isna().mean()) if crashed else np.nan,
+        "recovery_latency_mean": float(latency.mean()) if len(latency) else np.nan,
+        "recovery_latency_p95": float(np.percentile(latency, 95)) if len(latency) else np.nan,
+        "detection_latency_mean": float(np.nanmean(first_move)) if np.isfinite(first_move).any() else np.nan,
+        "false_expiries": int(s["false_expiries"]),
+        "double_processed_jobs": int(sum(per_job.get(j, 0) > 1 for j in expired_jobs)),
+        "duplicate_external_effects": int(s["duplicate_external_effects"]),
+        "duplicate_db_effects": int(s["duplicate_db_effects"]),
+        "dead": int(s["dead"]),
+        "statements_per_s": float(s["statements_per_s"]),
+        "recovery_statements_per_s": (counts.get("heartbeat", 0) + counts.get("requeue_expired", 0)) / horizon,
+    }
+
+
+def _measure(task: tuple[str, int, dict]) -> dict:
+    import sim
+
+    name, seed, overrides = task
+    run = sim.run(name, seed=seed, **overrides)
+    return {"peer": name, "seed": seed, **peer_metrics(run)}
+
+
+def compare_peers(names: Iterable[str] | None = None, seeds: Iterable[int] = range(1, 6), *,
+                  confidence: float = 0.95, executor=None, **overrides) -> pd.DataFrame:
+    """One row per peer preset: its settings, `n` and `<metric>_mean/_ci_low/_ci_high` over `seeds`.
+
+    `overrides` are dotted keys applied to every peer (e.g. **{"workload.jobs": 300}); `executor`
+    is any concurrent.futures Executor (runs are independent). The per-run rows are in
+    `frame.attrs["runs"]`.
+    """
+    names = list(PEERS if names is None else names)
+    seeds = list(seeds)
+    scenarios = {name: preset(name).with_overrides(overrides) if overrides else preset(name) for name in names}
+    tasks = [(name, seed, overrides) for name in names for seed in seeds]
+    results = list(executor.map(_measure, tasks) if executor is not None else map(_measure, tasks))
+    runs = pd.DataFrame(results, columns=["peer", "seed", *METRICS])
+    agg = summarize(runs, "peer", list(METRICS), confidence).set_index("peer").loc[names].reset_index()
+    settings = []
+    for name in names:
+        p = scenarios[name].policy
+        settings.append({
+            "peer": name, "label": PEERS.get(name, name), "recovery": recovery_mechanism(p), "claim": p.claim,
+            "lease_ttl": p.lease_ttl, "heartbeat_interval": p.heartbeat_interval if p.heartbeat else np.nan,
+            "watcher_interval": p.watcher_interval if p.watcher else np.nan, "max_attempts": p.max_attempts,
+        })
+    frame = pd.DataFrame(settings).merge(agg, on="peer")
+    frame.attrs["runs"] = runs
+    frame.attrs["confidence"] = confidence
+    return frame

@@ -1,0 +1,617 @@
+"""Design review: the seed's lease checklist, plus fencing and idempotency, with measured evidence.
+
+    from sim.review import review
+    r = review("baseline")          # or a Scenario, with dotted overrides: review("x", **{"policy.lease_ttl": 20})
+    print(r)                        # item, status (pass / fail / risk), evidence
+    r.table                         # the same as a DataFrame, indexed by check key
+    r.figure().savefig("review.png")
+
+Every number in the evidence is measured on runs of the scenario (several seeds) and, where the
+scenario alone cannot show a property, on a variant of it (named in the evidence):
+- contention: 8+ workers on a 200-job batch, to exercise the claim;
+- crashes: the owners of a few jobs crash mid-work (scripted by job), to exercise the watcher,
+  attempts and recovery;
+- zombie: the owners of a few jobs are paused long enough to lose their lease and then carry on
+  (abandon_on_lost_lease off, random crashes off), to exercise completion fencing;
+- duplicates: 20% of events delivered twice and a few crashes right after the PSP call, to
+  exercise the dedup marker and the PSP idempotency key;
+- no-heartbeat: the same runs without heartbeats, to show what the heartbeat prevents.
+`Review.measured[key]` holds the numbers behind each evidence line; `Review.runs` and
+`Review.variants` hold the runs themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sim.dists import Dist
+from sim.errors import ConfigError
+from sim.peers import owner_crashes
+from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, resolve
+
+PASS, FAIL, RISK = "pass", "fail", "risk"
+STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
+    PASS: ("\u2713", "#009E73", "white"),
+    RISK: ("!", "#E69F00", "black"),
+    FAIL: ("\u2717", "#D55E00", "white"),
+}
+ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
+    "claim": "1. The claim is one atomic UPDATE ... WHERE, not read-then-write",
+    "ttl": "2. The lease TTL really exceeds the longest expected processing",
+    "heartbeat": "3. A heartbeat renews the lease of long jobs",
+    "watcher": "4. A watcher runs periodically: expired jobs do not stay Processing",
+    "owner": "5. lease_owner is stored",
+    "attempts": "6. attempts is incremented on every lease and persisted",
+    "fencing": "Completion is fenced by owner + attempt",
+    "dedup": "The DB effect is deduplicated (marker and effect in one transaction)",
+    "psp": "The PSP call is idempotent (idempotency key)",
+}
+CLAIMS = {
+    "conditional_update": "one conditional UPDATE ... WHERE ... RETURNING",
+    "skip_locked": "one UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED)",
+    "select_for_update": "SELECT ... FOR UPDATE, then UPDATE, in one transaction",
+    "read_then_write": "SELECT, then an unconditional UPDATE",
+}
+FINISHED = ("completed", "rejected", "rejected_payload")  # lease outcomes after which the work was done
+
+
+@dataclass
+class Review:
+    scenario: Scenario
+    seeds: tuple[int, ...]
+    table: pd.DataFrame  # index: check key; columns: item, status, evidence
+    measured: dict[str, dict[str, float]]
+    runs: list = field(repr=False)
+    variants: dict[str, list] = field(repr=False)  # variant name -> its runs (one per seed)
+
+    @property
+    def ok(self) -> bool:
+        """No item failed (risks allowed)."""
+        return not (self.table["status"] == FAIL).any()
+
+    def counts(self) -> dict[str, int]:
+        return {s: int((self.table["status"] == s).sum()) for s in (PASS, RISK, FAIL)}
+
+    def header(self) -> str:
+        s, p = self.scenario, self.scenario.policy
+        beat = f"heartbeat every {p.heartbeat_interval:g} s" if p.heartbeat else "no heartbeat"
+        watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
+        seeds = ", ".join(map(str, self.seeds))
+        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        return (f"Design review of {s.name}: {runs} (seed{'s' if len(self.seeds) != 1 else ''} {seeds}), "
+                f"{s.horizon:g} s each; "
+                f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
+
+    def __str__(self) -> str:
+        counts = self.counts()
+        lines = [self.header(), f"{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail", ""]
+        for row in self.table.itertuples():
+            lines.append(f"[{row.status.upper()}] {row.item}")
+            lines.extend(textwrap.wrap(row.evidence, 100, initial_indent="       ", subsequent_indent="       "))
+        return "\n".join(lines)
+
+    def figure(self, *, timeline: bool = True):
+        """One page: the checklist with status badges, and a lease timeline of the first run."""
+        from matplotlib.figure import Figure
+
+        from sim.plots import auto_window, lease_timeline
+
+        fig = Figure(figsize=(11.69, 8.27), layout="constrained")
+        if timeline:
+            grid = fig.add_gridspec(2, 1, height_ratios=[2.1, 1.0])
+            table_ax = fig.add_subplot(grid[0])
+        else:
+            table_ax = fig.add_subplot()
+        counts = self.counts()
+        fig.suptitle(f"{self.header()}\n{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail; "
+                     "evidence measured on these runs and on the named variants", x=0.01, ha="left", fontsize=9.5)
+        _draw_table(table_ax, self.table)
+        if timeline and self.runs:
+            run, where = self.showcase()
+            ax = fig.add_subplot(grid[1])
+            lease_timeline(run, ax, window=auto_window(run), workers=min(run.scenario.policy.workers, 8))
+            ax.set_title(f"{ax.get_title(loc='left').splitlines()[0]}: {where}, seed {run.scenario.seed} "
+                         "(bars: leases, hatched by how they ended; x: crash; o: refused by fencing)",
+                         loc="left", fontsize=9)
+            if ax.get_legend() is not None:  # the title says what the marks mean; the full legend is too big here
+                ax.get_legend().remove()
+        return fig
+
+    def showcase(self) -> tuple:
+        """The run to draw: the first with trouble (crash, expiry, double claim, pause), preferring the
+        scenario's own runs, then the zombie, crash and duplicates variants."""
+        sources = [("the scenario", self.runs)] + [(f"{name} variant", self.variants.get(name, []))
+                                                   for name in ("zombie", "crashes", "duplicates")]
+        for where, runs in sources:
+            for run in runs:
+                troubled = run.leases["end_reason"].isin(["crashed", "expired", "revoked"]).any()
+                if troubled or run.events["kind"].isin(["pause_start", "partition_start"]).any():
+                    return run, where
+        return self.runs[0], "the scenario"
+
+
+def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, **overrides) -> Review:
+    """Run `scenario` for each seed (and its variants) and evaluate the checklist on what happened."""
+    import sim
+
+    if isinstance(scenario, str):
+        scenario = resolve(scenario)
+    if overrides:
+        scenario = scenario.with_overrides(overrides)
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ConfigError("seeds: give at least one seed")
+    runs = [sim.run(scenario, seed=s) for s in seeds]
+    checker = _Checker(scenario, runs, variants)
+    rows, measured = [], {}
+    for key in ITEMS:
+        status, evidence, numbers = getattr(checker, key)()
+        rows.append({"check": key, "item": ITEMS[key], "status": status, "evidence": evidence})
+        measured[key] = numbers
+    table = pd.DataFrame(rows).set_index("check")
+    return Review(scenario, seeds, table, measured, runs, checker.variants)
+
+
+# ---- measurements --------------------------------------------------------------------------------
+
+def processing_times(runs) -> np.ndarray:
+    """Per job: claim -> its owner finished the work (completed, or refused at completion), taken
+    from the job's first lease that got that far (every attempt does the same work)."""
+    values = []
+    for r in runs:
+        leases = r.leases[r.leases["outcome"].isin(FINISHED)]
+        first = leases.groupby("job").head(1)
+        values.append((first["released_at"] - first["start"]).to_numpy(float))
+    return np.concatenate(values) if values else np.array([])
+
+
+def leased_jobs(run) -> int:
+    return int(run.leases["job"].nunique())
+
+
+def double_processed(run) -> int:
+    """Jobs whose lease expired under a live owner and that another lease then took."""
+    leases = run.leases
+    per_job = leases.groupby("job").size()
+    expired = leases.loc[leases["false_expiry"], "job"].unique()
+    return int(sum(per_job.get(j, 0) > 1 for j in expired))
+
+
+def charged_payments(run) -> tuple[int, int]:
+    """(payments the PSP charged, of which charged more than once)."""
+    events = run.events
+    charges = events[(events["kind"] == "psp_charge") & (events["detail"] == "new")]
+    per_event = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    return len(per_event), int((per_event > 1).sum())
+
+
+def owner_mismatches(run) -> tuple[int, int]:
+    """(leased jobs, of which the final table's lease_owner is empty or not the last claimer in the log)."""
+    claims = run.events[run.events["kind"] == "claim"]
+    last = claims.groupby("job")["worker"].last()
+    owners = run.table_jobs.set_index("id")["lease_owner"]
+    stored = owners.reindex(last.index)
+    bad = stored.isna() | (stored != last)
+    return len(last), int(bad.sum())
+
+
+def attempt_mismatches(run) -> tuple[int, int, int, int]:
+    """(jobs, jobs whose attempts != leases in the log or whose claims were not numbered 1, 2, ...,
+    jobs leased more than once, largest attempts)."""
+    claims = run.events[run.events["kind"] == "claim"]
+    leases = claims.groupby("job").size()
+    sequential = claims.groupby("job")["attempt"].apply(lambda a: list(a) == list(range(1, len(a) + 1)))
+    table = run.table_jobs.set_index("id")["attempts"]
+    expected = leases.reindex(table.index, fill_value=0)
+    bad = (table != expected) | ~sequential.reindex(table.index, fill_value=True)
+    return len(table), int(bad.sum()), int((leases > 1).sum()), int(table.max()) if len(table) else 0
+
+
+def _pct(x: float) -> str:
+    if not np.isfinite(x):
+        return "n/a"
+    if x == 0:
+        return "0%"
+    return f"{x:.2%}" if abs(x) < 0.001 else f"{x:.1%}"
+
+
+def _s(x: float) -> str:
+    """Seconds, 3 significant digits."""
+    return "n/a" if not np.isfinite(x) else (f"{x:.3g} s" if abs(x) < 1000 else f"{x:,.0f} s")
+
+
+def _total(runs, key: str) -> int:
+    return int(sum(int(r.summary[key]) for r in runs))
+
+
+class _Checker:
+    """Evaluates each item on the runs; builds (and caches) the variants it needs."""
+
+    def __init__(self, scenario: Scenario, runs: list, allow_variants: bool):
+        self.scenario = scenario
+        self.policy = scenario.policy
+        self.runs = runs
+        self.allow_variants = allow_variants
+        self.variants: dict[str, list] = {}
+        self.n = len(runs)
+
+    @property
+    def n_runs(self) -> str:
+        return f"{self.n} run{'s' if self.n > 1 else ''}"
+
+    # -- variants --------------------------------------------------------------------------------
+
+    def variant(self, name: str) -> list:
+        """The runs of a variant, one per seed (built on first use); [] if variants are off."""
+        if not self.allow_variants:
+            return []
+        if name not in self.variants:
+            import sim
+
+            self.variants[name] = [r for r in (self._variant_scenario(name, base) for base in self.runs) if r is not None]
+            self.variants[name] = [sim.run(s, seed=s.seed) for s in self.variants[name]]
+        return self.variants[name]
+
+    def _variant_scenario(self, name: str, base) -> Scenario | None:
+        s, p, f, w = self.scenario, self.policy, self.scenario.faults, self.scenario.workload
+        s = s.replace(seed=base.scenario.seed)
+        if name == "contention":
+            if p.workers >= 8 and w.arrival == "batch" and w.jobs >= 200:
+                return None  # the scenario is already that contended
+            return s.with_overrides({"name": f"{s.name}+contention", "policy.workers": max(8, p.workers),
+                                     "workload.arrival": "batch", "workload.jobs": 200,
+                                     "horizon": min(s.horizon, 120.0)})
+        if name == "no-heartbeat":
+            return s.with_overrides({"name": f"{s.name}+no-heartbeat", "policy.heartbeat": False})
+        leases = base.leases
+        done = leases[leases["outcome"] == "completed"].sort_values("start")
+        margin = p.lease_ttl + (p.watcher_interval if p.watcher else 0.0) + 2 * p.poll_interval + 5.0
+        if name == "crashes":
+            pick = self._spread(done[done["start"] + margin < s.horizon * 0.9], 3)
+            crashes = tuple(ScriptedCrash(at=float((row.start + row.released_at) / 2), job=int(row.job))
+                            for row in pick.itertuples())
+            if not crashes:
+                return None
+            return s.replace(name=f"{s.name}+crashes", faults=dataclasses.replace(f, crashes=f.crashes + crashes))
+        if name == "zombie":
+            if p.workers < 2:
+                return None
+            pause = margin + 5.0
+            pick = self._spread(done[done["start"] + pause + margin < s.horizon * 0.9], 2)
+            pauses = tuple(ScriptedOutage(worker=int(str(row.worker).lstrip("w")), at=float((row.start + row.released_at) / 2),
+                                          duration=pause) for row in pick.itertuples())
+            if not pauses:
+                return None
+            return s.replace(name=f"{s.name}+zombie", faults=dataclasses.replace(f, pauses=f.pauses + pauses, crash_rate=0.0),
+                             policy=dataclasses.replace(p, abandon_on_lost_lease=False))
+        if name == "duplicates":
+            points = tuple(cp for cp in f.crash_points if cp.point != "after_psp") + (
+                CrashPoint(point="after_psp", probability=0.5, limit=3),)
+            workload = w if w.duplicate_delivery >= 0.2 else dataclasses.replace(
+                w, duplicate_delivery=0.2, redelivery_delay=w.redelivery_delay if w.redelivery_delay.mean_value() > 0
+                else Dist.exponential(2.0))
+            return s.replace(name=f"{s.name}+duplicates", workload=workload, faults=dataclasses.replace(f, crash_points=points))
+        raise ValueError(name)
+
+    @staticmethod
+    def _spread(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+        """k rows spread over the frame (at its 1/(k+1), 2/(k+1), ... positions)."""
+        if frame.empty:
+            return frame
+        positions = sorted({min(len(frame) - 1, int(len(frame) * (i + 1) / (k + 1))) for i in range(k)})
+        return frame.iloc[positions]
+
+    # -- items -----------------------------------------------------------------------------------
+
+    def claim(self):
+        p = self.policy
+        doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
+        numbers = {"double_claims": doubles, "leases": leases}
+        text = f"{p.claim} ({CLAIMS[p.claim]}): {doubles} double claims in {leases} leases over {self.n_runs}"
+        if doubles:
+            text += f" ({_pct(doubles / leases)} of leases)"
+        contention = self.variant("contention")
+        if contention:
+            vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
+            numbers.update(variant_double_claims=vd, variant_leases=vl)
+            workers = contention[0].scenario.policy.workers
+            text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
+                     + (f" ({_pct(vd / vl)})" if vd else ""))
+        if p.claim == "read_then_write":
+            return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
+        if doubles or numbers.get("variant_double_claims", 0):
+            cause = " (worker clocks are skewed: policy.clock = worker)" if p.clock == "worker" else ""
+            return RISK, text + f"{cause}: the claim is atomic, yet two workers held one job at once.", numbers
+        return PASS, text + ".", numbers
+
+    def _ttl_numbers(self):
+        ttl = self.policy.lease_ttl
+        durations = processing_times(self.runs)
+        p999 = float(np.quantile(durations, 0.999)) if len(durations) else np.nan
+        longest = float(durations.max()) if len(durations) else np.nan
+        over = float((durations > ttl).mean()) if len(durations) else np.nan
+        jobs = sum(leased_jobs(r) for r in self.runs)
+        twice = sum(double_processed(r) for r in self.runs)
+        return {"lease_ttl": ttl, "p999_processing": p999, "max_processing": longest, "finished_jobs": len(durations),
+                "over_ttl_share": over, "false_expiries": _total(self.runs, "false_expiries"),
+                "leases": _total(self.runs, "leases"), "jobs": jobs, "double_processed_jobs": twice,
+                "double_processed_share": twice / jobs if jobs else np.nan}
+
+    def ttl(self):
+        p, m = self.policy, self._ttl_numbers()
+        ttl, p999 = m["lease_ttl"], m["p999_processing"]
+        if not np.isfinite(p999):
+            return RISK, f"no job finished in {self.n_runs}: processing time not measured.", m
+        cmp = "<" if p999 > ttl else ">"
+        head = (f"TTL {ttl:g} s {cmp} p99.9 processing {_s(p999)} (max {_s(m['max_processing'])}, "
+                f"{m['finished_jobs']} jobs finished): {_pct(m['over_ttl_share'])} of jobs outlived the TTL")
+        lost = (f"{m['false_expiries']} leases ({_pct(m['false_expiries'] / m['leases'])}) expired under a live owner; "
+                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({_pct(m['double_processed_share'])}) "
+                "were processed twice")
+        if p.heartbeat and p.heartbeat_interval >= ttl:
+            return FAIL, f"heartbeat every {p.heartbeat_interval:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
+        if m["false_expiries"]:
+            if not p.heartbeat and m["over_ttl_share"] > 0:
+                return FAIL, f"{head}; {lost}.", m
+            stalls = "pauses, partitions or lost heartbeats outlast the TTL"
+            return RISK, f"{head}; yet {lost}: {stalls}.", m
+        if p.heartbeat:
+            return PASS, f"{head}, kept alive by heartbeats every {p.heartbeat_interval:g} s; 0 false expiries in {m['leases']} leases.", m
+        if p999 > 0.8 * ttl:
+            return RISK, f"{head}; 0 false expiries so far, but the TTL leaves under 25% margin over p99.9 and there is no heartbeat.", m
+        return PASS, f"{head}; 0 false expiries in {m['leases']} leases.", m
+
+    def heartbeat(self):
+        p, m = self.policy, self._ttl_numbers()
+        ttl = p.lease_ttl
+        beats = sum(int((r.events["kind"] == "heartbeat").sum()) for r in self.runs)
+        m = {**m, "heartbeats": beats}
+        if not p.heartbeat:
+            if m["over_ttl_share"] > 0 or m["false_expiries"]:
+                return FAIL, (f"no heartbeat: {_pct(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
+                              f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
+                              f"{m['jobs']} leased jobs ({_pct(m['double_processed_share'])}) were processed twice."), m
+            if np.isfinite(m["p999_processing"]) and m["p999_processing"] > ttl / 2:
+                return RISK, (f"no heartbeat: p99.9 processing {_s(m['p999_processing'])} is over half the {ttl:g} s TTL; "
+                              "a slower PSP would let leases expire under live owners."), m
+            return PASS, (f"no heartbeat, none needed so far: p99.9 processing {_s(m['p999_processing'])} "
+                          f"< half the {ttl:g} s TTL."), m
+        text = (f"heartbeat every {p.heartbeat_interval:g} s (TTL {ttl:g} s): {beats} renewals in {self.n_runs}; "
+                f"{m['false_expiries']} false expiries")
+        if m["over_ttl_share"] == 0:
+            text += f"; no job outlived the TTL (max {_s(m['max_processing'])}), so here it is insurance"
+        status = PASS if p.heartbeat_interval < ttl / 2 else RISK
+        if status == RISK:
+            text += "; the interval is over half the TTL: one late heartbeat loses the lease"
+        without = self.variant("no-heartbeat")
+        if without:
+            fe = _total(without, "false_expiries")
+            leases = _total(without, "leases")
+            jobs = sum(leased_jobs(r) for r in without)
+            twice = sum(double_processed(r) for r in without)
+            m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
+            text += (f"; without it (variant): {fe} leases ({_pct(fe / leases if leases else np.nan)}) would expire under a "
+                     f"live owner and {twice} of {jobs} leased jobs ({_pct(twice / jobs if jobs else np.nan)}) would be processed twice")
+        return status, text + ".", m
+
+    def watcher(self):
+        p = self.policy
+        runs = self.runs
+        used = runs
+        expired = sum(self._expired(r) for r in runs)
+        variant = ""
+        if not expired:
+            crashed = self.variant("crashes")
+            if crashed:
+                used = crashed
+                expired = sum(self._expired(r) for r in crashed)
+                owners = sum(len(owner_crashes(r)) for r in crashed)
+                variant = f" (crash variant: {owners} job owners crashed mid-work)"
+        pairs = [self._requeue_waits(r) for r in used]
+        waits = np.concatenate([w for w, _ in pairs]) if pairs else np.array([])
+        how = [kind for _, kinds in pairs for kind in kinds]
+        by_watcher, by_claim = how.count("requeue"), how.count("claim")
+        stuck = sum(r.check().counts().get("stuck_processing", 0) for r in used)
+        never = int(np.isnan(waits).sum()) if len(waits) else 0
+        ticks = [r.events.loc[r.events["kind"] == "watcher_tick", "t"].to_numpy() for r in runs]
+        n_ticks = sum(len(t) for t in ticks)
+        gap = max((float(np.diff(t).max()) for t in ticks if len(t) > 1), default=np.nan)
+        worst = float(np.nanmax(waits)) if len(waits) and np.isfinite(waits).any() else np.nan
+        dead = sum(int(((r.events["kind"] == "requeue") & (r.events["detail"] == "Dead")).sum()) for r in used)
+        recovery = np.concatenate([owner_crashes(r)["latency"].to_numpy(float) for r in used]) if used else np.array([])
+        recovered = recovery[np.isfinite(recovery)]
+        m = {"watcher_ticks": n_ticks, "largest_tick_gap": gap, "expired_leases": expired, "never_moved": never,
+             "max_wait_after_expiry": worst, "stuck_processing": stuck, "watcher_dead": dead,
+             "moved_by_watcher": by_watcher, "moved_by_claim": by_claim, "owner_crashes": len(recovery),
+             "recovery_latency_mean": float(recovered.mean()) if len(recovered) else np.nan,
+             "recovery_latency_max": float(recovered.max()) if len(recovered) else np.nan}
+        moved = (f"{expired - never} of {expired} expired leases{variant} left Processing ({by_watcher} moved by the "
+                 f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner), "
+                 f"at most {_s(worst)} after expiry" if expired else f"no lease expired{variant}")
+        if len(recovery):
+            moved += (f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again, "
+                      f"{_s(m['recovery_latency_mean'])} after the crash on average (max {_s(m['recovery_latency_max'])})")
+        if p.watcher:
+            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {_s(gap)}"
+            if p.watcher_action == "dead":
+                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
+            if stuck or never:
+                return FAIL, f"{head}; {moved}; {stuck} stuck_processing violations.", m
+            status = PASS if expired else RISK
+            tail = "" if expired else ": recovery not exercised"
+            return status, f"{head}; {moved}{tail}; 0 stuck.", m
+        if p.claim_takes_expired:
+            head = "no watcher: the claim itself takes expired leases"
+            if stuck or never:
+                return RISK, f"{head}; {moved}; {stuck} stuck_processing violations (no idle worker to take them).", m
+            return PASS, f"{head}; {moved}; 0 stuck.", m
+        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {never} jobs stayed Processing.", m
+
+    def _expired(self, run) -> int:
+        """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
+        leases = run.leases
+        late = run.scenario.horizon - _allowance(run.scenario)
+        return int((leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)).sum())
+
+    @staticmethod
+    def _requeue_waits(run) -> tuple[np.ndarray, list[str]]:
+        """Per expired lease: lease end -> the job left Processing (requeued, failed, re-claimed or done),
+        NaN if never; and the kind of record that moved it."""
+        leases = run.leases
+        late = run.scenario.horizon - _allowance(run.scenario)
+        ended = leases[leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)]
+        events = run.events
+        moves = events[events["kind"].isin(["requeue", "claim", "complete", "payload_conflict"])]
+        by_job = {job: (g["t"].to_numpy(), g["kind"].to_numpy()) for job, g in moves.groupby("job")}
+        waits, how = [], []
+        for lease in ended.itertuples():
+            t, kinds = by_job.get(lease.job, (np.array([]), np.array([])))
+            later = np.flatnonzero(t > lease.start)
+            if len(later):
+                waits.append(max(0.0, t[later[0]] - lease.until))
+                how.append(str(kinds[later[0]]))
+            else:
+                waits.append(np.nan)
+        return np.asarray(waits, dtype=float), how
+
+    def owner(self):
+        leased, bad = map(sum, zip(*(owner_mismatches(r) for r in self.runs), strict=True))
+        m = {"leased_jobs": leased, "owner_mismatches": bad}
+        text = (f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
+                f"job's last claimer in the event log ({self.n_runs})")
+        return (PASS if bad == 0 and leased else FAIL if bad else RISK), text + ("." if leased else ": no job was leased."), m
+
+    def attempts(self):
+        jobs, bad, multi, most = 0, 0, 0, 0
+        for r in self.runs:
+            j, b, mu, mo = attempt_mismatches(r)
+            jobs, bad, multi, most = jobs + j, bad + b, multi + mu, max(most, mo)
+        m = {"jobs": jobs, "attempt_mismatches": bad, "re_leased_jobs": multi, "max_attempts_seen": most}
+        text = (f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
+                f"{jobs} jobs; {multi} jobs leased more than once (at most {most} attempt{'s' if most != 1 else ''})")
+        if not multi:
+            crashed = self.variant("crashes")
+            if crashed:
+                vj, vb, vmu, vmo = map(sum, zip(*(attempt_mismatches(r) for r in crashed), strict=True))
+                m.update(variant_jobs=vj, variant_attempt_mismatches=vb, variant_re_leased_jobs=vmu)
+                bad += vb
+                text += f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
+                multi = vmu
+        status = FAIL if bad else PASS if multi else RISK
+        return status, text + ("." if multi or bad else ": the increment was never exercised."), m
+
+    def fencing(self):
+        p = self.policy
+        variant = ""
+        refused, stolen = self._zombies(self.runs)
+        if not (refused or stolen):
+            zombies = self.variant("zombie")
+            if zombies:
+                refused, stolen = self._zombies(zombies)
+                pause = zombies[0].scenario.faults.pauses[-1].duration
+                lost = _total(zombies, "false_expiries")
+                variant = (f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
+                           "their lease and carried on)")
+        m = {"refused_completions": refused, "non_owner_completions": stolen, "variant": bool(variant)}
+        if p.fencing:
+            text = (f"completion checks owner + attempt: {refused} late completions refused, {stolen} completions by a "
+                    f"non-owner{variant}")
+            if stolen:
+                return FAIL, text + ".", m
+            return (PASS if refused else RISK), text + ("." if refused else ": fencing never exercised."), m
+        text = f"unfenced completion: {stolen} completion{'s' if stolen != 1 else ''} by a worker that had lost the job{variant}"
+        if stolen and not variant:
+            return FAIL, text + ": late completions went through.", m
+        return RISK, text + ("; a zombie's completion would go through." if not stolen else "."), m
+
+    @staticmethod
+    def _zombies(runs) -> tuple[int, int]:
+        refused = sum(int((r.events["kind"] == "complete_rejected").sum()) for r in runs)
+        stolen = sum(r.check().counts().get("non_owner_completion", 0) for r in runs)
+        return refused, stolen
+
+    def _duplicates(self, key: str):
+        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs)."""
+        count = _total(self.runs, key)
+        jobs = _total(self.runs, "jobs")
+        dup = self.variant("duplicates")
+        return count, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
+
+    def dedup(self):
+        p = self.policy
+        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_db_effects")
+        skipped = sum(int((r.events["kind"] == "dedup_skip").sum()) for r in self.runs + dup)
+        m = {"duplicate_db_effects": count, "jobs": jobs, "variant_duplicate_db_effects": vcount,
+             "variant_jobs": vjobs, "dedup_skips": skipped}
+        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vcount} extra "
+                   f"ledger rows in {vjobs} jobs" if vcount is not None else "")
+        if p.dedup:
+            text = (f"marker and ledger row commit together: {count} extra ledger rows in {jobs} jobs{variant}; "
+                    f"{skipped} repeated deliveries or retries found the marker and skipped the effect")
+            return (FAIL if count or vcount else PASS), text + ".", m
+        text = f"no dedup marker: {count} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
+        return (FAIL if count else RISK), text + ".", m
+
+    def psp(self):
+        p = self.policy
+        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_external_effects")
+        replays = sum(int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum()) for r in self.runs + dup)
+        charged, twice = map(sum, zip(*(charged_payments(r) for r in self.runs), strict=True))
+        m = {"duplicate_external_effects": count, "jobs": jobs, "charged_payments": charged,
+             "payments_charged_twice": twice, "variant_duplicate_external_effects": vcount,
+             "variant_jobs": vjobs, "psp_replays": replays}
+        variant = (f"; duplicates variant: {vcount} extra charges in {vjobs} jobs" if vcount is not None else "")
+        if p.idempotency_key:
+            text = (f"the event id is the PSP idempotency key: {count} extra charges in {jobs} jobs{variant}; "
+                    f"the PSP replayed {replays} repeated calls instead of charging again")
+            return (FAIL if count or vcount else PASS), text + ".", m
+        text = (f"no idempotency key: {twice} of {charged} charged payments ({_pct(twice / charged if charged else np.nan)}) "
+                f"were charged more than once, {count} extra charges in all{variant}")
+        return (FAIL if count else RISK), text + ".", m
+
+
+def _allowance(scenario) -> float:
+    from sim.results import recovery_allowance
+
+    allowance = recovery_allowance(scenario)
+    return allowance if np.isfinite(allowance) else 0.0
+
+
+# ---- the figure's table --------------------------------------------------------------------------
+
+def _draw_table(ax, table: pd.DataFrame) -> None:
+    """Rows of: status badge (colour, symbol and word), item, evidence; wrapped to fit."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    ax.set_axis_off()
+    rows = []
+    for key, row in table.iterrows():
+        item = textwrap.wrap(row["item"], 34)
+        evidence = textwrap.wrap(row["evidence"], 112)
+        rows.append((key, row["status"], item, evidence, max(len(item), len(evidence))))
+    total = sum(n for *_, n in rows) + 0.9 * len(rows) + 1.2
+    ax.set_xlim(0, 1)
+    ax.set_ylim(total, 0)
+    y = 0.0
+    for x, text in ((0.005, "status"), (0.095, "checklist item"), (0.355, "evidence measured by simulation")):
+        ax.text(x, y + 0.5, text, fontsize=8, fontweight="bold", va="center", color="#222222")
+    y = 1.2
+    for i, (_key, status, item, evidence, n) in enumerate(rows):
+        height = n + 0.9
+        if i % 2 == 0:
+            ax.add_patch(Rectangle((0, y), 1, height, facecolor="#f3f3f3", lw=0, zorder=0))
+        symbol, face, ink = STATUS_STYLE[status]
+        ax.add_patch(FancyBboxPatch((0.008, y + 0.2), 0.075, min(height - 0.4, 1.5), boxstyle="round,pad=0,rounding_size=0.004",
+                                    facecolor=face, edgecolor="#222222", lw=0.8, zorder=2, gid=f"status-{status}",
+                                    mutation_aspect=1 / 40))
+        ax.text(0.0455, y + 0.2 + min(height - 0.4, 1.5) / 2, f"{symbol} {status.upper()}", ha="center", va="center",
+                fontsize=8.5, fontweight="bold", color=ink, zorder=3, gid="status-text")
+        ax.text(0.095, y + 0.45, "\n".join(item), va="top", fontsize=8, color="#222222", linespacing=1.25, gid="item")
+        ax.text(0.355, y + 0.45, "\n".join(evidence), va="top", fontsize=7.6, color="#222222", linespacing=1.25,
+                gid="evidence", family="DejaVu Sans")
+        y += height

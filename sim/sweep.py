@@ -1,0 +1,480 @@
+"""Parameter sweeps: a grid of scenario settings x replications, run on any concurrent.futures Executor.
+
+    import sim
+    result = sim.sweep("crash-recovery", {"policy.watcher_interval": [5, 15, 30, 60]}, replications=20)
+    result.runs          # one row per run: grid keys, replication, seed, summary metrics
+    result.aggregate()   # one row per grid point: <metric>_mean, _ci_low, _ci_high and n
+    result.save("watcher.parquet"); sim.SweepResult.load("watcher.parquet")
+
+Seeds. The seed of a run depends only on (sweep seed, grid point, replication): it is drawn from
+numpy's SeedSequence(seed, spawn_key=(hash of the point, replication)), where the hash is a stable
+CRC-32 of the point's canonical JSON (keys sorted, numbers as floats). Adding points or
+replications, or reordering the grid, never changes the seed, hence the result, of another run.
+
+Execution. Runs go to the executor in chunks (about 16 per worker: few enough that the scenario
+is pickled once per chunk rather than once per run, many enough that the workers finish close
+together); only the summary metrics come back, never Run objects. The default executor is a
+process pool over this machine's cores, kept for later sweeps (forked while this process runs a
+single thread, else started with forkserver, which is safe in processes that run threads, such
+as Jupyter or a Dask client); shutdown_pools() stops it. `executor="serial"` or `max_workers=1`
+runs in this process. Any concurrent.futures.Executor works, including a Dask cluster's
+`Client.get_executor()`. The result does not depend on the executor.
+
+`sim.sweep` is the function; for the other names use `from sim.sweep import SweepResult, ...`
+(`import sim.sweep as m` also gives the function, since the package attribute shadows the module).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import difflib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import threading
+import time
+import warnings
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.errors import ConfigError
+from sim.scenario import LeaseWarning, Scenario, dumps, loads, resolve
+
+FORMAT = "leaselab.sweep/1"
+_METADATA_KEY = b"leaselab.sweep"
+_PROGRESS_AFTER = 2.0  # progress=None: a bar appears once a sweep has run this many wall seconds
+_CHUNKS_PER_WORKER = 16  # small enough that the last chunks finish close together
+
+
+# ---- seeds ---------------------------------------------------------------------------------------
+
+def _canonical(value):
+    """A JSON-able, type-stable form of a grid value (20 and 20.0 are the same point)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return str(value)
+
+
+def point_key(point: Mapping[str, object]) -> str:
+    """The canonical text of a grid point: what its seeds are derived from."""
+    return json.dumps({k: _canonical(v) for k, v in point.items()}, sort_keys=True, separators=(",", ":"))
+
+
+def run_seed(seed: int, point: Mapping[str, object], replication: int) -> int:
+    """The scenario seed of one run: a function of (sweep seed, point, replication) alone."""
+    key = zlib.crc32(point_key(point).encode("utf-8"))
+    state = np.random.SeedSequence(int(seed), spawn_key=(key, int(replication))).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))  # 63 bits: fits an int64 column and a TOML integer
+
+
+# ---- the grid ------------------------------------------------------------------------------------
+
+def _plain(value):
+    """numpy scalars and arrays -> Python values (the scenario validator wants int, float, str...)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _normalise_grid(grid: Mapping[str, Iterable] | None) -> dict[str, list]:
+    if grid is None:
+        return {}
+    if not isinstance(grid, Mapping):
+        raise ConfigError(f"grid: expected a dict of dotted key -> list of values, got {type(grid).__name__}")
+    out: dict[str, list] = {}
+    for key, values in grid.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"grid: keys must be dotted scenario keys like 'policy.lease_ttl', got {key!r}")
+        if key == "seed":
+            raise ConfigError("grid: seed is set per run by sweep(seed=...); sweep other keys")
+        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+            raise ConfigError(f"grid: {key}: expected a list of values, got {type(values).__name__} {values!r}")
+        values = [_plain(v) for v in values]
+        if not values:
+            raise ConfigError(f"grid: {key}: has no values")
+        keys = [point_key({key: v}) for v in values]
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"grid: {key}: a value is listed twice")
+        out[key] = values
+    return out
+
+
+def _points(grid: dict[str, list]) -> list[dict[str, object]]:
+    keys = list(grid)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def _column_value(value):
+    """How a grid value appears in the runs table: scalars as themselves, tables and lists as JSON."""
+    if isinstance(value, Mapping | list):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+def _run_chunk(scenarios: dict[int, Scenario], tasks: list[tuple[int, int, int]],
+               metrics: tuple[str, ...] | None) -> list[tuple[int, dict]]:
+    """Run (task index, point index, seed) tasks; return (task index, summary metrics) per run."""
+    from sim.runner import run
+
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LeaseWarning)  # already shown once, when the grid was validated
+        for index, point, seed in tasks:
+            scenario = scenarios[point]
+            try:
+                summary = run(scenario.replace(seed=seed), progress=False).summary
+            except Exception as exc:
+                exc.add_note(f"in sweep run {index} (grid point {point}, seed {seed})")
+                raise
+            values = {}
+            for name, value in summary.items():
+                if metrics is None or name in metrics:
+                    values[name] = value.item() if isinstance(value, np.generic) else value
+            out.append((index, values))
+    return out
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_POOLS: dict[int, cf.ProcessPoolExecutor] = {}
+
+
+def _start_method() -> str:
+    """fork while this process has one thread (fast, and scripts need no __main__ guard); else
+    forkserver, since forking a process that runs other threads (Jupyter, a Dask client) is unsafe."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _default_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A process pool kept for the life of this process (so sweeps in a loop do not restart it)."""
+    pool = _POOLS.get(workers)
+    if pool is None or getattr(pool, "_broken", False):
+        context = multiprocessing.get_context(_start_method())
+        if context.get_start_method() == "forkserver":
+            context.set_forkserver_preload(["sim.sweep", "sim.runner"])
+        pool = _POOLS[workers] = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    return pool
+
+
+def shutdown_pools(wait: bool = True) -> None:
+    """Stop the worker processes of the default pool (the next sweep starts a new one)."""
+    for pool in _POOLS.values():
+        pool.shutdown(wait=wait, cancel_futures=True)
+    _POOLS.clear()
+
+
+atexit.register(shutdown_pools, wait=False)
+
+
+def _chunks(tasks: list, pieces: int) -> list[list]:
+    size = max(1, math.ceil(len(tasks) / max(1, pieces)))
+    return [tasks[i:i + size] for i in range(0, len(tasks), size)]
+
+
+class _Progress:
+    """A tqdm.auto bar: from the start (progress=True), never (False), or once the sweep is slow (None)."""
+
+    def __init__(self, total: int, mode: bool | None, desc: str):
+        self.total, self.mode, self.desc = total, mode, desc
+        self.done = 0
+        self.start = time.perf_counter()
+        self.bar = None
+        if mode is True:
+            self._open()
+
+    def _open(self) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=self.total, initial=self.done, desc=self.desc, unit="run", leave=False)
+
+    def tick(self, runs: int = 0) -> None:
+        self.done += runs
+        if self.bar is None and self.mode is None and time.perf_counter() - self.start > _PROGRESS_AFTER \
+                and self.done < self.total:
+            self._open()
+        elif self.bar is not None and runs:
+            self.bar.update(runs)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, replications: int = 1,
+          seed: int = 0, *, executor: cf.Executor | str | None = None, max_workers: int | None = None,
+          progress: bool | None = None, metrics: Sequence[str] | None = None) -> SweepResult:
+    """Run every point of `grid` (the full factorial) `replications` times; one summary row per run.
+
+    scenario: a Scenario, preset name or TOML path. grid: {dotted key: [values]}, e.g.
+    {"policy.lease_ttl": [20, 30], "policy.heartbeat_interval": [5, 10]}; every point is
+    validated before anything runs (ConfigError names the bad key or value). executor: None (a
+    process pool over `max_workers`, default all cores), "serial" (this process), or any
+    concurrent.futures.Executor, which is used but not shut down. metrics: summary metrics to keep
+    (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s.
+    """
+    base = resolve(scenario) if isinstance(scenario, str) else scenario
+    if not isinstance(base, Scenario):
+        raise ConfigError(f"scenario: expected a Scenario or a preset name, got {type(scenario).__name__}")
+    if isinstance(replications, bool) or not isinstance(replications, int | np.integer) or replications < 1:
+        raise ConfigError(f"replications: must be a whole number >= 1, got {replications!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed: must be a whole number >= 0, got {seed!r}")
+    replications, seed = int(replications), int(seed)
+    grid = _normalise_grid(grid)
+    if metrics is not None:
+        if isinstance(metrics, str):
+            metrics = [metrics]
+        metrics = tuple(dict.fromkeys(metrics))
+        _check_metric_names(base, metrics)
+    points = _points(grid)
+    scenarios = {i: base.with_overrides(point) if point else base for i, point in enumerate(points)}
+
+    tasks = [(i * replications + r, i, run_seed(seed, point, r))
+             for i, point in enumerate(points) for r in range(replications)]
+    serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
+    if isinstance(executor, str) and executor != "serial":
+        raise ConfigError(f"executor: {executor!r} is not 'serial' or a concurrent.futures.Executor")
+    if max_workers is not None and (isinstance(max_workers, bool) or max_workers < 1):
+        raise ConfigError(f"max_workers: must be at least 1, got {max_workers!r}")
+
+    start = time.perf_counter()
+    bar = _Progress(len(tasks), progress, f"sweep {base.name}")
+    results: dict[int, dict] = {}
+    try:
+        if serial:
+            for chunk in _chunks(tasks, max(1, len(tasks) // 10)):
+                results.update(_run_chunk({p: scenarios[p] for _, p, _ in chunk}, chunk, metrics))
+                bar.tick(len(chunk))
+        else:
+            pool = executor if executor is not None else _default_pool(max_workers or _cpu_count())
+            workers = getattr(pool, "_max_workers", None) or max_workers or _cpu_count()
+            futures = {}
+            for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):
+                needed = {p: scenarios[p] for _, p, _ in chunk}
+                futures[pool.submit(_run_chunk, needed, chunk, metrics)] = len(chunk)
+            pending = set(futures)
+            try:
+                while pending:
+                    done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                    for future in done:
+                        results.update(future.result())
+                    bar.tick(sum(futures[f] for f in done))
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+
+    rows = []
+    for index, point, run_seed_ in tasks:
+        values = results[index]
+        row = {key: _column_value(value) for key, value in points[point].items()}
+        row["replication"] = index - point * replications
+        row["seed"] = run_seed_
+        row.update(values)
+        rows.append(row)
+    runs = _tidy(pd.DataFrame(rows), list(grid), metrics)
+    return SweepResult(runs=runs, scenario=base, grid=grid, replications=replications, seed=seed,
+                       wall_seconds=wall)
+
+
+def _tidy(frame: pd.DataFrame, keys: list[str], metrics: tuple[str, ...] | None) -> pd.DataFrame:
+    """Columns in a fixed order; a statement kind a run never issued has a rate of 0, not NaN."""
+    fixed = [*keys, "replication", "seed"]
+    others = [c for c in frame.columns if c not in fixed]
+    if metrics is not None:
+        for name in metrics:
+            if name not in frame.columns:
+                frame[name] = 0.0  # only db_<kind>_per_s can be missing from every run
+        others = list(metrics)
+    plain = [c for c in others if not (c.startswith("db_") and c.endswith("_per_s"))]
+    rates = sorted(c for c in others if c.startswith("db_") and c.endswith("_per_s"))
+    for c in rates:
+        frame[c] = frame[c].fillna(0.0).astype(float)
+    frame = frame[fixed + plain + rates]
+    return frame.reset_index(drop=True)
+
+
+def _check_metric_names(scenario: Scenario, metrics: tuple[str, ...]) -> None:
+    known = _summary_names(scenario)
+    for name in metrics:
+        if name in known or (name.startswith("db_") and name.endswith("_per_s")):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; metrics: {', '.join(sorted(known))}"
+        raise ConfigError(f"metrics: {name!r} is not a summary metric{hint}")
+
+
+def _summary_names(scenario: Scenario) -> set[str]:
+    """The summary's metric names, from a run of a few simulated milliseconds."""
+    from sim.runner import run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LeaseWarning)
+        tiny = scenario.replace(horizon=0.001, backend="memory", faults=type(scenario.faults)())
+        return {n for n in run(tiny, progress=False).summary.index if not n.startswith("db_")}
+
+
+def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (well behaved at 0 and 1 successes)."""
+    from scipy import stats
+
+    successes, trials = float(successes), float(trials)
+    if trials <= 0:
+        return float("nan"), float("nan")
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= trials else min(1.0, centre + half)
+    return low, high
+
+
+# ---- results -------------------------------------------------------------------------------------
+
+@dataclass
+class SweepResult:
+    """The runs of a sweep (one row each) plus what is needed to understand and reload them."""
+
+    runs: pd.DataFrame
+    scenario: Scenario
+    grid: dict[str, list]
+    replications: int
+    seed: int
+    wall_seconds: float = field(default=float("nan"), compare=False)
+
+    def __repr__(self) -> str:
+        points = len(self.runs) // max(1, self.replications)
+        return (f"SweepResult({self.scenario.name!r}, {points} points x {self.replications} replications, "
+                f"keys={list(self.grid)}, seed={self.seed})")
+
+    @property
+    def keys(self) -> list[str]:
+        """The swept dotted keys (the runs table's first columns)."""
+        return list(self.grid)
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metric columns of the runs table."""
+        fixed = {*self.grid, "replication", "seed"}
+        return [c for c in self.runs.columns if c not in fixed]
+
+    def aggregate(self, metrics: Sequence[str] | None = None, confidence: float = 0.95) -> pd.DataFrame:
+        """One row per grid point: n, then <metric>_mean, <metric>_ci_low, <metric>_ci_high.
+
+        The interval is Student's t at `confidence` over the point's runs. Missing values (e.g. a
+        recovery latency in a run without crashes) are left out of that metric's mean and interval;
+        with fewer than two values the interval is NaN. `n` is the number of runs at the point.
+        """
+        if not 0 < confidence < 1:
+            raise ConfigError(f"confidence: must be between 0 and 1, got {confidence!r}")
+        numeric = [c for c in self.metrics if pd.api.types.is_numeric_dtype(self.runs[c])]
+        if metrics is None:
+            metrics = numeric
+        else:
+            metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+            for name in metrics:
+                if name not in numeric:
+                    close = difflib.get_close_matches(name, numeric, n=1)
+                    hint = f"; did you mean {close[0]}?" if close else ""
+                    raise ConfigError(f"metrics: {name!r} is not a numeric metric of this sweep{hint}")
+        from scipy import stats
+
+        keys = self.keys
+        frame = self.runs
+        if keys:
+            groups = frame.groupby(keys, sort=False, dropna=False)
+        else:
+            groups = frame.groupby(np.zeros(len(frame), dtype=int), sort=False)
+        values = groups[metrics].agg(["mean", "std", "count"]) if metrics else None
+        columns = {"n": groups.size()}
+        for name in metrics:
+            mean = values[(name, "mean")].astype(float)
+            std = values[(name, "std")].astype(float)
+            count = values[(name, "count")].astype(float)
+            dof = (count - 1).where(count >= 2)
+            half = stats.t.ppf((1 + confidence) / 2, dof) * std / np.sqrt(count)
+            columns[f"{name}_mean"] = mean
+            columns[f"{name}_ci_low"] = mean - half
+            columns[f"{name}_ci_high"] = mean + half
+        table = pd.concat(columns, axis=1)
+        parts = [table.index.to_frame(index=False)] if keys else []
+        return pd.concat([*parts, table.reset_index(drop=True)], axis=1)
+
+    # ---- files ---------------------------------------------------------------------------------
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the runs as Parquet; the scenario (TOML), grid, seed and replications go in its metadata."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise ConfigError(f"{path}: already exists; choose another name or pass overwrite=True")
+        table = pa.Table.from_pandas(self.runs, preserve_index=False)
+        meta = {"format": FORMAT, "scenario": dumps(self.scenario), "grid": self.grid,
+                "replications": self.replications, "seed": self.seed}
+        from sim import __version__
+
+        meta["leaselab"] = __version__
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               _METADATA_KEY: json.dumps(meta).encode("utf-8")})
+        pq.write_table(table, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> SweepResult:
+        """A sweep saved by save(): runs, scenario, grid, seed and replications, without re-running."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        try:
+            table = pq.read_table(path)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file") from None
+        except (OSError, pa.ArrowException) as exc:
+            raise ConfigError(f"{path}: not a readable Parquet file ({exc})") from None
+        raw = (table.schema.metadata or {}).get(_METADATA_KEY)
+        if raw is None:
+            raise ConfigError(f"{path}: not a Lease Lab sweep (no {_METADATA_KEY.decode()} metadata)")
+        meta = json.loads(raw)
+        if meta.get("format") != FORMAT:
+            raise ConfigError(f"{path}: sweep format {meta.get('format')!r}, expected {FORMAT}")
+        runs = table.replace_schema_metadata(None).to_pandas()
+        scenario = loads(meta["scenario"], f"{path} (scenario)")
+        return cls(runs=runs, scenario=scenario, grid=meta["grid"], replications=int(meta["replications"]),
+                   seed=int(meta["seed"]))

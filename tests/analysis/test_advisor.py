@@ -1,0 +1,205 @@
+"""sim.advise: its recommendation meets the false-expiry target in an independent simulation; bad
+inputs fail with one line; the CLI prints the advice or one `error:` line with exit 2."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sim
+from sim.__main__ import main
+from sim.advisor import CANDIDATE_COLUMNS, Advice, advise, sample_durations, sample_durations_path
+from sim.dists import Dist
+from sim.errors import ConfigError
+from sim.sweep import sweep, wilson_interval
+
+TARGET = 0.01
+WORKERS = 20
+PAUSES = Dist.lognormal(2.0, 30.0)
+
+
+@pytest.fixture(scope="module")
+def durations() -> np.ndarray:
+    """3000 synthetic processing times: lognormal, median 20 s, p99 120 s."""
+    rng = np.random.default_rng(3)
+    return rng.lognormal(np.log(20.0), np.log(6.0) / 2.326, 3000)
+
+
+@pytest.fixture(scope="module")
+def advice(durations) -> Advice:
+    """Frequent long pauses (30 per worker-hour, p99 30 s), so the false-expiry target decides the TTL."""
+    return advise(durations, pause_rate=30, pause_duration=PAUSES, crash_rate=0.5, target_false_expiry=TARGET,
+                  workers=WORKERS, arrival_rate=0.8 * WORKERS / durations.mean(), verify=False)
+
+
+def test_recommendation_meets_the_target_in_an_independent_simulation(advice):
+    table = advice.candidates
+    # the target matters: faster-recovering settings were turned down for their false expiries
+    faster = table[table["predicted_recovery_mean"] < advice.predicted_recovery_mean]
+    assert (faster["predicted_false_expiry"] > TARGET / 2).any()
+    assert advice.met and advice.predicted_false_expiry <= TARGET / 2
+    # 8 runs x 1000 jobs, seeds unrelated to the advisor's: the 99% upper bound is under the target
+    scenario = advice.scenario(jobs=1000, seed=4242)
+    assert scenario.faults.pause_rate == 30 and scenario.faults.pause_duration == PAUSES
+    runs = sweep(scenario, {}, 8, seed=99, metrics=["jobs", "leases", "false_expiries"], progress=False).runs
+    jobs, false_expiries = int(runs["jobs"].sum()), int(runs["false_expiries"].sum())
+    assert jobs >= 7_500
+    low, high = wilson_interval(false_expiries, jobs, 0.99)  # per job; a job's every lapse counted
+    assert high < TARGET, f"{false_expiries} false expiries in {jobs} jobs: 99% interval [{low:.3%}, {high:.3%}]"
+    assert low <= advice.predicted_false_expiry * 1.5  # and the prediction was not far off
+
+
+def test_candidates_table_and_the_choice_rule(advice):
+    table = advice.candidates
+    assert list(table.columns) == CANDIDATE_COLUMNS
+    with_heartbeat = table.dropna(subset=["heartbeat_interval"])
+    assert (with_heartbeat["heartbeat_interval"] < with_heartbeat["ttl"]).all()
+    assert table["heartbeat_interval"].isna().any()  # "no heartbeat" was considered
+    feasible = table[table["feasible"]]
+    assert (feasible["predicted_false_expiry"] <= TARGET / 2).all()
+    fastest = feasible["predicted_recovery_mean"].min()
+    near = feasible[feasible["predicted_recovery_mean"] <= fastest * 1.1 + 1e-9]
+    assert advice.db_load == pytest.approx(near["db_load"].min())
+    chosen = table[(table["ttl"] == advice.ttl) & (table["heartbeat_interval"] == advice.heartbeat_interval)
+                   & (table["watcher_interval"] == advice.watcher_interval)]
+    assert len(chosen) == 1 and bool(chosen["feasible"].iloc[0])
+    assert advice.predicted_recovery_p95 > advice.predicted_recovery_mean
+
+
+def test_advice_reads_as_one_sentence_then_details(advice):
+    text = str(advice)
+    headline = text.splitlines()[0]
+    assert re.fullmatch(r"TTL [\d.]+ s, heartbeat every [\d.]+ s, watcher every [\d.]+ s: predicted false expiry "
+                        r"[\d.]+% per job \(target 1%\), recovery ~ [\d.]+ s, [\d.]+ statements/s", headline), headline
+    assert "durations: 3000 jobs" in text and "30 pauses per worker-hour" in text
+
+
+def test_scenario_runs_with_the_recommended_settings(advice):
+    scenario = advice.scenario(jobs=60, seed=3)
+    p = scenario.policy
+    assert (p.lease_ttl, p.heartbeat_interval, p.watcher_interval) == (advice.ttl, advice.heartbeat_interval,
+                                                                       advice.watcher_interval)
+    assert p.workers == WORKERS and not p.claim_takes_expired and scenario.workload.processing.kind == "empirical"
+    summary = sim.run(scenario).summary
+    assert summary["jobs"] > 30 and summary["double_claims"] == 0
+
+
+def test_verify_puts_simulated_evidence_beside_the_prediction():
+    advice = advise("sample", replications=2, evidence_jobs=600, seed=1)
+    evidence = advice.evidence
+    assert evidence["recommended"].sum() == 1
+    assert advice.ttl in evidence["ttl"].tolist() and len(evidence) >= 2
+    row = evidence[evidence["recommended"]].iloc[0]
+    assert row["runs"] == 2 and row["leases"] > 1000 and row["recoveries"] > 10
+    assert row["false_expiry_ci_low"] <= row["predicted_false_expiry"] <= row["false_expiry_ci_high"]
+    assert row["recovery_mean"] == pytest.approx(row["predicted_recovery_mean"], rel=0.25)
+    assert "evidence (simulated, 95% intervals)" in str(advice)
+
+
+def test_short_jobs_without_pauses_need_no_heartbeat():
+    advice = advise(np.random.default_rng(1).uniform(0.1, 2.0, 500), pause_rate=0, verify=False)
+    assert advice.heartbeat_interval is None and advice.heartbeat_load == 0
+    assert "no heartbeat" in str(advice)
+    assert not advice.scenario().policy.heartbeat
+
+
+def test_an_unreachable_target_is_reported():
+    advice = advise([30.0, 60.0, 120.0], pause_rate=600, pause_duration=Dist.constant(50.0), target_false_expiry=1e-4,
+                    candidates={"ttl": [20, 30], "heartbeat_interval": [5, None], "watcher_interval": [10]}, verify=False)
+    assert not advice.met
+    assert advice.predicted_false_expiry == advice.candidates["predicted_false_expiry"].min()
+    assert "NOT MET" in str(advice)
+
+
+def test_bundled_sample_is_the_documented_generator_output():
+    shipped = pd.read_csv(sample_durations_path())
+    pd.testing.assert_frame_equal(shipped, sample_durations())
+    assert len(shipped) == 2000 and list(shipped.columns) == ["processing_seconds", "method"]
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, column, message", [
+    ("seconds\n1.5\n2.0\n", "duration", "no column 'duration'; columns are seconds"),
+    ("seconds\n1.5\n-2.0\n", None, ":3: seconds=-2.0 must be a finite duration >= 0 seconds"),
+    ("seconds\n1.5\nslow\n", None, ":3: seconds='slow' is not a number of seconds"),
+    ("seconds\n", None, "column 'seconds' has no durations"),
+    ("", None, "empty file"),
+    ("seconds\n0\n0\n", None, "every value is 0"),
+])
+def test_bad_csv_is_one_config_error_line(tmp_path, text, column, message):
+    path = tmp_path / "durations.csv"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        advise(path, column=column, verify=False)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("durations, kwargs, message", [
+    ([], {}, "durations: no values"),
+    ([1.0, -2.0], {}, "durations[1]: -2.0 must be a finite duration >= 0 seconds"),
+    ([1.0, float("nan")], {}, "durations[1]: nan must be a finite duration"),
+    (["fast"], {}, "durations: expected numbers of seconds"),
+    ([1.0], {"column": "x"}, "column: only applies when durations is a CSV path"),
+    ([1.0], {"target_false_expiry": 0}, "target_false_expiry: must be a number > 0"),
+    ([1.0], {"target_false_expiry": 1.5}, "target_false_expiry: must be a probability below 1"),
+    ([1.0], {"workers": 0}, "workers: must be a whole number > 0"),
+    ([1.0], {"pause_rate": -1}, "pause_rate: must be a number >= 0"),
+    ([1.0], {"pause_duration": 3.0}, "pause_duration: expected a sim.Dist"),
+    ([1.0], {"pause_duration": Dist.lognormal(2, 1)}, "pause_duration.p99: must be greater than median"),
+    ([1.0], {"candidates": {"ttls": [10]}}, "candidates: unknown key 'ttls'"),
+    ([1.0], {"candidates": {"ttl": [10, -5]}}, "candidates.ttl: must be a number > 0"),
+    ([1.0], {"margin": 0.5}, "margin: must be >= 1"),
+])
+def test_bad_arguments_are_one_config_error_line(durations, kwargs, message):
+    with pytest.raises(ConfigError) as caught:
+        advise(durations, verify=False, **kwargs)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+# ---- command line --------------------------------------------------------------------------------
+
+def test_cli_advise_prints_the_advice_and_writes_files(capsys, tmp_path):
+    out = tmp_path / "advice"
+    code = main(["advise", str(sample_durations_path()), "--column", "processing_seconds", "--target", "0.001",
+                 "--pause-rate", "4", "--pause-p99", "8", "--crash-rate", "2", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert printed.out.startswith("TTL ") and "(target 0.1%)" in printed.out
+    assert "evidence (simulated" in printed.out and "4 pauses per worker-hour (median 0.8 s, p99 8 s)" in printed.out
+    assert sorted(p.name for p in out.iterdir()) == ["advice.txt", "candidates.csv", "evidence.csv", "scenario.toml"]
+    assert list(pd.read_csv(out / "candidates.csv").columns) == CANDIDATE_COLUMNS
+    scenario = sim.scenario.load(out / "scenario.toml")
+    assert scenario.faults.pause_rate == 4 and scenario.faults.crash_rate == 2
+
+
+def test_cli_advise_sample_without_verification(capsys):
+    assert main(["advise", "sample", "--no-verify", "--workers", "8", "--arrival-rate", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "evidence" not in out and "DB load at 2 jobs/s" in out and "8 workers" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["advise", "sample", "--column", "duration"], "no column 'duration'; columns are processing_seconds, method"),
+    (["advise", "sample", "--column", "method"], "method='card' is not a number of seconds"),
+    (["advise", "missing.csv"], "missing.csv: cannot read"),
+    (["advise", "sample", "--target", "2"], "--target 2: must be a probability between 0 and 1"),
+    (["advise", "sample", "--target", "often"], "argument --target: invalid float value: 'often'"),
+    (["advise", "sample", "--pause-p99", "0"], "--pause-p99 0: must be > 0 seconds"),
+    (["advise", "sample", "--workers", "0"], "--workers 0: must be at least 1"),
+    (["advise", "sample", "--turbo"], "unrecognized arguments: --turbo"),
+    (["advise"], "the following arguments are required: DURATIONS"),
+])
+def test_cli_advise_bad_input_is_one_error_line_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+
+def test_cli_advise_refuses_a_non_empty_out_directory(capsys, tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main(["advise", "sample", "--no-verify", "--out", str(tmp_path)]) == 2
+    assert "directory is not empty" in capsys.readouterr().err

@@ -1,0 +1,157 @@
+"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS) and their comparison."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from importlib import resources
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import sim  # noqa: E402
+from sim import plots  # noqa: E402
+from sim.errors import ConfigError  # noqa: E402
+from sim.peers import METRICS, PEERS, compare_peers, owner_crashes  # noqa: E402
+
+SHARED = ("workload", "faults", "horizon")
+
+
+@pytest.fixture(scope="module")
+def frame():
+    with ProcessPoolExecutor(max_workers=2) as executor:  # the runs are independent
+        return compare_peers(seeds=range(1, 3), executor=executor)
+
+
+@pytest.fixture(scope="module")
+def sqs():
+    return sim.run("sqs-visibility", seed=1)
+
+
+@pytest.mark.parametrize("name", list(PEERS))
+def test_peer_preset_documents_what_it_approximates(name):
+    text = (resources.files("sim") / "scenarios" / f"{name}.toml").read_text(encoding="utf-8")
+    assert text.startswith("#")
+    header = text.split("\nname = ")[0]
+    assert "Approximates:" in header and "Cannot express:" in header and "fair comparison" in header
+    scenario = sim.preset(name)
+    assert scenario.name == name and scenario.description
+    assert scenario.policy.fencing is False  # none of them fences completion by owner + attempt
+    assert not scenario.policy.dedup and not scenario.policy.idempotency_key
+
+
+def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
+    presets = [sim.preset(name) for name in PEERS]
+    first = presets[0]
+    for other in presets[1:]:
+        for section in SHARED:
+            assert getattr(other, section) == getattr(first, section), (other.name, section)
+        assert (other.policy.workers, other.policy.poll_interval) == (first.policy.workers, first.policy.poll_interval)
+    # the horizon outlasts the longest recovery window after the last arrival
+    arrivals_end = first.workload.jobs / first.workload.rate
+    for scenario in presets:
+        p = scenario.policy
+        window = p.lease_ttl + (p.watcher_interval if p.watcher else p.poll_interval)
+        assert arrivals_end * 1.5 + window < scenario.horizon, scenario.name
+    # the documented defaults
+    ttl = {s.name: s.policy.lease_ttl for s in presets}
+    assert ttl == {"river": 3600, "oban-lifeline": 3600, "graphile-worker": 4 * 3600, "pg-boss": 900,
+                   "solid-queue": 300, "sqs-visibility": 30}
+    assert not any(s.policy.heartbeat for s in presets if s.name != "solid-queue")
+    assert sim.preset("solid-queue").policy.watcher_action == "dead"
+
+
+def test_one_row_per_peer_with_confidence_intervals(frame):
+    assert list(frame["peer"]) == list(PEERS)
+    assert list(frame["label"]) == list(PEERS.values())
+    assert (frame["n"] == 2).all()
+    for metric in METRICS:
+        assert {f"{metric}_mean", f"{metric}_ci_low", f"{metric}_ci_high"} <= set(frame.columns)
+    runs = frame.attrs["runs"]
+    assert len(runs) == 2 * len(PEERS)
+    river = runs[runs["peer"] == "river"]
+    row = frame.set_index("peer").loc["river"]
+    assert row["recovery_latency_mean_mean"] == pytest.approx(river["recovery_latency_mean"].mean())
+    assert row["recovery_latency_mean_ci_low"] <= row["recovery_latency_mean_mean"] <= row["recovery_latency_mean_ci_high"]
+    assert (frame["crashed_jobs_mean"] > 2).all()  # every peer meets crashed jobs
+
+
+def test_documented_facts_show_up(frame):
+    rows = frame.set_index("peer")
+    mean = rows["recovery_latency_mean_mean"]
+    # a 1 h rescue window (River, Oban) recovers crashed jobs far slower than pg-boss's 15 min expiry
+    for slow in ("river", "oban-lifeline"):
+        assert rows.loc[slow, "recovery_latency_mean_ci_low"] > 3 * rows.loc["pg-boss", "recovery_latency_mean_ci_high"]
+        assert 3600 <= mean[slow] < 3600 + 120
+    assert 900 <= mean["pg-boss"] < 900 + 120
+    assert mean["graphile-worker"] > 4 * 3600 - 60  # locked_at stale after 4 h
+    # Solid Queue detects a crash within minutes but fails the job instead of running it again
+    assert rows.loc["solid-queue", "unrecovered_share_mean"] == 1.0
+    assert np.isnan(mean["solid-queue"])
+    assert 300 - 60 < rows.loc["solid-queue", "detection_latency_mean_mean"] < 300 + 300 + 60
+    assert rows.loc["solid-queue", "dead_mean"] == rows.loc["solid-queue", "crashed_jobs_mean"]
+    # SQS: a 30 s visibility timeout without extension recovers in seconds, but processes long jobs twice
+    assert mean["sqs-visibility"] < 60
+    assert rows.loc["sqs-visibility", "double_processed_jobs_mean"] > 0
+    assert rows.loc["sqs-visibility", "duplicate_db_effects_mean"] > 0
+    others = rows.drop(index="sqs-visibility")
+    assert (others["false_expiries_mean"] == 0).all() and (others["duplicate_db_effects_mean"] == 0).all()
+    # crashes after the PSP call charge again everywhere a crashed job is re-run (no idempotency key)
+    assert (rows.drop(index="solid-queue")["duplicate_external_effects_mean"] > 0).all()
+
+
+def test_sqs_processes_exactly_the_jobs_longer_than_the_visibility_timeout_twice(sqs):
+    leases = sqs.leases
+    held = leases["released_at"] - leases["start"]
+    expired = leases[leases["false_expiry"]]
+    assert len(expired) > 0
+    assert (held[leases["false_expiry"]] > 30).all()
+    # every job whose first lease ran past 30 s (and was not crashed) was leased again
+    first = leases.groupby("job").head(1)
+    long = first[(first["released_at"] - first["start"] > 30.5) & (first["outcome"] != "crashed")]
+    assert len(long) > 0
+    per_job = leases.groupby("job").size()
+    assert (per_job.loc[long["job"]] >= 2).all()
+    report = sqs.check()
+    assert report.ok and report.counts()["duplicate_db_effect"] > 0
+
+
+def test_owner_crashes_leaves_out_crashed_zombies(sqs):
+    everything, owners = sqs.recoveries, owner_crashes(sqs)
+    assert 0 < len(owners) <= len(everything)
+    claims = sqs.events[sqs.events["kind"] == "claim"]
+    for crash in owners.itertuples():
+        before = claims[(claims["job"] == crash.job) & (claims["t"] <= crash.crash_at)]
+        assert before["worker"].iloc[-1] == crash.worker
+
+
+def test_compare_peers_with_overrides_and_bad_names():
+    small = compare_peers(["pg-boss", "sqs-visibility"], seeds=[1], **{"workload.jobs": 100, "horizon": 2400.0})
+    assert list(small["peer"]) == ["pg-boss", "sqs-visibility"] and (small["n"] == 1).all()
+    assert small.attrs["runs"]["seed"].tolist() == [1, 1]
+    with pytest.raises(ConfigError, match="no such preset"):
+        compare_peers(["rivr"], seeds=[1])
+
+
+def test_peer_comparison_figure(frame):
+    ax = plots.peer_comparison(frame)
+    bars = [p for p in ax.patches if p.get_gid() == "bar"]
+    recovered = frame["recovery_latency_mean_mean"].notna()
+    assert len(bars) == recovered.sum() == len(PEERS) - 1
+    assert [t for t in ax.texts if t.get_gid() == "no-bar"][0].get_text().startswith("never re-run")
+    cells = [t for t in ax.texts if t.get_gid() == "cell-text"]
+    assert len(cells) == len(PEERS) * len(plots.PEER_COLUMNS)
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == list(PEERS.values())
+    assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
+    assert "1 h" in [t.get_text() for t in ax.get_xticklabels()]
+    river = bars[0]
+    assert river.get_x() + river.get_width() == pytest.approx(frame["recovery_latency_mean_mean"].iloc[0])
+    assert ax.get_title(loc="left").startswith("Peer queues' default recovery settings")
+    assert len(ax.get_legend().get_texts()) == 3  # watcher requeues / claim takes expired / job failed
+    plt.close("all")
+    with pytest.raises(ConfigError):
+        plots.peer_comparison(frame.drop(columns=["recovery"]))
