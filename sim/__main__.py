@@ -1,4 +1,4 @@
-"""The Lease Lab command line: `python -m sim list | show | run | demo` (also installed as `leaselab`).
+"""The Lease Lab command line: `python -m sim list | show | run | demo | advise | review` (also installed as `leaselab`).
 
 Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one `error:` line).
 """
@@ -52,7 +52,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print the usage and exit; we want one line
         if "COMMAND" in message:
-            message += " (list, show, run or demo; see --help)"
+            message += " (list, show, run, demo, advise or review; see --help)"
         raise UsageError(message)
 
 

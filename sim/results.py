@@ -83,6 +83,9 @@ class Run:
         return check(self)
 
 
+_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash"})
+
+
 def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
     open_by_job: dict[int, list[dict]] = {}
     held_by_worker: dict[str, dict] = {}
@@ -115,6 +118,8 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
         lease = held_by_worker.get(worker)
         if lease is None or (job is not None and lease["job"] != job):
             continue
+        if kind in _RELEASES and isinstance(detail, float):
+            lease["until"] = detail  # the owner's last renewal, even when heartbeats are not recorded
         if kind == "heartbeat":
             if lease["until"] < t:
                 lease["lapsed"] = True

@@ -6,7 +6,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   claim_lost         the claim statement returned no row (someone else has the job)
   idle               a poll found nothing to claim (the worker sleeps poll_interval)
   lock_wait          a statement waited on a row lock; detail = "holder:seconds"
-  heartbeat          lease renewed; detail = new lease_until (omitted if record_heartbeats=False)
+  heartbeat          lease renewed; detail = new lease_until (with record_heartbeats=False only
+                     renewals of a lease that had already lapsed are kept)
   heartbeat_rejected the fenced heartbeat found the lease gone (worker learns it lost the job)
   heartbeat_lost     the heartbeat never reached the DB (fault)
   db_error           a statement failed (partition); detail = query name
@@ -14,7 +15,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   effect             a ledger row committed (the DB effect); detail = event id
   dedup_skip         the dedup marker existed: effect not applied again; detail = event id
   payload_conflict   same event id, other payload: rejected by policy (job -> Dead)
-  complete           completion committed
+  complete           completion committed; detail = lease_until as the owner last renewed it
+                     (complete_rejected, abandon and crash of an owner carry it too)
   complete_rejected  fenced completion refused (not the owner of this attempt any more)
   abandon            the worker dropped the job after learning its lease was lost
   crash / restart    a worker died / came back (new connection)

@@ -78,8 +78,10 @@ class Worker:
     def _die(self) -> None:
         lease = self.lease
         self.up = False
-        self.log.add(self.env.now, "crash", self.name, lease.job if lease else None,
-                              lease.attempt if lease else None)
+        if lease is None:
+            self.log.add(self.env.now, "crash", self.name)
+        else:
+            self.log.add(self.env.now, "crash", self.name, lease.job, lease.attempt, lease.until)
         if lease is not None:
             lease.done = True
         if self.heartbeat_proc is not None and self.heartbeat_proc.is_alive:
@@ -199,7 +201,7 @@ class Worker:
 
     def _gave_up(self, lease: Lease) -> bool:
         if lease.lost and self.policy.abandon_on_lost_lease:
-            self.log.add(self.env.now, "abandon", self.name, lease.job, lease.attempt)
+            self.log.add(self.env.now, "abandon", self.name, lease.job, lease.attempt, lease.until)
             return True
         return False
 
@@ -236,7 +238,7 @@ class Worker:
             done = yield from db.run("complete_unfenced", {"id": job}, job=job)
         if not done:
             yield from db.rollback()
-            self.log.add(self.env.now, "complete_rejected", self.name, job, attempt)
+            self.log.add(self.env.now, "complete_rejected", self.name, job, attempt, lease.until)
             return
         yield from db.commit()
         now = self.env.now
@@ -244,7 +246,7 @@ class Worker:
             self.log.add(now, "effect", self.name, job, attempt, spec.event_id)
         else:
             self.log.add(now, "dedup_skip", self.name, job, attempt, spec.event_id)
-        self.log.add(now, "complete", self.name, job, attempt)
+        self.log.add(now, "complete", self.name, job, attempt, lease.until)
 
     def _crash_point(self, point: str) -> None:
         if self.world.crash_points.configs and self.world.crash_points.fires(point):
@@ -258,7 +260,7 @@ class Worker:
             self.log.add(self.env.now, "payload_conflict", self.name, lease.job, lease.attempt, reason)
         else:
             yield from self.db.rollback()
-            self.log.add(self.env.now, "complete_rejected", self.name, lease.job, lease.attempt)
+            self.log.add(self.env.now, "complete_rejected", self.name, lease.job, lease.attempt, lease.until)
 
     # ---- heartbeat ----------------------------------------------------------------------------
 
@@ -293,8 +295,9 @@ class Worker:
                     if lease.done:
                         return
                     if rows:
+                        lapsed = lease.until < self.hb_db.now()
                         lease.until = rows[0][1]
-                        if record:
+                        if record or lapsed:  # a renewal after a lapse is always kept: it shows a false expiry
                             self.log.add(self.env.now, "heartbeat", self.name, lease.job, lease.attempt, lease.until)
                     elif rows is not None:
                         lease.lost = True
