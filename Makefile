@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m ipykernel install --sys-prefix --name python3
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,7 +30,8 @@ bench: $(STAMP)
 
 html: $(STAMP)
 	mkdir -p out/html
-	unset LEASELAB_FAST; $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir out/html notebooks/*.ipynb
+	unset LEASELAB_FAST; LEASELAB_HEADLESS=1 $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir out/html notebooks/*.ipynb
+	$(PY) -c 'from sim.teaching import link_html; link_html("out/html")'
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
