@@ -209,14 +209,12 @@ def _jobs(events: pd.DataFrame, leases: pd.DataFrame, scenario: Scenario) -> pd.
 
 
 def recovery_allowance(scenario: Scenario) -> float:
-    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack."""
+    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack.
+
+    With neither a watcher nor a claim that takes expired leases nothing ever recovers the job; the
+    allowance is then one poll, so that such a job is reported stuck instead of waiting forever."""
     p = scenario.policy
-    if p.watcher:
-        allowance = p.watcher_interval
-    elif p.claim_takes_expired:
-        allowance = p.poll_interval
-    else:
-        return float("inf")
+    allowance = p.watcher_interval if p.watcher else p.poll_interval
     return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)
 
 

@@ -32,6 +32,7 @@ import pandas as pd
 from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.peers import owner_crashes
+from sim.results import recovery_allowance
 from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, resolve
 
 PASS, FAIL, RISK = "pass", "fail", "risk"
@@ -455,7 +456,7 @@ class _Checker:
     def _expired(self, run) -> int:
         """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
         leases = run.leases
-        late = run.scenario.horizon - _allowance(run.scenario)
+        late = run.scenario.horizon - recovery_allowance(run.scenario)
         return int((leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)).sum())
 
     @staticmethod
@@ -463,7 +464,7 @@ class _Checker:
         """Per expired lease: lease end -> the job left Processing (requeued, failed, re-claimed or done),
         NaN if never; and the kind of record that moved it."""
         leases = run.leases
-        late = run.scenario.horizon - _allowance(run.scenario)
+        late = run.scenario.horizon - recovery_allowance(run.scenario)
         ended = leases[leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)]
         events = run.events
         moves = events[events["kind"].isin(["requeue", "claim", "complete", "payload_conflict"])]
@@ -573,13 +574,6 @@ class _Checker:
         text = (f"no idempotency key: {twice} of {charged} charged payments ({_pct(twice / charged if charged else np.nan)}) "
                 f"were charged more than once, {count} extra charges in all{variant}")
         return (FAIL if count else RISK), text + ".", m
-
-
-def _allowance(scenario) -> float:
-    from sim.results import recovery_allowance
-
-    allowance = recovery_allowance(scenario)
-    return allowance if np.isfinite(allowance) else 0.0
 
 
 # ---- the figure's table --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from sim.db.base import Backend
 from sim.db.memory import MemoryBackend
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
-from sim.scenario import Scenario, resolve
+from sim.scenario import Scenario, resolve, validate
 
 
 def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False) -> Backend:
@@ -33,6 +33,8 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     """
     if isinstance(scenario, str):
         scenario = resolve(scenario)
+    else:
+        scenario = validate(scenario)  # one built in code has not been checked yet
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
