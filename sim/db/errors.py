@@ -1,4 +1,8 @@
-"""Errors the database layer raises: each names the query, the parameter or the host."""
+"""Errors the database layer raises: each names the query, the parameter or the host.
+
+Each keeps its constructor's arguments in `args` (the message comes from __str__), so that
+`type(e)(*e.args)` rebuilds it: SimPy does exactly that when an error escapes a process.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,21 @@ class DatabaseError(Exception):
 
 class UnknownQueryError(DatabaseError, LookupError):
     def __init__(self, name: str, suggestions: list[str]):
-        hint = f"; did you mean {suggestions[0]!r}?" if suggestions else ""
-        super().__init__(f"unknown query {name!r}{hint}")
-        self.name = name
+        super().__init__(name, suggestions)
+        self.name, self.suggestions = name, suggestions
+
+    def __str__(self) -> str:
+        hint = f"; did you mean {self.suggestions[0]!r}?" if self.suggestions else ""
+        return f"unknown query {self.name!r}{hint}"
 
 
 class ParameterError(DatabaseError, TypeError):
     def __init__(self, query: str, param: str, problem: str):
-        super().__init__(f"query {query}: parameter {param!r} {problem}")
-        self.query, self.param = query, param
+        super().__init__(query, param, problem)
+        self.query, self.param, self.problem = query, param, problem
+
+    def __str__(self) -> str:
+        return f"query {self.query}: parameter {self.param!r} {self.problem}"
 
 
 class StatementError(DatabaseError):
@@ -26,8 +36,11 @@ class StatementError(DatabaseError):
     sqlstate = ""
 
     def __init__(self, query: str, message: str):
-        super().__init__(f"query {query}: {message} (SQLSTATE {self.sqlstate})")
-        self.query = query
+        super().__init__(query, message)
+        self.query, self.message = query, message
+
+    def __str__(self) -> str:
+        return f"query {self.query}: {self.message} (SQLSTATE {self.sqlstate})"
 
 
 class LockNotAvailableError(StatementError):
@@ -52,8 +65,11 @@ class ClientCrashedError(DatabaseError):
     """A statement was sent on the connection of a client that has crashed."""
 
     def __init__(self, client: str, query: str):
-        super().__init__(f"client {client} has crashed: cannot run {query} before it reconnects")
+        super().__init__(client, query)
         self.client, self.query = client, query
+
+    def __str__(self) -> str:
+        return f"client {self.client} has crashed: cannot run {self.query} before it reconnects"
 
 
 class ClientStateError(DatabaseError):

@@ -1,36 +1,55 @@
 """PostgresBackend: the Backend protocol on a real PostgreSQL, through psycopg 3.
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
-close. Each simulated client owns one connection served by its own worker thread, so a statement
-waiting on a row lock never blocks the driving (SimPy) thread: `execute` submits the named query's
-SQL text with bound parameters and waits briefly; if the statement is still running, a monitor
-connection asks pg_blocking_pids() which client's transaction holds the lock, and `Blocked` names it.
+close. Each simulated client owns one connection, opened on first use. Everything runs on the
+driving (SimPy) thread through psycopg's low-level libpq interface (`psycopg.pq`): a statement
+is sent as a prepared statement with its parameters bound separately (dumped by psycopg, never
+formatted into SQL), and the driver polls the connection's socket. If the statement has not
+finished within a short poll, the monitor connection asks pg_blocking_pids() which client's
+transaction holds the lock it waits for, and `execute` returns `Blocked` naming that client;
+`resume` later collects the statement's real outcome. BEGIN travels with the transaction's first
+statement (one pipeline, one round trip).
 
-Determinism: a wait is reported only once its holder waits for the driver (idle in its
-transaction, or blocked itself); after every commit, rollback, crash or failed statement the
-blocked statements run until they finish or wait again; and a statement that would close a cycle
-of waits is cancelled at once and fails with 40P01, as in MemoryBackend, instead of leaving the
-victim to PostgreSQL's wall-clock deadlock timer. So the server sees the interleaving the driver
-chose.
+Determinism. The driver runs one statement at a time, so a wait is reported only once its holder
+waits for the driver (idle in its transaction, or blocked itself), and a statement that would
+close a cycle of waits is cancelled at once and fails with 40P01, as in MemoryBackend, instead of
+leaving the victim to PostgreSQL's wall-clock deadlock timer. When a transaction ends, PostgreSQL
+wakes all of its waiters at once and lets them race for the row (two UPDATEs queued on one row
+both chase its new version); MemoryBackend resumes them one by one, in the order they began to
+wait, when the simulation resumes them. On a server running on this machine (the embedded one,
+or a local DSN whose backend processes this user may signal), the driver reproduces that: just
+before a transaction can release locks, its waiters' server processes are paused (SIGSTOP), and
+each is let go (SIGCONT) only when the simulation resumes it, and allowed to finish or wait again
+before anything else runs. On a remote server that is not possible: waiters are then settled at
+once in the order they began to wait, which PostgreSQL usually, but not always, follows.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
-import queue
+import os
+import platform
+import re
 import secrets
-import threading
+import select
+import signal
+import socket
+import struct
+import sys
 import time
-from concurrent.futures import Future
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import sql
+from psycopg import pq, sql
+from psycopg.adapt import Loader, PyFormat, Transformer
 from psycopg.conninfo import conninfo_to_dict
 
-from sim.db.base import Blocked, Rows, from_timestamp, to_timestamp
+from sim.db.base import EPOCH, MICROS, Blocked, Rows, to_timestamp
 from sim.db.errors import (
     ClientCrashedError,
     ClientStateError,
@@ -53,10 +72,16 @@ from sim.db.server import (
 
 log = logging.getLogger(__name__)
 
-FIRST_WAIT_S = 0.005  # a statement usually finishes well within this; only waits pay it
+SPIN_S = 0.0002  # poll the socket this long before sleeping on it
+FIRST_WAIT_S = 0.0005  # a statement usually finishes well within this; only waits pay it
 MAX_WAIT_S = 0.05  # longest pause between two lock checks of one statement
 STATEMENT_TIMEOUT_S = 60.0  # a statement neither finished nor waiting on a client: give up
 TERMINATE_TIMEOUT_S = 10.0
+THAW_WATCHDOG_S = 1.0  # a transaction end taking this long with waiters paused: let them go
+# A paused waiter must be asleep in its lock wait, not inside PostgreSQL's deadlock check (which
+# holds the lock manager's locks): where allowed, client sessions push that check far away. The
+# driver breaks cycles of waits itself (see `_wait`).
+CLIENT_DEADLOCK_TIMEOUT = "10min"
 
 # Server administration, not simulation queries (those all come from sql/queries.sql).
 _BLOCKERS = """
@@ -68,6 +93,15 @@ ORDER BY b.pid
 _TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)"
 _ALIVE = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s::int[])"
 _CANCEL = "SELECT pg_cancel_backend(%s)"
+_CLIENT_ADDRESS = "SELECT host(inet_client_addr()), inet_client_port()"
+
+_yield = getattr(os, "sched_yield", lambda: None)
+_OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}  # int8, text, bool, timestamptz
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+_PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
+_OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+_SQLSTATE = pq.DiagnosticField.SQLSTATE
+_PRIMARY = pq.DiagnosticField.MESSAGE_PRIMARY
 
 
 class StatementStuckError(DatabaseError):
@@ -80,56 +114,77 @@ class ServerStatementError(StatementError):
     def __init__(self, query: str, message: str, sqlstate: str):
         self.sqlstate = sqlstate
         super().__init__(query, message)
+        self.args = (query, message, sqlstate)
 
 
-class _Worker:
-    """A daemon thread running one client's calls in order, so only it touches that connection."""
+class _SimTimeLoader(Loader):
+    """timestamptz (binary: microseconds since 2000-01-01) -> simulated seconds, like MemoryBackend."""
 
-    def __init__(self, name: str):
-        self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name=name, daemon=True).start()
+    format = pq.Format.BINARY
 
-    def submit(self, fn, *args) -> Future:
-        future: Future = Future()
-        self._calls.put((future, fn, args))
-        return future
+    def load(self, data) -> float:
+        return (int.from_bytes(data, "big", signed=True) - _PG_EPOCH_US) / MICROS
 
-    def stop(self) -> None:
-        self._calls.put(None)
 
-    def _loop(self) -> None:
-        while (call := self._calls.get()) is not None:
-            future, fn, args = call
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # handed to whoever collects the future
-                future.set_exception(exc)
+@dataclass(frozen=True)
+class _Statement:
+    """A named query as the wire sees it: $n placeholders, parameter order and types."""
+
+    name: bytes
+    text: bytes
+    order: tuple[str, ...]
+    times: frozenset[str]
+    oids: tuple[int, ...]
+    formats: tuple[PyFormat, ...]
+
+
+@cache
+def _statement(q: Query) -> _Statement:
+    order: list[str] = []
+    kinds = dict(q.params)
+
+    def number(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in order:
+            order.append(name)
+        return f"${order.index(name) + 1}"
+
+    text = _PLACEHOLDER.sub(number, q.sql)
+    return _Statement(
+        name=f"leaselab_{q.name}".encode(),
+        text=text.encode(),
+        order=tuple(order),
+        times=frozenset(n for n in order if kinds[n] == "time"),
+        oids=tuple(_OIDS[kinds[n]] for n in order),
+        formats=(PyFormat.TEXT,) * len(order),
+    )
 
 
 class _Client:
-    """One simulated client: its connection (opened lazily), worker and transaction state."""
+    """One simulated client: its connection (opened lazily) and transaction state."""
 
-    __slots__ = ("conn", "pid", "worker", "in_tx", "crashed", "pending", "cancelled")
+    __slots__ = ("conn", "pg", "fd", "tx", "pid", "prepared", "in_tx", "begun", "crashed", "pending",
+                 "holder", "due", "piped", "cancelled", "frozen", "signals", "since", "order")
 
     def __init__(self):
         self.conn: psycopg.Connection | None = None
+        self.pg: pq.abc.PGconn | None = None
+        self.fd = -1
+        self.tx: Transformer | None = None
         self.pid = 0
-        self.worker: _Worker | None = None
-        self.in_tx = False
+        self.prepared: set[bytes] = set()
+        self.in_tx = False  # BEGIN issued by the model
+        self.begun = False  # ... and sent to the server
         self.crashed = False
-        self.pending: tuple[str, Future] | None = None  # (query, statement) that returned Blocked
+        self.pending: str | None = None  # the query that returned Blocked, still on the server
+        self.holder: str | None = None  # ... and the client whose transaction it waits for
+        self.due = False  # ... which has ended: the statement is to be resumed
+        self.piped = False  # the statement in flight went in a pipeline with its BEGIN
         self.cancelled = False  # its statement was cancelled to break a deadlock
-
-
-def _run(conn: psycopg.Connection, text: str, params: dict | None, prepare: bool) -> Rows:
-    """Run one statement on the worker thread; times come back as simulated seconds."""
-    cur = conn.execute(text, params, prepare=prepare)
-    if cur.description is None:
-        return []
-    return [
-        tuple(from_timestamp(v) if isinstance(v, datetime) else v for v in row)
-        for row in cur.fetchall()
-    ]
+        self.frozen = False  # its server process is paused (SIGSTOP)
+        self.signals = False  # we may pause its server process
+        self.since = 0.0  # when the statement in flight was sent (time.monotonic)
+        self.order = 0  # when it began to wait: waiters are settled in this order
 
 
 class PostgresBackend:
@@ -137,20 +192,56 @@ class PostgresBackend:
 
     name = "postgres"
 
-    def __init__(self, dsn: str | None = None, *, keep_schema: bool = False, schema: str | None = None):
+    def __init__(self, dsn: str | None = None, *, keep_schema: bool = False, schema: str | None = None,
+                 _existing: bool = False):
         self.dsn = connect_dsn(dsn)
         self.schema = schema or f"leaselab_{secrets.token_hex(6)}"
-        self.keep_schema = keep_schema
+        self.keep_schema = keep_schema or _existing
         self._queries = load_queries()
+        self._statements: dict[str, _Statement] = {}
         self._clients: dict[str, _Client] = {}
         self._pids: dict[int, str] = {}  # backend pid -> client, for naming lock holders
+        self._waits = 0  # counter giving each wait its place in line
+        self._locktype = ""  # what the last confirmed waiter waited for (pg_locks.locktype)
+        # Evidence from the server itself: every wait pg_blocking_pids() confirmed, as (client,
+        # query, holder, pg_locks.locktype), and every server process a crash killed (client, pid).
+        self.lock_waits: list[tuple[str, str, str, str]] = []
+        self.terminated: list[tuple[str, int]] = []
         self._monitor = open_connection(self.dsn, autocommit=True, application_name="leaselab:monitor")
         self._closed = False
         try:
-            self._create_schema()
+            self._superuser = self._monitor.execute(
+                "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0] is True
+            if _existing:
+                self._find_schema()
+            else:
+                self._create_schema()
         except BaseException:
             self._monitor.close()
             raise
+        self.pauses_waiters = _may_signal(self._monitor, self._monitor.info.backend_pid)
+        atexit.register(self.close)  # a backend never closed still drops its schema at exit
+        if not self.pauses_waiters:
+            log.info("server at %s is not local: lock waiters are settled in order without pausing "
+                     "them, and PostgreSQL may reorder two waiters on one row", describe_dsn(self.dsn))
+
+    @classmethod
+    def attach(cls, dsn: str | None, schema: str) -> PostgresBackend:
+        """A backend on the tables of an existing schema (one a run kept for inspection):
+        nothing is created, and closing it leaves the schema in place."""
+        return cls(dsn, schema=schema, _existing=True)
+
+    def _find_schema(self) -> None:
+        try:
+            found = self._monitor.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = 'payment_jobs'",
+                (self.schema,)).fetchone()[0]
+        except psycopg.OperationalError as exc:
+            raise connection_error(self.dsn, exc) from None
+        if not found:
+            raise DatabaseError(f"no Lease Lab schema {self.schema} at {describe_dsn(self.dsn)}; "
+                                "list the kept ones with SELECT nspname FROM pg_namespace "
+                                "WHERE nspname LIKE 'leaselab_%'")
 
     def __repr__(self) -> str:
         return f"PostgresBackend({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -175,6 +266,8 @@ class PostgresBackend:
                 f"schema {self.schema} already exists at {describe_dsn(self.dsn)}; "
                 "Lease Lab never reuses a schema: choose another name or drop it"
             ) from None
+        except psycopg.OperationalError as exc:
+            raise connection_error(self.dsn, exc) from None
         log.info("created schema %s at %s", self.schema, redact_dsn(self.dsn))
 
     # ---- connections and transactions -------------------------------------------------------
@@ -193,23 +286,36 @@ class PostgresBackend:
             raise ClientCrashedError(client, query)
         return state
 
-    def _ready(self, client: str, state: _Client) -> None:
+    def _open(self, client: str, state: _Client) -> None:
         """Open the client's connection on first use, with the search_path of this run's schema."""
         if state.conn is not None:
             return
+        if self._closed:
+            raise ClientStateError(f"the backend is closed: client {client} cannot connect")
         conn = open_connection(self.dsn, autocommit=True, application_name=f"leaselab:{client}")
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        # Commits stay atomic and immediately visible; only their survival of a server crash,
-        # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
-        conn.execute("SET synchronous_commit TO off")
-        state.conn, state.pid = conn, conn.info.backend_pid
-        state.worker = _Worker(f"leaselab-{client}")
+        try:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+            # Commits stay atomic and immediately visible; only their survival of a server crash,
+            # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
+            conn.execute("SET synchronous_commit TO off")
+            if self._superuser:
+                conn.execute(sql.SQL("SET deadlock_timeout TO {}").format(sql.Literal(CLIENT_DEADLOCK_TIMEOUT)))
+            conn.adapters.register_loader("timestamptz", _SimTimeLoader)
+            signals = self.pauses_waiters and _may_signal(conn, conn.info.backend_pid)
+        except psycopg.OperationalError as exc:
+            conn.close()
+            raise connection_error(self.dsn, exc) from None
+        state.conn, state.pg, state.pid = conn, conn.pgconn, conn.info.backend_pid
+        state.fd = state.pg.socket
+        state.tx = Transformer(conn)
+        state.prepared = set()
+        state.signals = signals
         self._pids[state.pid] = client
 
     def _idle(self, client: str, state: _Client, what: str) -> None:
         if state.pending is not None:
             raise ClientStateError(
-                f"client {client} still has a blocked {state.pending[0]}; resume it before {what}"
+                f"client {client} still has a blocked {state.pending}; resume it before {what}"
             )
 
     def begin(self, client: str) -> None:
@@ -217,41 +323,64 @@ class PostgresBackend:
         if state.in_tx:
             raise ClientStateError(f"client {client} is already in a transaction")
         self._idle(client, state, "BEGIN")
-        self._ready(client, state)
-        self._control(client, state, "BEGIN")
-        state.in_tx = True
+        state.in_tx, state.begun = True, False  # BEGIN goes out with the first statement
 
     def commit(self, client: str) -> None:
         state = self._client(client, "COMMIT")
         if not state.in_tx:
             raise ClientStateError(f"client {client} has no transaction to commit")
         self._idle(client, state, "COMMIT")
-        state.in_tx = False
-        self._control(client, state, "COMMIT")  # PostgreSQL rolls back an aborted transaction
-        self._settle_waiters()
+        self._end(client, state, b"COMMIT")  # PostgreSQL rolls back an aborted transaction
 
     def rollback(self, client: str) -> None:
         state = self._client(client, "ROLLBACK")
         if not state.in_tx:
             return
         self._idle(client, state, "ROLLBACK")
-        state.in_tx = False
-        self._control(client, state, "ROLLBACK")
-        self._settle_waiters()
+        self._end(client, state, b"ROLLBACK")
 
-    def _control(self, client: str, state: _Client, command: str) -> None:
-        future = state.worker.submit(_run, state.conn, command, None, False)
-        if self._wait(client, state, command, future) is not None:
-            raise StatementStuckError(f"client {client}: {command} unexpectedly waited on a lock")
-        self._result(command, future)
+    def _end(self, client: str, state: _Client, command: bytes) -> None:
+        state.in_tx = False
+        if not state.begun:
+            return  # nothing reached the server
+        state.begun = False
+        self._freeze_waiters_of(client)
+        try:
+            state.pg.send_query(command)
+            state.pg.flush()
+            self._await_control(client, state, command.decode())
+        except psycopg.OperationalError as exc:
+            raise self._lost(client, command.decode(), exc) from None
+        self._holder_gone(client)
+
+    def _await_control(self, client: str, state: _Client, command: str) -> None:
+        """Collect a COMMIT/ROLLBACK, which never waits on a row lock. Should paused waiters hold
+        up the server (a pause caught one inside the lock manager), let them go."""
+        deadline = time.monotonic() + THAW_WATCHDOG_S
+        while not self._poll(state, MAX_WAIT_S):
+            if time.monotonic() > deadline and self._thaw_all():
+                log.warning("%s of client %s was slow with waiters paused: they were let go, so "
+                            "PostgreSQL may reorder them", command, client)
+                deadline = time.monotonic() + STATEMENT_TIMEOUT_S
+            elif time.monotonic() > deadline:
+                self.crash(client)
+                raise StatementStuckError(f"client {client}: {command} did not finish within "
+                                          f"{STATEMENT_TIMEOUT_S:.0f} s at {describe_dsn(self.dsn)}")
+        result = self._collect(state)
+        if result.status not in _OK:
+            raise self._error(command, result, False)
 
     def crash(self, client: str) -> None:
         state = self._clients.get(client)
         if state is None or state.crashed:
             return
+        if state.conn is not None and state.begun:
+            self._freeze_waiters_of(client)
+        if state.conn is not None:
+            self.terminated.append((client, state.pid))
         self._disconnect([state])
         state.crashed = True
-        self._settle_waiters()
+        self._holder_gone(client)
 
     def in_transaction(self, client: str) -> bool:
         state = self._clients.get(client)
@@ -261,6 +390,7 @@ class PostgresBackend:
         if self._closed:
             return
         self._closed = True
+        atexit.unregister(self.close)
         try:
             self._disconnect(list(self._clients.values()))
             self._clients.clear()
@@ -271,21 +401,33 @@ class PostgresBackend:
         finally:
             self._monitor.close()
 
+    def __enter__(self) -> PostgresBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _disconnect(self, states: list[_Client]) -> None:
         """Kill the clients' server processes (PostgreSQL rolls back and releases their locks,
         abandoning any statement they were waiting in), then close their sockets."""
         opened = [s for s in states if s.conn is not None]
+        for state in opened:
+            self._thaw(state)
+            if state.signals:  # even if a Ctrl-C fell between a pause and its bookkeeping
+                with contextlib.suppress(OSError):
+                    os.kill(state.pid, signal.SIGCONT)
         pids = [s.pid for s in opened]
         if pids:
             self._admin(_TERMINATE, (pids,))
             self._await_exit(pids)
         for state in opened:
-            state.worker.submit(state.conn.close)
-            state.worker.stop()
-            del self._pids[state.pid]
-            state.conn, state.worker, state.pid = None, None, 0
+            with contextlib.suppress(Exception):
+                state.conn.close()
+            self._pids.pop(state.pid, None)
+            state.conn, state.pg, state.tx, state.pid, state.fd = None, None, None, 0, -1
         for state in states:
-            state.in_tx, state.pending = False, None
+            state.in_tx = state.begun = state.piped = state.cancelled = False
+            state.pending = state.holder = None
 
     def _await_exit(self, pids: list[int]) -> None:
         """Return once the server processes are gone: their transactions have been rolled back."""
@@ -296,7 +438,7 @@ class PostgresBackend:
                     f"server processes {pids} at {describe_dsn(self.dsn)} did not exit "
                     f"within {TERMINATE_TIMEOUT_S:.0f} s of pg_terminate_backend"
                 )
-            time.sleep(0.001)
+            time.sleep(0.0005)
 
     def _admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
         """Run a server administration statement on the monitor connection."""
@@ -313,45 +455,142 @@ class PostgresBackend:
         state = self._client(client, query)
         self._idle(client, state, query)
         q.check(params)
-        self._ready(client, state)
-        future = state.worker.submit(_run, state.conn, q.sql, _bind(q, params), True)
-        return self._outcome(client, state, query, future)
+        self._open(client, state)
+        st = self._statements.get(query) or self._statements.setdefault(query, _statement(q))
+        pg = state.pg
+        try:
+            if st.name not in state.prepared:
+                self._prepare(state, st, query)
+            values = [to_timestamp(params[n]) if n in st.times else params[n] for n in st.order]
+            dumped = state.tx.dump_sequence(values, st.formats)
+            if state.in_tx and state.begun:
+                self._freeze_waiters_of(client)  # an error would end the transaction
+            state.piped = state.in_tx and not state.begun
+            if state.piped:
+                pg.enter_pipeline_mode()
+                pg.send_query_params(b"BEGIN", None)
+                pg.send_query_prepared(st.name, dumped, result_format=1)
+                pg.pipeline_sync()
+                state.begun = True
+            else:
+                pg.send_query_prepared(st.name, dumped, result_format=1)
+            pg.flush()
+        except psycopg.OperationalError as exc:
+            raise self._lost(client, query, exc) from None
+        state.since = time.monotonic()
+        return self._outcome(client, state, query)
+
+    def _prepare(self, state: _Client, st: _Statement, query: str) -> None:
+        result = state.pg.prepare(st.name, st.text, st.oids)
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise self._error(query, result, False)
+        state.prepared.add(st.name)
 
     def resume(self, client: str) -> Rows | Blocked:
         state = self._client(client, "resume")
-        if state.pending is None:
+        query = state.pending
+        if query is None:
             raise ClientStateError(f"client {client} has no blocked statement to resume")
-        query, future = state.pending
-        state.pending = None
-        return self._outcome(client, state, query, future)
+        state.pending = state.holder = None
+        state.due = False
+        if state.frozen:
+            if state.in_tx:
+                self._freeze_waiters_of(client)  # should its statement fail, they stay put
+            self._thaw(state)
+        return self._outcome(client, state, query)
 
-    def _outcome(self, client: str, state: _Client, query: str, future: Future) -> Rows | Blocked:
-        holder = self._wait(client, state, query, future)
+    def _outcome(self, client: str, state: _Client, query: str) -> Rows | Blocked:
+        try:
+            holder = self._wait(client, state, query)
+        except psycopg.OperationalError as exc:
+            raise self._lost(client, query, exc) from None
         if holder is not None:
-            state.pending = (query, future)
+            self._waits += 1
+            self.lock_waits.append((client, query, holder, self._locktype))
+            state.pending, state.holder, state.order = query, holder, self._waits
             return Blocked(client, query, holder)
         deadlock, state.cancelled = state.cancelled, False
-        if future.exception() is not None:
-            self._settle_waiters()  # a failed statement (and its transaction) released its locks
-        return self._result(query, future, deadlock)
+        try:
+            result = self._collect(state)
+        except psycopg.OperationalError as exc:
+            raise self._lost(client, query, exc) from None
+        if result.status in _OK:
+            if result.ntuples == 0:
+                return []
+            state.tx.set_pgresult(result, format=pq.Format.BINARY)
+            return state.tx.load_rows(0, result.ntuples, tuple)
+        error = self._error(query, result, deadlock)
+        if state.in_tx:
+            self._holder_gone(client)  # the failed statement ended its transaction's locks
+        raise error
 
-    def _wait(self, client: str, state: _Client, query: str, future: Future) -> str | None:
-        """Wait until the statement finishes (None) or waits on a lock of an idle holder (its name)."""
-        deadline = time.monotonic() + STATEMENT_TIMEOUT_S
-        pause = FIRST_WAIT_S
+    def _poll(self, state: _Client, timeout: float) -> bool:
+        """Has the statement in flight finished? Waits up to `timeout` seconds for it: first
+        polling the socket (a typical statement answers within tens of microseconds, sooner than
+        the scheduler would wake a sleeping process), then sleeping in select()."""
+        pg = state.pg
+        pg.consume_input()
+        if not pg.is_busy():
+            return True
+        now = time.perf_counter()
+        spin = now + min(SPIN_S, timeout)
+        while now < spin:
+            _yield()  # should the server share our CPU, let it run
+            pg.consume_input()
+            if not pg.is_busy():
+                return True
+            now = time.perf_counter()
+        end = time.monotonic() + timeout - SPIN_S
         while True:
-            try:
-                future.exception(timeout=pause)
-                return None
-            except TimeoutError:
-                pass
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([state.fd], [], [], left)[0]:
+                return False
+            pg.consume_input()
+            if not pg.is_busy():
+                return True
+
+    def _collect(self, state: _Client) -> pq.abc.PGresult:
+        """The statement's result (after its BEGIN's, when piped); the connection is idle after."""
+        pg = state.pg
+        if state.piped:
+            results, gaps = [], 0
+            while True:
+                result = pg.get_result()
+                if result is None:  # one between the results of two statements; more: trouble
+                    gaps += 1
+                    if gaps > 2 or pg.status == pq.ConnStatus.BAD:
+                        raise psycopg.OperationalError(pg.error_message.decode(errors="replace")
+                                                       or "connection lost")
+                    continue
+                gaps = 0
+                if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                    break
+                results.append(result)
+            pg.exit_pipeline_mode()
+            state.piped = False
+            failed = [r for r in results if r.status not in _OK]
+            return failed[0] if failed else results[-1]
+        result = pg.get_result()
+        while pg.get_result() is not None:
+            pass
+        if result is None or pg.status == pq.ConnStatus.BAD:
+            message = result.error_message if result is not None else pg.error_message
+            raise psycopg.OperationalError(message.decode(errors="replace") or "connection lost")
+        return result
+
+    def _wait(self, client: str, state: _Client, query: str) -> str | None:
+        """Wait until the statement finishes (None) or waits on a lock of an idle holder (its name)."""
+        pause = FIRST_WAIT_S
+        while not self._poll(state, pause):
             found = self._lock_holder(state.pid)
             if found is not None:
                 holder, waiting = found
+                locktype = self._locktype
                 if not (waiting and self._waits_on(holder, state.pid)):
+                    self._locktype = locktype
                     return self._pids[holder]
                 self._cancel(state)
-            if time.monotonic() > deadline:
+            if time.monotonic() - state.since > STATEMENT_TIMEOUT_S:
                 self.crash(client)
                 raise StatementStuckError(
                     f"client {client}: {query} neither finished nor waited on another client's "
@@ -359,6 +598,7 @@ class PostgresBackend:
                     "its connection was closed"
                 )
             pause = min(pause * 2, MAX_WAIT_S)
+        return None
 
     def _cancel(self, state: _Client) -> None:
         """Break a deadlock at the statement closing the cycle, as MemoryBackend does, instead of
@@ -376,11 +616,20 @@ class PostgresBackend:
         while pid not in seen:
             seen.add(pid)
             rows = self._admin(_BLOCKERS, {"pid": pid})
+            if len(seen) == 1:
+                self._locktype = rows[0][3] or "" if rows else ""
             if rows and rows[0][3] == "tuple":
                 queued = [p for p, _, wait, _ in rows if wait == "Lock"]
                 if not queued:
                     return None
                 pid = queued[0]
+                ahead = self._clients.get(self._pids.get(pid, ""))
+                if ahead is not None and ahead.frozen and ahead.due:
+                    # Queued behind a paused waiter whose holder has ended but which has not been
+                    # resumed yet (the simulation resumes at once; a direct caller may not): let
+                    # it go on now, as PostgreSQL would have, and look again.
+                    self._thaw(ahead)
+                    return None
                 continue
             stable = sorted(
                 (self._pids[p], p, wait == "Lock") for p, activity, wait, _ in rows
@@ -404,41 +653,157 @@ class PostgresBackend:
                 return False
         return False
 
+    # ---- waiters: paused while their holder ends, let go one by one ---------------------------
+
+    def _freeze_waiters_of(self, holder: str) -> None:
+        """Pause the server processes of the statements waiting on `holder`'s transaction, which
+        is about to end (or may end, by an error): each goes on when the simulation resumes it."""
+        for state in self._clients.values():
+            if state.holder == holder and not state.frozen and state.signals:
+                state.frozen = self._pause(state.pid)
+                state.signals = state.frozen
+
+    @staticmethod
+    def _pause(pid: int) -> bool:
+        """SIGSTOP a waiting server process, but only where it sleeps in its lock wait (stopped
+        inside epoll_wait, so holding none of the server's internal locks); a process caught
+        elsewhere (just woken, say) is let go and tried again a moment later."""
+        for attempt in range(50):
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                return False
+            deadline = time.monotonic() + 0.05
+            while _state(pid) not in ("T", "") and time.monotonic() < deadline:
+                time.sleep(0)  # a signal takes effect when its target next runs
+            if _asleep_in_epoll(pid):
+                return True
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+            time.sleep(0.0001 * (attempt + 1))
+        log.warning("could not pause server process %d in its lock wait", pid)
+        return False
+
+    def _thaw(self, state: _Client) -> None:
+        if state.frozen:
+            state.frozen = False
+            with contextlib.suppress(OSError):
+                os.kill(state.pid, signal.SIGCONT)
+
+    def _thaw_all(self) -> bool:
+        frozen = [s for s in self._clients.values() if s.frozen]
+        for state in frozen:
+            self._thaw(state)
+            state.signals = False
+        return bool(frozen)
+
+    def _holder_gone(self, client: str) -> None:
+        """`client`'s transaction ended (its locks are released): its waiters are due."""
+        for state in self._clients.values():
+            if state.holder == client:
+                state.due = True
+        self._settle_waiters()
+
     def _settle_waiters(self) -> None:
-        """After a transaction ended, let blocked statements run until they finish or wait again."""
-        for client, state in self._clients.items():
-            if state.pending is not None:
-                self._wait(client, state, state.pending[0], state.pending[1])
+        """After locks were released, let waiters that could not be paused run, in the order they
+        began to wait, until they finish or wait again (best effort: see the module docstring)."""
+        waiting = sorted((s.order, c) for c, s in self._clients.items()
+                         if s.pending is not None and not s.signals and s.conn is not None)
+        for _, client in waiting:
+            state = self._clients[client]
+            give_up = time.monotonic() + MAX_WAIT_S * 20
+            while not self._poll(state, FIRST_WAIT_S):
+                if self._lock_holder(state.pid) is not None or time.monotonic() > give_up:
+                    break  # waiting again (or on someone else): its resume will tell
 
-    def _result(self, query: str, future: Future, deadlock: bool = False) -> Rows:
-        try:
-            return future.result()
-        except psycopg.Error as exc:
-            raise self._statement_error(query, exc, deadlock) from None
+    # ---- errors -------------------------------------------------------------------------------
 
-    def _statement_error(self, query: str, exc: psycopg.Error, deadlock: bool) -> DatabaseError:
-        message = exc.diag.message_primary or str(exc).strip().splitlines()[0]
-        if isinstance(exc, pg_errors.DeadlockDetected) or (
-            deadlock and isinstance(exc, pg_errors.QueryCanceled)
-        ):
+    def _lost(self, client: str, query: str, exc: psycopg.Error) -> DatabaseError:
+        """The client's connection broke under a statement: it is gone, as after a crash."""
+        state = self._clients.get(client)
+        if state is not None and not state.crashed:
+            with contextlib.suppress(DatabaseError):
+                self._disconnect([state])
+            state.crashed = True
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return unavailable(self.dsn, f"lost the connection of client {client} during {query} ({message})")
+
+    def _error(self, query: str, result: pq.abc.PGresult, deadlock: bool) -> DatabaseError:
+        sqlstate = (result.error_field(_SQLSTATE) or b"").decode()
+        message = (result.error_field(_PRIMARY) or result.error_message or b"").decode().strip()
+        if sqlstate == "40P01" or (deadlock and sqlstate == "57014"):
             return DeadlockDetectedError(query, "deadlock detected")
-        if isinstance(exc, pg_errors.LockNotAvailable):
+        if sqlstate == "55P03":
             return LockNotAvailableError(query, message)
-        if isinstance(exc, pg_errors.InFailedSqlTransaction):
+        if sqlstate == "25P02":
             return TransactionAbortedError(query, message)
-        if isinstance(exc, pg_errors.UniqueViolation):
+        if sqlstate == "23505":
             return UniqueViolationError(query, message)
-        if exc.sqlstate is None:  # the connection itself failed
+        if not sqlstate:
             return unavailable(self.dsn, f"lost the connection during {query} ({message})")
-        return ServerStatementError(query, message, exc.sqlstate)
+        return ServerStatementError(query, message, sqlstate)
 
 
-def _bind(q: Query, params: dict) -> dict:
-    """Parameters as psycopg binds them: time parameters become timestamptz."""
-    times = _time_params(q)
-    return {k: to_timestamp(v) if k in times else v for k, v in params.items()}
+def _may_signal(conn: psycopg.Connection, pid: int) -> bool:
+    """Is `pid`, the server process of `conn`, a process on this machine that we may pause?
+
+    Proven by the socket itself: over a Unix socket the kernel names the peer that accepted the
+    connection, the postmaster, which must be the parent of `pid`; over TCP the server must see
+    our very address and port, and `pid` must be a postgres process. Set LEASELAB_PAUSE_WAITERS=0
+    to never pause.
+    """
+    if (not hasattr(signal, "SIGSTOP") or not sys.platform.startswith("linux") or not _EPOLL_SYSCALLS
+            or os.environ.get("LEASELAB_PAUSE_WAITERS", "1") == "0"):
+        return False
+    try:
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        try:
+            if sock.family == socket.AF_UNIX:
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+                local = struct.unpack("3i", creds)[0] == _parent(pid) and _is_postgres(pid)
+            else:
+                address, port = sock.getsockname()[:2]
+                seen = conn.execute(_CLIENT_ADDRESS).fetchone()
+                local = seen == (address, port) and _is_postgres(pid)
+        finally:
+            sock.close()  # our duplicate of the descriptor
+        if local:
+            os.kill(pid, 0)
+        return local
+    except (OSError, psycopg.Error):
+        return False
 
 
-@cache
-def _time_params(q: Query) -> frozenset[str]:
-    return frozenset(name for name, kind in q.params if kind == "time")
+def _proc(pid: int, name: str) -> str:
+    with open(f"/proc/{pid}/{name}", encoding="ascii", errors="replace") as f:
+        return f.read()
+
+
+_EPOLL_SYSCALLS = {"x86_64": {"232", "281", "441"}, "aarch64": {"22", "441"}}.get(platform.machine(), set())
+
+
+def _asleep_in_epoll(pid: int) -> bool:
+    """Was the (stopped) process blocked in epoll_wait, i.e. in PostgreSQL's WaitLatch?"""
+    try:
+        return _proc(pid, "syscall").split(maxsplit=1)[0] in _EPOLL_SYSCALLS
+    except (OSError, IndexError):
+        return False
+
+
+def _state(pid: int) -> str:
+    """The process state letter (R, S, T, ...), or '' if it is gone."""
+    try:
+        return _proc(pid, "stat").rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _is_postgres(pid: int) -> bool:
+    return _proc(pid, "comm").strip() == "postgres"
+
+
+def _parent(pid: int) -> int:
+    for line in _proc(pid, "status").splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    return -1

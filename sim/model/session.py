@@ -2,8 +2,10 @@
 
 Each statement costs one sampled round-trip latency and takes effect at one instant, with the
 simulated clock bound as `now`. A statement that waits on a row lock yields until the holding
-client's transaction ends in simulated time, then collects its real outcome from the backend.
-Partitions make statements fail (or hang until healed).
+client's transaction ends in simulated time. It goes on at that very instant, before anything
+else happens in the simulation, as PostgreSQL wakes a lock's waiters the moment their holder
+commits, rolls back or dies; when several wait for one transaction, in the order they began to
+wait. Partitions make statements fail (or hang until healed).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import Counter
 import simpy
 
 from sim.db.base import Blocked
+from sim.db.errors import StatementError
 from sim.db.queries import load_queries
 
 
@@ -24,22 +27,19 @@ _USES_NOW = frozenset(q.name for q in load_queries().values() if "now" in q.para
 
 
 class TxRegistry:
-    """SimPy events that fire when a client's open transaction ends (commit, rollback, crash)."""
+    """Who waits for which client's open transaction. When it ends (commit, rollback, crash, or
+    an error inside it) its waiters are resumed at once, in the order they began to wait."""
 
     def __init__(self, env: simpy.Environment):
         self.env = env
-        self._waiting: dict[str, simpy.Event] = {}
+        self._waiting: dict[str, list[DbSession]] = {}
 
-    def ended_event(self, client: str) -> simpy.Event:
-        event = self._waiting.get(client)
-        if event is None:
-            event = self._waiting[client] = self.env.event()
-        return event
+    def wait(self, session: DbSession, holder: str) -> None:
+        self._waiting.setdefault(holder, []).append(session)
 
     def ended(self, client: str) -> None:
-        event = self._waiting.pop(client, None)
-        if event is not None:
-            event.succeed()
+        for session in self._waiting.pop(client, ()):
+            session._holder_ended(client)
 
 
 class DbSession:
@@ -55,6 +55,9 @@ class DbSession:
         self.partitions = partitions  # an OutageCalendar, or None
         self.counts: Counter = world.statement_counts
         self.broken = False  # connection lost in a partition; reconnect when healed
+        self._begin = False  # BEGIN issued, to be sent with the transaction's first statement
+        self._resumed: simpy.Event | None = None  # fires when a waiting statement has gone on
+        self._holders: list[str] = []  # the transactions it has waited for, in order
         self.backend.connect(client)
 
     def now(self) -> float:
@@ -72,21 +75,58 @@ class DbSession:
             if ttl is not None:
                 params["lease_until"] = now + ttl
         self.counts[query] += 1
-        outcome = self.backend.execute(self.client, query, params)
+        if self._begin:
+            self._begin = False
+            self.backend.begin(self.client)
+        try:
+            outcome = self.backend.execute(self.client, query, params)
+        except StatementError:
+            self._failed()
+            raise
         if outcome.__class__ is Blocked:
             outcome = yield from self._wait(outcome, job)
         return outcome
 
+    def _failed(self) -> None:
+        """A statement failed inside a transaction: the server rolled back to the error and released
+        its locks at once (the block stays open, aborted), so whoever waited on them goes on."""
+        if self.backend.in_transaction(self.client):
+            self.world.tx.ended(self.client)
+
     def _wait(self, blocked: Blocked, job: int | None):
+        """Generator: wait until the statement has gone on past every holder; its outcome."""
         start = self.env.now
-        holders = []
-        while blocked.__class__ is Blocked:
-            holders.append(blocked.holder)
-            yield self.world.tx.ended_event(blocked.holder)
-            blocked = self.backend.resume(self.client)
+        self._holders = [blocked.holder]
+        self._resumed = event = self.env.event()
+        self.world.tx.wait(self, blocked.holder)
+        try:
+            outcome = yield event
+        finally:  # done, or interrupted (the worker died): no longer waiting either way
+            self._resumed = None
         self.world.log.add(self.env.now, "lock_wait", self.client, job, None,
-                           f"{'>'.join(holders)}:{self.env.now - start:.6f}")
-        return blocked
+                           f"{'>'.join(self._holders)}:{self.env.now - start:.6f}")
+        return outcome
+
+    def _holder_ended(self, holder: str) -> None:
+        """The transaction this session's statement waits for has ended: collect the outcome now
+        (rows, an error, or a wait on the next holder)."""
+        event = self._resumed
+        if event is None or self._holders[-1] != holder:
+            return  # the waiting process died meanwhile
+        try:
+            outcome = self.backend.resume(self.client)
+        except StatementError as exc:
+            self._resumed = None
+            self._failed()
+            event.defused = True  # raised in the waiting process, not in the environment
+            event.fail(exc)
+            return
+        if outcome.__class__ is Blocked:
+            self._holders.append(outcome.holder)
+            self.world.tx.wait(self, outcome.holder)
+        else:
+            self._resumed = None
+            event.succeed(outcome)
 
     def _cross_partition(self, query: str):
         healed = self.partitions.end_of(self.env.now)
@@ -101,14 +141,16 @@ class DbSession:
             self.broken = False
 
     def _lose_connection(self) -> None:
+        self._begin = False
         if not self.broken:
             self.backend.crash(self.client)  # the server rolls back what the connection had open
             self.world.tx.ended(self.client)
             self.broken = True
 
     def begin(self) -> None:
-        """BEGIN travels with the first statement of the transaction: no round trip of its own."""
-        self.backend.begin(self.client)
+        """BEGIN travels with the first statement of the transaction: no round trip of its own
+        (and none at all while a partition keeps the connection down)."""
+        self._begin = True
 
     def commit(self):
         """Generator: COMMIT (one round trip)."""
@@ -116,22 +158,29 @@ class DbSession:
         if self.partitions is not None:
             yield from self._cross_partition("COMMIT")
         self.counts["commit"] += 1
-        self.backend.commit(self.client)
+        if self._begin:
+            self._begin = False  # an empty transaction: nothing reached the server
+        else:
+            self.backend.commit(self.client)
         self.world.tx.ended(self.client)
 
     def rollback(self):
         """Generator: ROLLBACK (one round trip)."""
         yield self.env.timeout(self.latency())
         self.counts["rollback"] += 1
-        if not self.broken:
+        if self._begin:
+            self._begin = False
+        elif not self.broken:
             self.backend.rollback(self.client)
         self.world.tx.ended(self.client)
 
     def crash(self) -> None:
         """The process died: the server rolls back its transaction and releases its locks now."""
+        self._begin = False
         self.backend.crash(self.client)
         self.world.tx.ended(self.client)
 
     def reconnect(self) -> None:
+        self._begin = False
         self.backend.connect(self.client)
         self.broken = False

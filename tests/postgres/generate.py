@@ -1,0 +1,109 @@
+"""Random scenarios for the differential tests: small, contended and faulty, so that lock waits,
+EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from sim.dists import Dist
+from sim.scenario import (
+    CLAIM_STRATEGIES,
+    CrashPoint,
+    Faults,
+    Policy,
+    Scenario,
+    ScriptedCrash,
+    ScriptedOutage,
+    Workload,
+    validate,
+)
+
+
+def _dist(draw, low: float, high: float) -> Dist:
+    kind = draw(st.sampled_from(["constant", "exponential", "lognormal", "uniform"]))
+    median = draw(st.floats(low, high))
+    if kind == "constant":
+        return Dist.constant(median)
+    if kind == "exponential":
+        return Dist.exponential(median)
+    if kind == "uniform":
+        return Dist.uniform(median / 2, median * 1.5)
+    return Dist.lognormal(median, median * draw(st.floats(1.5, 8.0)))
+
+
+def _latency(draw) -> Dist:
+    if draw(st.booleans()):
+        return Dist.constant(draw(st.sampled_from([0.001, 0.002, 0.005])))
+    median = draw(st.floats(0.0005, 0.005))
+    return Dist.lognormal(median, median * draw(st.floats(1.5, 10.0)))
+
+
+@st.composite
+def scenarios(draw) -> Scenario:
+    """A scenario of 2-8 workers, any claim strategy, faults of every kind, 10-40 simulated seconds."""
+    workers = draw(st.integers(2, 8))
+    horizon = float(draw(st.integers(10, 40)))
+    ttl = draw(st.floats(0.5, 8.0))
+    workload = Workload(
+        jobs=draw(st.integers(3, 40)),
+        arrival=draw(st.sampled_from(["batch", "poisson"])),
+        rate=draw(st.floats(1.0, 20.0)),
+        processing=_dist(draw, 0.05, 3.0),
+        psp_at=draw(st.sampled_from([0.0, 0.3, 0.5, 1.0])),
+        psp_call=_dist(draw, 0.01, 0.5),
+        statement_latency=_latency(draw),
+        duplicate_delivery=draw(st.sampled_from([0.0, 0.0, 0.3, 1.0])),
+        redelivery_delay=draw(st.sampled_from([Dist.constant(0.0), Dist.exponential(0.5), Dist.constant(2.0)])),
+        payload_mismatch=draw(st.sampled_from([0.0, 0.2, 1.0])),
+    )
+    policy = Policy(
+        workers=workers,
+        poll_interval=draw(st.floats(0.05, 1.0)),
+        claim=draw(st.sampled_from(CLAIM_STRATEGIES)),
+        claim_takes_expired=draw(st.booleans()),
+        candidates=draw(st.integers(1, 3)),
+        select_to_update_gap=draw(st.sampled_from([0.0, 0.0, 0.001, 0.01, 0.1])),
+        lease_ttl=ttl,
+        heartbeat=draw(st.booleans()),
+        heartbeat_interval=ttl * draw(st.floats(0.2, 0.9)),
+        watcher=draw(st.booleans()),
+        watcher_interval=draw(st.floats(0.2, 5.0)),
+        watcher_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
+        watcher_batch=draw(st.integers(1, 5)),
+        max_attempts=draw(st.integers(1, 5)),
+        fencing=draw(st.booleans()),
+        dedup=draw(st.booleans()),
+        idempotency_key=draw(st.booleans()),
+        abandon_on_lost_lease=draw(st.booleans()),
+        clock=draw(st.sampled_from(["db", "db", "worker"])),
+        random_phase=draw(st.booleans()),
+    )
+    at = st.floats(0.0, horizon)
+    worker = st.integers(0, workers - 1)
+    crashes = draw(st.lists(st.one_of(
+        st.builds(ScriptedCrash, at=at, worker=worker),
+        st.builds(ScriptedCrash, at=at, job=st.integers(1, 5)),
+    ), max_size=3))
+    outage = st.builds(ScriptedOutage, worker=worker, at=at, duration=st.floats(0.1, 10.0))
+    faults = Faults(
+        crash_rate=draw(st.sampled_from([0.0, 0.0, 200.0, 1000.0])),
+        crashes=tuple(crashes),
+        restart_delay=_dist(draw, 0.01, 3.0),
+        pause_rate=draw(st.sampled_from([0.0, 0.0, 300.0])),
+        pause_duration=_dist(draw, 0.1, 5.0),
+        pauses=tuple(draw(st.lists(outage, max_size=2))),
+        heartbeat_loss=draw(st.sampled_from([0.0, 0.0, 0.3])),
+        heartbeat_delay=draw(st.sampled_from([Dist.constant(0.0), Dist.exponential(0.5)])),
+        partition_rate=draw(st.sampled_from([0.0, 0.0, 300.0])),
+        partition_duration=_dist(draw, 0.1, 5.0),
+        partitions=tuple(draw(st.lists(outage, max_size=2))),
+        partition_mode=draw(st.sampled_from(["fail", "hang"])),
+        crash_points=tuple(draw(st.lists(st.builds(
+            CrashPoint, point=st.sampled_from(["after_psp", "after_marker"]),
+            probability=st.sampled_from([0.3, 1.0]), limit=st.integers(1, 3)), max_size=2,
+            unique_by=lambda c: c.point))),
+        clock_skew=draw(st.sampled_from([0.0, 0.1, 1.0])),
+    )
+    scenario = Scenario(name="generated", workload=workload, policy=policy, faults=faults,
+                        horizon=horizon, seed=draw(st.integers(0, 2**31)))
+    return validate(scenario)
