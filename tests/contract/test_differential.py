@@ -25,9 +25,10 @@ STEPS = 40
 NOT_ENDING = ("ClientStateError", "TransactionAbortedError")  # errors that end no transaction
 
 
-def random_params(rng: random.Random, query: str, now: float) -> dict:
+def random_params(rng: random.Random, query: str, now: float, clients=CLIENTS) -> dict:
+    """Plausible parameters for `query`: few jobs, owners and events, so that clients collide."""
     job = rng.choice([1, 2, 3])
-    owner = rng.choice(CLIENTS)
+    owner = rng.choice(clients)
     lease = {"now": now, "lease_until": now + rng.choice([1.0, 5.0, 20.0])}
     fence = {"id": job, "owner": owner, "attempt": rng.choice([1, 2]), "now": now}
     expired = rng.random() < 0.5

@@ -17,6 +17,7 @@ from sim.db.base import Blocked
 from sim.db.errors import DatabaseError
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
+from tests.contract.test_differential import random_params
 
 pytestmark = pytest.mark.postgres
 
@@ -33,32 +34,7 @@ QUERIES = ["insert_job"] * 3 + ["claim_conditional", "claim_unconditional", "ins
 
 
 def params(rng: random.Random, query: str, now: float) -> dict:
-    job, owner = rng.choice([1, 2, 3]), rng.choice(CLIENTS)
-    lease = {"now": now, "lease_until": now + rng.choice([1.0, 5.0, 20.0])}
-    fence = {"id": job, "owner": owner, "attempt": rng.choice([1, 2]), "now": now}
-    expired = rng.random() < 0.5
-    event = rng.choice(["e1", "e2"])
-    return {
-        "insert_job": {"id": job, "event_id": "e", "payload": "p", "now": now},
-        "select_candidates": {"now": now, "take_expired": expired, "limit": rng.choice([1, 5])},
-        "claim_conditional": {"id": job, "owner": owner, **lease},
-        "claim_unconditional": {"id": job, "owner": owner, **lease},
-        "claim_skip_locked": {"owner": owner, "take_expired": expired, **lease},
-        "lock_next_candidate": {"now": now, "take_expired": expired},
-        "lock_job_nowait": {"id": job},
-        "heartbeat": {**fence, "lease_until": now + 5.0},
-        "complete_fenced": fence,
-        "complete_unfenced": {"id": job, "now": now},
-        "reject_job_fenced": {**fence, "error": "x"},
-        "requeue_expired": {"now": now, "max_attempts": 2, "limit": rng.choice([1, 5])},
-        "select_stuck_jobs": {"now": now},
-        "insert_dedup_marker": {"event_id": event, "payload_hash": "h", "now": now},
-        "read_dedup_marker": {"event_id": event},
-        "purge_dedup_markers": {"before": now - rng.choice([0.0, 3.0])},
-        "insert_ledger_entry": {"job_id": job, "event_id": event, "amount_cents": 1,
-                                "worker": owner, "attempt": 1, "now": now},
-        "count_jobs_by_status": {},
-    }[query]
+    return random_params(rng, query, now, CLIENTS)
 
 
 def random_script(seed: int) -> list[tuple]:
