@@ -1,27 +1,33 @@
 """PostgresBackend: the Backend protocol on a real PostgreSQL, through psycopg 3.
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
-close. Each simulated client owns one connection, opened on first use. Everything runs on the
-driving (SimPy) thread through psycopg's low-level libpq interface (`psycopg.pq`): a statement
-is sent as a prepared statement with its parameters bound separately (dumped by psycopg, never
-formatted into SQL), and the driver polls the connection's socket. If the statement has not
-finished within a short poll, the monitor connection asks pg_blocking_pids() which client's
-transaction holds the lock it waits for, and `execute` returns `Blocked` naming that client;
-`resume` later collects the statement's real outcome. BEGIN travels with the transaction's first
-statement (one pipeline, one round trip).
+close (or at interpreter exit if never closed). Each simulated client owns one connection,
+opened on first use. Everything runs on the driving (SimPy) thread through psycopg's low-level
+libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its parameters
+bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the
+connection's socket. If the statement has not finished within a short poll, the monitor
+connection asks pg_blocking_pids() which client's transaction holds the lock it waits for, and
+`execute` returns `Blocked` naming that client; `resume` later collects the statement's real
+outcome. BEGIN travels with the transaction's first statement (one pipeline, one round trip).
 
 Determinism. The driver runs one statement at a time, so a wait is reported only once its holder
 waits for the driver (idle in its transaction, or blocked itself), and a statement that would
 close a cycle of waits is cancelled at once and fails with 40P01, as in MemoryBackend, instead of
 leaving the victim to PostgreSQL's wall-clock deadlock timer. When a transaction ends, PostgreSQL
 wakes all of its waiters at once and lets them race for the row (two UPDATEs queued on one row
-both chase its new version); MemoryBackend resumes them one by one, in the order they began to
-wait, when the simulation resumes them. On a server running on this machine (the embedded one,
-or a local DSN whose backend processes this user may signal), the driver reproduces that: just
-before a transaction can release locks, its waiters' server processes are paused (SIGSTOP), and
-each is let go (SIGCONT) only when the simulation resumes it, and allowed to finish or wait again
-before anything else runs. On a remote server that is not possible: waiters are then settled at
-once in the order they began to wait, which PostgreSQL usually, but not always, follows.
+both chase its new version); the simulation resumes them one by one, in the order they began to
+wait. On a server running on this machine (the embedded one, or a local DSN whose server
+processes this user may signal), the driver reproduces that order: before a transaction can
+release locks (its COMMIT, ROLLBACK or crash, or any statement inside it, which could fail), the
+server processes of its waiters are paused with SIGSTOP, each only while it sleeps in its lock
+wait (stopped inside epoll_wait, so holding none of the server's internal locks), and each goes
+on (SIGCONT) only when it is resumed, finishing or waiting again before anything else runs. A
+paused waiter granted a row's tuple lock heads that row's queue; statements queued behind it are
+reported waiting for its holder. On a remote server pausing is impossible: waiters are then
+settled at once in the order they began to wait, which PostgreSQL usually, but not always,
+follows; set LEASELAB_PAUSE_WAITERS=0 to get that behaviour locally. A process killed with
+SIGKILL while waiters are paused leaves them paused: `kill -CONT` them (pg_stat_activity
+application_name 'leaselab:%').
 """
 
 from __future__ import annotations
@@ -85,8 +91,11 @@ CLIENT_DEADLOCK_TIMEOUT = "10min"
 
 # Server administration, not simulation queries (those all come from sql/queries.sql).
 _BLOCKERS = """
-SELECT b.pid, coalesce(a.state, ''), coalesce(a.wait_event_type, ''),
-       (SELECT l.locktype FROM pg_locks l WHERE l.pid = %(pid)s AND NOT l.granted LIMIT 1)
+WITH w AS (SELECT locktype, relation, page, tuple FROM pg_locks WHERE pid = %(pid)s AND NOT granted LIMIT 1)
+SELECT b.pid, coalesce(a.state, ''), coalesce(a.wait_event_type, ''), (SELECT locktype FROM w),
+       EXISTS (SELECT FROM pg_locks l JOIN w ON w.locktype = 'tuple' AND l.relation = w.relation
+               AND l.page = w.page AND l.tuple = w.tuple
+               WHERE l.pid = b.pid AND l.granted AND l.locktype = 'tuple')
 FROM unnest(pg_blocking_pids(%(pid)s)) AS b(pid) LEFT JOIN pg_stat_activity a ON a.pid = b.pid
 ORDER BY b.pid
 """
@@ -610,33 +619,45 @@ class PostgresBackend:
     def _lock_holder(self, pid: int) -> tuple[int, bool] | None:
         """(backend pid, is it waiting itself) of the transaction holding the lock `pid` waits
         for, once that transaction waits for the driver: idle in it, or waiting on a lock. None
-        while `pid` does not wait or its holder is still running. Waiters queued ahead for the
-        same row (holding its tuple lock) are followed to the row's holder."""
+        while `pid` does not wait or its holder is still running. A wait for a row's tuple lock
+        (others queued ahead for the same row) is followed to the head of that queue, and from
+        there to the row's holder."""
         seen = set()
         while pid not in seen:
             seen.add(pid)
             rows = self._admin(_BLOCKERS, {"pid": pid})
             if len(seen) == 1:
                 self._locktype = rows[0][3] or "" if rows else ""
+            if not rows and len(seen) > 1:
+                return self._paused_head(pid)
             if rows and rows[0][3] == "tuple":
-                queued = [p for p, _, wait, _ in rows if wait == "Lock"]
-                if not queued:
+                heads = [p for p, _, _, _, head in rows if head] or [p for p, _, wait, _, _ in rows if wait == "Lock"]
+                if not heads:
                     return None
-                pid = queued[0]
-                ahead = self._clients.get(self._pids.get(pid, ""))
-                if ahead is not None and ahead.frozen and ahead.due:
-                    # Queued behind a paused waiter whose holder has ended but which has not been
-                    # resumed yet (the simulation resumes at once; a direct caller may not): let
-                    # it go on now, as PostgreSQL would have, and look again.
-                    self._thaw(ahead)
-                    return None
+                pid = heads[0]
                 continue
             stable = sorted(
-                (self._pids[p], p, wait == "Lock") for p, activity, wait, _ in rows
+                (self._pids[p], p, wait == "Lock") for p, activity, wait, _, _ in rows
                 if p in self._pids and (activity.startswith("idle in transaction") or wait == "Lock")
             )
             return stable[0][1:] if stable else None
         return None
+
+    def _paused_head(self, pid: int) -> tuple[int, bool] | None:
+        """The head of a row's queue waits for nothing: it is one of our paused waiters, granted
+        the row's tuple lock while paused. Its own holder is the row's holder. If that holder has
+        already ended (a direct caller has not resumed the waiter yet; the simulation resumes at
+        once), let the waiter go on now, as PostgreSQL would have, and look again later."""
+        head = self._clients.get(self._pids.get(pid, ""))
+        if head is None or not head.frozen or head.holder is None:
+            return None
+        if head.due:
+            self._thaw(head)
+            return None
+        holder = self._clients.get(head.holder)
+        if holder is None or holder.conn is None:
+            return None
+        return holder.pid, holder.pending is not None
 
     def _waits_on(self, pid: int, target: int) -> bool:
         """Does the chain of lock waits starting at `pid` reach `target`?"""

@@ -32,14 +32,15 @@ class TxRegistry:
 
     def __init__(self, env: simpy.Environment):
         self.env = env
-        self._waiting: dict[str, list[DbSession]] = {}
+        self._waiting: dict[str, list[tuple[DbSession, simpy.Event]]] = {}
 
-    def wait(self, session: DbSession, holder: str) -> None:
-        self._waiting.setdefault(holder, []).append(session)
+    def wait(self, session: DbSession, holder: str, resumed: simpy.Event) -> None:
+        """`session`'s statement (whose outcome fires `resumed`) waits for `holder`'s transaction."""
+        self._waiting.setdefault(holder, []).append((session, resumed))
 
     def ended(self, client: str) -> None:
-        for session in self._waiting.pop(client, ()):
-            session._holder_ended(client)
+        for session, resumed in self._waiting.pop(client, ()):
+            session._holder_ended(client, resumed)
 
 
 class DbSession:
@@ -98,7 +99,7 @@ class DbSession:
         start = self.env.now
         self._holders = [blocked.holder]
         self._resumed = event = self.env.event()
-        self.world.tx.wait(self, blocked.holder)
+        self.world.tx.wait(self, blocked.holder, event)
         try:
             outcome = yield event
         finally:  # done, or interrupted (the worker died): no longer waiting either way
@@ -107,12 +108,11 @@ class DbSession:
                            f"{'>'.join(self._holders)}:{self.env.now - start:.6f}")
         return outcome
 
-    def _holder_ended(self, holder: str) -> None:
+    def _holder_ended(self, holder: str, event: simpy.Event) -> None:
         """The transaction this session's statement waits for has ended: collect the outcome now
         (rows, an error, or a wait on the next holder)."""
-        event = self._resumed
-        if event is None or self._holders[-1] != holder:
-            return  # the waiting process died meanwhile
+        if event is not self._resumed or self._holders[-1] != holder:
+            return  # that statement was abandoned: the waiting process died
         try:
             outcome = self.backend.resume(self.client)
         except StatementError as exc:
@@ -123,7 +123,7 @@ class DbSession:
             return
         if outcome.__class__ is Blocked:
             self._holders.append(outcome.holder)
-            self.world.tx.wait(self, outcome.holder)
+            self.world.tx.wait(self, outcome.holder, event)
         else:
             self._resumed = None
             event.succeed(outcome)
