@@ -12,10 +12,22 @@ import warnings
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import sim
 from sim.dists import Dist
-from sim.scenario import Faults, Policy, Scenario, ScriptedOutage, Workload, preset, preset_names
+from sim.scenario import (
+    Faults,
+    Policy,
+    Scenario,
+    ScriptedCrash,
+    ScriptedOutage,
+    Workload,
+    preset,
+    preset_names,
+)
+
+from .generate import scenarios
 
 pytestmark = pytest.mark.postgres
 
@@ -51,6 +63,15 @@ def test_every_preset_gives_the_same_run(pg_dsn, name):
     memory, postgres = run_both(scaled(name), pg_dsn)
     assert_same(memory, postgres)
     assert memory.summary["leases"] > 0
+
+
+@settings(max_examples=150, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.data_too_large])
+@given(scenario=scenarios())
+def test_generated_scenarios_give_the_same_run(pg_dsn, scenario):
+    memory, postgres = run_both(scenario, pg_dsn)
+    assert_same(memory, postgres)
 
 
 # ---- regression cases ---------------------------------------------------------------------------
@@ -98,4 +119,26 @@ def test_a_transaction_begun_during_a_partition_waits_for_the_connection(pg_dsn)
     memory, postgres = run_both(_small(2, "select_for_update", jobs=20, horizon=5.0, faults=faults), pg_dsn)
     assert (memory.events.kind == "db_error").sum() >= 2
     assert memory.summary["completed"] >= 15
+    assert_same(memory, postgres)
+
+
+def test_a_waiter_that_died_and_came_back_queues_at_the_end(pg_dsn):
+    """Found: w0 holds job 1 (FOR UPDATE claim) through a 2 s pause; w1..w6 queue behind it;
+    w5 crashes while queued and, restarted, queues again, now behind w6. PostgreSQL dropped
+    w5's first wait with its connection; the simulation's registry of waiters still held it
+    and resumed w5 at its old place. Fixed in DbSession: a registration belongs to one wait."""
+    faults = Faults(pauses=(ScriptedOutage(worker=0, at=0.0, duration=2.0),),
+                    crashes=(ScriptedCrash(at=0.5, worker=5), ScriptedCrash(at=1.9, worker=0)),
+                    restart_delay=Dist.constant(1.0))
+    scenario = Scenario(
+        name="regression",
+        workload=Workload(jobs=3, processing=Dist.constant(1.0), psp_at=0.0, psp_call=Dist.constant(0.5),
+                          statement_latency=Dist.constant(0.001)),
+        policy=Policy(workers=7, claim="select_for_update", claim_takes_expired=False, select_to_update_gap=0.001,
+                      lease_ttl=1.0, heartbeat=False, watcher=False, fencing=False, random_phase=False),
+        faults=faults, horizon=10.0, seed=0)
+    memory, postgres = run_both(scenario, pg_dsn)
+    waits = memory.events[memory.events.kind == "lock_wait"]
+    assert waits.worker.tolist()[4:6] == ["w6", "w5"]
+    assert waits.detail.iloc[5].startswith("w0>w1>w2>w3>w4>w6:")
     assert_same(memory, postgres)

@@ -125,3 +125,38 @@ def test_waiters_resume_in_the_order_they_began_to_wait(pg_dsn):
 def _process_state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_statement_queued_behind_a_paused_waiter_is_not_stuck(pg_dsn, monkeypatch):
+    """Found (a 60 s StatementStuckError in a generated run): H locks job 1 FOR UPDATE, W queues
+    on it; H rolls back, and before W is resumed X locks the row and F wants it too. F queues
+    on the row behind W, which PostgreSQL had granted the row's tuple lock while W was paused,
+    so pg_blocking_pids(F) named only W, which waited for nothing. Fixed in PostgresBackend: a
+    paused waiter at the head of a row's queue stands for its holder (here, as its holder has
+    ended, it is let go at once), and DbSession resumes waiters the instant their holder ends."""
+    import sim.db.postgres as postgres
+
+    monkeypatch.setattr(postgres, "STATEMENT_TIMEOUT_S", 5.0)
+    db = PostgresBackend(pg_dsn)
+    try:
+        for client in "HWXF":
+            db.connect(client)
+        db.execute("X", "insert_job", {"id": 1, "event_id": "e1", "payload": "{}", "now": 0.0})
+        db.begin("H")
+        assert db.execute("H", "lock_next_candidate", {"now": 1.0, "take_expired": False}) == [(1, 0)]
+        db.begin("W")
+        assert db.execute("W", "lock_next_candidate", {"now": 1.0, "take_expired": False}) == Blocked(
+            "W", "lock_next_candidate", "H")
+        db.rollback("H")
+        db.begin("X")
+        assert db.execute("X", "lock_job_nowait", {"id": 1}) == [(1, "Pending")]
+        claim = {"id": 1, "owner": "F", "now": 2.0, "lease_until": 9.0}
+        assert db.execute("F", "claim_unconditional", claim) == Blocked("F", "claim_unconditional", "X")
+        assert db.resume("W") == Blocked("W", "lock_next_candidate", "X")
+        db.commit("X")
+        assert db.resume("W") == [(1, 0)]  # first in line for the row, in PostgreSQL
+        assert db.resume("F") == Blocked("F", "claim_unconditional", "W")
+        db.commit("W")
+        assert db.resume("F") == [(1, 1)]
+    finally:
+        db.close()
