@@ -56,28 +56,33 @@ def random_params(rng: random.Random, query: str, now: float, clients=CLIENTS) -
     }[query]
 
 
-def random_script(seed: int) -> list[tuple]:
+QUERIES = ["insert_job"] * 3 + ["claim_conditional", "insert_dedup_marker"] * 2 + [
+    "select_candidates", "claim_unconditional", "claim_skip_locked", "lock_next_candidate",
+    "lock_job_nowait", "heartbeat", "complete_fenced", "complete_unfenced", "reject_job_fenced",
+    "requeue_expired", "select_stuck_jobs", "read_dedup_marker", "purge_dedup_markers",
+    "insert_ledger_entry", "count_jobs_by_status",
+]
+CONTROL = (0.12, 0.2, 0.25, 0.27)  # cumulative chances of begin, commit, rollback, crash per step
+
+
+def random_script(seed: int, *, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=CONTROL) -> list[tuple]:
+    """A reproducible script: transaction control and statements of random clients."""
     rng = random.Random(seed)
-    queries = ["insert_job"] * 3 + ["claim_conditional", "insert_dedup_marker"] * 2 + [
-        "select_candidates", "claim_unconditional", "claim_skip_locked", "lock_next_candidate",
-        "lock_job_nowait", "heartbeat", "complete_fenced", "complete_unfenced", "reject_job_fenced",
-        "requeue_expired", "select_stuck_jobs", "read_dedup_marker", "purge_dedup_markers",
-        "insert_ledger_entry", "count_jobs_by_status",
-    ]
+    begin, commit, rollback, crash = control
     script = []
-    for step in range(STEPS):
-        client, roll = rng.choice(CLIENTS), rng.random()
-        if roll < 0.12:
+    for step in range(steps):
+        client, roll = rng.choice(clients), rng.random()
+        if roll < begin:
             script.append(("begin", client))
-        elif roll < 0.2:
+        elif roll < commit:
             script.append(("commit", client))
-        elif roll < 0.25:
+        elif roll < rollback:
             script.append(("rollback", client))
-        elif roll < 0.27:
+        elif roll < crash:
             script.append(("crash", client))
         else:
             query = rng.choice(queries)
-            script.append((query, client, random_params(rng, query, float(step))))
+            script.append((query, client, random_params(rng, query, float(step), clients)))
     return script
 
 

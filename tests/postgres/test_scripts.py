@@ -9,15 +9,12 @@ as the simulation does, and both backends must give the same rows, errors, waits
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from sim.db.base import Blocked
-from sim.db.errors import DatabaseError
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
-from tests.contract.test_differential import random_params
+from tests.contract.test_differential import attempt, random_script
 
 pytestmark = pytest.mark.postgres
 
@@ -33,34 +30,8 @@ QUERIES = ["insert_job"] * 3 + ["claim_conditional", "claim_unconditional", "ins
 ]
 
 
-def params(rng: random.Random, query: str, now: float) -> dict:
-    return random_params(rng, query, now, CLIENTS)
-
-
-def random_script(seed: int) -> list[tuple]:
-    rng = random.Random(seed)
-    script = []
-    for step in range(STEPS):
-        client, roll = rng.choice(CLIENTS), rng.random()
-        if roll < 0.18:
-            script.append(("begin", client))
-        elif roll < 0.26:
-            script.append(("commit", client))
-        elif roll < 0.3:
-            script.append(("rollback", client))
-        elif roll < 0.32:
-            script.append(("crash", client))
-        else:
-            query = rng.choice(QUERIES)
-            script.append((query, client, params(rng, query, float(step))))
-    return script
-
-
-def attempt(call, *args):
-    try:
-        return call(*args)
-    except DatabaseError as exc:
-        return type(exc).__name__
+def crowded_script(seed: int) -> list[tuple]:
+    return random_script(seed, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=(0.18, 0.26, 0.3, 0.32))
 
 
 def play(db, script: list[tuple]) -> tuple[list, int]:
@@ -113,7 +84,7 @@ def play(db, script: list[tuple]) -> tuple[list, int]:
 def test_backends_agree_with_several_waiters_at_once(pg_dsn):
     crowded = 0
     for seed in SEEDS:
-        script = random_script(seed)
+        script = crowded_script(seed)
         memory, postgres = MemoryBackend(), PostgresBackend(pg_dsn)
         try:
             (expected, most), (got, _) = play(memory, script), play(postgres, script)
