@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,13 @@ class Sampler:
             i = 0
         self._i = i + 1
         return self._block[i]
+
+
+def blocks(draw, *args) -> Iterator:
+    """The values of `draw(*args, _BLOCK)` called again and again: one numpy call per 512 values,
+    the same sequence as drawing them one at a time from that generator."""
+    while True:
+        yield from draw(*args, _BLOCK).tolist()
 
 
 def _block_drawer(dist: Dist, rng: np.random.Generator):

@@ -8,6 +8,7 @@ from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from sim.dists import Dist, blocks
 from sim.model.session import DbSession
 
 
@@ -41,29 +42,38 @@ class JobCatalog:
 
     def __getitem__(self, job_id: int) -> JobSpec:
         i = job_id - 1
-        event_id = f"evt-{self._event[i]}"
+        event_id = event_name(self._event[i])
         amount = self._amount[i]
-        payload = f'{{"event_id":"{event_id}","amount_cents":{amount},"currency":"EUR"}}'
+        payload = payload_json(event_id, amount)
         digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
         return JobSpec(job_id, event_id, payload, digest, amount, self._work[i])
+
+
+def event_name(event_no: int) -> str:
+    return f"evt-{event_no}"
+
+
+def payload_json(event_id: str, amount_cents: int) -> str:
+    """The job's payload as the producer stores it (its hash is what dedup compares)."""
+    return f'{{"event_id":"{event_id}","amount_cents":{amount_cents},"currency":"EUR"}}'
 
 
 def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
     """(time, event number, amount) of every delivery in time order, redeliveries included."""
     w = scenario.workload
-    arrivals = streams.generator("arrivals")
-    amounts = streams.generator("amounts")
+    gaps = Dist.exponential(1.0 / w.rate).sampler(streams.generator("arrivals")) if w.arrival == "poisson" else None
+    amounts = blocks(streams.generator("amounts").integers, 100, 100_000)
     duplicates = streams.generator("redelivery")
     delay = w.redelivery_delay.sampler(streams.generator("redelivery/delay"))
     redeliveries: list[tuple[float, int, int, int]] = []  # (time, sequence, event, amount): a heap
     t = 0.0
     for event_no in range(1, w.jobs + 1):
-        if w.arrival == "poisson":
-            t += float(arrivals.exponential(1.0 / w.rate))
+        if gaps is not None:
+            t += gaps()
         while redeliveries and redeliveries[0][0] <= t:
             due, _, again, amount = heapq.heappop(redeliveries)
             yield due, again, amount
-        amount = int(amounts.integers(100, 100_000))
+        amount = next(amounts)
         yield t, event_no, amount
         if w.duplicate_delivery and duplicates.random() < w.duplicate_delivery:
             altered = amount + 1 if duplicates.random() < w.payload_mismatch else amount
@@ -83,12 +93,12 @@ def producer(world):
         if t > env.now:
             yield env.timeout(t - env.now)
         job = catalog.add(event_no, amount, work())
-        spec = catalog[job]
-        params = {"id": job, "event_id": spec.event_id, "payload": spec.payload}
+        event_id = event_name(event_no)
+        params = {"id": job, "event_id": event_id, "payload": payload_json(event_id, amount)}
         if t == 0.0:  # the initial batch: loaded at once, before the first worker polls
             params["now"] = 0.0
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
         else:
             yield from db.run("insert_job", params, job=job)
-        log.add(env.now, "enqueue", "producer", job, None, spec.event_id)
+        log.add(env.now, "enqueue", "producer", job, None, event_id)
