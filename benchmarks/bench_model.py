@@ -3,8 +3,10 @@
 Runs the `baseline` preset for at least 100k jobs (Poisson arrivals below capacity) and measures
 wall seconds, simulated jobs per wall second and the number of SimPy events the run scheduled.
 The floor is a bare SimPy loop that schedules the same number of timeouts, measured in the same
-process right before; budget: ratio <= 3. Then, in a child process, a 1M-job run with heartbeat
-records off reports its peak RSS (budget: < 1.5 GB). Prints one JSON object.
+process right after; budget: ratio <= 3. To show where the time goes, the backend calls of one
+run are recorded and replayed on a fresh MemoryBackend without SimPy: the backend alone, against
+the same floor. Then, in a child process, a 1M-job run with heartbeat records off reports its
+peak RSS (budget: < 1.5 GB). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -43,6 +45,40 @@ def simulate(jobs: int, *, record_heartbeats: bool = True) -> tuple[float, int, 
     return wall, events, completed
 
 
+class RecordingBackend:
+    """Passes every call on to a MemoryBackend and records it, to be replayed without SimPy."""
+
+    CALLS = frozenset({"connect", "execute", "resume", "begin", "commit", "rollback", "crash"})
+
+    def __init__(self):
+        self.backend = MemoryBackend()
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, name: str):
+        method = getattr(self.backend, name)
+        if name not in self.CALLS:
+            return method
+        calls = self.calls
+
+        def record(*args):
+            calls.append((name, tuple(dict(a) if isinstance(a, dict) else a for a in args)))
+            return method(*args)
+        return record
+
+
+def backend_alone(jobs: int) -> tuple[float, int]:
+    """(process seconds of the backend calls of a `jobs` run replayed on a fresh backend, calls)."""
+    recorder = RecordingBackend()
+    world = build(baseline(jobs), recorder)
+    world.env.run(until=world.scenario.horizon)
+    fresh = MemoryBackend()
+    calls = [(getattr(fresh, name), args) for name, args in recorder.calls]
+    start = time.process_time()
+    for call, args in calls:
+        call(*args)
+    return time.process_time() - start, len(calls)
+
+
 def bare_simpy(events: int, processes: int) -> float:
     """Wall seconds for `processes` SimPy processes that schedule `events` timeouts in total."""
     env = simpy.Environment()
@@ -76,6 +112,7 @@ def main() -> None:
     wall, events, completed = simulate(JOBS)
     floor = bare_simpy(events, workers)
     ratio = wall / floor
+    backend, calls = backend_alone(JOBS)
     big = peak_rss_child(BIG_JOBS) if "--quick" not in sys.argv else None
     result = {
         "scenario": "baseline",
@@ -89,6 +126,11 @@ def main() -> None:
         "ratio_to_bare_simpy": round(ratio, 3),
         "ratio_budget": RATIO_BUDGET,
         "ratio_within_budget": ratio <= RATIO_BUDGET,
+        "backend_calls_per_job": round(calls / JOBS, 2),
+        "backend_alone_seconds": round(backend, 3),
+        "backend_alone_ratio_to_bare_simpy": round(backend / floor, 3),
+        "us_per_job": {"model": round(wall / JOBS * 1e6, 2), "backend_alone": round(backend / JOBS * 1e6, 2),
+                       "bare_simpy": round(floor / JOBS * 1e6, 2)},
         "self_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024, 3),
     }
     if big is not None:
