@@ -129,6 +129,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=4, metavar="N", help="consumer processes (default: 4)")
     p.add_argument("--poll-interval", type=float, default=1.0, metavar="S", help="idle poll interval (default: 1 s)")
     p.add_argument("--arrival-rate", type=float, metavar="R", help="jobs per second (default: full load)")
+    p.add_argument("--min-ttl", type=float, metavar="SECONDS",
+                   help="never recommend a TTL below this, e.g. for GC pauses or deploys (default: no floor)")
     p.add_argument("--no-verify", action="store_true", help="skip the simulated evidence sweep")
     p.add_argument("--seed", type=int, default=0, help="seed of the evidence sweep (default: 0)")
     p.add_argument("--out", type=Path, metavar="DIR",
@@ -229,7 +231,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_advise(args) -> int:
-    from sim.advisor import advise, write_advice
+    from sim.advisor import DEFAULT_TTLS, advise, write_advice
     from sim.dists import Dist
 
     checks = [("--target", args.target, 0 < args.target < 1, "must be a probability between 0 and 1"),
@@ -239,7 +241,10 @@ def cmd_advise(args) -> int:
               ("--workers", args.workers, args.workers >= 1, "must be at least 1"),
               ("--poll-interval", args.poll_interval, args.poll_interval > 0, "must be > 0 seconds"),
               ("--arrival-rate", args.arrival_rate, args.arrival_rate is None or args.arrival_rate > 0,
-               "must be > 0 jobs per second")]
+               "must be > 0 jobs per second"),
+              ("--min-ttl", args.min_ttl, args.min_ttl is None or args.min_ttl > 0, "must be > 0 seconds"),
+              ("--min-ttl", args.min_ttl, args.min_ttl is None or not args.min_ttl > max(DEFAULT_TTLS),
+               f"must be at most {max(DEFAULT_TTLS)} s, the longest TTL the advisor considers")]
     for flag, value, ok, message in checks:
         if not ok or (isinstance(value, float) and not math.isfinite(value)):
             raise UsageError(f"{flag} {value:g}: {message}")
@@ -248,7 +253,7 @@ def cmd_advise(args) -> int:
     advice = advise(args.durations, column=args.column, target_false_expiry=args.target, pause_rate=args.pause_rate,
                     pause_duration=Dist.lognormal(args.pause_p99 / 10, args.pause_p99), crash_rate=args.crash_rate,
                     workers=args.workers, poll_interval=args.poll_interval, arrival_rate=args.arrival_rate,
-                    verify=not args.no_verify, seed=args.seed)
+                    min_ttl=args.min_ttl, verify=not args.no_verify, seed=args.seed)
     print(advice)
     if args.out is not None:
         written = write_advice(advice, args.out)

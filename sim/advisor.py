@@ -17,10 +17,12 @@ How it chooses (all predictions come from sim.analytic, whose docstrings give th
 2. Feasible: predicted false expiry <= target / margin (margin 2 by default: the formulas are
    approximations, and a recommendation should meet the target in simulation too, not only on
    paper); L >= heartbeats_per_ttl x h (default 2: one lost heartbeat does not lapse the lease);
-   upkeep <= max_db_load when given.
+   upkeep <= max_db_load when given; L >= min_ttl when a floor is given (teams often impose one
+   for GC pauses and deploys that the durations do not show).
 3. Among the feasible, the fastest predicted recovery R* is found; the recommendation is the
    cheapest in DB load whose predicted recovery is within recovery_tolerance (10%) of R*. Ties go
-   to the faster recovery, then to the lower false expiry.
+   to the faster recovery, then to the lower false expiry. If none is feasible, the advice says
+   NOT MET and gives the lowest predicted false expiry (at or above the TTL floor, if any).
 
 With verify=True the recommendation is simulated (sim.sweep) beside its neighbouring TTLs, and
 the evidence table puts simulated figures, with confidence intervals, next to the predictions.
@@ -199,9 +201,12 @@ class Advice:
     def __str__(self) -> str:
         i = self.inputs
         lines = [self.headline()]
+        floor = i.get("min_ttl")
         if not self.met:
-            lines.append(f"  NOT MET: no candidate is predicted below {_pct(self.target_false_expiry / i['margin'])} "
-                         "(target / margin); this is the lowest predicted false expiry found.")
+            above = f" with TTL >= the {_s(floor)} floor (min_ttl)" if floor is not None else ""
+            lines.append(f"  NOT MET: no candidate{above} is predicted below "
+                         f"{_pct(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
+                         f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
         lines += [
             f"  durations: {i['durations_n']} jobs, median {_s(i['durations_median'])}, p99 {_s(i['durations_p99'])}, "
@@ -216,6 +221,9 @@ class Advice:
             f"  chosen from {len(self.candidates)} candidates ({int(self.candidates['feasible'].sum())} feasible): "
             f"the cheapest within {i['recovery_tolerance']:.0%} of the fastest feasible recovery",
         ]
+        if floor is not None:
+            below = int((self.candidates["ttl"] < floor).sum())
+            lines.append(f"  TTL floor: {_s(floor)} (min_ttl); {below} candidates with a shorter TTL were ruled out")
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
             for row in self.evidence.itertuples():
@@ -259,8 +267,8 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
            crash_rate: float = 1.0, target_false_expiry: float = 1e-3, poll_interval: float = 1.0, workers: int = 4,
            arrival_rate: float | None = None, claim_takes_expired: bool = False, statement_latency: float = 0.002,
            candidates: Mapping[str, Sequence] | None = None, margin: float = 2.0, recovery_tolerance: float = 0.1,
-           heartbeats_per_ttl: float = 2.0, max_db_load: float | None = None, verify: bool = True,
-           replications: int = 4, evidence_jobs: int = 1500, seed: int = 0, executor=None,
+           heartbeats_per_ttl: float = 2.0, max_db_load: float | None = None, min_ttl: float | None = None,
+           verify: bool = True, replications: int = 4, evidence_jobs: int = 1500, seed: int = 0, executor=None,
            progress: bool | None = None) -> Advice:
     """Recommend lease TTL, heartbeat interval and watcher interval (see the module docstring).
 
@@ -271,7 +279,8 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
     claim_takes_expired: whether claims take expired leases themselves (then the watcher is only a
     backstop and not on the recovery path); by default the watcher does the requeue.
     candidates: {"ttl": [...], "heartbeat_interval": [..., None], "watcher_interval": [...]} to
-    replace the default ladders (None: no heartbeat). verify: simulate the recommendation and its
+    replace the default ladders (None: no heartbeat). min_ttl: a floor in seconds; shorter TTLs are
+    infeasible (and left out of the evidence). verify: simulate the recommendation and its
     neighbouring TTLs (`replications` runs of `evidence_jobs` jobs each, through sim.sweep).
     """
     values = load_durations(durations, column)
@@ -291,6 +300,8 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         _positive("arrival_rate", arrival_rate)
     if max_db_load is not None:
         _positive("max_db_load", max_db_load)
+    if min_ttl is not None:
+        _positive("min_ttl", min_ttl)
     _positive("margin", margin)
     if margin < 1:
         raise ConfigError(f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}")
@@ -318,7 +329,8 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         "workers": workers, "poll_interval": float(poll_interval), "arrival_rate": arrival_rate,
         "claim_takes_expired": bool(claim_takes_expired), "statement_latency": float(statement_latency),
         "margin": float(margin), "recovery_tolerance": float(recovery_tolerance),
-        "heartbeats_per_ttl": float(heartbeats_per_ttl), "max_db_load": max_db_load, "seed": seed,
+        "heartbeats_per_ttl": float(heartbeats_per_ttl), "max_db_load": max_db_load,
+        "min_ttl": None if min_ttl is None else float(min_ttl), "seed": seed,
     }
     table = candidate_table(job, ttls=ttls, heartbeats=heartbeats, watchers=watchers, **_model_inputs(inputs))
     limit = target_false_expiry / margin
@@ -328,6 +340,11 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         feasible &= hb.isna() | (table["ttl"] >= heartbeats_per_ttl * (hb + statement_latency))
     if max_db_load is not None:
         feasible &= table["db_load"] <= max_db_load
+    allowed = table["ttl"] >= min_ttl if min_ttl is not None else pd.Series(True, index=table.index)
+    if not allowed.any():
+        raise ConfigError(f"min_ttl: {min_ttl:g} s is above every candidate TTL (the longest considered is "
+                          f"{table['ttl'].max():g} s); lower it or add longer TTLs to candidates['ttl']")
+    feasible &= allowed
     table["feasible"] = feasible
     met = bool(feasible.any())
     if met:
@@ -336,7 +353,7 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         near = pool[pool["predicted_recovery_mean"] <= fastest * (1 + recovery_tolerance) + 1e-9]
         chosen = near.sort_values(["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]).iloc[0]
     else:
-        chosen = table.sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"]).iloc[0]
+        chosen = table[allowed].sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"]).iloc[0]
     h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
     p95 = float(np.quantile(_recovery_draws(job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs), 0.95))
     advice = Advice(
@@ -348,7 +365,8 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         candidates=table, evidence=None, durations=job, inputs=inputs,
     )
     if verify:
-        advice.evidence = _evidence(advice, ttls, int(replications), int(evidence_jobs), seed, executor, progress)
+        floored = [t for t in ttls if min_ttl is None or t >= min_ttl]
+        advice.evidence = _evidence(advice, floored, int(replications), int(evidence_jobs), seed, executor, progress)
     return advice
 
 

@@ -750,17 +750,27 @@ def pareto_front(x, y) -> np.ndarray:
     return front
 
 
+LOG_DECADES = 2.0  # tradeoff(logx=None) turns to a log x axis when positive x values span more decades
+
+
 def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str = "recovery_latency_mean",
-             size: str = "statements_per_s", keys: list[str] | None = None, confidence: float = 0.95):
+             size: str = "statements_per_s", keys: list[str] | None = None, confidence: float = 0.95,
+             logx: bool | None = None):
     """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
 
     Each point is one setting (a row of a sweep's aggregate, identified by its dotted grid keys or
     `keys`), labelled with those settings. The frontier (settings no other setting beats on both
     axes) is circled and joined by a dashed staircase; whiskers show CIs when the frame has them.
+    logx: a log x axis; None (default) chooses one when the positive x values span more than two
+    decades. A log axis has no 0, so settings with x = 0 (and intervals reaching 0) are drawn on a
+    dotted line at its left edge, labelled 0 on the axis and in the legend, rather than dropped;
+    the frontier is computed on the true values.
     """
     import matplotlib as mpl
     from matplotlib.colors import Normalize
 
+    if logx is not None and not isinstance(logx, bool | np.bool_):
+        raise ConfigError(f"logx: expected True, False or None (automatic), got {logx!r}")
     keys = keys if keys is not None else [c for c in agg.columns if isinstance(c, str) and "." in c]
     if not keys:
         raise ConfigError("tradeoff: the frame has no dotted grid-key columns; pass keys=[...]")
@@ -771,7 +781,15 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
     for table, tag in ((ty, "y"), (ts, "s")):
         points = points.merge(table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys)
     px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
+    shown = np.isfinite(px) & np.isfinite(py)
+    log = _spans_decades(px[shown], LOG_DECADES) if logx is None else bool(logx)
+    if log and not (px[shown] > 0).any():
+        raise ConfigError(f"logx: no setting has a positive {x}; a log axis needs some")
+    edge = _zero_edge(px[shown], points.loc[shown, ["low_x", "high_x"]].to_numpy(dtype=float)) if log else None
+    dx = np.where(px > 0, px, edge) if edge is not None else px  # where each point is drawn
     ax = _new_axes(ax, (9, 6))
+    if log:
+        ax.set_xscale("log")
     finite_s = ps[np.isfinite(ps)]
     s_low, s_high = (finite_s.min(), finite_s.max()) if len(finite_s) else (0.0, 1.0)
     if s_high <= s_low:
@@ -779,43 +797,98 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
     areas = 40 + 360 * np.clip((np.nan_to_num(ps, nan=s_low) - s_low) / (s_high - s_low), 0, 1)
     norm = Normalize(s_low, s_high)
     colours = mpl.colormaps["cividis"]
-    shown = np.isfinite(px) & np.isfinite(py)
     for i in np.flatnonzero(shown):
         if np.isfinite(points["low_y"].iat[i]) and np.isfinite(points["high_y"].iat[i]):
-            ax.plot([px[i]] * 2, [points["low_y"].iat[i], points["high_y"].iat[i]], color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+            ax.plot([dx[i]] * 2, [points["low_y"].iat[i], points["high_y"].iat[i]], color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
         if np.isfinite(points["low_x"].iat[i]) and np.isfinite(points["high_x"].iat[i]):
-            ax.plot([points["low_x"].iat[i], points["high_x"].iat[i]], [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
-    ax.scatter(px[shown], py[shown], s=areas[shown], c=ps[shown], cmap=colours, norm=norm, edgecolors=INK,
+            ends = [points["low_x"].iat[i], points["high_x"].iat[i]]
+            if log:  # an interval reaching 0 reaches the dotted line
+                ends = [v if v > 0 else edge for v in ends]
+            ax.plot(ends, [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+    ax.scatter(dx[shown], py[shown], s=areas[shown], c=ps[shown], cmap=colours, norm=norm, edgecolors=INK,
                linewidths=0.7, alpha=0.9, zorder=3, gid="point")
     front = pareto_front(px, py)
     order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
     if len(order):
-        ax.plot(px[order], py[order], drawstyle="steps-post", color=INK, ls="--", lw=1.2, zorder=2, gid="frontier")
-        ax.scatter(px[order], py[order], s=areas[order] + 160, facecolors="none", edgecolors=INK, linewidths=1.8,
+        ax.plot(dx[order], py[order], drawstyle="steps-post", color=INK, ls="--", lw=1.2, zorder=2, gid="frontier")
+        ax.scatter(dx[order], py[order], s=areas[order] + 160, facecolors="none", edgecolors=INK, linewidths=1.8,
                    zorder=4, gid="frontier-point")
     bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
     bar.set_label(f"{metric_label(size)}: marker size and shade")
-    if _percent(x):
-        from matplotlib.ticker import PercentFormatter
-
-        ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
-    ax.set_xlabel(metric_label(x) + "  (risk: lower is better)")
+    ax.set_xlabel(metric_label(x) + "  (risk: lower is better" + ("; log scale)" if log else ")"))
     ax.set_ylabel(metric_label(y) + "  (lower is better)")
     ax.set_ylim(bottom=0)
     if shown.any():  # room on the right for the labels
-        ax.set_xlim(min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown]))
+        if log:
+            low, high = np.log10(min(dx[shown].min(), edge or np.inf)), np.log10(dx[shown].max())
+            span = max(high - low, 1.0)
+            ax.set_xlim(10 ** (low - 0.06 * span), 10 ** (high + 0.24 * span))
+        else:
+            ax.set_xlim(min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown]))
+    _x_ticks(ax, x, log, edge)
     label_all = shown.sum() <= 24
     chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
     texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
-    _place_labels(ax, px[chosen], py[chosen], texts, front[chosen])
+    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen])
     handles = [Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
                Line2D([], [], color=INK, ls="--", lw=1.2)]
-    ax.legend(handles, ["Pareto frontier: no other setting is better on both axes", "frontier staircase"],
-              fontsize=8, frameon=False, loc="upper right")
+    names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
+    if edge is not None:
+        ax.axvline(edge, color="#888888", ls=":", lw=1.2, zorder=1, gid="zero-line")
+        handles.append(Line2D([], [], color="#888888", ls=":", lw=1.2))
+        sign = "=" if (px[shown] >= 0).all() else "<="
+        names.append(f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
+                     "(a log axis has no 0)")
+    ax.legend(handles, names, fontsize=8, frameon=False, loc="upper right")
     _finish(ax, "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
             f"each point is one setting; {_n_text(ty)}" + ("; grey whiskers: 95% CIs" if any(
                 a.get_gid() == "ci" for a in ax.lines) else ""))
     return ax
+
+
+def _spans_decades(values, decades: float) -> bool:
+    """Whether the positive finite values span more than `decades` powers of ten."""
+    values = np.asarray(values, dtype=float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    return len(positive) >= 2 and positive.max() > positive.min() * 10 ** decades
+
+
+def _zero_edge(means, interval_ends) -> float | None:
+    """Where a log axis draws x <= 0: half a decade left of every positive mean and interval end
+    (so that order is kept); None when no mean or interval reaches 0."""
+    values = np.concatenate([np.ravel(means), np.ravel(interval_ends)]).astype(float)
+    values = values[np.isfinite(values)]
+    if not (values <= 0).any():
+        return None
+    return float(values[values > 0].min()) / 10 ** 0.5
+
+
+def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
+    """Percent tick labels for rates. A log axis labels decades (also 2 and 5 when it spans fewer
+    than two), and a dotted line for x = 0 at `edge` is labelled 0 instead of the ticks near it."""
+    percent = _percent(metric)
+    if not log:
+        if percent:
+            from matplotlib.ticker import PercentFormatter
+
+            ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
+        return
+    import matplotlib as mpl
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0,) if high > 100 * low else (1.0, 2.0, 5.0)))
+    cut = edge * 10 ** 0.25 if edge is not None else 0.0  # halfway to the smallest positive value
+
+    def label(v, _):
+        return "" if v < cut else (f"{100 * v:.4g}%" if percent else f"{v:g}")
+
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if edge is not None:
+        ax.annotate("0%" if percent else "0", (edge, 0), xycoords=ax.get_xaxis_transform(), xytext=(0, -7),
+                    textcoords="offset points", ha="center", va="top", fontsize=mpl.rcParams["xtick.labelsize"],
+                    color=INK, gid="zero-label")
 
 
 def _place_labels(ax, xs, ys, texts, bold) -> None:

@@ -1,10 +1,16 @@
-"""Small statistics shared by the analysis figures, the peer comparison and the design review.
+"""Small statistics shared by the sweeps, the analysis figures, the peer comparison and the design review.
 
 - `mean_ci`: mean and Student-t confidence interval of replications;
-- `summarize`: a one-row-per-run frame -> one row per group with `<metric>_mean/_ci_low/_ci_high`
-  (the column shape of `SweepResult.aggregate`);
+- `summarize`: a one-row-per-run frame -> one row per group with `n` and `<metric>_mean/_ci_low/_ci_high`;
+  the one implementation of per-group intervals (`SweepResult.aggregate` calls it);
 - `add_rates`: derived per-run rates (false-expiry rate, race probability, ...) that the summary
   does not carry, because their denominators differ.
+
+Interval semantics, everywhere: the mean of a metric and its two-sided Student-t interval at
+`confidence` are over that metric's values in the group; missing values (NaN, e.g. a recovery
+latency in a run without crashes; also +-inf) are left out of that metric's mean and interval;
+with fewer than two values the interval is NaN; identical values give a zero-width interval.
+`n` is the number of runs in the group, whatever the metric.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from sim.errors import ConfigError
 
 # derived metric -> (numerator, denominator), both summary metrics of a Run
 RATES: dict[str, tuple[str, str]] = {
@@ -26,20 +34,32 @@ RATES: dict[str, tuple[str, str]] = {
 
 
 def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float, int]:
-    """(mean, ci_low, ci_high, n) of the finite values; the interval is NaN with fewer than two."""
+    """(mean, ci_low, ci_high, n) of the finite values (n counts those); semantics as in the module docstring."""
+    _check_confidence(confidence)
     x = np.asarray([v for v in values if v is not None], dtype=float)
     x = x[np.isfinite(x)]
     n = len(x)
     if n == 0:
         return np.nan, np.nan, np.nan, 0
     mean = float(x.mean())
-    if n < 2:
-        return mean, np.nan, np.nan, n
-    sem = float(x.std(ddof=1)) / np.sqrt(n)
-    if sem == 0.0:
-        return mean, mean, mean, n
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sem
+    std = float(x.std(ddof=1)) if n > 1 else np.nan
+    half = float(_half_width(std, n, confidence))
     return mean, mean - half, mean + half, n
+
+
+def _half_width(std, count, confidence: float):
+    """Half-width of the Student-t interval of a mean from its sample std and value count (NaN below 2)."""
+    std, count = np.asarray(std, dtype=float), np.asarray(count, dtype=float)
+    dof = np.where(count >= 2, count - 1, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return stats.t.ppf(0.5 + confidence / 2, dof) * std / np.sqrt(count)
+
+
+def _check_confidence(confidence) -> None:
+    """ConfigError unless 0 < confidence < 1 (a probability, not a percentage)."""
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.number) \
+            or not 0 < confidence < 1:
+        raise ConfigError(f"confidence: must be between 0 and 1, got {confidence!r}")
 
 
 def add_rates(frame: pd.DataFrame) -> pd.DataFrame:
@@ -55,23 +75,35 @@ def add_rates(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(runs: pd.DataFrame, by: str | Sequence[str], metrics: Sequence[str] | None = None,
-              confidence: float = 0.95) -> pd.DataFrame:
+              confidence: float = 0.95, *, sort: bool = True) -> pd.DataFrame:
     """One row per group of `by`: the keys, `n`, and `<metric>_mean`, `_ci_low`, `_ci_high`.
 
-    `metrics` defaults to every numeric column that is not a key, `replication` or `seed`.
+    Semantics of `n`, missing values and intervals: the module docstring. `by` may be empty (one
+    group: the whole frame). Groups come sorted by their keys, or in order of first appearance
+    with sort=False; NaN keys form groups of their own. `metrics` defaults to every numeric
+    column that is not a key, `replication` or `seed`.
     """
     keys = [by] if isinstance(by, str) else list(by)
     if metrics is None:
         skip = set(keys) | {"replication", "seed"}
         metrics = [c for c in runs.columns if c not in skip and pd.api.types.is_numeric_dtype(runs[c])]
-    rows = []
-    for key, group in runs.groupby(keys, sort=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        row = dict(zip(keys, key, strict=True))
-        row["n"] = len(group)
-        for metric in metrics:
-            mean, low, high, _ = mean_ci(group[metric].astype(float), confidence)
-            row[f"{metric}_mean"], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = mean, low, high
-        rows.append(row)
-    columns = [*keys, "n", *(f"{m}_{s}" for m in metrics for s in ("mean", "ci_low", "ci_high"))]
-    return pd.DataFrame(rows, columns=columns)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    _check_confidence(confidence)
+    missing = [c for c in [*keys, *metrics] if c not in runs.columns]
+    if missing:
+        raise ConfigError(f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, runs.columns))})")
+    values = runs[metrics].astype(float)
+    values = values.where(np.isfinite(values))  # +-inf is missing too
+    grouper = [runs[k] for k in keys] if keys else np.zeros(len(runs), dtype=int)
+    groups = values.groupby(grouper, sort=sort, dropna=False)
+    moments = groups.agg(["mean", "std", "count"]) if metrics else None
+    columns = {"n": groups.size().astype(np.int64)}
+    for name in metrics:
+        mean = moments[(name, "mean")].astype(float)
+        half = _half_width(moments[(name, "std")], moments[(name, "count")], confidence)
+        columns[f"{name}_mean"] = mean
+        columns[f"{name}_ci_low"] = mean - half
+        columns[f"{name}_ci_high"] = mean + half
+    table = pd.concat(columns, axis=1)
+    parts = [table.index.to_frame(index=False)] if keys else []
+    return pd.concat([*parts, table.reset_index(drop=True)], axis=1)

@@ -393,14 +393,14 @@ class SweepResult:
         return [c for c in self.runs.columns if c not in fixed]
 
     def aggregate(self, metrics: Sequence[str] | None = None, confidence: float = 0.95) -> pd.DataFrame:
-        """One row per grid point: n, then <metric>_mean, <metric>_ci_low, <metric>_ci_high.
+        """One row per grid point, in grid order: the keys, n, then <metric>_mean, _ci_low, _ci_high.
 
-        The interval is Student's t at `confidence` over the point's runs. Missing values (e.g. a
-        recovery latency in a run without crashes) are left out of that metric's mean and interval;
-        with fewer than two values the interval is NaN. `n` is the number of runs at the point.
+        Computed by sim.stats.summarize, whose module docstring gives the semantics once: `n` is the
+        number of runs at the point; missing values (e.g. a recovery latency in a run without
+        crashes) are left out of that metric's mean and Student-t interval; fewer than two -> NaN.
         """
-        if not 0 < confidence < 1:
-            raise ConfigError(f"confidence: must be between 0 and 1, got {confidence!r}")
+        from sim.stats import summarize
+
         numeric = [c for c in self.metrics if pd.api.types.is_numeric_dtype(self.runs[c])]
         if metrics is None:
             metrics = numeric
@@ -411,28 +411,7 @@ class SweepResult:
                     close = difflib.get_close_matches(name, numeric, n=1)
                     hint = f"; did you mean {close[0]}?" if close else ""
                     raise ConfigError(f"metrics: {name!r} is not a numeric metric of this sweep{hint}")
-        from scipy import stats
-
-        keys = self.keys
-        frame = self.runs
-        if keys:
-            groups = frame.groupby(keys, sort=False, dropna=False)
-        else:
-            groups = frame.groupby(np.zeros(len(frame), dtype=int), sort=False)
-        values = groups[metrics].agg(["mean", "std", "count"]) if metrics else None
-        columns = {"n": groups.size()}
-        for name in metrics:
-            mean = values[(name, "mean")].astype(float)
-            std = values[(name, "std")].astype(float)
-            count = values[(name, "count")].astype(float)
-            dof = (count - 1).where(count >= 2)
-            half = stats.t.ppf((1 + confidence) / 2, dof) * std / np.sqrt(count)
-            columns[f"{name}_mean"] = mean
-            columns[f"{name}_ci_low"] = mean - half
-            columns[f"{name}_ci_high"] = mean + half
-        table = pd.concat(columns, axis=1)
-        parts = [table.index.to_frame(index=False)] if keys else []
-        return pd.concat([*parts, table.reset_index(drop=True)], axis=1)
+        return summarize(self.runs, self.keys, metrics, confidence, sort=False)
 
     # ---- files ---------------------------------------------------------------------------------
 

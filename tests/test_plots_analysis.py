@@ -239,6 +239,69 @@ def test_tradeoff_from_a_simulated_sweep():
     assert len(gids(ax, "frontier-point")[0].get_offsets()) >= 1
 
 
+def risk_frame(rates) -> pd.DataFrame:
+    """An aggregated frame of one setting per false-expiry rate; latency falls as risk rises."""
+    return pd.DataFrame([{"policy.lease_ttl": 10.0 * (len(rates) - i), "n": 3, "false_expiry_rate_mean": rate,
+                          "recovery_latency_mean_mean": 10.0 * (len(rates) - i), "statements_per_s_mean": 1.0}
+                         for i, rate in enumerate(rates)])
+
+
+WIDE = [0.0, 1e-5, 1e-3, 0.02]  # positive rates span 3.3 decades
+NARROW = [0.0, 0.002, 0.01, 0.05]  # 1.4 decades
+
+
+def test_tradeoff_turns_to_a_log_x_axis_when_the_risk_spans_decades():
+    ax = plots.tradeoff(risk_frame(WIDE))
+    assert ax.get_xscale() == "log" and ax.get_xlabel().endswith("log scale)")
+    [scatter] = gids(ax, "point")
+    drawn = scatter.get_offsets()[:, 0]
+    # the setting without false expiries sits on the dotted line half a decade left of 0.001%
+    [line] = gids(ax, "zero-line")
+    assert line.get_xdata()[0] == pytest.approx(1e-5 / 10 ** 0.5)
+    assert sorted(drawn) == pytest.approx([1e-5 / 10 ** 0.5, 1e-5, 1e-3, 0.02])
+    assert ax.get_xlim()[0] < min(drawn)
+    assert "false-expiry rate = 0 (a log axis has no 0)" in [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    # the frontier uses the true values: every setting trades risk for recovery, so all four are on it
+    [front] = gids(ax, "frontier-point")
+    assert len(front.get_offsets()) == 4
+    ax.figure.canvas.draw()
+    shown = {t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    assert {"0.001%", "0.1%", "10%"} <= shown and "0.0001%" not in shown  # no tick label beside the 0 line
+    [zero] = gids(ax, "zero-label")
+    assert zero.get_text() == "0%" and zero.xy[0] == pytest.approx(1e-5 / 10 ** 0.5)
+
+
+def test_tradeoff_on_a_log_axis_starts_intervals_that_reach_0_at_the_edge():
+    frame = risk_frame(WIDE).assign(false_expiry_rate_ci_low=lambda f: f["false_expiry_rate_mean"] / 2,
+                                    false_expiry_rate_ci_high=[2e-6, 2e-5, 2e-3, 0.04])
+    ax = plots.tradeoff(frame)
+    edge = 2e-6 / 10 ** 0.5  # half a decade left of everything positive, the upper 2e-6 included
+    assert gids(ax, "zero-line")[0].get_xdata()[0] == pytest.approx(edge)
+    assert min(gids(ax, "point")[0].get_offsets()[:, 0]) == pytest.approx(edge)
+    whiskers = sorted(tuple(line.get_xdata()) for line in gids(ax, "ci"))
+    assert whiskers == [pytest.approx((edge, 2e-6)), pytest.approx((5e-6, 2e-5)),
+                        pytest.approx((5e-4, 2e-3)), pytest.approx((0.01, 0.04))]
+
+
+def test_tradeoff_stays_linear_for_a_narrow_span_and_explicit_logx_wins():
+    narrow = plots.tradeoff(risk_frame(NARROW))
+    assert narrow.get_xscale() == "linear" and not gids(narrow, "zero-line")
+    assert sorted(gids(narrow, "point")[0].get_offsets()[:, 0]) == NARROW
+    plt.close("all")
+    assert plots.tradeoff(risk_frame(WIDE), logx=False).get_xscale() == "linear"
+    plt.close("all")
+    forced = plots.tradeoff(risk_frame(NARROW[1:]), logx=True)
+    assert forced.get_xscale() == "log" and not gids(forced, "zero-line")  # no zero: no dotted line
+    assert sorted(gids(forced, "point")[0].get_offsets()[:, 0]) == pytest.approx(NARROW[1:])
+
+
+def test_tradeoff_logx_errors_are_one_line():
+    with pytest.raises(ConfigError, match=r"logx: expected True, False or None \(automatic\), got 'yes'"):
+        plots.tradeoff(risk_frame(WIDE), logx="yes")
+    with pytest.raises(ConfigError, match="logx: no setting has a positive false_expiry_rate"):
+        plots.tradeoff(risk_frame([0.0, 0.0]), logx=True)
+
+
 def test_metric_table_errors_are_one_line():
     with pytest.raises(ConfigError, match="policy.nope: not a column"):
         plots.heatmap(hand_grid(), x="policy.nope")

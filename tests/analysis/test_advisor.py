@@ -114,6 +114,48 @@ def test_an_unreachable_target_is_reported():
     assert "NOT MET" in str(advice)
 
 
+def _ranked_choice(table: pd.DataFrame) -> pd.Series:
+    """The module docstring's rule: cheapest feasible within 10% of the fastest feasible recovery."""
+    pool = table[table["feasible"]]
+    near = pool[pool["predicted_recovery_mean"] <= pool["predicted_recovery_mean"].min() * 1.1 + 1e-9]
+    return near.sort_values(["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]).iloc[0]
+
+
+def test_a_ttl_floor_rules_out_shorter_leases_and_keeps_the_ranking():
+    free = advise("sample", verify=False)
+    floored = advise("sample", min_ttl=15, verify=False)
+    assert free.ttl < 15  # the sample's own advice is a short lease (5 s)
+    assert floored.met and floored.ttl >= 15
+    before, after = free.candidates, floored.candidates
+    pd.testing.assert_frame_equal(after.drop(columns="feasible"), before.drop(columns="feasible"))
+    assert (after["feasible"] == (before["feasible"] & (before["ttl"] >= 15))).all()
+    best = _ranked_choice(after)
+    assert (floored.ttl, floored.watcher_interval, floored.db_load) == (best["ttl"], best["watcher_interval"],
+                                                                       best["db_load"])
+    assert floored.heartbeat_interval == best["heartbeat_interval"]
+    text = str(floored)
+    below = int((after["ttl"] < 15).sum())
+    assert f"  TTL floor: 15 s (min_ttl); {below} candidates with a shorter TTL were ruled out" in text.splitlines()
+    assert "TTL floor" not in str(free) and floored.inputs["min_ttl"] == 15.0
+
+
+def test_a_floor_leaves_shorter_ttls_out_of_the_evidence():
+    advice = advise("sample", min_ttl=15, replications=2, evidence_jobs=300, seed=1)
+    assert advice.ttl == 15 and advice.evidence["ttl"].tolist() == [15.0, 20.0]
+
+
+def test_nothing_feasible_above_the_floor_is_reported_with_the_floor():
+    advice = advise([30.0, 60.0, 120.0], pause_rate=600, pause_duration=Dist.constant(50.0), target_false_expiry=1e-4,
+                    candidates={"ttl": [10, 20, 30], "heartbeat_interval": [5, None], "watcher_interval": [10]},
+                    min_ttl=20, verify=False)
+    table = advice.candidates
+    assert not advice.met and not table["feasible"].any()
+    assert advice.ttl >= 20
+    assert advice.predicted_false_expiry == table.loc[table["ttl"] >= 20, "predicted_false_expiry"].min()
+    assert "NOT MET: no candidate with TTL >= the 20 s floor (min_ttl) is predicted below 0.005% (target / margin); " \
+           "this is the lowest predicted false expiry found at or above the floor." in str(advice)
+
+
 def test_bundled_sample_is_the_documented_generator_output():
     shipped = pd.read_csv(sample_durations_path())
     pd.testing.assert_frame_equal(shipped, sample_durations())
@@ -153,6 +195,11 @@ def test_bad_csv_is_one_config_error_line(tmp_path, text, column, message):
     ([1.0], {"candidates": {"ttls": [10]}}, "candidates: unknown key 'ttls'"),
     ([1.0], {"candidates": {"ttl": [10, -5]}}, "candidates.ttl: must be a number > 0"),
     ([1.0], {"margin": 0.5}, "margin: must be >= 1"),
+    ([1.0], {"min_ttl": 0}, "min_ttl: must be a number > 0, got 0"),
+    ([1.0], {"min_ttl": -15}, "min_ttl: must be a number > 0, got -15"),
+    ([1.0], {"min_ttl": float("nan")}, "min_ttl: must be a number > 0, got nan"),
+    ([1.0], {"min_ttl": "15"}, "min_ttl: must be a number > 0, got '15'"),
+    ([1.0], {"min_ttl": 7200}, "min_ttl: 7200 s is above every candidate TTL (the longest considered is 3600 s)"),
 ])
 def test_bad_arguments_are_one_config_error_line(durations, kwargs, message):
     with pytest.raises(ConfigError) as caught:
@@ -182,7 +229,22 @@ def test_cli_advise_sample_without_verification(capsys):
     assert "evidence" not in out and "DB load at 2 jobs/s" in out and "8 workers" in out
 
 
+def test_cli_advise_with_a_ttl_floor_prints_and_writes_it(capsys, tmp_path):
+    out = tmp_path / "advice"
+    assert main(["advise", "sample", "--no-verify", "--min-ttl", "15", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    ttl = float(re.match(r"TTL ([\d.]+) s,", printed).group(1))
+    assert ttl >= 15 and "TTL floor: 15 s (min_ttl)" in printed
+    assert "TTL floor: 15 s (min_ttl)" in (out / "advice.txt").read_text()
+    assert sim.scenario.load(out / "scenario.toml").policy.lease_ttl == ttl
+
+
 @pytest.mark.parametrize("argv, message", [
+    (["advise", "sample", "--min-ttl", "0"], "--min-ttl 0: must be > 0 seconds"),
+    (["advise", "sample", "--min-ttl", "-5"], "--min-ttl -5: must be > 0 seconds"),
+    (["advise", "sample", "--min-ttl", "nan"], "--min-ttl nan: must be > 0 seconds"),
+    (["advise", "sample", "--min-ttl", "soon"], "argument --min-ttl: invalid float value: 'soon'"),
+    (["advise", "sample", "--min-ttl", "7200"], "--min-ttl 7200: must be at most 3600 s, the longest TTL"),
     (["advise", "sample", "--column", "duration"], "no column 'duration'; columns are processing_seconds, method"),
     (["advise", "sample", "--column", "method"], "method='card' is not a number of seconds"),
     (["advise", "missing.csv"], "missing.csv: cannot read"),

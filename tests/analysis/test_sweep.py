@@ -108,7 +108,9 @@ def test_aggregate_skips_missing_values_and_needs_two_for_an_interval():
     table = result.aggregate()
     assert table["n"].tolist() == [3, 2]
     assert table.loc[0, "recovery_latency_mean_mean"] == 12.0
-    assert table.loc[0, "recovery_latency_mean_ci_low"] < 12.0 < table.loc[0, "recovery_latency_mean_ci_high"]
+    # 10 and 14: std sqrt(8), standard error 2, t(0.975; 1 dof) = 12.7062
+    assert table.loc[0, "recovery_latency_mean_ci_low"] == pytest.approx(12.0 - 2 * 12.706204736, abs=1e-6)
+    assert table.loc[0, "recovery_latency_mean_ci_high"] == pytest.approx(12.0 + 2 * 12.706204736, abs=1e-6)
     assert table.loc[1, "recovery_latency_mean_mean"] == 7.0
     assert np.isnan(table.loc[1, "recovery_latency_mean_ci_low"])
 
