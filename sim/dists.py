@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import functools
+import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,8 +123,12 @@ class Dist:
             case _:
                 return float(np.quantile(self.samples, q))
 
-    def sampler(self, rng: np.random.Generator) -> Sampler:
-        return Sampler(self, rng)
+    def sampler(self, rng: np.random.Generator) -> Callable[[], float]:
+        """One draw per call, from blocks of 512 (one numpy call each): on the simulation's hot
+        path a draw costs a C-level next()."""
+        if self.kind == "constant":
+            return itertools.repeat(self.value).__next__
+        return blocks(_block_draw(self, rng)).__next__
 
     def to_dict(self) -> dict:
         keys = {
@@ -136,28 +142,6 @@ class Dist:
         return out
 
 
-class Sampler:
-    """Draws from a Dist in blocks: one numpy call per 512 values keeps the hot path cheap."""
-
-    __slots__ = ("_draw", "_block", "_i", "constant")
-
-    def __init__(self, dist: Dist, rng: np.random.Generator):
-        self.constant = dist.value if dist.kind == "constant" else None
-        self._draw = _block_drawer(dist, rng)
-        self._block: list[float] = []
-        self._i = 0
-
-    def __call__(self) -> float:
-        if self.constant is not None:
-            return self.constant
-        i = self._i
-        if i >= len(self._block):
-            self._block = self._draw().tolist()
-            i = 0
-        self._i = i + 1
-        return self._block[i]
-
-
 def blocks(draw, *args) -> Iterator:
     """The values of `draw(*args, _BLOCK)` called again and again: one numpy call per 512 values,
     the same sequence as drawing them one at a time from that generator."""
@@ -165,22 +149,20 @@ def blocks(draw, *args) -> Iterator:
         yield from draw(*args, _BLOCK).tolist()
 
 
-def _block_drawer(dist: Dist, rng: np.random.Generator):
+def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndarray]:
+    """A function of `size` that draws that many values of `dist` from `rng`."""
     match dist.kind:
-        case "constant":
-            return lambda: np.full(_BLOCK, dist.value)
         case "exponential":
-            return lambda: rng.exponential(dist.mean, _BLOCK)
+            return functools.partial(rng.exponential, dist.mean)
         case "uniform":
-            return lambda: rng.uniform(dist.low, dist.high, _BLOCK)
+            return functools.partial(rng.uniform, dist.low, dist.high)
         case "lognormal":
-            mu, sigma = math.log(dist.median), dist.sigma
-            return lambda: rng.lognormal(mu, sigma, _BLOCK)
+            return functools.partial(rng.lognormal, math.log(dist.median), dist.sigma)
         case "pareto":
-            return lambda: dist.scale * (1.0 + rng.pareto(dist.alpha, _BLOCK))
+            return lambda size: dist.scale * (1.0 + rng.pareto(dist.alpha, size))
         case "empirical":
             samples = np.asarray(dist.samples)
-            return lambda: samples[rng.integers(0, len(samples), _BLOCK)]
+            return lambda size: samples[rng.integers(0, len(samples), size)]
     raise ConfigError(f"unknown distribution kind {dist.kind!r}")
 
 

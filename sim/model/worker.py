@@ -38,7 +38,7 @@ class Worker:
         self.name = f"w{index}"
         self.policy = world.scenario.policy
         self.log = world.log
-        self.pauses = pauses
+        self.pauses = pauses if pauses else None  # an OutageCalendar with outages, or None
         streams = world.streams
         latency = world.scenario.workload.statement_latency
         partitions = partitions if partitions else None
