@@ -5,7 +5,7 @@ wall seconds, simulated jobs per wall second and the number of SimPy events the 
 The floor is a bare SimPy loop that schedules the same number of timeouts, measured in the same
 process right after; budget: ratio <= 3. To show where the time goes, the backend calls of one
 run are recorded and replayed on a fresh MemoryBackend without SimPy: the backend alone, against
-the same floor. Then, in a child process, a 1M-job run with heartbeat records off reports its
+the same floor (backend alone + floor is a lower bound for any model on this backend). Then, in a child process, a 1M-job run with heartbeat records off reports its
 peak RSS (budget: < 1.5 GB). Prints one JSON object.
 """
 
@@ -129,6 +129,8 @@ def main() -> None:
         "backend_calls_per_job": round(calls / JOBS, 2),
         "backend_alone_seconds": round(backend, 3),
         "backend_alone_ratio_to_bare_simpy": round(backend / floor, 3),
+        # any model on this backend runs its statements and schedules its timeouts: a lower bound
+        "lower_bound_ratio": round((backend + floor) / floor, 3),
         "us_per_job": {"model": round(wall / JOBS * 1e6, 2), "backend_alone": round(backend / JOBS * 1e6, 2),
                        "bare_simpy": round(floor / JOBS * 1e6, 2)},
         "self_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024, 3),
