@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from sim.model.events import EventLog
+from sim.model.events import EventLog, LogArrays
 from sim.scenario import Scenario
 
 TERMINAL = ("Completed", "Dead")
@@ -48,7 +48,12 @@ class Run:
     @cached_property
     def jobs(self) -> pd.DataFrame:
         """One row per job: final status, attempts, owners, effects and latency."""
-        return _jobs(self.events, self.leases, self.scenario)
+        return _jobs(self.log_arrays, self.leases)
+
+    @cached_property
+    def log_arrays(self) -> LogArrays:
+        """The event log as numpy columns (summaries compute on these, not on the events frame)."""
+        return self.log.arrays()
 
     @cached_property
     def statements(self) -> pd.DataFrame:
@@ -177,35 +182,52 @@ def _recoveries(log) -> pd.DataFrame:
     return frame
 
 
-def _jobs(events: pd.DataFrame, leases: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
-    enq = events[events.kind == "enqueue"]
-    jobs = pd.DataFrame({"job": enq["job"].to_numpy(), "event_id": enq["detail"].to_numpy(),
-                         "enqueued_at": enq["t"].to_numpy()}).set_index("job")
-    by_job = events[events["job"].notna()].groupby(["job", "kind"]).size().unstack(fill_value=0)
-    for kind in ("claim", "effect", "complete"):
-        if kind not in by_job:
-            by_job[kind] = 0
-    jobs["attempts"] = by_job["claim"].reindex(jobs.index, fill_value=0)
-    jobs["db_effects"] = by_job["effect"].reindex(jobs.index, fill_value=0)
-    charges = events[(events.kind == "psp_charge") & (events.detail == "new")].groupby("job").size()
-    jobs["external_effects"] = charges.reindex(jobs.index, fill_value=0)
-    done = events[events.kind == "complete"].groupby("job")["t"].min()
-    jobs["completed_at"] = done.reindex(jobs.index)
-    status = pd.Series("Pending", index=jobs.index, dtype=object)
-    claimed = jobs["attempts"] > 0
-    status[claimed] = "Processing"
-    # the last status-changing record of each job decides its final status
-    changes = events[events.kind.isin(["claim", "complete", "payload_conflict", "requeue"])]
-    last = changes.groupby("job").tail(1).set_index("job")
-    final = last["kind"].map({"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"})
-    requeued = last["kind"] == "requeue"
-    final[requeued] = last.loc[requeued, "detail"]
-    status.update(final)
-    jobs["status"] = status
-    jobs["latency"] = jobs["completed_at"] - jobs["enqueued_at"]
-    owners = leases.groupby("job")["worker"].agg(lambda s: ",".join(dict.fromkeys(s)))
-    jobs["owners"] = owners.reindex(jobs.index).fillna("")
-    return jobs.reset_index()
+_FINAL_STATUS = {"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"}
+
+
+def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
+    """Per job, from the log's columns: enqueue, claims, effects, new PSP charges, first completion,
+    the last status-changing record (its final status) and its owners in order of first claim."""
+    enqueued = log.rows("enqueue")
+    ids = log.job[enqueued]
+    size = int(log.job.max()) + 1 if len(log.job) else 1
+
+    def per_job(rows: np.ndarray) -> np.ndarray:
+        return np.bincount(log.job[rows], minlength=size)[ids]
+
+    charges = log.rows("psp_charge")
+    new_charges = charges[[log.detail[i] == "new" for i in charges]] if len(charges) else charges
+    completions = log.rows("complete")
+    first_completion = np.full(size, np.inf)
+    np.minimum.at(first_completion, log.job[completions], log.t[completions])
+    completed_at = first_completion[ids]
+    completed_at[np.isinf(completed_at)] = np.nan
+    attempts = per_job(log.rows("claim"))
+    status = np.where(attempts > 0, "Processing", "Pending").astype(object)
+    changes = log.rows("claim", "complete", "payload_conflict", "requeue")[::-1]
+    changed, latest = np.unique(log.job[changes], return_index=True)  # each job's last change
+    final = {}
+    for job, i in zip(changed.tolist(), changes[latest].tolist(), strict=True):
+        kind = log.names[log.kind[i]]
+        final[job] = log.detail[i] if kind == "requeue" else _FINAL_STATUS[kind]
+    owners: dict[int, dict[str, None]] = {}
+    for job, worker in zip(leases["job"].tolist(), leases["worker"].tolist(), strict=True):
+        owners.setdefault(job, {})[worker] = None
+    id_list = ids.tolist()
+    enqueued_at = log.t[enqueued]
+    return pd.DataFrame({
+        "job": ids,
+        "event_id": np.array([log.detail[i] for i in enqueued.tolist()], dtype=object),
+        "enqueued_at": enqueued_at,
+        "attempts": attempts,
+        "db_effects": per_job(log.rows("effect")),
+        "external_effects": per_job(new_charges),
+        "completed_at": completed_at,
+        "status": pd.Series([final.get(job, default) for job, default in zip(id_list, status.tolist(), strict=True)],
+                            dtype=object),
+        "latency": completed_at - enqueued_at,
+        "owners": np.array([",".join(owners.get(job, ())) for job in id_list], dtype=object),
+    })
 
 
 def recovery_allowance(scenario: Scenario) -> float:
@@ -225,15 +247,14 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     poll after that moment means the claimers could not see it: the job is lost, not merely queued.
     """
     jobs = run.jobs
-    events = run.events
-    idle = events.loc[events.kind == "idle", "t"]
-    if idle.empty:
+    idle = run.log_arrays.t[run.log_arrays.rows("idle")]
+    if len(idle) == 0:
         return jobs.iloc[0:0]
     last_until = run.leases.groupby("job")["until"].last().reindex(jobs["job"]).to_numpy(dtype=float)
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
     unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
-    return jobs[unfinished & (due < idle.max())]
+    return jobs[unfinished & (due < float(idle.max()))]
 
 
 def _percentiles(values: pd.Series, prefix: str) -> dict[str, float]:
@@ -244,30 +265,38 @@ def _percentiles(values: pd.Series, prefix: str) -> dict[str, float]:
     return {f"{prefix}_mean": float(values.mean()), f"{prefix}_p50": q[0], f"{prefix}_p95": q[1], f"{prefix}_p99": q[2]}
 
 
+def _duplicates(keys) -> int:
+    """How many of `keys` repeat an earlier one."""
+    keys = list(keys)
+    return len(keys) - len(set(keys))
+
+
 def _summary(run: Run) -> pd.Series:
     scenario = run.scenario
-    jobs, leases, events = run.jobs, run.leases, run.events
+    jobs, leases, log = run.jobs, run.leases, run.log_arrays
     horizon = scenario.horizon
-    completed = int((jobs["status"] == "Completed").sum())
-    terminal = jobs["status"].isin(TERMINAL)
-    effects = events[events.kind == "effect"].groupby("detail").size()
-    charges = events[(events.kind == "psp_charge") & (events.detail == "new")]
-    charges_per_event = charges.merge(jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    status = jobs["status"]
+    completed = int((status == "Completed").sum())
+    terminal = status.isin(TERMINAL)
+    event_of_job = dict(zip(jobs["job"].tolist(), jobs["event_id"].tolist(), strict=True))
+    charges = log.rows("psp_charge")
+    new_charges = [job for job, i in zip(log.job[charges].tolist(), charges.tolist(), strict=True)
+                   if log.detail[i] == "new"]
     recoveries = run.recoveries
     out = {
         "jobs": len(jobs),
         "completed": completed,
-        "dead": int((jobs["status"] == "Dead").sum()),
+        "dead": int((status == "Dead").sum()),
         "lost_jobs": len(lost_jobs(run)),
         "unfinished": int((~terminal).sum()),
         "throughput_per_s": completed / horizon,
         "leases": len(leases),
         "false_expiries": int(leases["false_expiry"].sum()),
         "double_claims": int((leases["end_reason"] == "revoked").sum()),
-        "duplicate_db_effects": int((effects - 1).clip(lower=0).sum()),
-        "duplicate_external_effects": int((charges_per_event - 1).clip(lower=0).sum()),
-        "psp_charges": int((events.kind == "psp_charge").sum()),
-        "crashes": int((events.kind == "crash").sum()),
+        "duplicate_db_effects": _duplicates(log.detail[i] for i in log.rows("effect").tolist()),
+        "duplicate_external_effects": _duplicates(event_of_job[job] for job in new_charges),
+        "psp_charges": len(charges),
+        "crashes": len(log.rows("crash")),
         "recoveries": int(recoveries["latency"].notna().sum()),
         "unrecovered_crashes": int(recoveries["latency"].isna().sum()),
     }

@@ -44,6 +44,24 @@ class Event(NamedTuple):
     detail: object = None
 
 
+class LogArrays(NamedTuple):
+    """The log column by column: t, kind codes, job ids (-1 for none), details; kind <-> code."""
+
+    t: np.ndarray
+    kind: np.ndarray
+    job: np.ndarray
+    detail: list
+    codes: dict[str, int]
+    names: list[str]  # the kind of each code
+
+    def rows(self, *kinds: str) -> np.ndarray:
+        """Positions of the records of these kinds, in log order."""
+        wanted = [self.codes[k] for k in kinds if k in self.codes]
+        if len(wanted) == 1:
+            return np.flatnonzero(self.kind == wanted[0])
+        return np.flatnonzero(np.isin(self.kind, wanted))
+
+
 COLUMNS = list(Event._fields)
 _NONE = -1
 
@@ -95,6 +113,12 @@ class EventLog:
                                                       self._attempt, self._detail, strict=True):
             yield Event(t, kinds[kind], None if who == _NONE else workers[who],
                         None if job == _NONE else job, None if attempt == _NONE else attempt, detail)
+
+    def arrays(self) -> LogArrays:
+        """The columns as numpy arrays, copied (the log may grow on): what summaries compute on."""
+        return LogArrays(np.array(self._t, dtype=np.float64), np.array(self._kind, dtype=np.uint8),
+                         np.array(self._job, dtype=np.int64), list(self._detail), dict(self._kind_code),
+                         list(self._kinds))
 
     def frame(self) -> pd.DataFrame:
         """One row per record: t, kind, worker, job, attempt, detail (nullable integers as Int64)."""
