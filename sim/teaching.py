@@ -1374,19 +1374,26 @@ def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
 
 def stuck_jobs_fixture(db, *, jobs: int = 6, now: float = 100.0) -> dict:
     """Fill a backend's tables with jobs in every state, some of them stuck (Processing, lease
-    expired at `now`); returns {"now": now, "stuck": [ids]} for check_stuck_query()."""
+    expired at `now`) and one Processing with a lease still valid at `now` (claimed `ttl` / 3
+    before it), so that a query that forgets the lease condition, or reads the server's own
+    now() instead of the bound clock, returns a wrong set. Returns {"now": now, "stuck": [ids],
+    "alive": [ids]} for check_stuck_query()."""
+    if jobs < 5:
+        raise ConfigError(f"stuck_jobs_fixture: need at least 5 jobs for every state, got {jobs}")
+    ttl = 30.0
     script = Script(db)
     script.connect("setup")
     for i in range(1, jobs + 1):
         script.at(0.0).sql("setup", "insert_job", id=i, event_id=f"evt-{i}", payload="{}")
-    for i in range(1, jobs + 1):
-        if i % 3 == 0:
-            continue  # Pending
-        script.at(float(10 * i)).sql("setup", "claim_conditional", id=i, owner=f"w{i % 2}", ttl=30.0)
-        if i % 3 == 1 and i > 2:
+    claimed = [i for i in range(1, jobs + 1) if i % 3 != 0]  # the others stay Pending
+    for i in claimed:
+        live = i == claimed[-1]  # its owner is still working: claimed shortly before `now`
+        at = now - ttl / 3 if live else min(float(10 * i), now - ttl - 1.0)
+        script.at(at).sql("setup", "claim_conditional", id=i, owner=f"w{i % 2}", ttl=ttl)
+        if i % 3 == 1 and i > 2 and not live:
             script.sql("setup", "complete_fenced", id=i, owner=f"w{i % 2}", attempt=1)
     stuck = [row[0] for row in script.at(now).sql("setup", "select_stuck_jobs")]
-    return {"now": now, "stuck": stuck}
+    return {"now": now, "stuck": stuck, "alive": [claimed[-1]]}
 
 
 def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
@@ -1405,6 +1412,11 @@ def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
     if got == sorted(fixture["stuck"]):
         return Verdict(True, f"Jobs {got}: Processing with an expired lease. This is what the watcher looks "
                              "for; an index on lease_until keeps it cheap.")
+    alive = sorted(set(got) & set(fixture.get("alive", [])))
+    if alive:
+        return Verdict(False, f"Your query returned ids {got}, including {alive}: Processing, but with a lease still "
+                              f"valid at the clock's {fixture['now']:g} s, so its owner may still be working. Compare "
+                              "lease_until with the bound %(now)s, not with the server's now().")
     return Verdict(False, f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
                           "is before now.")
 
