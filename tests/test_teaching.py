@@ -452,6 +452,14 @@ def test_check_ledger_rows_and_retention():
     assert teaching.check_retention(60, events=80).ok is True
     assert teaching.check_retention(30, events=80).ok is False
     assert teaching.check_retention(500, events=80).ok is False
+    # just under the window: no duplicate in the sample, but a late redelivery can still get through
+    lucky = teaching.check_retention(58)
+    assert not teaching.retention_experiment(58.0)["duplicate"].any()
+    assert lucky.ok is False and "worst case" in lucky.message
+    # "the shortest": a retention far above the window is not it
+    assert teaching.check_retention(120).ok is False
+    assert teaching.check_retention(62).ok is True  # within one purge interval of the window
+    assert teaching.check_retention(float("inf")).ok is False
 
 
 def test_check_smallest_ttl_and_advice_frame():
