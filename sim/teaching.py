@@ -1333,21 +1333,56 @@ def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, e
                          "as long as redeliveries may come.")
 
 
+def _infeasible_because(row, advice) -> str:
+    """Why the advisor left a candidate row out (its feasibility rules, in words)."""
+    inputs = advice.inputs
+    margin = float(inputs.get("margin", 1.0))
+    reasons = []
+    limit = advice.target_false_expiry / margin
+    if row["predicted_false_expiry"] > limit:
+        reasons.append(f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
+                       f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})")
+    per_ttl, latency = inputs.get("heartbeats_per_ttl"), float(inputs.get("statement_latency", 0.0))
+    hb = row["heartbeat_interval"]
+    if per_ttl and pd.notna(hb) and row["ttl"] < per_ttl * (hb + latency):
+        reasons.append(f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
+                       f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
+                       "that one lost heartbeat does not lapse the lease")
+    if inputs.get("max_db_load") is not None and row["db_load"] > inputs["max_db_load"]:
+        reasons.append(f"it costs {row['db_load']:.3g} statements/s, over max_db_load")
+    if inputs.get("min_ttl") is not None and row["ttl"] < inputs["min_ttl"]:
+        reasons.append(f"it is below the TTL floor of {inputs['min_ttl']:g} s")
+    return "; ".join(reasons) or "the advisor marked it infeasible"
+
+
 def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watcher_interval: float) -> Verdict:
-    """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval."""
+    """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval.
+
+    Feasible is the advisor's rule, not only the target: predicted false expiry within target /
+    margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement latency). A
+    wrong answer on the ladder is told which rule its row breaks.
+    """
     if answer is None:
         return _unanswered("filter advice.candidates on heartbeat_interval, watcher_interval and feasible.")
     table = advice.candidates
     hb = table["heartbeat_interval"].isna() if heartbeat_interval is None else table["heartbeat_interval"] == heartbeat_interval
-    rows = table[hb & (table["watcher_interval"] == watcher_interval) & table["feasible"]]
+    mine = table[hb & (table["watcher_interval"] == watcher_interval)]
+    rows = mine[mine["feasible"]]
     if rows.empty:
-        return Verdict(answer in (None, "none", math.inf), "No TTL is feasible for that heartbeat and watcher interval.")
+        never = isinstance(answer, str) and answer.strip().lower() in ("none", "never")
+        return Verdict(never or answer == math.inf, "No TTL is feasible for that heartbeat and watcher interval.")
     truth = float(rows["ttl"].min())
     value = _number(answer)
     best = rows.loc[rows["ttl"].idxmin()]
     if value is not None and value == truth:
         return Verdict(True, f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} per job, "
                              f"recovery {seconds(best['predicted_recovery_mean'])}.")
+    same = mine[mine["ttl"] == value] if value is not None else mine.iloc[0:0]
+    if len(same) and not bool(same["feasible"].iloc[0]):
+        return Verdict(False, f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[0], advice)}. "
+                              "Keep only the rows with feasible == True.")
+    if len(same):
+        return Verdict(False, f"TTL {value:g} s is feasible, but a smaller TTL on the ladder is too.")
     return Verdict(False, "Keep only the feasible rows for that heartbeat and watcher interval, then take the "
                           "smallest ttl.")
 

@@ -471,6 +471,14 @@ def test_check_smallest_ttl_and_advice_frame():
     assert teaching.check_smallest_ttl(smallest, advice, heartbeat_interval=h, watcher_interval=w).ok is True
     bigger = float(feasible["ttl"].sort_values().iloc[1])
     assert teaching.check_smallest_ttl(bigger, advice, heartbeat_interval=h, watcher_interval=w).ok is False
+    # 06's exercise (heartbeat every 10 s): a TTL under the target but shorter than two heartbeat intervals
+    # (plus latency) is not feasible, and the verdict says which rule it breaks
+    slow = table[(table["heartbeat_interval"] == 10.0) & (table["watcher_interval"] == w)].set_index("ttl")
+    assert slow.loc[20.0, "predicted_false_expiry"] < advice.target_false_expiry and not slow.loc[20.0, "feasible"]
+    near = teaching.check_smallest_ttl(20, advice, heartbeat_interval=10.0, watcher_interval=w)
+    assert near.ok is False and "heartbeat intervals" in near.message and "20.004 s" in near.message
+    right = float(slow.index[slow["feasible"]].min())
+    assert teaching.check_smallest_ttl(right, advice, heartbeat_interval=10.0, watcher_interval=w).ok is True
     frame = teaching.advice_frame(advice, heartbeats=[None, h], ttls=[5, 10, 30])
     assert set(frame["policy.heartbeat_interval"]) == {"none", f"{h:g} s"}
     assert set(frame["policy.lease_ttl"]) <= {5.0, 10.0, 30.0}
