@@ -30,6 +30,7 @@ from sim.errors import ConfigError
 JOB_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7")
 OVERLAP = "#D00000"
 INK = "#222222"
+LOCK_TTL = 1e8  # a lease TTL this long stands for a lock (teaching.one_job(lock=True) uses 1e9 s)
 # How a lease ended -> hatch (plain = completed), and its legend text.
 END_STYLES = {
     "completed": ("", "completed"),
@@ -329,11 +330,13 @@ def _title(run, window) -> str:
     summary = run.summary
     beat = f"heartbeat every {p.heartbeat_interval:g} s" if p.heartbeat else "no heartbeat"
     watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
-    facts = [f"claim={p.claim}", f"TTL {p.lease_ttl:g} s", beat, watch,
+    ttl = "no TTL (a lock: claims never expire)" if p.lease_ttl >= LOCK_TTL else f"TTL {p.lease_ttl:g} s"
+    facts = [f"claim={p.claim}", ttl, beat, watch,
              "fenced" if p.fencing else "unfenced", f"seed {s.seed}", run.backend]
-    counts = [f"{int(summary[key])} {label}" for key, label in (
-        ("leases", "leases"), ("false_expiries", "false expiries"), ("double_claims", "double claims"),
-        ("crashes", "crashes"), ("duplicate_external_effects", "duplicate PSP charges"))]
+    counts = [f"{int(summary[key])} {one if int(summary[key]) == 1 else many}" for key, one, many in (
+        ("leases", "lease", "leases"), ("false_expiries", "false expiry", "false expiries"),
+        ("double_claims", "double claim", "double claims"), ("crashes", "crash", "crashes"),
+        ("duplicate_external_effects", "duplicate PSP charge", "duplicate PSP charges"))]
     zoom = "" if window is None else f"  (zoom {window[0]:.4g} to {window[1]:.4g} s of {s.horizon:g} s)"
     return f"{s.name}: lease timeline{zoom}\n{', '.join(facts)}\nthis run: {', '.join(counts)}"
 

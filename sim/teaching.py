@@ -377,7 +377,7 @@ def lease_clock(run, job: int = 1, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    from sim.plots import INK, LINESTYLES, PALETTE
+    from sim.plots import INK, LINESTYLES, LOCK_TTL, PALETTE
 
     if ax is None:
         import matplotlib.pyplot as plt
@@ -386,7 +386,7 @@ def lease_clock(run, job: int = 1, ax=None):
     leases = run.leases[run.leases["job"] == job]
     if leases.empty:
         raise ConfigError(f"job {job}: no lease in this run")
-    if run.scenario.policy.lease_ttl >= 1e8:
+    if run.scenario.policy.lease_ttl >= LOCK_TTL:
         raise ConfigError("lease_clock: this run's claims never expire (a lock): there is no clock to draw")
     events = run.events
     mine = events[(events["job"] == job) & events["kind"].isin(["claim", "heartbeat"])]

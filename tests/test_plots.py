@@ -73,6 +73,18 @@ def test_labels_title_lanes_and_legend(zombie):
     assert "paused (stop-the-world)" in legend
 
 
+def test_title_counts_agree_in_number_and_a_lock_has_no_ttl_figure():
+    from sim import teaching
+
+    lock = sim.run(teaching.one_job(crash_at=12.0, lock=True))
+    title = lease_timeline(lock).get_title(loc="left")
+    assert "this run: 1 lease, 0 false expiries, 0 double claims, 1 crash, 0 duplicate PSP charges" in title
+    assert "no TTL (a lock: claims never expire)" in title and "1e+09" not in title
+    lease = sim.run(teaching.one_job(crash_at=12.0))
+    title = lease_timeline(lease).get_title(loc="left")
+    assert "TTL 15 s" in title and "2 leases" in title and "1 crash," in title
+
+
 def test_crash_markers_and_db_lease_extension(crashes):
     ax = lease_timeline(crashes)
     crash_events = crashes.events[crashes.events.kind == "crash"]
