@@ -500,7 +500,7 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("lease TTL (s)")
-    ax.set_ylabel("leases expired under a live owner")
+    ax.set_ylabel("false-expiry rate (share of leases expired\nunder a live owner, log scale)")
     ax.set_title("False expiry vs TTL: without a heartbeat the TTL must outlast the job, with one only the longest stall",
                  loc="left", fontsize=10)
     ax.grid(color="#e6e6e6", lw=0.6, which="both")
@@ -965,7 +965,7 @@ def plot_contention(frame: pd.DataFrame, axes=None):
 
         _, axes = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
     means = frame.groupby(["claim", "workers"], sort=True)[["drain_time", "lock_wait_seconds", "lost_claims"]].mean()
-    panels = (("drain_time", "time to drain the batch (s)"), ("lock_wait_seconds", "seconds waiting on row locks"),
+    panels = (("drain_time", "time to drain the batch (s)"), ("lock_wait_seconds", "worker-seconds waiting on row locks"),
               ("lost_claims", "claims that lost the race (no row)"))
     order = [s for s in STRATEGIES if s in means.index.get_level_values(0)]
     for ax, (metric, label) in zip(axes, panels, strict=True):

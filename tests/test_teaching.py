@@ -314,6 +314,9 @@ def test_claim_contention_shows_the_race_the_herd_and_the_convoy():
     assert by.loc["select_for_update", "lock_wait_seconds"] > by.drop("select_for_update")["lock_wait_seconds"].max()
     axes = teaching.plot_contention(frame)
     assert len(axes) == 3 and len([line for line in axes[0].lines if line.get_gid() == "line"]) == 4
+    # lock waits are summed over workers (02's text says "worker-seconds"): the axis says so too
+    assert [ax.get_ylabel() for ax in axes] == ["time to drain the batch (s)", "worker-seconds waiting on row locks",
+                                                "claims that lost the race (no row)"]
 
 
 # ---- runs compared ---------------------------------------------------------------------------------
@@ -567,6 +570,7 @@ def test_false_expiry_table_and_plot():
     ax = teaching.plot_false_expiry(table, scenario)
     assert len([line for line in ax.lines if line.get_gid() == "theory"]) == 2
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "lease TTL (s)" and ax.get_ylabel().startswith("false-expiry rate (share of leases")
 
 
 def test_duration_summary_and_plot():
