@@ -1124,13 +1124,18 @@ def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, 
     return out
 
 
+def _strategy(answer) -> str:
+    """A claim strategy as typed by a reader: ' Skip-Locked' -> 'skip_locked'."""
+    return "_".join(str(answer).strip().lower().replace("-", " ").split())
+
+
 def check_safe_claims(answer) -> Verdict:
     """02: which claim strategies never let two workers hold one job? (a set of names)"""
     if answer is None:
         return _unanswered(f"choose among {', '.join(STRATEGIES)}.")
     if isinstance(answer, str):
         answer = {answer}
-    chosen = {str(a) for a in answer}
+    chosen = {_strategy(a) for a in answer}
     unknown = chosen - set(STRATEGIES)
     if unknown:
         return Verdict(False, f"{', '.join(sorted(unknown))}: not a claim strategy; choose among {', '.join(STRATEGIES)}.")
@@ -1155,10 +1160,13 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
         return _unanswered("look at the middle panel: who spends time waiting on row locks?")
     waits = frame.groupby("claim")["lock_wait_seconds"].sum()
     truth = str(waits.idxmax())
-    if str(answer) == truth:
+    chosen = _strategy(answer)
+    if chosen == truth:
         return Verdict(True, f"{truth} waited {waits[truth]:.3g} s on row locks in these runs: every worker "
                              "blocks on the same oldest row until its holder commits, one after another.")
-    return Verdict(False, f"{answer} waited {waits.get(str(answer), 0.0):.3g} s on row locks; one strategy "
+    if chosen not in waits.index:
+        return Verdict(False, f"{answer!r} is not a strategy of this experiment; choose among {', '.join(waits.index)}.")
+    return Verdict(False, f"{chosen} waited {waits[chosen]:.3g} s on row locks; one strategy "
                           "waited far longer. A blocking lock makes the others wait, a skipped one does not.")
 
 

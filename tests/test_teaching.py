@@ -415,12 +415,17 @@ def test_check_safe_claims():
     assert teaching.check_safe_claims(["read_then_write", "conditional_update", "skip_locked",
                                        "select_for_update"]).ok is False
     assert "not a claim strategy" in teaching.check_safe_claims({"optimistic"}).message
+    # how a reader may type the names: case, spaces and hyphens do not matter
+    assert teaching.check_safe_claims({"Conditional_Update", "skip locked", " select-for-update"}).ok is True
 
 
 def test_check_convoy():
     frame = pd.DataFrame({"claim": ["skip_locked", "select_for_update"], "lock_wait_seconds": [0.0, 12.0]})
     assert teaching.check_convoy("select_for_update", frame).ok is True
     assert teaching.check_convoy("skip_locked", frame).ok is False
+    assert teaching.check_convoy("SELECT FOR UPDATE ", frame).ok is True
+    unknown = teaching.check_convoy("for_update_nowait", frame)
+    assert unknown.ok is False and "not a strategy" in unknown.message and "waited 0" not in unknown.message
 
 
 def test_pause_survival_threshold_is_pause_plus_one_heartbeat():
