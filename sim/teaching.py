@@ -1257,12 +1257,14 @@ def check_watcher_interval(answer, *, target: float, ttl: float, heartbeat_inter
     if answer is None:
         return _unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
     value = _number(answer)
-    if value is None or value <= 0:
-        return Verdict(False, "Give a watcher interval in seconds.")
     fixed = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval)
     limit = 2 * (target - fixed)
-    if limit <= 0:
-        return Verdict(True, "No watcher interval can reach that target with this TTL: shorten the TTL instead.")
+    if limit <= 0:  # even an instant watcher misses the target: the right answer is "none"
+        none = isinstance(answer, str) and answer.strip().lower() in ("none", "no", "never", "impossible")
+        return Verdict(none, f"No watcher interval can reach a {target:g} s target: without any watcher wait the "
+                             f"recovery already takes {fixed:.3g} s. Shorten the TTL instead (answer 'none').")
+    if value is None or value <= 0:
+        return Verdict(False, "Give a watcher interval in seconds.")
     predicted = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval,
                                       watcher_interval=value)
     if predicted > target:

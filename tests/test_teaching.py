@@ -452,6 +452,9 @@ def test_check_recovery_prediction_and_watcher_interval():
     assert teaching.check_watcher_interval(20, target=36.0, **kw).ok is True
     assert teaching.check_watcher_interval(30, target=36.0, **kw).ok is False
     assert teaching.check_watcher_interval(5, target=36.0, **kw).ok is False
+    # a target below L - h/2 + P/2 cannot be met by any watcher: only "none" is right
+    assert teaching.check_watcher_interval(10, target=20.0, **kw).ok is False
+    assert teaching.check_watcher_interval("none", target=20.0, **kw).ok is True
 
 
 def test_check_ledger_rows_and_retention():
