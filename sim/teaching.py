@@ -255,6 +255,17 @@ def phase_bias(*, mean_arrival: float, heartbeat_interval: float, latency: float
     return cycle / -math.expm1(-rate * cycle) - mean_arrival - cycle / 2
 
 
+def followed_job(run, jobs: Iterable[int]) -> int:
+    """Of `jobs` (ids, in order of preference), one worth following on a timeline: the first whose
+    leases were held by more than one worker (the hand-over draws an arrow between two lanes),
+    else the first."""
+    jobs = [int(j) for j in jobs]
+    if not jobs:
+        raise ConfigError("followed_job: no job to follow")
+    holders = run.leases.groupby("job")["worker"].nunique()
+    return next((j for j in jobs if holders.get(j, 0) > 1), jobs[0])
+
+
 def busy_window(run, pad: float = 4.0) -> tuple[float, float]:
     """(0, a little after the last lease, DB lease or outage ended): where a small run happens."""
     leases = run.leases

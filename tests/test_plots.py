@@ -154,3 +154,20 @@ def test_auto_window(crashes, zombie):
     assert t0 <= first_crash <= t1
     t0, t1 = auto_window(zombie)
     assert t1 <= zombie.scenario.horizon and zombie.leases["released_at"].max() <= t1
+
+
+def test_jobs_draws_only_the_followed_jobs(crashes):
+    recovered = crashes.recoveries.dropna(subset=["latency"])
+    job = int(recovered["job"].iloc[0])
+    mine = crashes.leases[crashes.leases["job"] == job]
+    ax = lease_timeline(crashes, jobs=job)
+    assert len(patches(ax, "lease")) == len(mine) >= 2
+    assert {round(b.get_x(), 6) for b in patches(ax, "lease")} == {round(s, 6) for s in mine["start"]}
+    assert points(ax, "heartbeat") == ((crashes.events["kind"] == "heartbeat") & (crashes.events["job"] == job)).sum()
+    assert points(ax, "crash") == 1  # its owner's crash, not the other workers'
+    assert f"(job {job} only)" in ax.get_title(loc="left")
+    assert len(patches(lease_timeline(crashes), "lease")) == len(crashes.leases)
+    with pytest.raises(ConfigError, match="jobs"):
+        lease_timeline(crashes, jobs=[10_000])
+    with pytest.raises(ConfigError, match="jobs"):
+        lease_timeline(crashes, jobs=[])

@@ -330,6 +330,20 @@ def test_compare_logs_of_identical_runs():
     assert not teaching.compare_logs(a, other)["equal"].all()
 
 
+def test_followed_job_prefers_a_hand_over():
+    after_psp = {"faults.crash_points": [{"point": "after_psp", "probability": 0.3, "limit": 5}],
+                 "workload.duplicate_delivery": 0.0, "expect": []}
+    run = sim.run("duplicate-delivery", seed=1, **after_psp)
+    charged = [int(j) for j in run.jobs.query("external_effects > 1")["job"]]
+    holders = run.leases.groupby("job")["worker"].nunique()
+    assert holders[charged[0]] == 1  # the first one is re-claimed by its own worker after the restart
+    job = teaching.followed_job(run, charged)
+    assert holders[job] == 2 and job == next(j for j in charged if holders[j] > 1)
+    assert teaching.followed_job(run, [charged[0]]) == charged[0]
+    with pytest.raises(ConfigError):
+        teaching.followed_job(run, [])
+
+
 def test_sql_frame_needs_postgres():
     with pytest.raises(ConfigError, match="needs a PostgresBackend"):
         teaching.sql_frame(sim.make_backend("memory"), "SELECT 1")
