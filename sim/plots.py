@@ -30,6 +30,7 @@ from sim.errors import ConfigError
 JOB_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7")
 OVERLAP = "#D00000"
 INK = "#222222"
+LOCK_TTL = 1e8  # a lease TTL this long stands for a lock (teaching.one_job(lock=True) uses 1e9 s)
 # How a lease ended -> hatch (plain = completed), and its legend text.
 END_STYLES = {
     "completed": ("", "completed"),
@@ -43,7 +44,7 @@ BAR_HEIGHT = 0.56
 
 
 def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
-                   workers: int | Iterable[int | str] | None = None):
+                   workers: int | Iterable[int | str] | None = None, jobs: int | Iterable[int] | None = None):
     """One lane per worker (w0 at the top), one bar per lease, faults and watcher ticks.
 
     - bar: a lease from its claim to its `end`, coloured by job, hatched by `end_reason`;
@@ -55,10 +56,13 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     - shaded lane: paused, cut off from the DB (partition) or down (crash to restart);
     - bottom lane: stuck-watcher ticks, tall when they requeued jobs (with the count).
 
-    window=(t0, t1) zooms; workers= an int (the first N) or worker names/indices to show.
+    window=(t0, t1) zooms; workers= an int (the first N) or worker names/indices to show; jobs= a
+    job id or ids: draw only their leases, arrows and marks (the lanes' pauses, partitions and down
+    times, and the watcher lane, stay), to follow one job through a busy run.
     """
     scenario = run.scenario
     lanes = _lanes(scenario.policy.workers, workers)
+    only = _jobs(run, jobs)
     t0, t1 = _window(window, scenario.horizon)
     show_watcher = scenario.policy.watcher
     n_rows = len(lanes) + (1 if show_watcher else 0)
@@ -76,12 +80,15 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     tail_end = leases["released_at"].fillna(leases["end"]).clip(lower=leases["end"])
     visible = (leases["worker"].isin(lanes) & (leases["start"] <= t1)
                & (np.maximum(tail_end, leases["until"]) >= t0))
+    if only is not None:
+        visible &= leases["job"].isin(only)
     overlapping = _overlapping(leases)
     span = t1 - t0
     for i, lease in zip(np.flatnonzero(visible.to_numpy()), leases[visible].to_dict("records"), strict=True):
         _draw_lease(ax, lease, y_of[lease["worker"]], float(tail_end.iloc[i]), overlapping[i], span, legend)
-    _draw_links(ax, leases, y_of, t0, t1, legend)
-    _draw_marks(ax, events, y_of, _charged_twice(run.events), legend)
+    _draw_links(ax, leases if only is None else leases[leases["job"].isin(only)], y_of, t0, t1, legend)
+    _draw_marks(ax, events if only is None else events[events["job"].isin(only)], y_of,
+                _charged_twice(run.events), legend)
     if show_watcher:
         _draw_watcher(ax, events, len(lanes), legend)
 
@@ -97,7 +104,7 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     ax.tick_params(axis="y", length=0)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("worker")
-    ax.set_title(_title(run, window), loc="left", fontsize=10)
+    ax.set_title(_title(run, window, only), loc="left", fontsize=10)
     order = [k for k in _LEGEND_ORDER if k in legend]
     ax.legend([legend[k] for k in order], order, loc="upper left", bbox_to_anchor=(1.005, 1.0),
               fontsize=8, frameon=False, borderaxespad=0.0, handlelength=2.4, handleheight=1.2)
@@ -286,6 +293,21 @@ def _lanes(count: int, workers) -> list[str]:
     return sorted(dict.fromkeys(chosen), key=names.index)
 
 
+def _jobs(run, jobs) -> list[int] | None:
+    if jobs is None:
+        return None
+    wanted = [jobs] if isinstance(jobs, int | np.integer) else list(jobs)
+    known = set(run.leases["job"].astype(int))
+    chosen = []
+    for j in wanted:
+        if isinstance(j, bool) or not isinstance(j, int | np.integer) or int(j) not in known:
+            raise ConfigError(f"jobs: {j!r} is not a leased job of this run")
+        chosen.append(int(j))
+    if not chosen:
+        raise ConfigError("jobs: choose at least one job")
+    return sorted(set(chosen))
+
+
 def _window(window, horizon: float) -> tuple[float, float]:
     if window is None:
         return 0.0, float(horizon)
@@ -324,17 +346,21 @@ def _charged_twice(events: pd.DataFrame) -> set:
     return set(per_job[per_job > 1].index)
 
 
-def _title(run, window) -> str:
+def _title(run, window, jobs: list[int] | None = None) -> str:
     s, p = run.scenario, run.scenario.policy
     summary = run.summary
     beat = f"heartbeat every {p.heartbeat_interval:g} s" if p.heartbeat else "no heartbeat"
     watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
-    facts = [f"claim={p.claim}", f"TTL {p.lease_ttl:g} s", beat, watch,
+    ttl = "no TTL (a lock: claims never expire)" if p.lease_ttl >= LOCK_TTL else f"TTL {p.lease_ttl:g} s"
+    facts = [f"claim={p.claim}", ttl, beat, watch,
              "fenced" if p.fencing else "unfenced", f"seed {s.seed}", run.backend]
-    counts = [f"{int(summary[key])} {label}" for key, label in (
-        ("leases", "leases"), ("false_expiries", "false expiries"), ("double_claims", "double claims"),
-        ("crashes", "crashes"), ("duplicate_external_effects", "duplicate PSP charges"))]
+    counts = [f"{int(summary[key])} {one if int(summary[key]) == 1 else many}" for key, one, many in (
+        ("leases", "lease", "leases"), ("false_expiries", "false expiry", "false expiries"),
+        ("double_claims", "double claim", "double claims"), ("crashes", "crash", "crashes"),
+        ("duplicate_external_effects", "duplicate PSP charge", "duplicate PSP charges"))]
     zoom = "" if window is None else f"  (zoom {window[0]:.4g} to {window[1]:.4g} s of {s.horizon:g} s)"
+    if jobs is not None:
+        zoom += f"  (job{'s' if len(jobs) > 1 else ''} {', '.join(str(j) for j in jobs)} only)"
     return f"{s.name}: lease timeline{zoom}\n{', '.join(facts)}\nthis run: {', '.join(counts)}"
 
 

@@ -431,12 +431,16 @@ class _Checker:
              "moved_by_watcher": by_watcher, "moved_by_claim": by_claim, "owner_crashes": len(recovery),
              "recovery_latency_mean": float(recovered.mean()) if len(recovered) else np.nan,
              "recovery_latency_max": float(recovered.max()) if len(recovered) else np.nan}
-        moved = (f"{expired - never} of {expired} expired leases{variant} left Processing ({by_watcher} moved by the "
-                 f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner), "
-                 f"at most {_s(worst)} after expiry" if expired else f"no lease expired{variant}")
+        moved = (f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
+                 f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
+                 if expired else f"no lease expired{variant}")
+        if expired and expired > never:
+            moved += f", at most {_s(worst)} after expiry"
         if len(recovery):
-            moved += (f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again, "
-                      f"{_s(m['recovery_latency_mean'])} after the crash on average (max {_s(m['recovery_latency_max'])})")
+            moved += f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again"
+            if len(recovered):
+                moved += (f", {_s(m['recovery_latency_mean'])} after the crash on average "
+                          f"(max {_s(m['recovery_latency_max'])})")
         if p.watcher:
             head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {_s(gap)}"
             if p.watcher_action == "dead":

@@ -255,6 +255,17 @@ def phase_bias(*, mean_arrival: float, heartbeat_interval: float, latency: float
     return cycle / -math.expm1(-rate * cycle) - mean_arrival - cycle / 2
 
 
+def followed_job(run, jobs: Iterable[int]) -> int:
+    """Of `jobs` (ids, in order of preference), one worth following on a timeline: the first whose
+    leases were held by more than one worker (the hand-over draws an arrow between two lanes),
+    else the first."""
+    jobs = [int(j) for j in jobs]
+    if not jobs:
+        raise ConfigError("followed_job: no job to follow")
+    holders = run.leases.groupby("job")["worker"].nunique()
+    return next((j for j in jobs if holders.get(j, 0) > 1), jobs[0])
+
+
 def busy_window(run, pad: float = 4.0) -> tuple[float, float]:
     """(0, a little after the last lease, DB lease or outage ended): where a small run happens."""
     leases = run.leases
@@ -377,7 +388,7 @@ def lease_clock(run, job: int = 1, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    from sim.plots import INK, LINESTYLES, PALETTE
+    from sim.plots import INK, LINESTYLES, LOCK_TTL, PALETTE
 
     if ax is None:
         import matplotlib.pyplot as plt
@@ -386,7 +397,7 @@ def lease_clock(run, job: int = 1, ax=None):
     leases = run.leases[run.leases["job"] == job]
     if leases.empty:
         raise ConfigError(f"job {job}: no lease in this run")
-    if run.scenario.policy.lease_ttl >= 1e8:
+    if run.scenario.policy.lease_ttl >= LOCK_TTL:
         raise ConfigError("lease_clock: this run's claims never expire (a lock): there is no clock to draw")
     events = run.events
     mine = events[(events["job"] == job) & events["kind"].isin(["claim", "heartbeat"])]
@@ -500,7 +511,7 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("lease TTL (s)")
-    ax.set_ylabel("leases expired under a live owner")
+    ax.set_ylabel("false-expiry rate (share of leases expired\nunder a live owner, log scale)")
     ax.set_title("False expiry vs TTL: without a heartbeat the TTL must outlast the job, with one only the longest stall",
                  loc="left", fontsize=10)
     ax.grid(color="#e6e6e6", lw=0.6, which="both")
@@ -965,7 +976,7 @@ def plot_contention(frame: pd.DataFrame, axes=None):
 
         _, axes = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
     means = frame.groupby(["claim", "workers"], sort=True)[["drain_time", "lock_wait_seconds", "lost_claims"]].mean()
-    panels = (("drain_time", "time to drain the batch (s)"), ("lock_wait_seconds", "seconds waiting on row locks"),
+    panels = (("drain_time", "time to drain the batch (s)"), ("lock_wait_seconds", "worker-seconds waiting on row locks"),
               ("lost_claims", "claims that lost the race (no row)"))
     order = [s for s in STRATEGIES if s in means.index.get_level_values(0)]
     for ax, (metric, label) in zip(axes, panels, strict=True):
@@ -1124,13 +1135,18 @@ def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, 
     return out
 
 
+def _strategy(answer) -> str:
+    """A claim strategy as typed by a reader: ' Skip-Locked' -> 'skip_locked'."""
+    return "_".join(str(answer).strip().lower().replace("-", " ").split())
+
+
 def check_safe_claims(answer) -> Verdict:
     """02: which claim strategies never let two workers hold one job? (a set of names)"""
     if answer is None:
         return _unanswered(f"choose among {', '.join(STRATEGIES)}.")
     if isinstance(answer, str):
         answer = {answer}
-    chosen = {str(a) for a in answer}
+    chosen = {_strategy(a) for a in answer}
     unknown = chosen - set(STRATEGIES)
     if unknown:
         return Verdict(False, f"{', '.join(sorted(unknown))}: not a claim strategy; choose among {', '.join(STRATEGIES)}.")
@@ -1155,10 +1171,13 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
         return _unanswered("look at the middle panel: who spends time waiting on row locks?")
     waits = frame.groupby("claim")["lock_wait_seconds"].sum()
     truth = str(waits.idxmax())
-    if str(answer) == truth:
+    chosen = _strategy(answer)
+    if chosen == truth:
         return Verdict(True, f"{truth} waited {waits[truth]:.3g} s on row locks in these runs: every worker "
                              "blocks on the same oldest row until its holder commits, one after another.")
-    return Verdict(False, f"{answer} waited {waits.get(str(answer), 0.0):.3g} s on row locks; one strategy "
+    if chosen not in waits.index:
+        return Verdict(False, f"{answer!r} is not a strategy of this experiment; choose among {', '.join(waits.index)}.")
+    return Verdict(False, f"{chosen} waited {waits[chosen]:.3g} s on row locks; one strategy "
                           "waited far longer. A blocking lock makes the others wait, a skipped one does not.")
 
 
@@ -1249,12 +1268,14 @@ def check_watcher_interval(answer, *, target: float, ttl: float, heartbeat_inter
     if answer is None:
         return _unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
     value = _number(answer)
-    if value is None or value <= 0:
-        return Verdict(False, "Give a watcher interval in seconds.")
     fixed = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval)
     limit = 2 * (target - fixed)
-    if limit <= 0:
-        return Verdict(True, "No watcher interval can reach that target with this TTL: shorten the TTL instead.")
+    if limit <= 0:  # even an instant watcher misses the target: the right answer is "none"
+        none = isinstance(answer, str) and answer.strip().lower() in ("none", "no", "never", "impossible")
+        return Verdict(none, f"No watcher interval can reach a {target:g} s target: without any watcher wait the "
+                             f"recovery already takes {fixed:.3g} s. Shorten the TTL instead (answer 'none').")
+    if value is None or value <= 0:
+        return Verdict(False, "Give a watcher interval in seconds.")
     predicted = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval,
                                       watcher_interval=value)
     if predicted > target:
@@ -1302,11 +1323,17 @@ def check_ledger_rows(answer) -> Verdict:
 
 
 def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, events: int = 200) -> Verdict:
-    """05: the shortest retention (whole seconds) with no duplicate getting through."""
+    """05: the shortest retention that lets no duplicate through, whatever the sample: `window`.
+
+    The purge deletes markers older than the retention, so a retention >= window keeps every
+    marker until its last redelivery; a shorter one loses the latest redeliveries, even when a
+    sample of `events` happens to have none that late (the simulation is shown as evidence).
+    Retentions more than one purge interval above the window are correct but not the shortest.
+    """
     if answer is None:
         return _unanswered("a redelivery can come as late as the redelivery window allows.")
     value = _number(answer)
-    if value is None or value < 0:
+    if value is None or value < 0 or math.isinf(value):
         return Verdict(False, "Give a retention in seconds.")
     frame = retention_experiment(value, window=window, purge_every=purge_every, events=events)
     dupes = int(frame["duplicate"].sum())
@@ -1314,28 +1341,69 @@ def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, e
         late = float(frame.loc[frame["duplicate"], "delay"].min())
         return Verdict(False, f"With {value:g} s of retention, {dupes} of {events} redeliveries found no marker "
                               f"and were applied again (the earliest came {late:.3g} s after the first delivery).")
-    if value > 2 * window:
-        return Verdict(False, f"No duplicate, but {value:g} s keeps markers far longer than the {window:g} s "
-                              "redelivery window needs: the table only grows.")
-    return Verdict(True, f"No duplicate in {events} events with {value:g} s of retention: keep dedup state at "
-                         f"least as long as redeliveries may come ({window:g} s here).")
+    if value < window:
+        return Verdict(False, f"No duplicate in this sample of {events} events, but only because none came late "
+                              f"enough: a redelivery may arrive up to {window:g} s after the first delivery, and "
+                              f"with {value:g} s of retention its marker may already be purged. Test against the "
+                              "worst case, not a sample.")
+    if value > window + purge_every:
+        return Verdict(False, f"No duplicate, but {value:g} s keeps markers longer than the {window:g} s "
+                              "redelivery window needs: the table only grows. Try shorter.")
+    return Verdict(True, f"No duplicate in {events} events with {value:g} s of retention, and none possible: "
+                         f"every marker outlives the latest redelivery ({window:g} s). Keep dedup state at least "
+                         "as long as redeliveries may come.")
+
+
+def _infeasible_because(row, advice) -> str:
+    """Why the advisor left a candidate row out (its feasibility rules, in words)."""
+    inputs = advice.inputs
+    margin = float(inputs.get("margin", 1.0))
+    reasons = []
+    limit = advice.target_false_expiry / margin
+    if row["predicted_false_expiry"] > limit:
+        reasons.append(f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
+                       f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})")
+    per_ttl, latency = inputs.get("heartbeats_per_ttl"), float(inputs.get("statement_latency", 0.0))
+    hb = row["heartbeat_interval"]
+    if per_ttl and pd.notna(hb) and row["ttl"] < per_ttl * (hb + latency):
+        reasons.append(f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
+                       f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
+                       "that one lost heartbeat does not lapse the lease")
+    if inputs.get("max_db_load") is not None and row["db_load"] > inputs["max_db_load"]:
+        reasons.append(f"it costs {row['db_load']:.3g} statements/s, over max_db_load")
+    if inputs.get("min_ttl") is not None and row["ttl"] < inputs["min_ttl"]:
+        reasons.append(f"it is below the TTL floor of {inputs['min_ttl']:g} s")
+    return "; ".join(reasons) or "the advisor marked it infeasible"
 
 
 def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watcher_interval: float) -> Verdict:
-    """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval."""
+    """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval.
+
+    Feasible is the advisor's rule, not only the target: predicted false expiry within target /
+    margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement latency). A
+    wrong answer on the ladder is told which rule its row breaks.
+    """
     if answer is None:
         return _unanswered("filter advice.candidates on heartbeat_interval, watcher_interval and feasible.")
     table = advice.candidates
     hb = table["heartbeat_interval"].isna() if heartbeat_interval is None else table["heartbeat_interval"] == heartbeat_interval
-    rows = table[hb & (table["watcher_interval"] == watcher_interval) & table["feasible"]]
+    mine = table[hb & (table["watcher_interval"] == watcher_interval)]
+    rows = mine[mine["feasible"]]
     if rows.empty:
-        return Verdict(answer in (None, "none", math.inf), "No TTL is feasible for that heartbeat and watcher interval.")
+        never = isinstance(answer, str) and answer.strip().lower() in ("none", "never")
+        return Verdict(never or answer == math.inf, "No TTL is feasible for that heartbeat and watcher interval.")
     truth = float(rows["ttl"].min())
     value = _number(answer)
     best = rows.loc[rows["ttl"].idxmin()]
     if value is not None and value == truth:
         return Verdict(True, f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} per job, "
                              f"recovery {seconds(best['predicted_recovery_mean'])}.")
+    same = mine[mine["ttl"] == value] if value is not None else mine.iloc[0:0]
+    if len(same) and not bool(same["feasible"].iloc[0]):
+        return Verdict(False, f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[0], advice)}. "
+                              "Keep only the rows with feasible == True.")
+    if len(same):
+        return Verdict(False, f"TTL {value:g} s is feasible, but a smaller TTL on the ladder is too.")
     return Verdict(False, "Keep only the feasible rows for that heartbeat and watcher interval, then take the "
                           "smallest ttl.")
 
@@ -1374,19 +1442,26 @@ def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
 
 def stuck_jobs_fixture(db, *, jobs: int = 6, now: float = 100.0) -> dict:
     """Fill a backend's tables with jobs in every state, some of them stuck (Processing, lease
-    expired at `now`); returns {"now": now, "stuck": [ids]} for check_stuck_query()."""
+    expired at `now`) and one Processing with a lease still valid at `now` (claimed `ttl` / 3
+    before it), so that a query that forgets the lease condition, or reads the server's own
+    now() instead of the bound clock, returns a wrong set. Returns {"now": now, "stuck": [ids],
+    "alive": [ids]} for check_stuck_query()."""
+    if jobs < 5:
+        raise ConfigError(f"stuck_jobs_fixture: need at least 5 jobs for every state, got {jobs}")
+    ttl = 30.0
     script = Script(db)
     script.connect("setup")
     for i in range(1, jobs + 1):
         script.at(0.0).sql("setup", "insert_job", id=i, event_id=f"evt-{i}", payload="{}")
-    for i in range(1, jobs + 1):
-        if i % 3 == 0:
-            continue  # Pending
-        script.at(float(10 * i)).sql("setup", "claim_conditional", id=i, owner=f"w{i % 2}", ttl=30.0)
-        if i % 3 == 1 and i > 2:
+    claimed = [i for i in range(1, jobs + 1) if i % 3 != 0]  # the others stay Pending
+    for i in claimed:
+        live = i == claimed[-1]  # its owner is still working: claimed shortly before `now`
+        at = now - ttl / 3 if live else min(float(10 * i), now - ttl - 1.0)
+        script.at(at).sql("setup", "claim_conditional", id=i, owner=f"w{i % 2}", ttl=ttl)
+        if i % 3 == 1 and i > 2 and not live:
             script.sql("setup", "complete_fenced", id=i, owner=f"w{i % 2}", attempt=1)
     stuck = [row[0] for row in script.at(now).sql("setup", "select_stuck_jobs")]
-    return {"now": now, "stuck": stuck}
+    return {"now": now, "stuck": stuck, "alive": [claimed[-1]]}
 
 
 def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
@@ -1405,6 +1480,11 @@ def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
     if got == sorted(fixture["stuck"]):
         return Verdict(True, f"Jobs {got}: Processing with an expired lease. This is what the watcher looks "
                              "for; an index on lease_until keeps it cheap.")
+    alive = sorted(set(got) & set(fixture.get("alive", [])))
+    if alive:
+        return Verdict(False, f"Your query returned ids {got}, including {alive}: Processing, but with a lease still "
+                              f"valid at the clock's {fixture['now']:g} s, so its owner may still be working. Compare "
+                              "lease_until with the bound %(now)s, not with the server's now().")
     return Verdict(False, f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
                           "is before now.")
 

@@ -155,3 +155,20 @@ def test_peer_comparison_figure(frame):
     plt.close("all")
     with pytest.raises(ConfigError):
         plots.peer_comparison(frame.drop(columns=["recovery"]))
+
+
+def test_only_a_crash_on_a_retry_can_outlast_the_horizon():
+    """07 says so: a job whose first attempt crashes is recovered before the run ends (the horizon
+    outlasts every recovery window after the last arrival); only a second crash, on the retry
+    hours later, can still be waiting at the end (graphile-worker, seed 1)."""
+    for name in PEERS:
+        run = sim.run(name, seed=1)
+        if run.scenario.policy.watcher_action == "dead":
+            continue  # Solid Queue fails crashed jobs instead of re-running them
+        crashed = run.leases[run.leases["end_reason"] == "crashed"]
+        waiting = owner_crashes(run)
+        waiting = waiting[waiting["latency"].isna()]
+        for crash in waiting.itertuples():
+            lease = crashed[(crashed["job"] == crash.job) & (crashed["worker"] == crash.worker)
+                            & np.isclose(crashed["end"], crash.crash_at)]
+            assert len(lease) == 1 and int(lease["attempt"].iloc[0]) >= 2, (name, crash)

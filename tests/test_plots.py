@@ -73,6 +73,18 @@ def test_labels_title_lanes_and_legend(zombie):
     assert "paused (stop-the-world)" in legend
 
 
+def test_title_counts_agree_in_number_and_a_lock_has_no_ttl_figure():
+    from sim import teaching
+
+    lock = sim.run(teaching.one_job(crash_at=12.0, lock=True))
+    title = lease_timeline(lock).get_title(loc="left")
+    assert "this run: 1 lease, 0 false expiries, 0 double claims, 1 crash, 0 duplicate PSP charges" in title
+    assert "no TTL (a lock: claims never expire)" in title and "1e+09" not in title
+    lease = sim.run(teaching.one_job(crash_at=12.0))
+    title = lease_timeline(lease).get_title(loc="left")
+    assert "TTL 15 s" in title and "2 leases" in title and "1 crash," in title
+
+
 def test_crash_markers_and_db_lease_extension(crashes):
     ax = lease_timeline(crashes)
     crash_events = crashes.events[crashes.events.kind == "crash"]
@@ -142,3 +154,20 @@ def test_auto_window(crashes, zombie):
     assert t0 <= first_crash <= t1
     t0, t1 = auto_window(zombie)
     assert t1 <= zombie.scenario.horizon and zombie.leases["released_at"].max() <= t1
+
+
+def test_jobs_draws_only_the_followed_jobs(crashes):
+    recovered = crashes.recoveries.dropna(subset=["latency"])
+    job = int(recovered["job"].iloc[0])
+    mine = crashes.leases[crashes.leases["job"] == job]
+    ax = lease_timeline(crashes, jobs=job)
+    assert len(patches(ax, "lease")) == len(mine) >= 2
+    assert {round(b.get_x(), 6) for b in patches(ax, "lease")} == {round(s, 6) for s in mine["start"]}
+    assert points(ax, "heartbeat") == ((crashes.events["kind"] == "heartbeat") & (crashes.events["job"] == job)).sum()
+    assert points(ax, "crash") == 1  # its owner's crash, not the other workers'
+    assert f"(job {job} only)" in ax.get_title(loc="left")
+    assert len(patches(lease_timeline(crashes), "lease")) == len(crashes.leases)
+    with pytest.raises(ConfigError, match="jobs"):
+        lease_timeline(crashes, jobs=[10_000])
+    with pytest.raises(ConfigError, match="jobs"):
+        lease_timeline(crashes, jobs=[])

@@ -165,3 +165,21 @@ def test_cli_review_bad_input_is_one_line_exit_2(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_watcher_evidence_without_a_watcher_reads_unambiguously():
+    """04 shows this evidence to newcomers: the stuck jobs must not read as 'left Processing'."""
+    item = review("crash-recovery", seeds=(1,), variants=False, **{"policy.watcher": False}).table.loc["watcher"]
+    assert item["status"] == FAIL
+    text = item["evidence"]
+    assert "left Processing" not in text and "n/a" not in text
+    expired = int(text.split(" of ")[1].split()[0])
+    assert f"0 of {expired} expired leases moved out of Processing" in text
+    assert f"0 of {expired} crashed owners' jobs claimed again;" in text
+    assert f"{expired} jobs stayed Processing" in text
+
+
+def test_watcher_evidence_with_a_watcher_says_how_fast(baseline):
+    text = baseline.table.loc["watcher", "evidence"]
+    assert "expired leases (crash variant" in text and "moved out of Processing" in text
+    assert "after expiry" in text and "after the crash on average" in text

@@ -314,6 +314,9 @@ def test_claim_contention_shows_the_race_the_herd_and_the_convoy():
     assert by.loc["select_for_update", "lock_wait_seconds"] > by.drop("select_for_update")["lock_wait_seconds"].max()
     axes = teaching.plot_contention(frame)
     assert len(axes) == 3 and len([line for line in axes[0].lines if line.get_gid() == "line"]) == 4
+    # lock waits are summed over workers (02's text says "worker-seconds"): the axis says so too
+    assert [ax.get_ylabel() for ax in axes] == ["time to drain the batch (s)", "worker-seconds waiting on row locks",
+                                                "claims that lost the race (no row)"]
 
 
 # ---- runs compared ---------------------------------------------------------------------------------
@@ -327,6 +330,20 @@ def test_compare_logs_of_identical_runs():
     assert not teaching.compare_logs(a, other)["equal"].all()
 
 
+def test_followed_job_prefers_a_hand_over():
+    after_psp = {"faults.crash_points": [{"point": "after_psp", "probability": 0.3, "limit": 5}],
+                 "workload.duplicate_delivery": 0.0, "expect": []}
+    run = sim.run("duplicate-delivery", seed=1, **after_psp)
+    charged = [int(j) for j in run.jobs.query("external_effects > 1")["job"]]
+    holders = run.leases.groupby("job")["worker"].nunique()
+    assert holders[charged[0]] == 1  # the first one is re-claimed by its own worker after the restart
+    job = teaching.followed_job(run, charged)
+    assert holders[job] == 2 and job == next(j for j in charged if holders[j] > 1)
+    assert teaching.followed_job(run, [charged[0]]) == charged[0]
+    with pytest.raises(ConfigError):
+        teaching.followed_job(run, [])
+
+
 def test_sql_frame_needs_postgres():
     with pytest.raises(ConfigError, match="needs a PostgresBackend"):
         teaching.sql_frame(sim.make_backend("memory"), "SELECT 1")
@@ -337,12 +354,17 @@ def test_sql_frame_and_stuck_query_on_postgres(pg_dsn):
     db = sim.make_backend("postgres", dsn=pg_dsn)
     try:
         fixture = teaching.stuck_jobs_fixture(db)
-        assert fixture["stuck"] == [1, 2, 5]
+        assert fixture["stuck"] == [1, 2] and fixture["alive"] == [5]
         jobs = teaching.sql_frame(db, "SELECT id, status, attempts FROM payment_jobs ORDER BY id")
         assert list(jobs["id"]) == [1, 2, 3, 4, 5, 6]
         right = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < %(now)s"
         assert teaching.check_stuck_query(right, db, fixture).ok is True
         assert teaching.check_stuck_query("SELECT id FROM payment_jobs", db, fixture).ok is False
+        # forgetting the lease condition, or the server's clock instead of the simulated one, is wrong
+        no_lease = teaching.check_stuck_query("SELECT id FROM payment_jobs WHERE status = 'Processing'", db, fixture)
+        assert no_lease.ok is False and "[5]" in no_lease.message
+        server_clock = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < now()"
+        assert teaching.check_stuck_query(server_clock, db, fixture).ok is False
         assert teaching.check_stuck_query("SELEC nonsense", db, fixture).ok is False
         assert teaching.check_stuck_query(None, db, fixture).ok is None
         until = teaching.sim_seconds(teaching.sql_frame(db, "SELECT lease_until FROM payment_jobs ORDER BY id")["lease_until"])
@@ -352,7 +374,15 @@ def test_sql_frame_and_stuck_query_on_postgres(pg_dsn):
 
 
 def test_stuck_jobs_fixture_on_memory():
-    assert teaching.stuck_jobs_fixture(sim.make_backend("memory"))["stuck"] == [1, 2, 5]
+    script = teaching.Script(sim.make_backend("memory"))
+    fixture = teaching.stuck_jobs_fixture(script.db)
+    assert fixture["stuck"] == [1, 2] and fixture["alive"] == [5]
+    jobs = script.table("jobs").set_index("id")
+    # a Processing job whose lease is still valid at `now` tells a right query from a lazy one
+    assert jobs.loc[5, "status"] == "Processing" and jobs.loc[5, "lease_until"] > fixture["now"]
+    assert set(jobs.index[jobs["status"] == "Processing"]) == {1, 2, 5}
+    with pytest.raises(ConfigError):
+        teaching.stuck_jobs_fixture(sim.make_backend("memory"), jobs=4)
 
 
 # ---- exercises -------------------------------------------------------------------------------------
@@ -399,12 +429,17 @@ def test_check_safe_claims():
     assert teaching.check_safe_claims(["read_then_write", "conditional_update", "skip_locked",
                                        "select_for_update"]).ok is False
     assert "not a claim strategy" in teaching.check_safe_claims({"optimistic"}).message
+    # how a reader may type the names: case, spaces and hyphens do not matter
+    assert teaching.check_safe_claims({"Conditional_Update", "skip locked", " select-for-update"}).ok is True
 
 
 def test_check_convoy():
     frame = pd.DataFrame({"claim": ["skip_locked", "select_for_update"], "lock_wait_seconds": [0.0, 12.0]})
     assert teaching.check_convoy("select_for_update", frame).ok is True
     assert teaching.check_convoy("skip_locked", frame).ok is False
+    assert teaching.check_convoy("SELECT FOR UPDATE ", frame).ok is True
+    unknown = teaching.check_convoy("for_update_nowait", frame)
+    assert unknown.ok is False and "not a strategy" in unknown.message and "waited 0" not in unknown.message
 
 
 def test_pause_survival_threshold_is_pause_plus_one_heartbeat():
@@ -431,6 +466,9 @@ def test_check_recovery_prediction_and_watcher_interval():
     assert teaching.check_watcher_interval(20, target=36.0, **kw).ok is True
     assert teaching.check_watcher_interval(30, target=36.0, **kw).ok is False
     assert teaching.check_watcher_interval(5, target=36.0, **kw).ok is False
+    # a target below L - h/2 + P/2 cannot be met by any watcher: only "none" is right
+    assert teaching.check_watcher_interval(10, target=20.0, **kw).ok is False
+    assert teaching.check_watcher_interval("none", target=20.0, **kw).ok is True
 
 
 def test_check_ledger_rows_and_retention():
@@ -439,6 +477,14 @@ def test_check_ledger_rows_and_retention():
     assert teaching.check_retention(60, events=80).ok is True
     assert teaching.check_retention(30, events=80).ok is False
     assert teaching.check_retention(500, events=80).ok is False
+    # just under the window: no duplicate in the sample, but a late redelivery can still get through
+    lucky = teaching.check_retention(58)
+    assert not teaching.retention_experiment(58.0)["duplicate"].any()
+    assert lucky.ok is False and "worst case" in lucky.message
+    # "the shortest": a retention far above the window is not it
+    assert teaching.check_retention(120).ok is False
+    assert teaching.check_retention(62).ok is True  # within one purge interval of the window
+    assert teaching.check_retention(float("inf")).ok is False
 
 
 def test_check_smallest_ttl_and_advice_frame():
@@ -450,6 +496,14 @@ def test_check_smallest_ttl_and_advice_frame():
     assert teaching.check_smallest_ttl(smallest, advice, heartbeat_interval=h, watcher_interval=w).ok is True
     bigger = float(feasible["ttl"].sort_values().iloc[1])
     assert teaching.check_smallest_ttl(bigger, advice, heartbeat_interval=h, watcher_interval=w).ok is False
+    # 06's exercise (heartbeat every 10 s): a TTL under the target but shorter than two heartbeat intervals
+    # (plus latency) is not feasible, and the verdict says which rule it breaks
+    slow = table[(table["heartbeat_interval"] == 10.0) & (table["watcher_interval"] == w)].set_index("ttl")
+    assert slow.loc[20.0, "predicted_false_expiry"] < advice.target_false_expiry and not slow.loc[20.0, "feasible"]
+    near = teaching.check_smallest_ttl(20, advice, heartbeat_interval=10.0, watcher_interval=w)
+    assert near.ok is False and "heartbeat intervals" in near.message and "20.004 s" in near.message
+    right = float(slow.index[slow["feasible"]].min())
+    assert teaching.check_smallest_ttl(right, advice, heartbeat_interval=10.0, watcher_interval=w).ok is True
     frame = teaching.advice_frame(advice, heartbeats=[None, h], ttls=[5, 10, 30])
     assert set(frame["policy.heartbeat_interval"]) == {"none", f"{h:g} s"}
     assert set(frame["policy.lease_ttl"]) <= {5.0, 10.0, 30.0}
@@ -538,6 +592,7 @@ def test_false_expiry_table_and_plot():
     ax = teaching.plot_false_expiry(table, scenario)
     assert len([line for line in ax.lines if line.get_gid() == "theory"]) == 2
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "lease TTL (s)" and ax.get_ylabel().startswith("false-expiry rate (share of leases")
 
 
 def test_duration_summary_and_plot():
