@@ -300,13 +300,19 @@ def stalling_queue(*, jobs: int = 600, workers: int = 6, pause_rate: float = 60.
         horizon=jobs / rate + 3 * processing.quantile(0.99), seed=seed))
 
 
+ADVICE_AXES = {"x": "predicted_false_expiry", "y": "predicted_recovery_mean", "size": "predicted_db_load"}
+
+
 def advice_frame(advice, *, watcher_interval: float | None = None, heartbeats: Iterable | None = None,
                  ttls: Iterable[float] | None = None, negligible: float | None = None) -> pd.DataFrame:
     """advice.candidates shaped like a sweep aggregate, for sim.plots.tradeoff.
 
     Keeps one watcher interval (the recommended one by default) and, if given, some heartbeat
     intervals (None: no heartbeat) and TTLs. The heartbeat column holds labels ("2 s", "none")
-    so that points read "TTL 10 s, hb none"; predicted values become <metric>_mean columns.
+    so that points read "TTL 10 s, hb none"; the predictions become <metric>_mean columns named
+    for what they are (ADVICE_AXES: predicted_false_expiry, the probability per job;
+    predicted_recovery_mean; predicted_db_load, heartbeat + watcher statements/s), so that
+    `tradeoff(frame, **ADVICE_AXES)` labels its axes with them, not with simulated rates.
     Predicted false expiries below `negligible` (default: a tenth of the advice's target) count
     as 0, so that settings differing only by one in a billion do not all look Pareto-optimal.
     """
@@ -329,9 +335,9 @@ def advice_frame(advice, *, watcher_interval: float | None = None, heartbeats: I
     return pd.DataFrame({
         "policy.lease_ttl": rows["ttl"].to_numpy(float),
         "policy.heartbeat_interval": labels,
-        "false_expiry_rate_mean": np.where(risk < floor, 0.0, risk),
-        "recovery_latency_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
-        "statements_per_s_mean": rows["db_load"].to_numpy(float),
+        "predicted_false_expiry_mean": np.where(risk < floor, 0.0, risk),
+        "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
+        "predicted_db_load_mean": rows["db_load"].to_numpy(float),
         "feasible": rows["feasible"].to_numpy(bool),
     }).reset_index(drop=True)
 

@@ -295,6 +295,21 @@ def test_tradeoff_stays_linear_for_a_narrow_span_and_explicit_logx_wins():
     assert sorted(gids(forced, "point")[0].get_offsets()[:, 0]) == pytest.approx(NARROW[1:])
 
 
+def test_tradeoff_labels_come_from_the_metrics_passed():
+    """The advisor's predictions (sim.teaching.advice_frame) are not simulated rates: axes, colour bar
+    and the zero line's legend name the metric actually plotted."""
+    frame = risk_frame(WIDE).rename(columns={"false_expiry_rate_mean": "predicted_false_expiry_mean",
+                                             "recovery_latency_mean_mean": "predicted_recovery_mean_mean",
+                                             "statements_per_s_mean": "predicted_db_load_mean"})
+    ax = plots.tradeoff(frame, x="predicted_false_expiry", y="predicted_recovery_mean", size="predicted_db_load")
+    assert ax.get_xlabel() == "predicted false-expiry probability (% of jobs)  (risk: lower is better; log scale)"
+    assert ax.get_ylabel().startswith("predicted mean recovery latency (s)")
+    assert ax.figure.axes[-1].get_ylabel().startswith("predicted heartbeat + watcher load (statements/s)")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "on the dotted line: predicted false-expiry probability = 0 (a log axis has no 0)" in legend
+    assert not any("rate" in text for text in [ax.get_xlabel(), *legend])
+
+
 def test_tradeoff_logx_errors_are_one_line():
     with pytest.raises(ConfigError, match=r"logx: expected True, False or None \(automatic\), got 'yes'"):
         plots.tradeoff(risk_frame(WIDE), logx="yes")

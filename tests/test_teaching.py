@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import sim  # noqa: E402
-from sim import teaching  # noqa: E402
+from sim import plots, teaching  # noqa: E402
 from sim.db.base import Blocked  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
 
@@ -507,9 +507,30 @@ def test_check_smallest_ttl_and_advice_frame():
     frame = teaching.advice_frame(advice, heartbeats=[None, h], ttls=[5, 10, 30])
     assert set(frame["policy.heartbeat_interval"]) == {"none", f"{h:g} s"}
     assert set(frame["policy.lease_ttl"]) <= {5.0, 10.0, 30.0}
-    assert (frame["false_expiry_rate_mean"].between(1e-12, advice.target_false_expiry / 10 - 1e-15)).sum() == 0
+    assert (frame["predicted_false_expiry_mean"].between(1e-12, advice.target_false_expiry / 10 - 1e-15)).sum() == 0
     with pytest.raises(ConfigError, match="watcher_interval"):
         teaching.advice_frame(advice, watcher_interval=12345)
+
+
+def test_advice_frame_charts_the_predictions_under_their_own_names():
+    """06's trade-off chart plots the advisor's predicted false-expiry probability per job, its
+    predicted mean recovery and its heartbeat + watcher load: the axes must say so, not borrow
+    the labels of simulated rates (false expiries per lease, every DB statement)."""
+    advice = sim.advise("sample", verify=False)
+    h = advice.heartbeat_interval
+    frame = teaching.advice_frame(advice, heartbeats=[None, h], ttls=[5, 10, 30])
+    table = advice.candidates
+    kept = table[(table["watcher_interval"] == advice.watcher_interval) & table["ttl"].isin([5.0, 10.0, 30.0])
+                 & (table["heartbeat_interval"].isna() | (table["heartbeat_interval"] == h))]
+    assert sorted(frame["predicted_recovery_mean_mean"]) == sorted(kept["predicted_recovery_mean"])
+    assert sorted(frame["predicted_db_load_mean"]) == sorted(kept["db_load"])  # heartbeats + watcher ticks only
+    assert not {"false_expiry_rate_mean", "recovery_latency_mean_mean", "statements_per_s_mean"} & set(frame.columns)
+    ax = plots.tradeoff(frame.drop(columns="feasible"), **teaching.ADVICE_AXES)
+    assert ax.get_xlabel().startswith("predicted false-expiry probability (% of jobs)")
+    assert ax.get_ylabel().startswith("predicted mean recovery latency (s)")
+    assert ax.figure.axes[-1].get_ylabel().startswith("predicted heartbeat + watcher load (statements/s)")
+    with pytest.raises(ConfigError, match="false_expiry_rate: the frame has neither"):
+        plots.tradeoff(frame)  # the simulated-rate defaults do not silently relabel predictions
 
 
 def _peer_frame():
