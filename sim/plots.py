@@ -967,8 +967,8 @@ PEER_COLUMNS = (  # (metric, header) printed to the right of peer_comparison's b
     ("double_processed_jobs", "jobs run\ntwice"),
     ("duplicate_external_effects", "dup. PSP\ncharges"),
     ("duplicate_db_effects", "dup. ledger\nrows"),
-    ("statements_per_s", "DB load\nstmt/s"),
-    ("recovery_statements_per_s", "of which\nrecovery/s"),
+    ("statements_per_s", "DB load\nall stmt/s"),
+    ("recovery_statements_per_s", "heartbeat +\nwatcher\nstmt/s"),
 )
 _TIME_TICKS = ((1, "1 s"), (10, "10 s"), (60, "1 min"), (300, "5 min"), (900, "15 min"), (3600, "1 h"),
                (4 * 3600, "4 h"), (24 * 3600, "1 day"))
@@ -1055,7 +1055,7 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
     for k, (column, header) in enumerate(columns):
         shift = ScaledTranslation(0.5 + 0.8 * k, 0, ax.figure.dpi_scale_trans)
         ax.text(1.0, -0.62, header, transform=edge + shift, ha="center", va="bottom", fontsize=8,
-                fontweight="bold", color=INK)
+                fontweight="bold", color=INK, gid="column-header")
         values = rows.get(f"{column}_mean", pd.Series(np.nan, index=rows.index))
         for y, value in enumerate(values):
             ax.text(1.0, y, format_value(column, value), transform=edge + shift, ha="center", va="center",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ProcessPoolExecutor
 from importlib import resources
 
@@ -145,6 +146,14 @@ def test_peer_comparison_figure(frame):
     assert [t for t in ax.texts if t.get_gid() == "no-bar"][0].get_text().startswith("never re-run")
     cells = [t for t in ax.texts if t.get_gid() == "cell-text"]
     assert len(cells) == len(PEERS) * len(plots.PEER_COLUMNS)
+    headers = [t for t in ax.texts if t.get_gid() == "column-header"]
+    assert [t.get_text() for t in headers][-2:] == ["DB load\nall stmt/s", "heartbeat +\nwatcher\nstmt/s"]
+    ax.figure.canvas.draw()  # rendered: no header overlaps another or a cell, and all fit in the figure
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in headers + cells]
+    assert not [(a, b) for a, b in itertools.combinations(range(len(boxes)), 2) if boxes[a].overlaps(boxes[b])]
+    figure = ax.figure.bbox
+    assert all(figure.x0 <= b.x0 and b.x1 <= figure.x1 and figure.y0 <= b.y0 and b.y1 <= figure.y1 for b in boxes)
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == list(PEERS.values())
     assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
     assert "1 h" in [t.get_text() for t in ax.get_xticklabels()]
