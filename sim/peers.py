@@ -52,6 +52,31 @@ def recovery_mechanism(policy) -> str:
     return "none"
 
 
+SETTINGS = ("claim", "claim_takes_expired", "lease_ttl", "heartbeat", "heartbeat_interval", "watcher",
+            "watcher_interval", "watcher_action", "max_attempts", "fencing")
+OFF = "off"  # in settings_table: an interval whose mechanism the preset does not run
+NOT_APPLICABLE = "\u2014"  # ... and a setting of that mechanism that is not an interval
+
+
+def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
+    """The peers' recovery settings (SETTINGS), one row per preset, indexed by display name.
+
+    A preset without a heartbeat shows heartbeat_interval "off", one without a watcher shows
+    watcher_interval "off" and watcher_action "\u2014": their Policy still holds default values,
+    which no run uses and nobody should read as the queue's setting.
+    """
+    rows = []
+    for name in (PEERS if names is None else names):
+        policy = preset(name).policy
+        row = {"queue": PEERS.get(name, name), **{k: getattr(policy, k) for k in SETTINGS}}
+        if not policy.heartbeat:
+            row["heartbeat_interval"] = OFF
+        if not policy.watcher:
+            row["watcher_interval"], row["watcher_action"] = OFF, NOT_APPLICABLE
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["queue", *SETTINGS]).set_index("queue")
+
+
 def owner_crashes(run) -> pd.DataFrame:
     """Run.recoveries restricted to crashes of the job's current owner.
 

@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 import sim  # noqa: E402
 from sim import plots  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.peers import METRICS, PEERS, compare_peers, owner_crashes  # noqa: E402
+from sim.peers import METRICS, PEERS, SETTINGS, compare_peers, owner_crashes, settings_table  # noqa: E402
 
 SHARED = ("workload", "faults", "horizon")
 
@@ -64,6 +64,22 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
                    "solid-queue": 300, "sqs-visibility": 30}
     assert not any(s.policy.heartbeat for s in presets if s.name != "solid-queue")
     assert sim.preset("solid-queue").policy.watcher_action == "dead"
+
+
+def test_settings_table_shows_intervals_of_mechanisms_a_queue_does_not_run_as_off():
+    table = settings_table()
+    assert list(table.index) == list(PEERS.values()) and tuple(table.columns) == SETTINGS
+    for name, label in PEERS.items():
+        policy, row = sim.preset(name).policy, table.loc[label]
+        assert row["lease_ttl"] == policy.lease_ttl and row["max_attempts"] == policy.max_attempts
+        assert row["heartbeat_interval"] == (policy.heartbeat_interval if policy.heartbeat else "off"), label
+        assert row["watcher_interval"] == (policy.watcher_interval if policy.watcher else "off"), label
+        assert row["watcher_action"] == (policy.watcher_action if policy.watcher else "\u2014"), label
+    # the defaults a Policy still holds never show: SQS runs neither, the others no heartbeat but Solid Queue
+    assert table.loc["SQS", ["heartbeat_interval", "watcher_interval", "watcher_action"]].tolist() == ["off", "off", "\u2014"]
+    assert table.loc["River", "heartbeat_interval"] == "off" and table.loc["River", "watcher_interval"] == 30.0
+    assert table.loc["Solid Queue", "heartbeat_interval"] == 60.0
+    assert list(settings_table(["sqs-visibility"]).index) == ["SQS"]
 
 
 def test_one_row_per_peer_with_confidence_intervals(frame):
