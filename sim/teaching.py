@@ -1206,7 +1206,12 @@ def check_pause_ttl(answer, *, heartbeat_interval: float = 5.0, pause: float = 1
     if answer is None:
         return _unanswered("the pause can start just before a heartbeat, when the lease is already one interval old.")
     value = _number(answer)
-    if value is None or value <= heartbeat_interval:
+    if value is None or isinstance(answer, bool):
+        return Verdict(False, f"Give the TTL as a whole number of seconds, e.g. 20; {answer!r} is not a number.")
+    if not value.is_integer():
+        return Verdict(False, f"The exercise asks for whole seconds, and {value:g} s is not a whole number: give "
+                              "the shortest TTL, in whole seconds, with which the lease never lapses.")
+    if value <= heartbeat_interval:
         return Verdict(False, f"The TTL must at least exceed the heartbeat interval ({heartbeat_interval:g} s), "
                               "or the lease lapses between two renewals even without a pause.")
     survives = pause_survival(value, heartbeat_interval=heartbeat_interval, pause=pause)

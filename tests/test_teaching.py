@@ -449,6 +449,19 @@ def test_pause_survival_threshold_is_pause_plus_one_heartbeat():
     assert teaching.check_pause_ttl(17).ok is False
     assert teaching.check_pause_ttl(25).ok is False  # works, but wastefully long
     assert teaching.check_pause_ttl(4).ok is False
+    assert teaching.check_pause_ttl("18").ok is True
+
+
+@pytest.mark.parametrize("answer", [17.5, 18.5, 18.000001, "17.5", math.inf])
+def test_check_pause_ttl_wants_whole_seconds(answer):
+    verdict = teaching.check_pause_ttl(answer)
+    assert verdict.ok is False and "whole seconds" in verdict.message and "not a whole number" in verdict.message
+
+
+@pytest.mark.parametrize("answer", ["eighteen", "18 s", True, math.nan])
+def test_check_pause_ttl_says_when_the_answer_is_no_number(answer):
+    verdict = teaching.check_pause_ttl(answer)
+    assert verdict.ok is False and "whole number of seconds" in verdict.message and "not a number" in verdict.message
 
 
 def test_check_ttl_without_heartbeat():
