@@ -77,6 +77,24 @@ def test_advice_reads_as_one_sentence_then_details(advice):
     assert "durations: 3000 jobs" in text and "30 pauses per worker-hour" in text
 
 
+@pytest.mark.parametrize(("crash_rate", "pause_rate", "workers", "faults", "pollers"), [
+    (1, 1, 1, "1 pause per worker-hour (median 0.5 s, p99 5 s), 1 crash per worker-hour", "1 worker polling"),
+    (2, 0.5, 4, "0.5 pauses per worker-hour (median 0.5 s, p99 5 s), 2 crashes per worker-hour", "4 workers polling"),
+    (0, 0, 4, "no pauses, no crashes", "4 workers polling"),
+])
+def test_advice_counts_read_right_for_one_and_for_many(crash_rate, pause_rate, workers, faults, pollers):
+    text = str(advise("sample", crash_rate=crash_rate, pause_rate=pause_rate, workers=workers, verify=False))
+    assert f"  faults: {faults}\n" in text and f"({pollers} every 1 s;" in text
+    assert not re.search(r"\b1 (crashes|pauses|workers|candidates|leases)\b", text)
+
+
+def test_one_candidate_below_the_floor_reads_singular():
+    advice = advise("sample", candidates={"ttl": [10, 20], "heartbeat_interval": [None], "watcher_interval": [10]},
+                    min_ttl=20, verify=False)
+    assert "  TTL floor: 20 s (min_ttl); 1 candidate with a shorter TTL was ruled out" in str(advice).splitlines()
+    assert "chosen from 2 candidates" in str(advice)
+
+
 def test_scenario_runs_with_the_recommended_settings(advice):
     scenario = advice.scenario(jobs=60, seed=3)
     p = scenario.policy
