@@ -175,6 +175,12 @@ def percent(x: float, digits: int = 2) -> str:
     return f"{100 * x:.{digits}g}%"
 
 
+def times(n) -> str:
+    """How often, in words: 'once', 'twice', '3 times', '0.5 times' (e.g. 'was charged twice')."""
+    n = float(n)
+    return {1.0: "once", 2.0: "twice"}.get(n, f"{n:g} times")
+
+
 # ---- scenarios the lessons share ------------------------------------------------------------------
 
 def one_job(*, ttl: float = 15.0, heartbeat_interval: float = 5.0, watcher_interval: float = 5.0,

@@ -577,6 +577,15 @@ def test_formatting():
     assert teaching.seconds(float("nan")) == "never"
     assert teaching.percent(0.0123) == "1.2%"
     assert teaching.percent(0) == "0%"
+    assert [teaching.times(n) for n in (1, 2, np.int64(2), 3, 8.0, 0.5)] == \
+        ["once", "twice", "twice", "3 times", "8 times", "0.5 times"]
+
+
+def test_the_zombie_of_03_was_charged_twice_in_words():
+    """03 says how often the zombie's payment was charged with teaching.times: 'twice', not '2 times'."""
+    gc = sim.run("gc-pause-zombie", seed=1)
+    charges = gc.events.query("kind == 'psp_charge' and detail == 'new'").groupby("job").size()
+    assert charges.max() == 2 and teaching.times(charges.max()) == "twice"
 
 
 # ---- coverage --------------------------------------------------------------------------------------
