@@ -1061,7 +1061,7 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
             ax.text(1.0, y, format_value(column, value), transform=edge + shift, ha="center", va="center",
                     fontsize=8.5, color=INK, gid="cell-text")
     n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
-    seeds = f"{int(n.min())} seeds per peer" if len(n) else "seeds: not given"
+    seeds = f"{int(n.min())} seed{'' if int(n.min()) == 1 else 's'} per peer" if len(n) else "seeds: not given"
     confidence = frame.attrs.get("confidence", 0.95)
     _finish(ax, f"Peer queues' default recovery settings on one payment workload: {name}",
             f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run")

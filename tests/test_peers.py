@@ -176,6 +176,8 @@ def test_peer_comparison_figure(frame):
     river = bars[0]
     assert river.get_x() + river.get_width() == pytest.approx(frame["recovery_latency_mean_mean"].iloc[0])
     assert ax.get_title(loc="left").startswith("Peer queues' default recovery settings")
+    assert "\n2 seeds per peer;" in ax.get_title(loc="left")
+    assert "\n1 seed per peer;" in plots.peer_comparison(frame.assign(n=1)).get_title(loc="left")
     assert len(ax.get_legend().get_texts()) == 3  # watcher requeues / claim takes expired / job failed
     plt.close("all")
     with pytest.raises(ConfigError):
