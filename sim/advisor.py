@@ -196,7 +196,7 @@ class Advice:
         heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {_s(self.heartbeat_interval)}"
         return (f"TTL {_s(self.ttl)}, {heartbeat}, watcher every {_s(self.watcher_interval)}: predicted false expiry "
                 f"{_pct(self.predicted_false_expiry)} per job (target {_pct(self.target_false_expiry)}), "
-                f"recovery ~ {_s(self.predicted_recovery_mean)}, {self.db_load:.2g} statements/s")
+                f"recovery ~ {_s(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
 
     def __str__(self) -> str:
         i = self.inputs

@@ -73,7 +73,7 @@ def test_advice_reads_as_one_sentence_then_details(advice):
     text = str(advice)
     headline = text.splitlines()[0]
     assert re.fullmatch(r"TTL [\d.]+ s, heartbeat every [\d.]+ s, watcher every [\d.]+ s: predicted false expiry "
-                        r"[\d.]+% per job \(target 1%\), recovery ~ [\d.]+ s, [\d.]+ statements/s", headline), headline
+                        r"[\d.]+% per job \(target 1%\), recovery ~ [\d.]+ s, [\d.]+ heartbeat \+ watcher statements/s", headline), headline
     assert "durations: 3000 jobs" in text and "30 pauses per worker-hour" in text
 
 
