@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
+from types import MappingProxyType
 
 from sim.db.base import MICROS, Blocked, Rows, to_micros
 from sim.db.errors import (
@@ -75,6 +76,14 @@ class JobRow:
         return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
 
 
+def _read_only_transaction() -> Transaction:
+    """What an autocommit SELECT runs in: no writes, locks or markers of its own, and none allowed."""
+    tx = Transaction("", implicit=True)
+    tx.jobs, tx.markers = MappingProxyType({}), MappingProxyType({})
+    tx.locked, tx.deleted_markers, tx.ledger, tx.touched = frozenset(), frozenset(), (), ()
+    return tx
+
+
 def _seconds(micros: int | None) -> float | None:
     return None if micros is None else micros / MICROS
 
@@ -100,6 +109,9 @@ class Transaction:
         self.ledger: list[tuple] = []
         self.aborted = False
         self.resumed_row: int | None = None  # the job row the running statement waited for
+
+
+_NO_TRANSACTION = _read_only_transaction()
 
 
 class _Client:
@@ -314,6 +326,8 @@ class MemoryBackend:
         if state.pending is not None:
             raise ClientStateError(f"client {client} still has a blocked statement; resume it first")
         entry[0].check(params)
+        if state.tx is None and entry[0].read_only:
+            return entry[1](_NO_TRANSACTION, **params)  # autocommit SELECT: nothing to apply or release
         if state.tx is not None and state.tx.aborted:
             raise TransactionAbortedError(
                 query, "current transaction is aborted, commands ignored until end of transaction"
@@ -664,7 +678,7 @@ class MemoryBackend:
         return [(e, h, _seconds(t)) for e, h, t in sorted(merged.values())]
 
     def dump_ledger(self, tx: Transaction) -> Rows:
-        return [row[:-1] + (_seconds(row[-1]),) for row in sorted(self.ledger + tx.ledger)]
+        return [row[:-1] + (_seconds(row[-1]),) for row in sorted([*self.ledger, *tx.ledger])]
 
     def _all_jobs(self, tx: Transaction) -> Iterator[JobRow]:
         yield from ({**self.jobs, **tx.jobs}).values()

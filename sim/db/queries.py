@@ -43,6 +43,12 @@ class Query:
         self._explain(params)
 
     @cached_property
+    def read_only(self) -> bool:
+        """A plain SELECT (no FOR UPDATE): it never writes, locks or waits."""
+        text = self.sql.lstrip().upper()
+        return text.startswith("SELECT") and "FOR UPDATE" not in text
+
+    @cached_property
     def _allowed(self) -> tuple[tuple[str, frozenset[type]], ...]:
         return tuple((p, PARAM_TYPES[t]) for p, t in self.params)
 
