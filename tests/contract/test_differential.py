@@ -94,15 +94,21 @@ def attempt(call, *args):
         return type(exc).__name__
 
 
-def play(db, script: list[tuple]) -> list:
-    """The transcript of `script` on `db`: every step's outcome, then the final tables."""
-    for client in (*CLIENTS, "W"):
+def play(db, script: list[tuple], *, clients=CLIENTS, to_the_end: bool = False) -> tuple[list, int]:
+    """The transcript of `script` on `db` (every step's outcome, then the final tables), and the most
+    clients that waited at once. A bare PostgreSQL lets two waiters on one row race once their holder
+    ends, so by default the script stops at its second simultaneous wait; with `to_the_end` (for a
+    backend that resumes waiters in the order they began to wait) it runs on, and what is still open
+    at the end is rolled back so that every waiter finishes."""
+    for client in (*clients, "W"):
         db.connect(client)
-    transcript, waiting = [], {}  # waiting: waiter -> holder
+    transcript, waiting, most = [], {}, 0  # waiting: waiter -> holder, in the order they began
 
     def ended(client: str) -> None:
         """`client`'s transaction ended: resume whoever waited for it."""
         for waiter in [w for w, holder in waiting.items() if holder == client]:
+            if waiting.get(waiter) != client:
+                continue  # resumed meanwhile (an earlier waiter's error ended its transaction...)
             del waiting[waiter]
             resumed = attempt(db.resume, waiter)
             transcript.append((("resume", waiter), resumed))
@@ -110,8 +116,10 @@ def play(db, script: list[tuple]) -> list:
 
     def settle(client: str, outcome) -> None:
         """Note a wait; an error inside a transaction ends it (its locks are gone)."""
+        nonlocal most
         if isinstance(outcome, Blocked):
             waiting[client] = outcome.holder
+            most = max(most, len(waiting))
         elif isinstance(outcome, str) and outcome not in NOT_ENDING and db.in_transaction(client):
             ended(client)
 
@@ -124,7 +132,7 @@ def play(db, script: list[tuple]) -> list:
         else:
             outcome = attempt(db.execute, client, kind, step[2])
         transcript.append((step, outcome))
-        if isinstance(outcome, Blocked) and waiting:
+        if not to_the_end and isinstance(outcome, Blocked) and waiting:
             break  # a second waiter: PostgreSQL may let the two race
         if kind == "crash":
             db.connect(client)
@@ -132,9 +140,14 @@ def play(db, script: list[tuple]) -> list:
             ended(client)
         else:
             settle(client, outcome)
+    if to_the_end:
+        for client in clients:
+            if client not in waiting and db.in_transaction(client):
+                transcript.append((("rollback", client), attempt(db.rollback, client)))
+                ended(client)
     tables = ("dump_jobs", "dump_processed_events", "dump_ledger")
     transcript.append(("tables", [db.execute("W", name, {}) for name in tables]))
-    return transcript
+    return transcript, most
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -142,7 +155,7 @@ def test_backends_agree_on_random_scripts(pg_dsn, seed):
     script = random_script(seed)
     memory, postgres = MemoryBackend(), PostgresBackend(pg_dsn)
     try:
-        expected, got = play(memory, script), play(postgres, script)
+        (expected, _), (got, _) = play(memory, script), play(postgres, script)
     finally:
         memory.close()
         postgres.close()

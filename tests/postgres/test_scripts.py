@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from sim.db.base import Blocked
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
-from tests.contract.test_differential import attempt, random_script
+from tests.contract.test_differential import play, random_script
 
 pytestmark = pytest.mark.postgres
 
 CLIENTS = ("A", "B", "C", "D")
 STEPS = 70
 SEEDS = range(80)
-NOT_ENDING = ("ClientStateError", "TransactionAbortedError")  # errors that end no transaction
 QUERIES = ["insert_job"] * 3 + ["claim_conditional", "claim_unconditional", "insert_dedup_marker",
                                 "lock_next_candidate", "complete_fenced"] * 2 + [
     "select_candidates", "claim_skip_locked", "lock_job_nowait", "heartbeat", "complete_unfenced",
@@ -34,60 +32,14 @@ def crowded_script(seed: int) -> list[tuple]:
     return random_script(seed, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=(0.18, 0.26, 0.3, 0.32))
 
 
-def play(db, script: list[tuple]) -> tuple[list, int]:
-    """The transcript of `script` on `db`, and the most clients that waited at once."""
-    for client in (*CLIENTS, "W"):
-        db.connect(client)
-    transcript, waiting, most = [], {}, 0  # waiting: waiter -> holder, in the order they began
-
-    def ended(client: str) -> None:
-        for waiter in [w for w, holder in waiting.items() if holder == client]:
-            if waiting.get(waiter) != client:
-                continue  # resumed meanwhile (an earlier waiter's error ended its transaction...)
-            del waiting[waiter]
-            resumed = attempt(db.resume, waiter)
-            transcript.append((("resume", waiter), resumed))
-            settle(waiter, resumed)
-
-    def settle(client: str, outcome) -> None:
-        nonlocal most
-        if isinstance(outcome, Blocked):
-            waiting[client] = outcome.holder
-            most = max(most, len(waiting))
-        elif isinstance(outcome, str) and outcome not in NOT_ENDING and db.in_transaction(client):
-            ended(client)
-
-    for step in script:
-        kind, client = step[0], step[1]
-        if client in waiting:
-            continue
-        if kind in ("begin", "commit", "rollback", "crash"):
-            outcome = attempt(getattr(db, kind), client)
-        else:
-            outcome = attempt(db.execute, client, kind, step[2])
-        transcript.append((step, outcome))
-        if kind == "crash":
-            db.connect(client)
-        if kind in ("commit", "rollback", "crash") and outcome is None:
-            ended(client)
-        else:
-            settle(client, outcome)
-    for client in (*CLIENTS,):  # end what is still open, so that every waiter finishes
-        if client not in waiting and db.in_transaction(client):
-            transcript.append((("rollback", client), attempt(db.rollback, client)))
-            ended(client)
-    tables = ("dump_jobs", "dump_processed_events", "dump_ledger")
-    transcript.append(("tables", [db.execute("W", name, {}) for name in tables]))
-    return transcript, most
-
-
 def test_backends_agree_with_several_waiters_at_once(pg_dsn):
     crowded = 0
     for seed in SEEDS:
         script = crowded_script(seed)
         memory, postgres = MemoryBackend(), PostgresBackend(pg_dsn)
         try:
-            (expected, most), (got, _) = play(memory, script), play(postgres, script)
+            expected, most = play(memory, script, clients=CLIENTS, to_the_end=True)
+            got, _ = play(postgres, script, clients=CLIENTS, to_the_end=True)
         finally:
             memory.close()
             postgres.close()
