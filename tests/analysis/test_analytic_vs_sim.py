@@ -12,8 +12,9 @@ from scipy import stats
 
 from sim import analytic, run
 from sim.dists import Dist
-from sim.scenario import Faults, Policy, Scenario, ScriptedCrash, Workload
+from sim.scenario import Faults, Policy, Scenario, Workload
 from sim.sweep import sweep, wilson_interval
+from tests.model import test_recovery_theory as recovery_setup
 
 LAT = 0.002
 
@@ -149,29 +150,17 @@ def test_db_load_adds_up():
 
 # ---- recovery latency distribution -----------------------------------------------------------------
 
-TTL, RH, RW, RP = 30.0, 10.0, 30.0, 2.0
-
-
 def _recovery_scenarios(watcher: bool, replications: int) -> list[Scenario]:
-    """As in tests/model/test_recovery_theory.py: one endless job, two workers, the owner crashes at a
-    uniformly random time long after the claim and never returns; the other worker is the idle poller."""
+    """The scenario of tests/model/test_recovery_theory.py at uniformly random crash times."""
     crash_times = np.random.default_rng(7).uniform(100.0, 200.0, replications)
-    return [Scenario(
-        name="recovery-distribution",
-        workload=Workload(jobs=1, processing=Dist.constant(10_000.0), psp_call=Dist.constant(0.0),
-                          statement_latency=Dist.constant(LAT)),
-        policy=Policy(workers=2, poll_interval=RP, lease_ttl=TTL, heartbeat_interval=RH, watcher=watcher,
-                      watcher_interval=RW, claim_takes_expired=not watcher),
-        faults=Faults(crashes=(ScriptedCrash(at=float(at), job=1),), restart_delay=Dist.constant(1e6)),
-        horizon=float(at) + TTL + RW + RP + 5, seed=seed,
-    ) for seed, at in enumerate(crash_times, start=100)]
+    return [recovery_setup.recovery_scenario(at, seed, watcher=watcher) for seed, at in enumerate(crash_times, start=100)]
 
 
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "claim-takes-expired"])
 def test_recovery_latency_distribution_matches_simulation(watcher):
     simulated = np.array([run(s).recoveries["latency"].iloc[0] for s in _recovery_scenarios(watcher, 200)])
-    assumptions = dict(ttl=TTL, heartbeat_interval=RH, poll_interval=RP, watcher_interval=RW if watcher else None,
-                       latency=LAT)
+    assumptions = dict(ttl=recovery_setup.TTL, heartbeat_interval=recovery_setup.H, poll_interval=recovery_setup.P,
+                       watcher_interval=recovery_setup.W if watcher else None, latency=LAT)
     theory = analytic.recovery_latency_samples(100_000, seed=1, **assumptions)
     assert theory.mean() == pytest.approx(analytic.recovery_latency_mean(**assumptions), abs=0.1)
     assert theory.var() == pytest.approx(analytic.recovery_latency_variance(

@@ -16,21 +16,26 @@ TTL, H, W, P, LAT = 30.0, 10.0, 30.0, 2.0, 0.002
 REPLICATIONS = 200
 
 
+def recovery_scenario(crash_at: float, seed: int, *, watcher: bool) -> Scenario:
+    """One endless job, two workers; the owner crashes at `crash_at`, long after the claim, and never
+    returns; the other worker is the idle poller. With no watcher the claim takes expired leases."""
+    return Scenario(
+        name="recovery-theory",
+        workload=Workload(jobs=1, processing=Dist.constant(10_000.0), psp_call=Dist.constant(0.0),
+                          statement_latency=Dist.constant(LAT)),
+        policy=Policy(workers=2, poll_interval=P, lease_ttl=TTL, heartbeat_interval=H, watcher=watcher,
+                      watcher_interval=W, claim_takes_expired=not watcher),
+        faults=Faults(crashes=(ScriptedCrash(at=float(crash_at), job=1),), restart_delay=Dist.constant(1e6)),
+        horizon=float(crash_at) + TTL + W + P + 5,
+        seed=seed,
+    )
+
+
 def _recovery_latencies(*, watcher: bool) -> np.ndarray:
     crash_times = np.random.default_rng(2026).uniform(100.0, 200.0, REPLICATIONS)
     latencies = []
     for seed, crash_at in enumerate(crash_times, start=1):
-        scenario = Scenario(
-            name="recovery-theory",
-            workload=Workload(jobs=1, processing=Dist.constant(10_000.0), psp_call=Dist.constant(0.0),
-                              statement_latency=Dist.constant(LAT)),
-            policy=Policy(workers=2, poll_interval=P, lease_ttl=TTL, heartbeat_interval=H, watcher=watcher,
-                          watcher_interval=W, claim_takes_expired=not watcher),
-            faults=Faults(crashes=(ScriptedCrash(at=float(crash_at), job=1),), restart_delay=Dist.constant(1e6)),
-            horizon=float(crash_at) + TTL + W + P + 5,
-            seed=seed,
-        )
-        recoveries = run(scenario).recoveries
+        recoveries = run(recovery_scenario(crash_at, seed, watcher=watcher)).recoveries
         assert len(recoveries) == 1
         latencies.append(recoveries["latency"].iloc[0])
     values = np.asarray(latencies)
