@@ -182,6 +182,12 @@ def _recoveries(log) -> pd.DataFrame:
     return frame
 
 
+def _new_charges(log: LogArrays) -> np.ndarray:
+    """Positions of the PSP charges that charged (not the replays of an idempotency key)."""
+    charges = log.rows("psp_charge")
+    return charges[[log.detail[i] == "new" for i in charges.tolist()]] if len(charges) else charges
+
+
 _FINAL_STATUS = {"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"}
 
 
@@ -195,8 +201,6 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
     def per_job(rows: np.ndarray) -> np.ndarray:
         return np.bincount(log.job[rows], minlength=size)[ids]
 
-    charges = log.rows("psp_charge")
-    new_charges = charges[[log.detail[i] == "new" for i in charges]] if len(charges) else charges
     completions = log.rows("complete")
     first_completion = np.full(size, np.inf)
     np.minimum.at(first_completion, log.job[completions], log.t[completions])
@@ -221,7 +225,7 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
         "enqueued_at": enqueued_at,
         "attempts": attempts,
         "db_effects": per_job(log.rows("effect")),
-        "external_effects": per_job(new_charges),
+        "external_effects": per_job(_new_charges(log)),
         "completed_at": completed_at,
         "status": pd.Series([final.get(job, default) for job, default in zip(id_list, status.tolist(), strict=True)],
                             dtype=object),
@@ -279,9 +283,6 @@ def _summary(run: Run) -> pd.Series:
     completed = int((status == "Completed").sum())
     terminal = status.isin(TERMINAL)
     event_of_job = dict(zip(jobs["job"].tolist(), jobs["event_id"].tolist(), strict=True))
-    charges = log.rows("psp_charge")
-    new_charges = [job for job, i in zip(log.job[charges].tolist(), charges.tolist(), strict=True)
-                   if log.detail[i] == "new"]
     recoveries = run.recoveries
     out = {
         "jobs": len(jobs),
@@ -294,8 +295,8 @@ def _summary(run: Run) -> pd.Series:
         "false_expiries": int(leases["false_expiry"].sum()),
         "double_claims": int((leases["end_reason"] == "revoked").sum()),
         "duplicate_db_effects": _duplicates(log.detail[i] for i in log.rows("effect").tolist()),
-        "duplicate_external_effects": _duplicates(event_of_job[job] for job in new_charges),
-        "psp_charges": len(charges),
+        "duplicate_external_effects": _duplicates(event_of_job[job] for job in log.job[_new_charges(log)].tolist()),
+        "psp_charges": len(log.rows("psp_charge")),
         "crashes": len(log.rows("crash")),
         "recoveries": int(recoveries["latency"].notna().sum()),
         "unrecovered_crashes": int(recoveries["latency"].isna().sum()),
