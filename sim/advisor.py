@@ -341,18 +341,12 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         "min_ttl": None if min_ttl is None else float(min_ttl), "seed": seed,
     }
     table = candidate_table(job, ttls=ttls, heartbeats=heartbeats, watchers=watchers, **_model_inputs(inputs))
-    limit = target_false_expiry / margin
-    feasible = table["predicted_false_expiry"] <= limit
-    if heartbeats_per_ttl:
-        hb = table["heartbeat_interval"]
-        feasible &= hb.isna() | (table["ttl"] >= heartbeats_per_ttl * (hb + statement_latency))
-    if max_db_load is not None:
-        feasible &= table["db_load"] <= max_db_load
-    allowed = table["ttl"] >= min_ttl if min_ttl is not None else pd.Series(True, index=table.index)
+    rules = feasibility_rules(table, target_false_expiry, inputs)
+    allowed = rules["min_ttl"]
     if not allowed.any():
         raise ConfigError(f"min_ttl: {min_ttl:g} s is above every candidate TTL (the longest considered is "
                           f"{table['ttl'].max():g} s); lower it or add longer TTLs to candidates['ttl']")
-    feasible &= allowed
+    feasible = rules.all(axis=1)
     table["feasible"] = feasible
     met = bool(feasible.any())
     if met:
@@ -376,6 +370,20 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         floored = [t for t in ttls if min_ttl is None or t >= min_ttl]
         advice.evidence = _evidence(advice, floored, int(replications), int(evidence_jobs), seed, executor, progress)
     return advice
+
+
+def feasibility_rules(table: pd.DataFrame, target_false_expiry: float, inputs: dict) -> pd.DataFrame:
+    """One boolean column per feasibility rule of the module docstring (True: the candidate passes
+    it): target, heartbeats_per_ttl, max_db_load, min_ttl. A candidate is feasible if it passes all."""
+    rules = pd.DataFrame(index=table.index)
+    rules["target"] = table["predicted_false_expiry"] <= target_false_expiry / inputs["margin"]
+    per_ttl, hb = inputs["heartbeats_per_ttl"], table["heartbeat_interval"]
+    rules["heartbeats_per_ttl"] = (hb.isna() | (table["ttl"] >= per_ttl * (hb + inputs["statement_latency"]))
+                                   if per_ttl else True)
+    load, floor = inputs["max_db_load"], inputs["min_ttl"]
+    rules["max_db_load"] = table["db_load"] <= load if load is not None else True
+    rules["min_ttl"] = table["ttl"] >= floor if floor is not None else True
+    return rules
 
 
 def _model_inputs(inputs: dict) -> dict:

@@ -1371,26 +1371,26 @@ def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, e
                          "as long as redeliveries may come.")
 
 
-def _infeasible_because(row, advice) -> str:
-    """Why the advisor left a candidate row out (its feasibility rules, in words)."""
-    inputs = advice.inputs
-    margin = float(inputs.get("margin", 1.0))
-    reasons = []
-    limit = advice.target_false_expiry / margin
-    if row["predicted_false_expiry"] > limit:
-        reasons.append(f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
-                       f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})")
-    per_ttl, latency = inputs.get("heartbeats_per_ttl"), float(inputs.get("statement_latency", 0.0))
+def _infeasible_because(row: pd.DataFrame, advice) -> str:
+    """Why the advisor left a candidate (a one-row frame of its table) out: the rules it fails
+    (advisor.feasibility_rules), in words."""
+    from sim.advisor import feasibility_rules
+
+    passed = feasibility_rules(row, advice.target_false_expiry, advice.inputs).iloc[0]
+    inputs, row = advice.inputs, row.iloc[0]
+    margin, per_ttl, latency = inputs["margin"], inputs["heartbeats_per_ttl"], inputs["statement_latency"]
     hb = row["heartbeat_interval"]
-    if per_ttl and pd.notna(hb) and row["ttl"] < per_ttl * (hb + latency):
-        reasons.append(f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
-                       f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
-                       "that one lost heartbeat does not lapse the lease")
-    if inputs.get("max_db_load") is not None and row["db_load"] > inputs["max_db_load"]:
-        reasons.append(f"it costs {row['db_load']:.3g} statements/s, over max_db_load")
-    if inputs.get("min_ttl") is not None and row["ttl"] < inputs["min_ttl"]:
-        reasons.append(f"it is below the TTL floor of {inputs['min_ttl']:g} s")
-    return "; ".join(reasons) or "the advisor marked it infeasible"
+    words = {
+        "target": lambda: (f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
+                           f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})"),
+        "heartbeats_per_ttl": lambda: (
+            f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
+            f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
+            "that one lost heartbeat does not lapse the lease"),
+        "max_db_load": lambda: f"it costs {row['db_load']:.3g} statements/s, over max_db_load",
+        "min_ttl": lambda: f"it is below the TTL floor of {inputs['min_ttl']:g} s",
+    }
+    return "; ".join(words[rule]() for rule, ok in passed.items() if not ok) or "the advisor marked it infeasible"
 
 
 def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watcher_interval: float) -> Verdict:
@@ -1417,7 +1417,7 @@ def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watc
                              f"recovery {seconds(best['predicted_recovery_mean'])}.")
     same = mine[mine["ttl"] == value] if value is not None else mine.iloc[0:0]
     if len(same) and not bool(same["feasible"].iloc[0]):
-        return Verdict(False, f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[0], advice)}. "
+        return Verdict(False, f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[[0]], advice)}. "
                               "Keep only the rows with feasible == True.")
     if len(same):
         return Verdict(False, f"TTL {value:g} s is feasible, but a smaller TTL on the ladder is too.")
