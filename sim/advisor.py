@@ -48,6 +48,7 @@ from sim import analytic
 from sim.dists import Dist, read_durations_csv
 from sim.errors import ConfigError
 from sim.scenario import Faults, Policy, Scenario, Workload
+from sim.wording import count
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
@@ -209,22 +210,22 @@ class Advice:
                          f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
         lines += [
-            f"  durations: {_count(i['durations_n'], 'job')}, median {_s(i['durations_median'])}, p99 {_s(i['durations_p99'])}, "
+            f"  durations: {count(i['durations_n'], 'job')}, median {_s(i['durations_median'])}, p99 {_s(i['durations_p99'])}, "
             f"max {_s(i['durations_max'])}",
-            "  faults: " + (f"{_count(i['pause_rate'], 'pause')} per worker-hour ({_dist(i['pause_duration'])}), "
+            "  faults: " + (f"{count(i['pause_rate'], 'pause')} per worker-hour ({_dist(i['pause_duration'])}), "
                             if i["pause_rate"] else "no pauses, ")
-            + (f"{_count(i['crash_rate'], 'crash', 'crashes')} per worker-hour" if i["crash_rate"] else "no crashes"),
+            + (f"{count(i['crash_rate'], 'crash', 'crashes')} per worker-hour" if i["crash_rate"] else "no crashes"),
             f"  recovery after a crash: mean {_s(self.predicted_recovery_mean)}, p95 {_s(self.predicted_recovery_p95)} "
-            f"({_count(i['workers'], 'worker')} polling every {_s(i['poll_interval'])}; "
+            f"({count(i['workers'], 'worker')} polling every {_s(i['poll_interval'])}; "
             + ("the watcher requeues expired leases)" if not i["claim_takes_expired"]
                else "claims take expired leases)"),
             f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
-            f"  chosen from {_count(len(self.candidates), 'candidate')} ({int(self.candidates['feasible'].sum())} feasible): "
+            f"  chosen from {count(len(self.candidates), 'candidate')} ({int(self.candidates['feasible'].sum())} feasible): "
             f"the cheapest within {i['recovery_tolerance']:.0%} of the fastest feasible recovery",
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
-            lines.append(f"  TTL floor: {_s(floor)} (min_ttl); {_count(below, 'candidate')} with a shorter TTL "
+            lines.append(f"  TTL floor: {_s(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
                          f"{'was' if below == 1 else 'were'} ruled out")
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
@@ -232,17 +233,11 @@ class Advice:
                 mark = "*" if row.recommended else " "
                 lines.append(
                     f"   {mark} TTL {_s(row.ttl)}: false expiry {_pct(row.false_expiry)} "
-                    f"[{_pct(row.false_expiry_ci_low)}, {_pct(row.false_expiry_ci_high)}] of {_count(row.leases, 'lease')} "
+                    f"[{_pct(row.false_expiry_ci_low)}, {_pct(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
                     f"(predicted {_pct(row.predicted_false_expiry)}); recovery {_s(row.recovery_mean)} "
-                    f"[{_s(row.recovery_ci_low)}, {_s(row.recovery_ci_high)}] over {_count(row.recoveries, 'crash', 'crashes')} "
+                    f"[{_s(row.recovery_ci_low)}, {_s(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
                     f"(predicted {_s(row.predicted_recovery_mean)})")
         return "\n".join(lines)
-
-
-def _count(n, one: str, many: str | None = None) -> str:
-    """'1 crash', '2 crashes', '0.5 crashes', '3000 jobs': the noun is singular for exactly one."""
-    number = f"{int(n)}" if float(n).is_integer() else f"{n:g}"
-    return f"{number} {one if n == 1 else (many or one + 's')}"
 
 
 def _s(seconds) -> str:

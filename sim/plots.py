@@ -25,6 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from sim.errors import ConfigError
+from sim.wording import count
 
 # Okabe-Ito without vermillion (red means "overlap") and black (markers are black).
 JOB_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7")
@@ -354,7 +355,7 @@ def _title(run, window, jobs: list[int] | None = None) -> str:
     ttl = "no TTL (a lock: claims never expire)" if p.lease_ttl >= LOCK_TTL else f"TTL {p.lease_ttl:g} s"
     facts = [f"claim={p.claim}", ttl, beat, watch,
              "fenced" if p.fencing else "unfenced", f"seed {s.seed}", run.backend]
-    counts = [f"{int(summary[key])} {one if int(summary[key]) == 1 else many}" for key, one, many in (
+    counts = [count(int(summary[key]), one, many) for key, one, many in (
         ("leases", "lease", "leases"), ("false_expiries", "false expiry", "false expiries"),
         ("double_claims", "double claim", "double claims"), ("crashes", "crash", "crashes"),
         ("duplicate_external_effects", "duplicate PSP charge", "duplicate PSP charges"))]
@@ -1061,7 +1062,7 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
             ax.text(1.0, y, format_value(column, value), transform=edge + shift, ha="center", va="center",
                     fontsize=8.5, color=INK, gid="cell-text")
     n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
-    seeds = f"{int(n.min())} seed{'' if int(n.min()) == 1 else 's'} per peer" if len(n) else "seeds: not given"
+    seeds = f"{count(int(n.min()), 'seed')} per peer" if len(n) else "seeds: not given"
     confidence = frame.attrs.get("confidence", 0.95)
     _finish(ax, f"Peer queues' default recovery settings on one payment workload: {name}",
             f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run")

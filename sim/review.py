@@ -34,6 +34,7 @@ from sim.errors import ConfigError
 from sim.peers import owner_crashes
 from sim.results import recovery_allowance
 from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, resolve
+from sim.wording import count
 
 PASS, FAIL, RISK = "pass", "fail", "risk"
 STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
@@ -83,7 +84,7 @@ class Review:
         beat = f"heartbeat every {p.heartbeat_interval:g} s" if p.heartbeat else "no heartbeat"
         watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
         seeds = ", ".join(map(str, self.seeds))
-        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        runs = count(len(self.runs), "run")
         return (f"Design review of {s.name}: {runs} (seed{'s' if len(self.seeds) != 1 else ''} {seeds}), "
                 f"{s.horizon:g} s each; "
                 f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
@@ -498,7 +499,7 @@ class _Checker:
             jobs, bad, multi, most = jobs + j, bad + b, multi + mu, max(most, mo)
         m = {"jobs": jobs, "attempt_mismatches": bad, "re_leased_jobs": multi, "max_attempts_seen": most}
         text = (f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
-                f"{jobs} jobs; {multi} jobs leased more than once (at most {most} attempt{'s' if most != 1 else ''})")
+                f"{jobs} jobs; {multi} jobs leased more than once (at most {count(most, 'attempt')})")
         if not multi:
             crashed = self.variant("crashes")
             if crashed:
@@ -529,7 +530,7 @@ class _Checker:
             if stolen:
                 return FAIL, text + ".", m
             return (PASS if refused else RISK), text + ("." if refused else ": fencing never exercised."), m
-        text = f"unfenced completion: {stolen} completion{'s' if stolen != 1 else ''} by a worker that had lost the job{variant}"
+        text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
         if stolen and not variant:
             return FAIL, text + ": late completions went through.", m
         return RISK, text + ("; a zombie's completion would go through." if not stolen else "."), m

@@ -47,6 +47,8 @@ from sim.scenario import (
     Workload,
     validate,
 )
+from sim.wording import count
+from sim.wording import times as times  # the notebooks' teaching.times
 
 FAST_ENV = "LEASELAB_FAST"
 HEADLESS_ENV = "LEASELAB_HEADLESS"
@@ -173,12 +175,6 @@ def percent(x: float, digits: int = 2) -> str:
     if x == 0:
         return "0%"
     return f"{100 * x:.{digits}g}%"
-
-
-def times(n) -> str:
-    """How often, in words: 'once', 'twice', '3 times', '0.5 times' (e.g. 'was charged twice')."""
-    n = float(n)
-    return {1.0: "once", 2.0: "twice"}.get(n, f"{n:g} times")
 
 
 # ---- scenarios the lessons share ------------------------------------------------------------------
@@ -422,7 +418,7 @@ def lease_clock(run, job: int = 1, ax=None):
     for lease in leases.itertuples():
         renewals = mine[(mine["worker"] == lease.worker) & (mine["attempt"] == lease.attempt)
                         & (mine["t"] >= lease.start)]
-        times = renewals["t"].to_numpy(float)
+        renewed_at = renewals["t"].to_numpy(float)
         untils = renewals["detail"].to_numpy(float)
         last_until = float(untils[-1])
         stop = min(last_until, horizon)
@@ -431,8 +427,8 @@ def lease_clock(run, job: int = 1, ax=None):
         k = workers.index(lease.worker)
         colour, style = PALETTE[k % len(PALETTE)], LINESTYLES[k % len(LINESTYLES)]
         xs, ys = [], []
-        for i, (t, until) in enumerate(zip(times, untils, strict=True)):
-            end = min(times[i + 1], stop) if i + 1 < len(times) else stop
+        for i, (t, until) in enumerate(zip(renewed_at, untils, strict=True)):
+            end = min(renewed_at[i + 1], stop) if i + 1 < len(renewed_at) else stop
             if t > stop:
                 break
             xs += [t, end]
@@ -713,7 +709,7 @@ class Script:
         if isinstance(result, Blocked):
             text = f"waits for {result.holder}'s transaction"
         elif isinstance(result, list):
-            text = f"{len(result)} row{'s' if len(result) != 1 else ''}" + (f": {_short(result)}" if result else "")
+            text = count(len(result), "row") + (f": {_short(result)}" if result else "")
         else:
             text = str(result)
         self.rows.append({"step": len(self.rows) + 1, "t": self.now, "client": client, "statement": statement,
