@@ -25,13 +25,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from sim.errors import ConfigError
+from sim.scenario import LOCK_TTL
 from sim.wording import count
 
 # Okabe-Ito without vermillion (red means "overlap") and black (markers are black).
 JOB_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7")
 OVERLAP = "#D00000"
 INK = "#222222"
-LOCK_TTL = 1e8  # a lease TTL this long stands for a lock (teaching.one_job(lock=True) uses 1e9 s)
 # How a lease ended -> hatch (plain = completed), and its legend text.
 END_STYLES = {
     "completed": ("", "completed"),

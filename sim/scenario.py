@@ -23,6 +23,7 @@ WATCHER_ACTIONS = ("requeue", "dead")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 CRASH_POINTS = ("after_psp", "after_marker")
+LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
 INVARIANTS = (
     "lost_job", "double_claim", "non_owner_completion", "duplicate_db_effect",
     "duplicate_external_effect", "attempts_not_incremented", "stuck_processing",

@@ -47,6 +47,7 @@ import pandas as pd
 
 from sim.errors import ConfigError
 from sim.scenario import LeaseWarning, Scenario, dumps, loads, resolve
+from sim.stats import summarize
 
 FORMAT = "leaselab.sweep/1"
 _METADATA_KEY = b"leaselab.sweep"
@@ -399,8 +400,6 @@ class SweepResult:
         number of runs at the point; missing values (e.g. a recovery latency in a run without
         crashes) are left out of that metric's mean and Student-t interval; fewer than two -> NaN.
         """
-        from sim.stats import summarize
-
         numeric = [c for c in self.metrics if pd.api.types.is_numeric_dtype(self.runs[c])]
         if metrics is None:
             metrics = numeric

@@ -38,6 +38,7 @@ from sim.db.queries import get_query
 from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.scenario import (
+    LOCK_TTL,
     Faults,
     LeaseWarning,
     Policy,
@@ -190,11 +191,11 @@ def one_job(*, ttl: float = 15.0, heartbeat_interval: float = 5.0, watcher_inter
 
     crash_at: the job's owner crashes then and never comes back. pause / partition: (at, duration)
     for worker w0, which holds the job (workers poll from t = 0 in order, so w0 claims first).
-    lock=True models a lock instead of a lease: a claim that never expires (TTL 1e9 s), no
+    lock=True models a lock instead of a lease: a claim that never expires (TTL LOCK_TTL), no
     heartbeat, no watcher. Statement latency is a constant 2 ms; the PSP call 0.3 s.
     """
     if lock:
-        ttl, heartbeat, watcher = 1e9, False, False
+        ttl, heartbeat, watcher = LOCK_TTL, False, False
     faults = Faults(
         crashes=(ScriptedCrash(at=float(crash_at), job=1),) if crash_at is not None else (),
         restart_delay=Dist.constant(1e7),
@@ -396,7 +397,7 @@ def lease_clock(run, job: int = 1, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    from sim.plots import INK, LINESTYLES, LOCK_TTL, PALETTE
+    from sim.plots import INK, LINESTYLES, PALETTE
 
     if ax is None:
         import matplotlib.pyplot as plt
