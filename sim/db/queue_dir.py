@@ -28,7 +28,14 @@ from pathlib import Path
 
 from psycopg import pq
 
-from sim.db.contracts import BOOKKEEPING, CONTRACTS, SQL_TYPE, COLUMN_OIDS, bound_params, statements_called
+from sim.db.contracts import (
+    BOOKKEEPING,
+    COLUMN_OIDS,
+    CONTRACTS,
+    SQL_TYPE,
+    bound_params,
+    statements_called,
+)
 from sim.db.queries import PARAM_TYPES, Query, bookkeeping_sql, job_schema_sql, load_queries
 from sim.errors import ConfigError
 
