@@ -486,7 +486,8 @@ def format_summary(run) -> str:
     rows += [(f"  {kind}", f"{_num(rate)} /s") for kind, rate in kinds]
     width = max(len(label) for label, _ in rows)
     p = scenario.policy
-    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend, {scenario.horizon:g} s simulated "
+    queue = f" (queue {run.queue})" if getattr(run, "queue", None) else ""
+    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend{queue}, {scenario.horizon:g} s simulated "
             f"in {run.wall_seconds:.2f} s; {p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s")
     return "\n".join([head, *(f"  {label:<{width}}  {value}" for label, value in rows)])
 
