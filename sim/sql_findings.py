@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from sim.db.queue_dir import QueueDefinition
 
-_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
-_LITERAL = re.compile(r"'(?:[^']|'')*'")
+_TOKEN = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)  # literals and comments, left to right
 _ID_MATCH = re.compile(r"^\(*\s*(?:\w+\.)?id\s*=\s*(?:%\(id\)s|\w+\.id|\(.*\))\s*\)*$", re.S | re.I)
 _CLAIMS = {"read_then_write": ("select_candidates", "claim_unconditional"),
            "conditional_update": ("select_candidates", "claim_conditional"),
@@ -38,13 +37,8 @@ class Statement:
     verb: str  # UPDATE, SELECT, INSERT, DELETE (of the main statement, after any WITH)
     returning: bool
     locks: bool  # FOR UPDATE anywhere (a CTE or sub-select included)
-    where: str  # the main statement's WHERE clause, '' if none
-    unset: str  # the text without the main UPDATE's SET clause (where fences are looked for)
-
-    @property
-    def conditions(self) -> list[str]:
-        """The WHERE clause's top-level AND terms."""
-        return [c.strip() for c in _split_top(self.where, "AND") if c.strip()]
+    conditions: tuple[str, ...]  # the main statement's WHERE clause, split at its top-level ANDs
+    unset: str  # the text without comments and the main UPDATE's SET clause (where fences are looked for)
 
     def rechecks(self) -> list[str]:
         """The WHERE terms beyond matching the id: conditions on the row's state at write time."""
@@ -56,26 +50,37 @@ class Statement:
 
 
 def shape(sql: str) -> Statement:
-    text = _LITERAL.sub(lambda m: "'" + "_" * (len(m.group()) - 2) + "'", _COMMENT.sub(lambda m: " " * len(m.group()), sql))
-    flat = _flatten(text)  # parenthesised text blanked: only the top level is left
+    """Read a statement's structure; comments are ignored, literals cannot fake keywords."""
+    bare = _TOKEN.sub(lambda m: m.group() if m.group().startswith("'") else " " * len(m.group()), sql)
+    text = _TOKEN.sub(_blank, sql)  # same length as `sql`: positions carry over
+    flat = _flatten(text)  # parenthesised text blanked too: only the top level is left
     upper = flat.upper()
     verb = re.search(r"\b(UPDATE|SELECT|INSERT|DELETE)\b", upper)
     main = verb.start() if verb else 0
     where = re.search(r"\bWHERE\b", upper[main:])
-    where_text = ""
+    conditions: list[str] = []
     if where:
         start = main + where.end()
         stop = re.search(r"\b(RETURNING|ORDER\s+BY|LIMIT|FOR\s+UPDATE|GROUP\s+BY)\b", upper[start:])
-        where_text = sql[start:start + stop.start()] if stop else sql[start:]
-    unset = sql
+        end = start + stop.start() if stop else len(sql)
+        cuts = [start] + [m for a in re.finditer(r"\bAND\b", upper[start:end]) for m in (start + a.start(),
+                                                                                            start + a.end())] + [end]
+        conditions = [" ".join(bare[a:b].split()) for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
+    unset = text
     if verb and verb.group(1) == "UPDATE":
         set_at = re.search(r"\bSET\b", upper[main:])
         if set_at:
             begin = main + set_at.start()
-            end = re.search(r"\b(FROM|WHERE|RETURNING)\b", upper[begin:])
-            unset = sql[:begin] + (sql[begin + end.start():] if end else "")
+            after = re.search(r"\b(FROM|WHERE|RETURNING)\b", upper[begin:])
+            unset = text[:begin] + (text[begin + after.start():] if after else "")
     return Statement(verb.group(1) if verb else "", bool(re.search(r"\bRETURNING\b", upper)),
-                     bool(re.search(r"\bFOR\s+UPDATE\b", text.upper())), where_text.strip(), unset)
+                     bool(re.search(r"\bFOR\s+UPDATE\b", text.upper())), tuple(c for c in conditions if c), unset)
+
+
+def _blank(m: re.Match) -> str:
+    """A comment becomes spaces, a literal keeps its quotes around underscores."""
+    token = m.group()
+    return "'" + "_" * (len(token) - 2) + "'" if token.startswith("'") else " " * len(token)
 
 
 def _flatten(text: str) -> str:
@@ -87,16 +92,6 @@ def _flatten(text: str) -> str:
         if ch == ")":
             depth = max(0, depth - 1)
     return "".join(out)
-
-
-def _split_top(text: str, word: str) -> list[str]:
-    flat = _flatten(text).upper()
-    parts, last = [], 0
-    for m in re.finditer(rf"\b{word}\b", flat):
-        parts.append(text[last:m.start()])
-        last = m.end()
-    parts.append(text[last:])
-    return parts
 
 
 def _short(condition: str, width: int = 100) -> str:
@@ -141,7 +136,8 @@ def _claim(queue: QueueDefinition, policy) -> Finding:
                                    "(read-then-write)")
 
 
-def _fence(queue: QueueDefinition, name: str) -> tuple[bool, str]:
+def fence(queue: QueueDefinition, name: str) -> tuple[bool, str]:
+    """(checks owner and attempt, what the WHERE of statement `name` checks)."""
     sql = queue.sql_of(name)
     st = shape(sql or "")
     owner, attempt = st.uses("owner"), st.uses("attempt")
@@ -160,13 +156,13 @@ def _missing(text: str) -> str:
 
 def _fencing(queue: QueueDefinition, policy) -> Finding:
     name = "complete_fenced" if policy.fencing else "complete_unfenced"
-    safe, text = _fence(queue, name)
+    safe, text = fence(queue, name)
     if not safe:
         text += {"neither": ": a worker that lost its lease still completes the job",
                  "owner": ": a worker's stale attempt still completes once the same worker took the job again",
                  "attempt": ": another worker's completion of the same attempt number goes through"}[_missing(text)]
     if policy.heartbeat and queue.sql_of("heartbeat") is not None:
-        beat_safe, beat = _fence(queue, "heartbeat")
+        beat_safe, beat = fence(queue, "heartbeat")
         text += "; " + beat + ("" if beat_safe else ": a heartbeat can renew a lease its worker lost")
         safe = safe and beat_safe
     return Finding("fencing", safe, text)

@@ -116,3 +116,20 @@ def test_cli_review_with_sql_and_a_bad_definition(pg_dsn, tmp_path):
     assert out.returncode == 2
     assert out.stderr == (f"error: {bad}/queries.sql:4: heartbeat: PostgreSQL cannot PREPARE it against Lease Lab's "
                           "job table (sql/schema.sql): column \"x\" of relation \"payment_jobs\" does not exist\n")
+
+
+def test_the_notebook_exercise_judges_a_fenced_completion(pg_dsn):
+    from sim import teaching
+
+    base = "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s"
+    right = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s AND attempts = %(attempt)s "
+                                             "RETURNING id", dsn=pg_dsn)
+    assert right.ok is True and right.message.startswith("The zombie's late completion was refused (1 refused)")
+    unfenced = teaching.check_fenced_completion(f"{base} RETURNING id", dsn=pg_dsn)
+    assert unfenced.ok is False and "(1 completion by a worker that had lost the job)" in unfenced.message
+    owner_only = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s RETURNING id", dsn=pg_dsn)
+    assert owner_only.ok is False and "checks the owner but not the attempt" in owner_only.message
+    refused = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s", dsn=pg_dsn)
+    assert refused.ok is False and refused.message.startswith(
+        "Lease Lab refused the definition: queries.sql:4: complete_fenced: returns 0 column(s)")
+    assert teaching.check_fenced_completion(None).ok is None
