@@ -26,7 +26,7 @@ from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 RUN_FILES = ("events", "leases", "jobs")
 SWEEP_METRICS = ("double_claims", "false_expiries", "duplicate_db_effects", "duplicate_external_effects",
-                 "recovery_latency", "lost_jobs")
+                 "recovery_latency_mean", "lost_jobs")
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 DEMO = (
     # (file stem, label, preset, overrides, what to look at)
@@ -327,8 +327,7 @@ def cmd_sweep(args) -> int:
     result = sim.sweep(scenario, grid, replications=args.replications, seed=args.seed,
                        executor="serial" if args.serial else None, sql=args.sql, dsn=args.dsn)
     table = result.aggregate()
-    shown = [c for c in table.columns if c in grid or c == "n" or c.split("_mean")[0] in SWEEP_METRICS
-             and c.endswith("_mean")]
+    shown = [c for c in table.columns if c in grid or c == "n" or c.endswith("_mean") and c[:-5] in SWEEP_METRICS]
     print(f"{scenario.name}: {len(result.runs)} runs in {result.wall_seconds:.1f} s"
           + (f" on the queue in {args.sql}" if args.sql is not None else ""))
     print(table[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
