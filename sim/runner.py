@@ -81,6 +81,8 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     finally:
         if owned:
             db.close()
+    if queue is not None:
+        queue.check_jobs_table(tables["jobs"])
     skews = {w.name: w.db.skew for w in world.workers}
     return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name,
                queue=str(queue.path) if queue is not None else None)

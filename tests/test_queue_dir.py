@@ -151,6 +151,13 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
      "schema.sql:2: PostgreSQL cannot run it: type \"nosuchtype\" does not exist"),
     (CLAIM, "CREATE TABLE jobs (id bigint PRIMARY KEY, state text);\n",
      "queries.sql:4: claim_conditional: PostgreSQL cannot PREPARE it against "),
+    ("-- name: heartbeat\n-- none\n-- params:\n", "CREATE TABLE jobs (id bigint PRIMARY KEY);\n",
+     "queries.sql: insert_job: not in queries.sql, and Lease Lab's text does not fit schema.sql: relation "
+     "\"payment_jobs\" does not exist; every run needs it: define it in queries.sql"),
+    ("-- name: heartbeat\n-- none\n-- params:\n", "CREATE TABLE payment_jobs (id bigint);\n\nCREATE TABLE public.evil (x int);\n",
+     "schema.sql:3: creates public.evil outside the run's own schema; keep names unqualified"),
+    ("-- name: heartbeat\n-- none\n-- params:\n", "SET search_path TO public;\nCREATE TABLE x (id int);\n",
+     "schema.sql:1: moves search_path outside the run's own schema"),
 ])
 def test_statements_are_prepared_against_the_schema(tmp_path, pg_dsn, queries, schema, expected):
     assert error(tmp_path, queries, schema, dsn=pg_dsn).startswith(expected)
@@ -188,3 +195,25 @@ def admin(pg_dsn):
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         yield conn
+
+
+def test_the_seed_example_is_lease_labs_own_text():
+    """examples/queues/seed copies sql/queries.sql's statements on purpose (a template to start
+    from); this keeps the copy from drifting."""
+    seed = load_queue(EXAMPLES / "seed")
+    assert set(seed.overrides) == {"claim_conditional", "heartbeat", "complete_fenced", "requeue_expired"}
+    for name, o in seed.overrides.items():
+        assert " ".join(o.sql.split()) == " ".join(load_queries()[name].sql.split()), name
+        assert o.declared == load_queries()[name].params
+
+
+@pytest.mark.postgres
+def test_a_status_lease_lab_does_not_know_is_named_after_the_run(tmp_path, pg_dsn):
+    import sim
+
+    dump = load_queries()["dump_jobs"].sql.replace("status,", "lower(status),")
+    d = queue(tmp_path, f"-- name: dump_jobs\n-- Lower case.\n-- params:\n{dump};\n")
+    with pytest.raises(QueueDefinitionError) as info:
+        sim.run("gc-pause-zombie", sql=d, dsn=pg_dsn)
+    assert str(info.value) == (f"{d}/queries.sql:4: dump_jobs: returned status 'completed'; Lease Lab reads Pending, "
+                               "Processing, Completed, Dead (map your states with CASE ... END)")

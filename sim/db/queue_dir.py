@@ -40,12 +40,23 @@ from sim.db.queries import PARAM_TYPES, Query, bookkeeping_sql, job_schema_sql, 
 from sim.errors import ConfigError
 
 QUERIES_FILE = "queries.sql"
+STATUSES = ("Pending", "Processing", "Completed", "Dead")
 SCHEMA_FILE = "schema.sql"
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}
 _TYPE_NAMES = {16: "boolean", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
                701: "double precision", 1042: "char", 1043: "varchar", 1082: "date", 1114: "timestamp",
                1184: "timestamptz", 1700: "numeric", 2950: "uuid", 3802: "jsonb", 114: "json"}
+
+
+# Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved search_path.
+_ELSEWHERE = """
+SELECT 'search_path' WHERE current_schema() IS DISTINCT FROM $1
+UNION ALL
+(SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.xmin::text = (txid_current() % 4294967296)::text AND n.nspname <> $1
+   AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1 LIMIT 1)
+"""
 
 
 class QueueDefinitionError(ConfigError):
@@ -132,6 +143,14 @@ class QueueDefinition:
         finally:
             conn.close()
         self._checked.add(dsn)
+
+    def check_jobs_table(self, rows: list[tuple]) -> None:
+        """dump_jobs must speak Lease Lab's words: a status it does not know is the queue's mistake."""
+        found = sorted({row[3] for row in rows} - set(STATUSES), key=str)
+        if found:
+            raise QueueDefinitionError(
+                f"{self.where('dump_jobs')}: dump_jobs: returned status {found[0]!r}; Lease Lab reads "
+                f"{', '.join(STATUSES)} (map your states with CASE ... END)")
 
     def absent(self, name: str) -> QueueDefinitionError:
         """The error for running statement `name`, which this queue leaves out."""
@@ -305,10 +324,25 @@ class _Checker:
                     line = 1 + q.job_schema[:_position(result)].count("\n")
                     raise QueueDefinitionError(f"{q.file('schema.sql')}:{line}: PostgreSQL cannot run it: "
                                                f"{_message(result)}")
-            for name in CONTRACTS:
+                self._own_schema_only(schema)
+            for name in [*q.overrides, *(n for n in CONTRACTS if n not in q.overrides)]:  # the user's first
                 self._statement(name)
         finally:
             self._exec("ROLLBACK")
+
+    def _own_schema_only(self, schema: str) -> None:
+        """schema.sql must create its objects in the run's own schema, and leave search_path there."""
+        result = self.pg.exec_params(_ELSEWHERE.encode(), [schema.encode()])
+        self._ok(result)
+        if result.ntuples:
+            where = result.get_value(0, 0).decode()
+            what = "moves search_path" if where == "search_path" else f"creates {where}"
+            word = where.rpartition(".")[2].lower()
+            lines = self.queue.job_schema.lower().splitlines()
+            line = next((i + 1 for i, text in enumerate(lines) if word in text), 1)
+            raise QueueDefinitionError(f"{self.queue.file(SCHEMA_FILE)}:{line}: {what} outside the run's own schema; "
+                                       "keep names unqualified (Lease Lab creates everything in a schema of its own "
+                                       "and drops it afterwards)")
 
     @staticmethod
     def _ok(result) -> None:
@@ -336,8 +370,11 @@ class _Checker:
         if result.status != pq.ExecStatus.COMMAND_OK:
             self._ok(self._exec("ROLLBACK TO SAVEPOINT leaselab_check"))
             if o is None:  # the project's text under the user's schema: not available, not an error
-                q.missing[name] = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: " \
-                                  f"{_message(result)}"
+                why = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: {_message(result)}"
+                if not CONTRACTS[name].optional:
+                    raise QueueDefinitionError(f"{q.file()}: {name}: {why}; every run needs it: define it in "
+                                               f"{QUERIES_FILE}")
+                q.missing[name] = why
                 return
             line = o.sql_line + text[:_position(result)].count("\n")
             against = q.file(SCHEMA_FILE) if q.job_schema is not None else "Lease Lab's job table (sql/schema.sql)"
