@@ -201,7 +201,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_run(args) -> int:
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario = _scenario(args.scenario, args.assignments, args.sql)
     changes = {}
     if args.seed is not None:
         changes["seed"] = args.seed
@@ -295,7 +295,7 @@ def cmd_review(args) -> int:
 
     if args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}: must be at least 1")
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario = _scenario(args.scenario, args.assignments, args.sql)
     if args.out is not None:
         _check_out(args.out, args.force)
     result = review(scenario, seeds=range(1, args.seeds + 1), variants=not args.no_variants, sql=args.sql,
@@ -315,7 +315,7 @@ def cmd_sweep(args) -> int:
 
     if args.replications < 1:
         raise UsageError(f"--replications {args.replications}: must be at least 1")
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario = _scenario(args.scenario, args.assignments, args.sql)
     grid = {}
     for item in args.grid:
         key, sep, values = item.partition("=")
@@ -366,8 +366,10 @@ def _toml_value(key: str, text: str):
         return text  # a bare word: skip_locked, postgres, data/durations.csv
 
 
-def _scenario(name: str, assignments: list[str]):
+def _scenario(name: str, assignments: list[str], sql=None):
     overrides = parse_assignments(assignments)
+    if sql is not None and overrides.get("backend") == "memory":
+        refuse_memory(sql)
     scenario = resolve(name)
     return scenario.with_overrides(overrides) if overrides else scenario
 

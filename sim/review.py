@@ -161,6 +161,10 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
     if sql is not None:
         from sim.db.queue_dir import loaded
         from sim.db.server import connect_dsn
+        from sim.runner import refuse_memory
+
+        if overrides.get("backend") == "memory":
+            refuse_memory(sql)
         queue, dsn = loaded(sql), connect_dsn(dsn)
         queue.check_on(dsn)
         queue.require(scenario)

@@ -61,7 +61,7 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     if sql is not None:
         if given:
             raise ConfigError("sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead")
-        if backend == "memory":
+        if backend == "memory" or overrides.get("backend") == "memory":
             refuse_memory(sql)
         from sim.db.queue_dir import loaded
         from sim.db.server import connect_dsn

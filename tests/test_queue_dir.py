@@ -126,10 +126,19 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^--sql .*: the simulated database \(backend memory\) only knows Lease "
                                           r"Lab's own statements; .* use backend postgres$"):
         sim.run("baseline", backend="memory", sql=EXAMPLES / "seed")
-    out = subprocess.run([sys.executable, "-m", "sim", "run", "baseline", "--backend", "memory", "--sql",
-                          str(EXAMPLES / "seed")], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 2
-    assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
+        sim.run("baseline", sql=EXAMPLES / "seed", **{"backend": "memory"})
+    with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
+        sim.review("baseline", sql=EXAMPLES / "seed", backend="memory")
+    with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
+        sim.sweep("baseline", {"backend": ["memory", "postgres"]}, sql=EXAMPLES / "seed")
+    for argv in (["run", "baseline", "--backend", "memory"], ["run", "baseline", "--set", "backend=memory"],
+                 ["review", "baseline", "--set", "backend=memory"], ["sweep", "baseline", "--set", "backend=memory"]):
+        out = subprocess.run([sys.executable, "-m", "sim", *argv, "--sql", str(EXAMPLES / "seed")],
+                             capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 2, argv
+        assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1, (argv, out.stderr)
+        assert "backend memory" in out.stderr
 
 
 # ---- on a server: PREPARE against the schema, returned columns ------------------------------------
