@@ -43,7 +43,6 @@ QUERIES_FILE = "queries.sql"
 STATUSES = ("Pending", "Processing", "Completed", "Dead")
 SCHEMA_FILE = "schema.sql"
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-_OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}
 _TYPE_NAMES = {16: "boolean", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
                701: "double precision", 1042: "char", 1043: "varchar", 1082: "date", 1114: "timestamp",
                1184: "timestamptz", 1700: "numeric", 2950: "uuid", 3802: "jsonb", 114: "json"}
@@ -354,19 +353,14 @@ class _Checker:
         o = q.overrides.get(name)
         if o is not None and not o.sql:
             return
+        from sim.db.postgres import _statement  # the wire form a run sends: $n placeholders, typed
+
         sql = o.sql if o is not None else load_queries()[name].sql
-        kinds = dict(bound_params(name))
-        order: list[str] = []
-
-        def number(match: re.Match) -> str:
-            if match.group(1) not in order:
-                order.append(match.group(1))
-            return f"${order.index(match.group(1)) + 1}"
-
-        text = _PLACEHOLDER.sub(number, sql)
+        wire = _statement(Query(name, "", bound_params(name), sql))
+        text = wire.text.decode()
         self._ok(self._exec("SAVEPOINT leaselab_check"))
         stmt = f"leaselab_check_{name}".encode()
-        result = self.pg.prepare(stmt, text.encode(), [_OIDS[kinds[p]] for p in order])
+        result = self.pg.prepare(stmt, wire.text, list(wire.oids))
         if result.status != pq.ExecStatus.COMMAND_OK:
             self._ok(self._exec("ROLLBACK TO SAVEPOINT leaselab_check"))
             if o is None:  # the project's text under the user's schema: not available, not an error
