@@ -20,7 +20,6 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -102,12 +101,8 @@ class QueueDefinition:
     def schema_sql(self) -> str:
         return bookkeeping_sql() + "\n" + (self.job_schema if self.job_schema is not None else job_schema_sql())
 
-    @property
-    def fingerprint(self) -> str:
-        text = repr(sorted((n, o.sql, o.declared) for n, o in self.overrides.items())) + repr(self.job_schema)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
     def file(self, name: str = QUERIES_FILE) -> str:
+        """The path of one of the directory's files, as error messages name it."""
         return str(self.path / name)
 
     def where(self, name: str) -> str:
