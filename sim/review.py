@@ -117,7 +117,7 @@ class Review:
         else:
             table_ax = fig.add_subplot()
         counts = self.counts()
-        fig.suptitle(f"{self.header()}\n{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail; "
+        fig.suptitle(f"{chr(10).join(textwrap.wrap(self.header(), 140))}\n{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail; "
                      "evidence measured on these runs and on the named variants", x=0.01, ha="left", fontsize=9.5)
         _draw_table(table_ax, self.table)
         if timeline and self.runs:
