@@ -6,6 +6,8 @@ Each keeps its constructor's arguments in `args` (the message comes from __str__
 
 from __future__ import annotations
 
+from sim.errors import ConfigError
+
 
 class DatabaseError(Exception):
     """Base class for Lease Lab database errors."""
@@ -78,3 +80,11 @@ class ClientStateError(DatabaseError):
 
 class ServerUnavailableError(DatabaseError):
     """The PostgreSQL server cannot be reached or refuses us; the message names the host, never a password."""
+
+
+def user_error(exc: BaseException) -> ConfigError | None:
+    """A psycopg error that escaped the PostgreSQL backend, as the one-line user error the CLI
+    prints ('PostgreSQL: <the server's message>'); None for any other exception."""
+    if type(exc).__module__.startswith("psycopg"):
+        return ConfigError(f"PostgreSQL: {str(exc).strip()}")
+    return None

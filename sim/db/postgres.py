@@ -55,9 +55,8 @@ from psycopg import pq, sql
 from psycopg.adapt import Loader, PyFormat, Transformer
 from psycopg.conninfo import conninfo_to_dict
 
-from sim.db.base import EPOCH, MICROS, Blocked, Rows, to_timestamp
+from sim.db.base import EPOCH, MICROS, Blocked, ClientTable, Rows, to_timestamp
 from sim.db.errors import (
-    ClientCrashedError,
     ClientStateError,
     DatabaseError,
     DeadlockDetectedError,
@@ -196,10 +195,11 @@ class _Client:
         self.order = 0  # when it began to wait: waiters are settled in this order
 
 
-class PostgresBackend:
+class PostgresBackend(ClientTable):
     """The Backend protocol on a real server, in a schema of its own. Driven by one thread."""
 
     name = "postgres"
+    _new_client = _Client
 
     def __init__(self, dsn: str | None = None, *, keep_schema: bool = False, schema: str | None = None,
                  _existing: bool = False):
@@ -280,20 +280,6 @@ class PostgresBackend:
         log.info("created schema %s at %s", self.schema, redact_dsn(self.dsn))
 
     # ---- connections and transactions -------------------------------------------------------
-
-    def connect(self, client: str) -> None:
-        state = self._clients.get(client)
-        if state is not None and not state.crashed:
-            raise ClientStateError(f"client {client} is already connected")
-        self._clients[client] = _Client()
-
-    def _client(self, client: str, query: str) -> _Client:
-        state = self._clients.get(client)
-        if state is None:
-            raise ClientStateError(f"client {client} is not connected (call connect first)")
-        if state.crashed:
-            raise ClientCrashedError(client, query)
-        return state
 
     def _open(self, client: str, state: _Client) -> None:
         """Open the client's connection on first use, with the search_path of this run's schema."""
@@ -456,6 +442,17 @@ class PostgresBackend:
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
         return cur.fetchall() if cur.description else []
+
+    def run_sql(self, text: str, params=None) -> tuple[list[str], list[tuple]]:
+        """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema on
+        its monitor connection: (column names, rows), times as timestamptz. Nothing is kept: the
+        statement runs in a transaction of its own, rolled back if it fails."""
+        with self._monitor.transaction():
+            self._monitor.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
+            cur = self._monitor.execute(text, params)
+            if cur.description is None:
+                return [], []
+            return [d.name for d in cur.description], cur.fetchall()
 
     # ---- statements ---------------------------------------------------------------------------
 
