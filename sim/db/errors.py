@@ -2,6 +2,7 @@
 
 Each keeps its constructor's arguments in `args` (the message comes from __str__), so that
 `type(e)(*e.args)` rebuilds it: SimPy does exactly that when an error escapes a process.
+`user_error()` turns a psycopg error that escaped the backend into the CLI's one-line error.
 """
 
 from __future__ import annotations
