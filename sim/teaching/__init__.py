@@ -77,7 +77,6 @@ from sim.teaching.notebook import (
     fast_mode,
     headless,
     md,
-    percent,
     progress,
     release_workers,
     seconds,
@@ -86,7 +85,7 @@ from sim.teaching.notebook import (
     sizes,
     widgets_available,
 )
-from sim.wording import count, times
+from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
 
 __all__ = [
     "ADVICE_AXES", "DEDUP_TAGS", "FAST_ENV", "HEADLESS_ENV", "HEADLESS_RUNNERS", "REQUIRED_TAGS", "STRATEGIES",

@@ -10,8 +10,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from sim.errors import ConfigError
-from sim.wording import duration  # the notebooks' teaching.percent
-from sim.wording import percent as percent
+from sim.wording import duration
 
 FAST_ENV = "LEASELAB_FAST"
 HEADLESS_ENV = "LEASELAB_HEADLESS"
