@@ -29,6 +29,7 @@ class Run:
     worker_skews: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
     backend: str = "memory"
+    kept_schema: str | None = None  # postgres with keep_schema=True: the schema left for inspection
 
     def __repr__(self) -> str:
         return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +34,7 @@ from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.peers import owner_crashes
 from sim.results import recovery_allowance
-from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, resolve
+from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, as_scenario
 from sim.wording import count
 
 PASS, FAIL, RISK = "pass", "fail", "risk"
@@ -141,11 +142,18 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
     """Run `scenario` for each seed (and its variants) and evaluate the checklist on what happened."""
     import sim
 
-    if isinstance(scenario, str):
-        scenario = resolve(scenario)
+    scenario = as_scenario(scenario)
     if overrides:
         scenario = scenario.with_overrides(overrides)
+    if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
+        raise ConfigError(f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}")
+    seeds = tuple(seeds)
+    for i, s in enumerate(seeds):
+        if isinstance(s, bool | np.bool_) or not isinstance(s, int | np.integer) or s < 0:
+            raise ConfigError(f"seeds[{i}]: expected a whole number >= 0, got {type(s).__name__} {s!r}")
     seeds = tuple(int(s) for s in seeds)
+    if not isinstance(variants, bool):
+        raise ConfigError(f"variants: expected True or False, got {type(variants).__name__} {variants!r}")
     if not seeds:
         raise ConfigError("seeds: give at least one seed")
     runs = [sim.run(scenario, seed=s) for s in seeds]

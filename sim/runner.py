@@ -4,23 +4,26 @@ from __future__ import annotations
 
 from sim.db.base import Backend
 from sim.db.memory import MemoryBackend
+from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
-from sim.scenario import Scenario, resolve, validate
+from sim.scenario import Scenario, as_scenario
 
 
 def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False) -> Backend:
     """A fresh backend: 'memory' (the simulated Postgres) or 'postgres' (embedded, or the DSN's server)."""
+    if not isinstance(kind, str) and callable(getattr(kind, "execute", None)):
+        return kind  # a Backend object (duck-typed: test doubles and recorders need not subclass)
     if not isinstance(kind, str):
-        return kind
+        raise ConfigError(f"backend: expected 'memory', 'postgres' or a Backend, got {type(kind).__name__} {kind!r}")
+    if dsn is not None and not isinstance(dsn, str):
+        raise ConfigError(f"dsn: expected a connection string, got {type(dsn).__name__}")
     if kind == "memory":
         return MemoryBackend()
     if kind == "postgres":
         from sim.db.postgres import PostgresBackend
 
         return PostgresBackend(dsn, keep_schema=keep_schema)
-    from sim.errors import ConfigError
-
     raise ConfigError(f"backend: {kind!r} is not one of memory, postgres")
 
 
@@ -31,10 +34,10 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     `overrides` are dotted keys, e.g. run("baseline", seed=3, **{"policy.lease_ttl": 20}).
     The backend defaults to the scenario's own setting.
     """
-    if isinstance(scenario, str):
-        scenario = resolve(scenario)
-    else:
-        scenario = validate(scenario)  # one built in code has not been checked yet
+    scenario = as_scenario(scenario)
+    for name, value in (("keep_schema", keep_schema), ("progress", progress)):
+        if not (isinstance(value, bool) or (name == "progress" and value is None)):
+            raise ConfigError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
@@ -51,4 +54,5 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
         if owned:
             db.close()
     skews = {w.name: w.db.skew for w in world.workers}
-    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name)
+    kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
+    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name, kept)

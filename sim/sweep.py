@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import ConfigError
-from sim.scenario import LeaseWarning, Scenario, dumps, loads, resolve
+from sim.scenario import LeaseWarning, Scenario, as_scenario, dumps, loads
 from sim.stats import summarize
 
 FORMAT = "leaselab.sweep/1"
@@ -243,9 +243,7 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     concurrent.futures.Executor, which is used but not shut down. metrics: summary metrics to keep
     (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s.
     """
-    base = resolve(scenario) if isinstance(scenario, str) else scenario
-    if not isinstance(base, Scenario):
-        raise ConfigError(f"scenario: expected a Scenario or a preset name, got {type(scenario).__name__}")
+    base = as_scenario(scenario)
     if isinstance(replications, bool) or not isinstance(replications, int | np.integer) or replications < 1:
         raise ConfigError(f"replications: must be a whole number >= 1, got {replications!r}")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
