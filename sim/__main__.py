@@ -58,20 +58,22 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    dsns = _dsns(argv)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", LeaseWarning)
-            warnings.showwarning = _show_warning(set())
+            warnings.showwarning = _show_warning(set(), dsns)
             args = parser.parse_args(argv)
             return args.command(args)
     except (UsageError, ConfigError, DatabaseError) as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), dsns)
     except BrokenPipeError:  # `python -m sim show x | head`
         _silence_stdout()
         return 0
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}")
+        return _fail(f"{where}{exc.strerror or exc}", dsns)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
@@ -113,6 +115,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="three teaching scenarios: figures and a summary table")
     p.add_argument("--out", type=Path, default=Path("out/demo"), metavar="DIR",
                    help="where to write the figures and summary.csv (default: out/demo)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     p.set_defaults(command=cmd_demo)
 
     p = sub.add_parser("advise", help="recommend lease TTL, heartbeat and watcher intervals for observed durations")
@@ -192,16 +195,26 @@ def cmd_run(args) -> int:
     print(format_summary(run))
     print()
     print(format_report(report))
+    if run.kept_schema:
+        print(f"\nkept schema {run.kept_schema} at {_server(args.dsn)}; "
+              f"look with SET search_path TO {run.kept_schema}, drop with DROP SCHEMA {run.kept_schema} CASCADE")
     if args.out is not None:
         written = write_run(run, report, args.out, args.format)
         print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
     return 0 if report.ok else 1
 
 
+def _server(dsn: str | None) -> str:
+    """Where a postgres run went, without a password."""
+    from sim.db.server import describe_dsn, embedded_pgdata, resolve_dsn
+
+    dsn = resolve_dsn(dsn)
+    return describe_dsn(dsn) if dsn else f"the embedded PostgreSQL ({embedded_pgdata()})"
+
+
 def cmd_demo(args) -> int:
     out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out}: exists and is not a directory")
+    _check_out(out, args.force)
     out.mkdir(parents=True, exist_ok=True)
     rows, captions, reports, status = [], [], [], 0
     for stem, label, name, overrides, caption in DEMO:
@@ -349,7 +362,7 @@ def write_run(run, report, out: Path, fmt: str = "csv") -> list[Path]:
         written.append(path)
     summary = {
         "scenario": run.scenario.name, "seed": run.scenario.seed, "backend": run.backend,
-        "horizon": run.scenario.horizon, "wall_seconds": run.wall_seconds,
+        "horizon": run.scenario.horizon, "wall_seconds": run.wall_seconds, "kept_schema": run.kept_schema,
         "rows": {name: len(getattr(run, name)) for name in RUN_FILES},
         "metrics": {k: _json_number(k, v) for k, v in run.summary.items()},
         "invariants": {"ok": report.ok, "counts": report.counts(), "expected": list(report.expected),
@@ -473,9 +486,9 @@ def _verdict(report, short: bool = False) -> str:
     return "; ".join(parts) or "all hold"
 
 
-def _show_warning(seen: set):
+def _show_warning(seen: set, dsns: list[str]):
     def show(message, category, filename, lineno, file=None, line=None):
-        text = " ".join(str(message).split())
+        text = _scrub(" ".join(str(message).split()), dsns)
         if issubclass(category, LeaseWarning):
             if text not in seen:
                 seen.add(text)
@@ -493,9 +506,28 @@ def _silence_stdout() -> None:
         pass
 
 
-def _fail(message: str) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+def _fail(message: str, dsns: list[str] = ()) -> int:
+    print(f"error: {_scrub(' '.join(message.split()), dsns)}", file=sys.stderr)
     return 2
+
+
+def _dsns(argv: list[str]) -> list[str]:
+    """The DSNs this command may use (--dsn, $LEASELAB_DSN, $DATABASE_URL): their passwords are
+    scrubbed from every message, whatever raised it."""
+    found = [os.environ.get("LEASELAB_DSN"), os.environ.get("DATABASE_URL")]
+    for i, item in enumerate(argv):
+        option, eq, value = item.partition("=")
+        if len(option) > 2 and "--dsn".startswith(option):  # argparse also takes --ds, --d
+            found.append(value if eq else argv[i + 1] if i + 1 < len(argv) else "")
+    return [d for d in found if d]
+
+
+def _scrub(text: str, dsns: list[str]) -> str:
+    if not dsns:
+        return text
+    from sim.db.server import scrub
+
+    return scrub(text, *dsns)
 
 
 if __name__ == "__main__":
