@@ -42,7 +42,7 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
         scenario = scenario.replace(seed=seed)
-    db = make_backend(backend or scenario.backend, dsn=dsn, keep_schema=keep_schema)
+    db = make_backend(scenario.backend if backend is None else backend, dsn=dsn, keep_schema=keep_schema)
     owned = backend is None or isinstance(backend, str)
     try:
         world = build(scenario, db)

@@ -309,6 +309,10 @@ def _build(cls, data, path: str):
             hint = f"; did you mean {path}{close[0]}?" if close else f"; allowed: {', '.join(names)}"
             raise ConfigError(f"{where}: unknown key{hint}")
         kwargs[key] = _convert(hints[key], value, where)
+    missing = [f.name for f in fields(cls) if f.name not in kwargs
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{path}{missing[0]}: missing; give {', '.join(missing)}")
     return cls(**kwargs)
 
 
@@ -387,7 +391,10 @@ def _dist(value, where: str) -> Dist:
             raise ConfigError(f"{where}.csv: expected a file path, got {_describe(path)}")
         if column is not None and not isinstance(column, str):
             raise ConfigError(f"{where}.column: expected a column name, got {_describe(column)}")
-        samples = read_durations_csv(path, column)
+        try:
+            samples = read_durations_csv(path, column)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.csv: {exc}") from None
         data = {"kind": "empirical", "samples": samples, **{k: v for k, v in data.items() if k != "kind"}}
     return _build(Dist, data, where + ".")
 

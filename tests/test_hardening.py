@@ -4,6 +4,9 @@ ConfigError naming the field), no password is ever printed and no user file is o
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import numpy as np
@@ -299,3 +302,18 @@ def test_csv_distribution_is_relative_to_the_toml_file(capsys, tmp_path, monkeyp
     (elsewhere / "d.csv").write_text("seconds\n7\n")
     assert main(["show", str(folder / "mine.toml"), "--set", 'workload.processing={csv="d.csv"}']) == 0
     assert "samples = [\n    7.0,\n]" in capsys.readouterr().out
+
+
+# ---- the same, as a real process -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["run", "baseline", "--backend", "postgres", "--dsn", "postgresql://bob:sekret123@[::1/db"], "invalid DSN"),
+    (["run", "baseline", "--set", "faults.crash_rate=inf"], "faults.crash_rate: must be a finite number"),
+    (["run", "baseline", "--set", "horizon=1e300"], "horizon: 1e+300 s is too long"),
+])
+def test_a_real_process_exits_2_with_one_line(argv, expected):
+    done = subprocess.run([sys.executable, "-m", "sim", *argv], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and expected in done.stderr
+    assert "sekret123" not in done.stderr and "Traceback" not in done.stderr
