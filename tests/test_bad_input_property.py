@@ -40,6 +40,7 @@ from sim.scenario import (
     Workload,
     validate,
 )
+from tests.test_hardening import one_error_line
 
 SETTINGS = settings(max_examples=400, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -198,14 +199,6 @@ def toml(value) -> str:
     return "{" + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + "}"
 
 
-def the_error_line(capsys) -> str:
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
-    assert "Traceback" not in captured.err + captured.out
-    return lines[0]
-
-
 # ---- the properties ------------------------------------------------------------------------------------
 
 def test_every_field_has_bad_values():
@@ -220,7 +213,7 @@ def test_every_field_has_bad_values():
 def test_command_line_refuses_every_bad_value_in_one_line(capsys, case):
     key, value = case
     assert main(["run", "baseline", "--set", f"{key}={toml(value)}"]) == 2
-    assert key in the_error_line(capsys)
+    assert key in one_error_line(capsys)
 
 
 @pytest.mark.timeout(120)
