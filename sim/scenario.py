@@ -368,7 +368,7 @@ def _convert(hint, value, where: str):
             raise ConfigError(f"{where}: {_short(value)} is too large for a number") from None
         if not math.isfinite(number):
             raise ConfigError(f"{where}: must be a finite number, got {_short(value)}")
-        return number if type(value) is not float else value
+        return number
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
