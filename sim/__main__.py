@@ -21,6 +21,7 @@ import pandas as pd
 
 from sim.db.errors import DatabaseError
 from sim.errors import ConfigError
+from sim.limits import MAX_RUNS
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 RUN_FILES = ("events", "leases", "jobs")
@@ -277,8 +278,8 @@ def cmd_advise(args) -> int:
 def cmd_review(args) -> int:
     from sim.review import review
 
-    if args.seeds < 1:
-        raise UsageError(f"--seeds {args.seeds}: must be at least 1")
+    if not 1 <= args.seeds <= MAX_RUNS:
+        raise UsageError(f"--seeds {args.seeds}: must be from 1 to {MAX_RUNS:,}")
     scenario = _scenario(args.scenario, args.assignments)
     if args.out is not None:
         _check_out(args.out, args.force)

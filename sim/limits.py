@@ -15,6 +15,7 @@ MAX_JOBS = 2_000_000  # workload.jobs: each job is a table row and a dozen event
 MAX_CANDIDATES = 1_000  # policy.candidates: ids one claim reads
 MAX_BATCH = 1_000_000  # policy.watcher_batch, policy.max_attempts: bound as PostgreSQL integers
 MAX_SEED = 2**63 - 1  # a TOML integer (and a bigint)
+MAX_RUNS = 100_000  # runs of one sweep (grid points x replications) or review (seeds)
 MAX_EVENTS = 50_000_000  # about 5 wall minutes and a few GB on a laptop
 EVENTS_PER_JOB = 12  # measured: claim, PSP call, completion, heartbeats ... (bench_model: ~14 with polls)
 EVENTS_PER_FAULT = 4  # a crash, pause or partition: its start, end and the retries around it

@@ -23,6 +23,7 @@ scenario alone cannot show a property, on a variant of it (named in the evidence
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sim import limits
 from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.peers import owner_crashes
@@ -147,7 +149,9 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
         scenario = scenario.with_overrides(overrides)
     if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
         raise ConfigError(f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}")
-    seeds = tuple(seeds)
+    seeds = tuple(itertools.islice(seeds, limits.MAX_RUNS + 1))  # an endless iterator stops here too
+    if len(seeds) > limits.MAX_RUNS:
+        raise ConfigError(f"seeds: more than {limits.MAX_RUNS:,}, the limit of runs in one review")
     for i, s in enumerate(seeds):
         if isinstance(s, bool | np.bool_) or not isinstance(s, int | np.integer) or s < 0:
             raise ConfigError(f"seeds[{i}]: expected a whole number >= 0, got {type(s).__name__} {s!r}")

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim import limits
 from sim.errors import ConfigError
 from sim.scenario import LeaseWarning, Scenario, as_scenario, dumps, loads
 from sim.stats import summarize
@@ -250,6 +251,11 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
         raise ConfigError(f"seed: must be a whole number >= 0, got {seed!r}")
     replications, seed = int(replications), int(seed)
     grid = _normalise_grid(grid)
+    points_n = math.prod(len(values) for values in grid.values())
+    if points_n * replications > limits.MAX_RUNS:
+        raise ConfigError(f"replications: {points_n:,} grid points x {replications:,} replications = "
+                          f"{points_n * replications:,} runs, over the limit of {limits.MAX_RUNS:,}; "
+                          "split the sweep or use fewer values")
     if metrics is not None:
         if isinstance(metrics, str):
             metrics = [metrics]

@@ -123,6 +123,7 @@ def test_lease_warning_is_one_line(capsys):
     (["run", "baseline", "--backend", "oracle"], "--backend"),
     (["run", "baseline", "--seed", "x"], "--seed"),
     (["run", "baseline", "--seed", "-1"], "seed: must be a whole number >= 0"),
+    (["review", "baseline", "--seeds", "1000000000"], "--seeds 1000000000: must be from 1 to 100,000"),
     (["run", "baseline", "--format", "xml"], "--format"),
     (["run", "no/such/file.toml"], "cannot read"),
     (["frobnicate"], "invalid choice"),

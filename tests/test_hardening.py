@@ -3,6 +3,7 @@ ConfigError naming the field), no password is ever printed and no user file is o
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -262,6 +263,9 @@ def test_keep_schema_prints_and_records_the_schema(capsys, tmp_path, pg_dsn):
     (lambda: sim.review("baseline", seeds=[1.5]), r"^seeds\[0\]: expected a whole number >= 0, got float 1\.5$"),
     (lambda: sim.review("baseline", seeds=5), r"^seeds: expected a list of whole numbers"),
     (lambda: sim.advise(None), r"^durations: expected numbers of seconds"),
+    (lambda: sim.review("baseline", seeds=itertools.count()), r"^seeds: more than 100,000, the limit of runs"),
+    (lambda: sim.sweep("baseline", {"policy.lease_ttl": [10, 20]}, replications=10**9),
+     r"^replications: 2 grid points x 1,000,000,000 replications = 2,000,000,000 runs, over the limit of 100,000"),
 ])
 def test_api_type_errors_are_config_errors_naming_the_field(call, message):
     with pytest.raises(ConfigError, match=message) as info:
