@@ -21,7 +21,7 @@ import pandas as pd
 
 from sim.db.errors import DatabaseError
 from sim.errors import ConfigError
-from sim.limits import MAX_RUNS
+from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 RUN_FILES = ("events", "leases", "jobs")
@@ -252,7 +252,10 @@ def cmd_advise(args) -> int:
               ("--pause-rate", args.pause_rate, args.pause_rate >= 0, "must be >= 0 per worker-hour"),
               ("--pause-p99", args.pause_p99, args.pause_p99 > 0, "must be > 0 seconds"),
               ("--crash-rate", args.crash_rate, args.crash_rate >= 0, "must be >= 0 per worker-hour"),
-              ("--workers", args.workers, args.workers >= 1, "must be at least 1"),
+              ("--pause-p99", args.pause_p99, args.pause_p99 <= MAX_SECONDS, f"must be at most {MAX_SECONDS:g} s"),
+              ("--workers", args.workers, 1 <= args.workers <= MAX_WORKERS, f"must be from 1 to {MAX_WORKERS:,}"),
+              ("--poll-interval", args.poll_interval, args.poll_interval <= MAX_SECONDS,
+               f"must be at most {MAX_SECONDS:g} s"),
               ("--poll-interval", args.poll_interval, args.poll_interval > 0, "must be > 0 seconds"),
               ("--arrival-rate", args.arrival_rate, args.arrival_rate is None or args.arrival_rate > 0,
                "must be > 0 jobs per second"),

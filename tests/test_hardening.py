@@ -308,6 +308,16 @@ def test_csv_distribution_is_relative_to_the_toml_file(capsys, tmp_path, monkeyp
     assert "samples = [\n    7.0,\n]" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--workers", "100000"], "error: --workers 100000: must be from 1 to 10,000"),
+    (["--pause-p99", "1e300"], "error: --pause-p99 1e+300: must be at most 1e+09 s"),
+    (["--poll-interval", "2e9"], "error: --poll-interval 2e+09: must be at most 1e+09 s"),
+])
+def test_advise_flags_beyond_the_limits_name_the_flag(capsys, argv, expected):
+    assert main(["advise", "sample", "--no-verify", *argv]) == 2
+    assert one_error_line(capsys) == expected
+
+
 # ---- the same, as a real process -------------------------------------------------------------------
 
 @pytest.mark.parametrize(("argv", "expected"), [
