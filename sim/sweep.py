@@ -259,6 +259,8 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     if metrics is not None:
         if isinstance(metrics, str):
             metrics = [metrics]
+        if not isinstance(metrics, Iterable) or not all(isinstance(m, str) for m in metrics):
+            raise ConfigError(f"metrics: expected summary metric names, got {metrics!r:.80}")
         metrics = tuple(dict.fromkeys(metrics))
         _check_metric_names(base, metrics)
     points = _points(grid)
@@ -266,11 +268,13 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
 
     tasks = [(i * replications + r, i, run_seed(seed, point, r))
              for i, point in enumerate(points) for r in range(replications)]
-    serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
-    if isinstance(executor, str) and executor != "serial":
-        raise ConfigError(f"executor: {executor!r} is not 'serial' or a concurrent.futures.Executor")
-    if max_workers is not None and (isinstance(max_workers, bool) or max_workers < 1):
+    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int | np.integer)
+                                    or max_workers < 1):
         raise ConfigError(f"max_workers: must be at least 1, got {max_workers!r}")
+    serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
+    if (isinstance(executor, str) and executor != "serial") or not (
+            executor is None or isinstance(executor, str) or callable(getattr(executor, "submit", None))):
+        raise ConfigError(f"executor: {executor!r:.80} is not 'serial' or a concurrent.futures.Executor")
 
     start = time.perf_counter()
     bar = _Progress(len(tasks), progress, f"sweep {base.name}")
