@@ -321,8 +321,12 @@ def _check_types(obj, prefix: str) -> None:
     scenario dataclass as it is built, so that a wrong type fails here, naming the field."""
     hints = _hints(type(obj))
     for f in fields(obj):
+        hint = hints[f.name]
+        if not (hint in (bool, int, float, str, Dist) or dataclasses.is_dataclass(hint)
+                or typing.get_origin(hint) in (tuple, types.UnionType)):
+            continue  # a kind of field _convert does not know: left to its own code
         value = getattr(obj, f.name)
-        converted = _convert(hints[f.name], value, f"{prefix}{f.name}")
+        converted = _convert(hint, value, f"{prefix}{f.name}")
         if converted is not value:
             object.__setattr__(obj, f.name, converted)
 
