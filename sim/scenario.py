@@ -515,3 +515,13 @@ def as_scenario(scenario: Scenario | str | os.PathLike) -> Scenario:
     if isinstance(scenario, str | os.PathLike):
         return resolve(scenario)
     raise ConfigError(f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}")
+
+
+def recovery_allowance(scenario: Scenario) -> float:
+    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack.
+
+    With neither a watcher nor a claim that takes expired leases nothing ever recovers the job; the
+    allowance is then one poll, so that such a job is reported stuck instead of waiting forever."""
+    p = scenario.policy
+    allowance = p.watcher_interval if p.watcher else p.poll_interval
+    return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)
