@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m sim demo
+	$(PY) -m sim demo --force
 
 test: $(STAMP)
 	$(PY) -m pytest

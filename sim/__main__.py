@@ -20,6 +20,7 @@ import pandas as pd
 
 from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
+from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS
 from sim.results import json_number
 from sim.runner import refuse_memory
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
@@ -60,20 +61,22 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    dsns = _dsns(argv)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", LeaseWarning)
-            warnings.showwarning = _show_warning(set())
+            warnings.showwarning = _show_warning(set(), dsns)
             args = parser.parse_args(argv)
             return args.command(args)
     except (UsageError, ConfigError, DatabaseError) as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), dsns)
     except BrokenPipeError:  # `python -m sim show x | head`
         _silence_stdout()
         return 0
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}")
+        return _fail(f"{where}{exc.strerror or exc}", dsns)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
@@ -116,6 +119,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="three teaching scenarios: figures and a summary table")
     p.add_argument("--out", type=Path, default=Path("out/demo"), metavar="DIR",
                    help="where to write the figures and summary.csv (default: out/demo)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     p.set_defaults(command=cmd_demo)
 
     p = sub.add_parser("advise", help="recommend lease TTL, heartbeat and watcher intervals for observed durations")
@@ -220,18 +224,28 @@ def cmd_run(args) -> int:
     print(format_summary(run))
     print()
     print(format_report(report))
+    if run.kept_schema:
+        print(f"\nkept schema {run.kept_schema} at {_server(args.dsn)}; "
+              f"look with SET search_path TO {run.kept_schema}, drop with DROP SCHEMA {run.kept_schema} CASCADE")
     if args.out is not None:
         written = run.save(args.out, format=args.format, report=report)
         print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
     return 0 if report.ok else 1
 
 
+def _server(dsn: str | None) -> str:
+    """Where a postgres run went, without a password."""
+    from sim.db.server import describe_dsn, embedded_pgdata, resolve_dsn
+
+    dsn = resolve_dsn(dsn)
+    return describe_dsn(dsn) if dsn else f"the embedded PostgreSQL ({embedded_pgdata()})"
+
+
 def cmd_demo(args) -> int:
     from sim.plots.timeline import save_timeline
 
     out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out}: exists and is not a directory")
+    _check_out(out, args.force)
     out.mkdir(parents=True, exist_ok=True)
     rows, captions, reports, status = [], [], [], 0
     for stem, label, name, overrides, caption in DEMO:
@@ -268,7 +282,11 @@ def cmd_advise(args) -> int:
               ("--pause-rate", args.pause_rate, args.pause_rate >= 0, "must be >= 0 per worker-hour"),
               ("--pause-p99", args.pause_p99, args.pause_p99 > 0, "must be > 0 seconds"),
               ("--crash-rate", args.crash_rate, args.crash_rate >= 0, "must be >= 0 per worker-hour"),
+              ("--pause-p99", args.pause_p99, args.pause_p99 <= MAX_SECONDS, f"must be at most {MAX_SECONDS:g} s"),
               ("--workers", args.workers, args.workers >= 1, "must be at least 1"),
+              ("--workers", args.workers, args.workers <= MAX_WORKERS, f"must be at most {MAX_WORKERS:,}"),
+              ("--poll-interval", args.poll_interval, args.poll_interval <= MAX_SECONDS,
+               f"must be at most {MAX_SECONDS:g} s"),
               ("--poll-interval", args.poll_interval, args.poll_interval > 0, "must be > 0 seconds"),
               ("--arrival-rate", args.arrival_rate, args.arrival_rate is None or args.arrival_rate > 0,
                "must be > 0 jobs per second"),
@@ -294,8 +312,8 @@ def cmd_advise(args) -> int:
 def cmd_review(args) -> int:
     from sim.review import review
 
-    if args.seeds < 1:
-        raise UsageError(f"--seeds {args.seeds}: must be at least 1")
+    if not 1 <= args.seeds <= MAX_RUNS:
+        raise UsageError(f"--seeds {args.seeds}: must be from 1 to {MAX_RUNS:,}")
     scenario = _scenario(args.scenario, args.assignments, args.sql)
     if args.out is not None:
         _check_out(args.out, args.force)
@@ -470,9 +488,9 @@ def _verdict(report, short: bool = False) -> str:
     return "; ".join(parts) or "all hold"
 
 
-def _show_warning(seen: set):
+def _show_warning(seen: set, dsns: list[str]):
     def show(message, category, filename, lineno, file=None, line=None):
-        text = " ".join(str(message).split())
+        text = _scrub(" ".join(str(message).split()), dsns)
         if issubclass(category, LeaseWarning):
             if text not in seen:
                 seen.add(text)
@@ -490,9 +508,28 @@ def _silence_stdout() -> None:
         pass
 
 
-def _fail(message: str) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+def _fail(message: str, dsns: list[str] = ()) -> int:
+    print(f"error: {_scrub(' '.join(message.split()), dsns)}", file=sys.stderr)
     return 2
+
+
+def _dsns(argv: list[str]) -> list[str]:
+    """The DSNs this command may use (--dsn, $LEASELAB_DSN, $DATABASE_URL): their passwords are
+    scrubbed from every message, whatever raised it."""
+    found = [os.environ.get("LEASELAB_DSN"), os.environ.get("DATABASE_URL")]
+    for i, item in enumerate(argv):
+        option, eq, value = item.partition("=")
+        if len(option) > 2 and "--dsn".startswith(option):  # argparse also takes --ds, --d
+            found.append(value if eq else argv[i + 1] if i + 1 < len(argv) else "")
+    return [d for d in found if d]
+
+
+def _scrub(text: str, dsns: list[str]) -> str:
+    if not dsns:
+        return text
+    from sim.db.server import scrub
+
+    return scrub(text, *dsns)
 
 
 if __name__ == "__main__":

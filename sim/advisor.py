@@ -47,6 +47,7 @@ import pandas as pd
 from sim import analytic
 from sim.dists import Dist, read_durations_csv
 from sim.errors import ConfigError
+from sim.limits import MAX_SECONDS
 from sim.scenario import Faults, Policy, Scenario, Workload
 from sim.wording import count, duration, percent
 
@@ -86,6 +87,8 @@ def write_sample_durations(path: str | Path) -> Path:
 
 def load_durations(durations, column: str | None = None) -> np.ndarray:
     """Observed processing seconds from an array-like, or from a CSV path (+ column); ConfigError if bad."""
+    if durations is None:
+        raise ConfigError("durations: expected numbers of seconds (an array, list or Series), or a CSV path")
     if isinstance(durations, str | Path):
         if str(durations) == "sample" and not Path(durations).exists():
             durations = sample_durations_path()
@@ -106,6 +109,10 @@ def load_durations(durations, column: str | None = None) -> np.ndarray:
         if bad.any():
             i = int(np.argmax(bad))
             raise ConfigError(f"durations[{i}]: {float(values[i])!r} must be a finite duration >= 0 seconds")
+        if (values > MAX_SECONDS).any():
+            i = int(np.argmax(values > MAX_SECONDS))
+            raise ConfigError(f"durations[{i}]: {float(values[i]):g} s is too long: durations are at most "
+                              f"{MAX_SECONDS:g} s")
     if not (values > 0).any():
         raise ConfigError("durations: every value is 0; expected processing times in seconds")
     return values

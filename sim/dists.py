@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -14,8 +15,13 @@ import numpy as np
 from scipy import stats
 
 from sim.errors import ConfigError
+from sim.limits import MAX_SECONDS
 
 KINDS = ("constant", "exponential", "uniform", "lognormal", "pareto", "empirical")
+PARAMETERS = {  # the fields each kind uses
+    "constant": ("value",), "exponential": ("mean",), "uniform": ("low", "high"),
+    "lognormal": ("median", "p99"), "pareto": ("scale", "alpha"), "empirical": ("samples",),
+}
 _Z99 = float(stats.norm.ppf(0.99))
 _BLOCK = 512
 
@@ -68,6 +74,14 @@ class Dist:
         bad = []
         if self.kind not in KINDS:
             return [f"{field}.kind: {self.kind!r} is not one of {', '.join(KINDS)}"]
+        for name in PARAMETERS[self.kind]:
+            value = getattr(self, name)
+            if name == "samples":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                return [f"{field}.{name}: must be a finite number, got {value!r}"]
+            if name != "alpha" and value > MAX_SECONDS:
+                return [f"{field}.{name}: {value:g} s is too long: durations are at most {MAX_SECONDS:g} s"]
         checks = {
             "constant": [("value", self.value >= 0, "must be >= 0")],
             "exponential": [("mean", self.mean > 0, "must be > 0")],
@@ -79,7 +93,8 @@ class Dist:
             "pareto": [("scale", self.scale > 0, "must be > 0"), ("alpha", self.alpha > 1, "must be > 1 (finite mean)")],
             "empirical": [
                 ("samples", len(self.samples) > 0, "must not be empty"),
-                ("samples", all(s >= 0 and math.isfinite(s) for s in self.samples), "must be finite and >= 0"),
+                ("samples", all(0 <= s <= MAX_SECONDS for s in self.samples),
+                 f"must be finite and from 0 to {MAX_SECONDS:g} s"),
             ],
         }[self.kind]
         for name, ok, message in checks:
@@ -131,10 +146,7 @@ class Dist:
         return blocks(_block_draw(self, rng)).__next__
 
     def to_dict(self) -> dict:
-        keys = {
-            "constant": ("value",), "exponential": ("mean",), "uniform": ("low", "high"),
-            "lognormal": ("median", "p99"), "pareto": ("scale", "alpha"), "empirical": ("samples",),
-        }[self.kind]
+        keys = PARAMETERS[self.kind]
         out = {"kind": self.kind}
         for key in keys:
             value = getattr(self, key)
@@ -166,15 +178,25 @@ def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndar
     raise ConfigError(f"unknown distribution kind {dist.kind!r}")
 
 
+def decode_utf8(raw: bytes, path, what: str) -> str:
+    """The text of a file that must be UTF-8 (a leading byte-order mark is dropped); ConfigError if not."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                          f"save the {what} file as UTF-8") from None
+
+
 def read_durations_csv(path: str | Path, column: str | None = None) -> list[float]:
     """Durations (seconds) from one CSV column; one clear ConfigError line for any bad row."""
     path = Path(path)
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    with handle:
-        reader = csv.DictReader(handle)
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    reader = csv.DictReader(io.StringIO(decode_utf8(raw, path, "CSV"), newline=""))
+    try:
         columns = reader.fieldnames or []
         if not columns:
             raise ConfigError(f"{path}: empty file, expected a header row with a duration column")
@@ -183,14 +205,20 @@ def read_durations_csv(path: str | Path, column: str | None = None) -> list[floa
             raise ConfigError(f"{path}: no column {column!r}; columns are {', '.join(columns)}")
         values = []
         for line, row in enumerate(reader, start=2):
-            raw = (row.get(column) or "").strip()
+            raw_value = (row.get(column) or "").strip()
+            shown = raw_value if len(raw_value) <= 40 else raw_value[:37] + "..."
             try:
-                value = float(raw)
+                value = float(raw_value)
             except ValueError:
-                raise ConfigError(f"{path}:{line}: {column}={raw!r} is not a number of seconds") from None
+                raise ConfigError(f"{path}:{line}: {column}={shown!r} is not a number of seconds") from None
+            if value > MAX_SECONDS and raw_value.lower().lstrip("+") not in ("inf", "infinity"):
+                raise ConfigError(f"{path}:{line}: {column}={shown} is too long: durations are at most "
+                                  f"{MAX_SECONDS:g} s")
             if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{path}:{line}: {column}={raw} must be a finite duration >= 0 seconds")
+                raise ConfigError(f"{path}:{line}: {column}={shown} must be a finite duration >= 0 seconds")
             values.append(value)
+    except csv.Error as exc:
+        raise ConfigError(f"{path}:{reader.line_num + 1}: not a readable CSV file ({exc})") from None
     if not values:
         raise ConfigError(f"{path}: column {column!r} has no durations")
     return values

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from sim.errors import ConfigError
 from sim.scenario import recovery_allowance
 
 
@@ -60,6 +61,10 @@ class Report:
 
 def check(run) -> Report:
     """Check every invariant of `run` against its event log and final tables."""
+    from sim.results import Run  # sim.results imports this module
+
+    if not isinstance(run, Run):
+        raise ConfigError(f"run: expected the result of sim.run(...), got {type(run).__name__} {run!r:.60}")
     found: list[Violation] = []
     for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
                     _duplicate_external_effects, _attempts, _stuck_processing):

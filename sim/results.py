@@ -36,6 +36,7 @@ class Run:
     worker_skews: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
     backend: str = "memory"
+    kept_schema: str | None = None  # postgres with keep_schema=True: the schema left for inspection
     queue: str | None = None  # the user's queue directory whose SQL ran (postgres only), None: sql/ as is
 
     def __repr__(self) -> str:
@@ -121,7 +122,7 @@ class Run:
             written.append(path)
         summary = {
             "scenario": self.scenario.name, "seed": self.scenario.seed, "backend": self.backend, "queue": self.queue,
-            "horizon": self.scenario.horizon, "wall_seconds": self.wall_seconds,
+            "horizon": self.scenario.horizon, "wall_seconds": self.wall_seconds, "kept_schema": self.kept_schema,
             "rows": {name: len(getattr(self, name)) for name in RUN_FILES},
             "metrics": {k: json_number(k, v) for k, v in self.summary.items()},
             "invariants": {"ok": report.ok, "counts": report.counts(), "expected": list(report.expected),

@@ -27,12 +27,15 @@ items and variants, and for the claim, fencing and watcher what the SQL text sho
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from sim import limits
 from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.results import owner_crashes
@@ -41,8 +44,8 @@ from sim.scenario import (
     Scenario,
     ScriptedCrash,
     ScriptedOutage,
+    as_scenario,
     recovery_allowance,
-    resolve,
 )
 from sim.wording import count, duration, percent, plural
 
@@ -160,11 +163,20 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
     """
     import sim
 
-    if isinstance(scenario, str):
-        scenario = resolve(scenario)
+    scenario = as_scenario(scenario)
     if overrides:
         scenario = scenario.with_overrides(overrides)
+    if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
+        raise ConfigError(f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}")
+    seeds = tuple(itertools.islice(seeds, limits.MAX_RUNS + 1))  # an endless iterator stops here too
+    if len(seeds) > limits.MAX_RUNS:
+        raise ConfigError(f"seeds: more than {limits.MAX_RUNS:,}, the limit of runs in one review")
+    for i, s in enumerate(seeds):
+        if isinstance(s, bool | np.bool_) or not isinstance(s, int | np.integer) or s < 0:
+            raise ConfigError(f"seeds[{i}]: expected a whole number >= 0, got {type(s).__name__} {s!r}")
     seeds = tuple(int(s) for s in seeds)
+    if not isinstance(variants, bool):
+        raise ConfigError(f"variants: expected True or False, got {type(variants).__name__} {variants!r}")
     if not seeds:
         raise ConfigError("seeds: give at least one seed")
     on = {}

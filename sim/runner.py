@@ -7,15 +7,19 @@ from sim.db.memory import MemoryBackend
 from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
-from sim.scenario import Scenario, resolve, validate
+from sim.scenario import Scenario, as_scenario
 
 
 def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False,
                  sql=None) -> Backend:
     """A fresh backend: 'memory' (the simulated Postgres) or 'postgres' (embedded, or the DSN's
     server); `sql`, a queue directory (or QueueDefinition), runs the user's statements (postgres only)."""
+    if not isinstance(kind, str) and callable(getattr(kind, "execute", None)):
+        return kind  # a Backend object (duck-typed: test doubles and recorders need not subclass)
     if not isinstance(kind, str):
-        return kind
+        raise ConfigError(f"backend: expected 'memory', 'postgres' or a Backend, got {type(kind).__name__} {kind!r}")
+    if dsn is not None and not isinstance(dsn, str):
+        raise ConfigError(f"dsn: expected a connection string, got {type(dsn).__name__}")
     if kind == "memory":
         if sql is not None:
             refuse_memory(sql)
@@ -48,10 +52,10 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     the postgres backend (the default then), is checked on the server before anything runs, and
     is refused on the memory backend.
     """
-    if isinstance(scenario, str):
-        scenario = resolve(scenario)
-    else:
-        scenario = validate(scenario)  # one built in code has not been checked yet
+    scenario = as_scenario(scenario)
+    for name, value in (("keep_schema", keep_schema), ("progress", progress)):
+        if not (isinstance(value, bool) or (name == "progress" and value is None)):
+            raise ConfigError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
@@ -70,7 +74,7 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
         queue.check_on(dsn)  # nothing runs before the whole definition is valid on this server
     if queue is not None:
         queue.require(scenario)
-    db = make_backend(backend or scenario.backend, dsn=dsn, keep_schema=keep_schema, sql=queue)
+    db = make_backend(scenario.backend if backend is None else backend, dsn=dsn, keep_schema=keep_schema, sql=queue)
     owned = backend is None or isinstance(backend, str)
     try:
         world = build(scenario, db)
@@ -84,5 +88,6 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     if queue is not None:
         queue.check_jobs_table(tables["jobs"])
     skews = {w.name: w.db.skew for w in world.workers}
-    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name,
+    kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
+    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name, kept,
                queue=str(queue.path) if queue is not None else None)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import math
+import os
 import tomllib
 import types
 import typing
@@ -12,9 +15,11 @@ from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import tomli_w
 
-from sim.dists import Dist, read_durations_csv
+from sim import limits
+from sim.dists import Dist, decode_utf8, read_durations_csv
 from sim.errors import ConfigError
 
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
@@ -49,6 +54,9 @@ class Workload:
     redelivery_delay: Dist = Dist.constant(0.0)
     payload_mismatch: float = 0.0  # probability a redelivery carries a different payload
 
+    def __post_init__(self):
+        _check_types(self, "workload.")
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -75,6 +83,9 @@ class Policy:
     clock: str = "db"  # db: every statement uses the DB clock | worker: each worker's own clock
     random_phase: bool = True  # idle polls and watcher ticks start at a random phase; false: at t=0
 
+    def __post_init__(self):
+        _check_types(self, "policy.")
+
 
 @dataclass(frozen=True)
 class ScriptedCrash:
@@ -83,6 +94,9 @@ class ScriptedCrash:
     at: float
     worker: int | None = None
     job: int | None = None
+
+    def __post_init__(self):
+        _check_types(self, "crash.")
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,9 @@ class ScriptedOutage:
     at: float
     duration: float
 
+    def __post_init__(self):
+        _check_types(self, "outage.")
+
 
 @dataclass(frozen=True)
 class CrashPoint:
@@ -101,6 +118,9 @@ class CrashPoint:
     point: str
     probability: float = 1.0
     limit: int = 1
+
+    def __post_init__(self):
+        _check_types(self, "crash_point.")
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,9 @@ class Faults:
     crash_points: tuple[CrashPoint, ...] = ()
     clock_skew: float = 0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
 
+    def __post_init__(self):
+        _check_types(self, "faults.")
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -135,6 +158,9 @@ class Scenario:
     backend: str = "memory"
     record_heartbeats: bool = True  # False drops heartbeat records from the log for big runs
     expect: tuple[str, ...] = ()  # invariant violations this scenario exists to show
+
+    def __post_init__(self):
+        _check_types(self, "")
 
     def with_overrides(self, assignments: dict[str, object]) -> Scenario:
         """A copy with dotted keys replaced, e.g. {"policy.lease_ttl": 20}; validated."""
@@ -151,29 +177,36 @@ class Scenario:
 # ---- validation ---------------------------------------------------------------------------------
 
 def validate(scenario: Scenario) -> Scenario:
-    """Raise ConfigError (one line) for values a run cannot use; warn for risky ones."""
+    """Raise ConfigError (one line) for values a run cannot use; warn for risky ones.
+
+    Types were checked when the scenario was built; here: ranges, the limits of sim.limits (time
+    values a timestamptz holds on both backends, sizes a run can simulate) and cross-field rules.
+    """
+    if not isinstance(scenario, Scenario):
+        raise ConfigError(f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}")
     w, p, f = scenario.workload, scenario.policy, scenario.faults
     rules = [
-        (0 < scenario.horizon < float("inf"), "horizon", "must be a finite number of seconds > 0"),
+        (0 < scenario.horizon, "horizon", "must be > 0 seconds"),
         (scenario.seed >= 0, "seed", "must be a whole number >= 0"),
+        (scenario.seed <= limits.MAX_SEED, "seed", f"must be at most {limits.MAX_SEED} (a 64-bit integer)"),
         (scenario.backend in ("memory", "postgres"), "backend", "must be memory or postgres"),
-        (w.jobs >= 0, "workload.jobs", "must be >= 0"),
+        (0 <= w.jobs <= limits.MAX_JOBS, "workload.jobs", f"must be from 0 to {limits.MAX_JOBS:,}"),
         (w.arrival in ARRIVALS, "workload.arrival", f"must be one of {', '.join(ARRIVALS)}"),
         (w.rate > 0, "workload.rate", "must be > 0 jobs per second"),
         (0 <= w.psp_at <= 1, "workload.psp_at", "must be a fraction between 0 and 1"),
         (0 <= w.duplicate_delivery <= 1, "workload.duplicate_delivery", "must be a probability between 0 and 1"),
         (0 <= w.payload_mismatch <= 1, "workload.payload_mismatch", "must be a probability between 0 and 1"),
-        (p.workers >= 1, "policy.workers", "must be at least 1"),
+        (1 <= p.workers <= limits.MAX_WORKERS, "policy.workers", f"must be from 1 to {limits.MAX_WORKERS:,}"),
         (p.poll_interval > 0, "policy.poll_interval", "must be > 0 seconds"),
         (p.claim in CLAIM_STRATEGIES, "policy.claim", f"must be one of {', '.join(CLAIM_STRATEGIES)}"),
-        (p.candidates >= 1, "policy.candidates", "must be at least 1"),
+        (1 <= p.candidates <= limits.MAX_CANDIDATES, "policy.candidates", f"must be from 1 to {limits.MAX_CANDIDATES:,}"),
         (p.select_to_update_gap >= 0, "policy.select_to_update_gap", "must be >= 0 seconds"),
         (p.lease_ttl > 0, "policy.lease_ttl", "must be > 0 seconds"),
         (p.heartbeat_interval > 0, "policy.heartbeat_interval", "must be > 0 seconds"),
         (p.watcher_interval > 0, "policy.watcher_interval", "must be > 0 seconds"),
         (p.watcher_action in WATCHER_ACTIONS, "policy.watcher_action", f"must be one of {', '.join(WATCHER_ACTIONS)}"),
-        (p.watcher_batch >= 1, "policy.watcher_batch", "must be at least 1"),
-        (p.max_attempts >= 1, "policy.max_attempts", "must be at least 1"),
+        (1 <= p.watcher_batch <= limits.MAX_BATCH, "policy.watcher_batch", f"must be from 1 to {limits.MAX_BATCH:,}"),
+        (1 <= p.max_attempts <= limits.MAX_BATCH, "policy.max_attempts", f"must be from 1 to {limits.MAX_BATCH:,}"),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
         (f.pause_rate >= 0, "faults.pause_rate", "must be >= 0 per worker-hour"),
@@ -182,22 +215,34 @@ def validate(scenario: Scenario) -> Scenario:
         (f.partition_mode in PARTITION_MODES, "faults.partition_mode", f"must be one of {', '.join(PARTITION_MODES)}"),
         (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
     ]
+    times = {"horizon": scenario.horizon, "policy.poll_interval": p.poll_interval,
+             "policy.select_to_update_gap": p.select_to_update_gap, "policy.lease_ttl": p.lease_ttl,
+             "policy.heartbeat_interval": p.heartbeat_interval, "policy.watcher_interval": p.watcher_interval,
+             "faults.clock_skew": f.clock_skew}
     for i, crash in enumerate(f.crashes):
         rules.append(((crash.worker is None) != (crash.job is None), f"faults.crashes[{i}]", "give either worker or job, not both"))
         if crash.worker is not None:
             rules.append((0 <= crash.worker < p.workers, f"faults.crashes[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
+        if crash.job is not None:
+            rules.append((0 <= crash.job <= limits.MAX_SEED, f"faults.crashes[{i}].job", "must be a job id >= 0"))
         rules.append((crash.at >= 0, f"faults.crashes[{i}].at", "must be >= 0 seconds"))
+        times[f"faults.crashes[{i}].at"] = crash.at
     for section in ("pauses", "partitions"):
         for i, outage in enumerate(getattr(f, section)):
             rules.append((0 <= outage.worker < p.workers, f"faults.{section}[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
             rules.append((outage.at >= 0, f"faults.{section}[{i}].at", "must be >= 0 seconds"))
             rules.append((outage.duration > 0, f"faults.{section}[{i}].duration", "must be > 0 seconds"))
+            times[f"faults.{section}[{i}].at"] = outage.at
+            times[f"faults.{section}[{i}].duration"] = outage.duration
     for i, cp in enumerate(f.crash_points):
         rules.append((cp.point in CRASH_POINTS, f"faults.crash_points[{i}].point", f"must be one of {', '.join(CRASH_POINTS)}"))
         rules.append((0 <= cp.probability <= 1, f"faults.crash_points[{i}].probability", "must be a probability between 0 and 1"))
-        rules.append((cp.limit >= 1, f"faults.crash_points[{i}].limit", "must be at least 1"))
+        rules.append((1 <= cp.limit <= limits.MAX_SEED, f"faults.crash_points[{i}].limit", "must be at least 1"))
     for i, name in enumerate(scenario.expect):
         rules.append((name in INVARIANTS, f"expect[{i}]", f"{name!r} is not one of {', '.join(INVARIANTS)}"))
+    rules += [(value <= limits.MAX_SECONDS, key, f"{value:g} s is too long: time values are at most "
+               f"{limits.MAX_SECONDS:g} s (about 31 years), so that every timestamp fits a timestamptz")
+              for key, value in times.items()]
     for ok, key, message in rules:
         if not ok:
             raise ConfigError(f"{key}: {message}")
@@ -205,6 +250,9 @@ def validate(scenario: Scenario) -> Scenario:
         _check_dist(getattr(w, key), f"workload.{key}")
     for key in ("restart_delay", "pause_duration", "heartbeat_delay", "partition_duration"):
         _check_dist(getattr(f, key), f"faults.{key}")
+    size = limits.size_problem(scenario)
+    if size:
+        raise ConfigError(size)
     if p.heartbeat and p.heartbeat_interval >= p.lease_ttl:
         warnings.warn(
             f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= policy.lease_ttl {p.lease_ttl:g} s: "
@@ -248,33 +296,65 @@ def from_dict(data: dict) -> Scenario:
 
 def _build(cls, data, path: str):
     if not isinstance(data, dict):
-        raise ConfigError(f"{path or 'scenario'}: expected a table, got {_describe(data)}")
-    hints = typing.get_type_hints(cls)
+        raise ConfigError(f"{path.rstrip('.') or 'scenario'}: expected a table, got {_describe(data)}")
+    hints = _hints(cls)
     names = [f.name for f in fields(cls)]
     kwargs = {}
     for key, value in data.items():
-        where = f"{path}{key}"
+        if not isinstance(key, str):
+            raise ConfigError(f"{path.rstrip('.') or 'scenario'}: keys must be strings, got {_describe(key)}")
+        where = f"{path}{key}" if key.isidentifier() else f"{path}{key!r}"
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"; did you mean {path}{close[0]}?" if close else f"; allowed: {', '.join(names)}"
             raise ConfigError(f"{where}: unknown key{hint}")
         kwargs[key] = _convert(hints[key], value, where)
+    missing = [f.name for f in fields(cls) if f.name not in kwargs
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{path}{missing[0]}: missing; give {', '.join(missing)}")
     return cls(**kwargs)
+
+
+def _check_types(obj, prefix: str) -> None:
+    """Check (and normalise: numpy scalars, ints for floats, lists for tuples) every field of a
+    scenario dataclass as it is built, so that a wrong type fails here, naming the field."""
+    hints = _hints(type(obj))
+    for f in fields(obj):
+        hint = hints[f.name]
+        if not (hint in (bool, int, float, str, Dist) or dataclasses.is_dataclass(hint)
+                or typing.get_origin(hint) in (tuple, types.UnionType)):
+            continue  # a kind of field _convert does not know: left to its own code
+        value = getattr(obj, f.name)
+        converted = _convert(hint, value, f"{prefix}{f.name}")
+        if converted is not value:
+            object.__setattr__(obj, f.name, converted)
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
 
 
 def _convert(hint, value, where: str):
     origin = typing.get_origin(hint)
     if hint is Dist:
-        return _dist(value, where)
+        return value if isinstance(value, Dist) else _dist(value, where)
     if dataclasses.is_dataclass(hint):
-        return _build(hint, value, where + ".")
+        return value if isinstance(value, hint) else _build(hint, value, where + ".")
     if origin is tuple:
         item = typing.get_args(hint)[0]
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{where}: expected a list, got {_describe(value)}")
         return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is types.UnionType:
+        if value is None:
+            return None
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if isinstance(value, np.generic):
+        value = value.item()  # numpy scalars are accepted wherever Python's are
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {_describe(value)}")
@@ -282,33 +362,57 @@ def _convert(hint, value, where: str):
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where}: expected a whole number, got {_describe(value)}")
-        return value
+        return int(value)
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number, got {_describe(value)}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            raise ConfigError(f"{where}: {_short(value)} is too large for a number") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: must be a finite number, got {_short(value)}")
+        return number
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
-        return value
+        return str(value)
     raise ConfigError(f"{where}: unsupported value {_describe(value)}")
 
 
 def _dist(value, where: str) -> Dist:
     """A number means a constant; a table names its kind and parameters; csv= reads samples."""
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return Dist.constant(float(value))
+        return Dist.constant(_convert(float, value, where))
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a number of seconds or a table like {{kind = \"lognormal\", median = 2, p99 = 20}}, got {_describe(value)}")
     data = dict(value)
     if "csv" in data:
-        samples = read_durations_csv(data.pop("csv"), data.pop("column", None))
+        path, column = data.pop("csv"), data.pop("column", None)
+        if not isinstance(path, str | os.PathLike):
+            raise ConfigError(f"{where}.csv: expected a file path, got {_describe(path)}")
+        if column is not None and not isinstance(column, str):
+            raise ConfigError(f"{where}.column: expected a column name, got {_describe(column)}")
+        try:
+            samples = read_durations_csv(path, column)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.csv: {exc}") from None
         data = {"kind": "empirical", "samples": samples, **{k: v for k, v in data.items() if k != "kind"}}
     return _build(Dist, data, where + ".")
 
 
 def _describe(value) -> str:
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_short(value)}"
+
+
+def _short(value) -> str:
+    """repr of a value, cut short: a 10**400 or a megabyte string stays one readable line."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"{'-' if value < 0 else ''}an integer of {abs(value).bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _assign(data: dict, dotted: str, value) -> None:
@@ -327,21 +431,38 @@ def _assign(data: dict, dotted: str, value) -> None:
     node[leaf] = value
 
 
-def loads(text: str, source: str = "scenario") -> Scenario:
+def loads(text: str, source: str = "scenario", *, folder: str | Path | None = None) -> Scenario:
+    """A scenario from TOML text; `{csv = "d.csv"}` distributions resolve relative to `folder`
+    (the TOML file's own folder when read by load(); else the current directory)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML ({exc})") from None
+    if folder is not None:
+        _anchor_csv_paths(data, Path(folder))
     return from_dict(data)
+
+
+def _anchor_csv_paths(node, folder: Path) -> None:
+    """Make every relative `csv = "..."` path in parsed TOML relative to `folder` instead of the cwd."""
+    if isinstance(node, list):
+        for item in node:
+            _anchor_csv_paths(item, folder)
+    elif isinstance(node, dict):
+        csv = node.get("csv")
+        if isinstance(csv, str) and not Path(csv).is_absolute():
+            node["csv"] = str(folder / csv)
+        for value in node.values():
+            _anchor_csv_paths(value, folder)
 
 
 def load(path: str | Path) -> Scenario:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    return loads(text, str(path))
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return loads(decode_utf8(raw, path, "TOML"), str(path), folder=path.parent)
 
 
 def dumps(scenario: Scenario) -> str:
@@ -375,11 +496,25 @@ def preset(name: str) -> Scenario:
     return loads(text, f"preset {name}")
 
 
-def resolve(name_or_path: str) -> Scenario:
+def resolve(name_or_path: str | os.PathLike) -> Scenario:
     """A preset name, or a path to a TOML file."""
+    if isinstance(name_or_path, os.PathLike):
+        return load(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise ConfigError(f"scenario: expected a preset name or a TOML path, got {_describe(name_or_path)}")
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load(name_or_path)
     return preset(name_or_path)
+
+
+def as_scenario(scenario: Scenario | str | os.PathLike) -> Scenario:
+    """What the public entry points accept as a scenario: a Scenario (validated here, since one
+    built in code has not been checked yet), a preset name or a TOML path; else ConfigError."""
+    if isinstance(scenario, Scenario):
+        return validate(scenario)
+    if isinstance(scenario, str | os.PathLike):
+        return resolve(scenario)
+    raise ConfigError(f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}")
 
 
 def recovery_allowance(scenario: Scenario) -> float:

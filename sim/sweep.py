@@ -45,8 +45,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim import limits
 from sim.errors import ConfigError
-from sim.scenario import LeaseWarning, Scenario, dumps, loads, resolve
+from sim.scenario import LeaseWarning, Scenario, as_scenario, dumps, loads
 from sim.stats import summarize
 
 FORMAT = "leaselab.sweep/1"
@@ -246,18 +247,23 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     sql: a queue directory whose statements replace Lease Lab's (see sim.run); every run is then on
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
-    base = resolve(scenario) if isinstance(scenario, str) else scenario
-    if not isinstance(base, Scenario):
-        raise ConfigError(f"scenario: expected a Scenario or a preset name, got {type(scenario).__name__}")
+    base = as_scenario(scenario)
     if isinstance(replications, bool) or not isinstance(replications, int | np.integer) or replications < 1:
         raise ConfigError(f"replications: must be a whole number >= 1, got {replications!r}")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ConfigError(f"seed: must be a whole number >= 0, got {seed!r}")
     replications, seed = int(replications), int(seed)
     grid = _normalise_grid(grid)
+    points_n = math.prod(len(values) for values in grid.values())
+    if points_n * replications > limits.MAX_RUNS:
+        raise ConfigError(f"replications: {points_n:,} grid points x {replications:,} replications = "
+                          f"{points_n * replications:,} runs, over the limit of {limits.MAX_RUNS:,}; "
+                          "split the sweep or use fewer values")
     if metrics is not None:
         if isinstance(metrics, str):
             metrics = [metrics]
+        if not isinstance(metrics, Iterable) or not all(isinstance(m, str) for m in metrics):
+            raise ConfigError(f"metrics: expected summary metric names, got {metrics!r:.80}")
         metrics = tuple(dict.fromkeys(metrics))
         _check_metric_names(base, metrics)
     points = _points(grid)
@@ -277,11 +283,13 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
 
     tasks = [(i * replications + r, i, run_seed(seed, point, r))
              for i, point in enumerate(points) for r in range(replications)]
-    serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
-    if isinstance(executor, str) and executor != "serial":
-        raise ConfigError(f"executor: {executor!r} is not 'serial' or a concurrent.futures.Executor")
-    if max_workers is not None and (isinstance(max_workers, bool) or max_workers < 1):
+    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int | np.integer)
+                                    or max_workers < 1):
         raise ConfigError(f"max_workers: must be at least 1, got {max_workers!r}")
+    serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
+    if (isinstance(executor, str) and executor != "serial") or not (
+            executor is None or isinstance(executor, str) or callable(getattr(executor, "submit", None))):
+        raise ConfigError(f"executor: {executor!r:.80} is not 'serial' or a concurrent.futures.Executor")
 
     start = time.perf_counter()
     bar = _Progress(len(tasks), progress, f"sweep {base.name}")

@@ -114,7 +114,7 @@ def test_lease_warning_is_one_line(capsys):
     (["run", "baseline", "--set", "policy.leese_ttl=3"], "did you mean policy.lease_ttl?"),
     (["run", "baseline", "--set", "polcy.lease_ttl=3"], "did you mean policy?"),
     (["run", "baseline", "--set", "policy.workers=abc"], "policy.workers: expected a whole number"),
-    (["run", "baseline", "--set", "policy.workers=0"], "policy.workers: must be at least 1"),
+    (["run", "baseline", "--set", "policy.workers=0"], "policy.workers: must be from 1 to 10,000"),
     (["run", "baseline", "--set", "policy.lease_ttl=-5"], "policy.lease_ttl: must be > 0"),
     (["run", "baseline", "--set", "policy.lease_ttl"], "KEY=VALUE"),
     (["run", "baseline", "--set", "=3"], "KEY=VALUE"),
@@ -123,6 +123,7 @@ def test_lease_warning_is_one_line(capsys):
     (["run", "baseline", "--backend", "oracle"], "--backend"),
     (["run", "baseline", "--seed", "x"], "--seed"),
     (["run", "baseline", "--seed", "-1"], "seed: must be a whole number >= 0"),
+    (["review", "baseline", "--seeds", "1000000000"], "--seeds 1000000000: must be from 1 to 100,000"),
     (["run", "baseline", "--format", "xml"], "--format"),
     (["run", "no/such/file.toml"], "cannot read"),
     (["frobnicate"], "invalid choice"),
@@ -177,7 +178,9 @@ def test_demo_writes_figures_and_summary(capsys, tmp_path):
     out = tmp_path / "demo"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert main(["demo", "--out", str(out)]) == 0
+    assert main(["demo", "--out", str(out)]) == 2  # like run, advise and review: not into a non-empty DIR
+    assert "--out" in one_error_line(capsys) and [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert main(["demo", "--out", str(out), "--force"]) == 0
     printed = capsys.readouterr().out
     names = {p.name for p in out.iterdir()}
     assert {"read-then-write-race.png", "read-then-write-race-conditional-update.png", "crash-recovery.png",
@@ -189,8 +192,10 @@ def test_demo_writes_figures_and_summary(capsys, tmp_path):
     assert race["double_claims"] > 0 and fixed["double_claims"] == 0
     assert fixed["claim"] == "conditional_update"
     assert "double claims" in printed and "gc-pause-zombie" in printed
-    # running it again overwrites its own files without complaint
-    assert main(["demo", "--out", str(out)]) == 0
+    # running it again needs --force too: the figures there may be the user's by now
+    before = (out / "summary.csv").read_bytes()
+    assert main(["demo", "--out", str(out)]) == 2
+    assert "pass --force" in one_error_line(capsys) and (out / "summary.csv").read_bytes() == before
 
 
 def test_parse_assignments_values():

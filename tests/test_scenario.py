@@ -31,7 +31,7 @@ def test_save_refuses_to_overwrite(tmp_path):
 @pytest.mark.parametrize("assignments, message", [
     ({"policy.lease_ttl": 0}, r"^policy\.lease_ttl: must be > 0 seconds$"),
     ({"policy.lease_ttl": -5.0}, r"^policy\.lease_ttl: must be > 0 seconds$"),
-    ({"policy.workers": 0}, r"^policy\.workers: must be at least 1$"),
+    ({"policy.workers": 0}, r"^policy\.workers: must be from 1 to 10,000$"),
     ({"policy.leese_ttl": 3}, r"^policy\.leese_ttl: unknown key; did you mean policy\.lease_ttl\?$"),
     ({"polcy.lease_ttl": 3}, r"^polcy: unknown section; did you mean policy\?$"),
     ({"policy.workers": "four"}, r"^policy\.workers: expected a whole number, got str 'four'$"),

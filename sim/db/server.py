@@ -13,7 +13,7 @@ import re
 import warnings
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import platformdirs
 import psycopg
@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10
 _URI = re.compile(r"^postgres(ql)?://", re.I)
 _KV_PASSWORD = re.compile(r"""\s*\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S*)""", re.I)
+_QUERY_PASSWORD = re.compile(r"[?&]password=[^&#]*", re.I)
+_QUERY_PASSWORD_VALUE = re.compile(r"[?&]password=([^&#]*)", re.I)
+_QUOTED = re.compile(r'"([^"]*)"')  # psycopg quotes pieces of a malformed DSN: maybe its password
 _ADVICE = (
     "start that server or set LEASELAB_DSN to a reachable one "
     "(unset LEASELAB_DSN and DATABASE_URL to use the embedded server)"
@@ -73,16 +76,22 @@ def _embedded_server(pgdata: Path):
 
 
 def redact_dsn(dsn: str) -> str:
-    """`dsn` without any password, in URI or key=value form, for messages and logs."""
+    """`dsn` without any password, in URI or key=value form, for messages and logs; also when
+    the DSN is malformed (then the user part is kept and everything that may be secret goes)."""
     if not _URI.match(dsn):
-        return _KV_PASSWORD.sub("", dsn).strip()
-    parts = urlsplit(dsn)
+        return scrub(_KV_PASSWORD.sub("", dsn).strip(), dsn)
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:  # e.g. an unclosed [ipv6] host: keep scheme, user and what follows the last '@'
+        scheme, _, rest = dsn.partition("://")
+        userinfo, at, hosts = rest.rpartition("@")
+        return scrub(f"{scheme}://{userinfo.partition(':')[0]}{at}{_QUERY_PASSWORD.sub('', hosts)}", dsn)
     userinfo, at, hosts = parts.netloc.rpartition("@")
     netloc = f"{userinfo.partition(':')[0]}{at}{hosts}"
     query = "&".join(
         p for p in parts.query.split("&") if p and p.partition("=")[0].lower() != "password"
     )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    return scrub(urlunsplit(parts._replace(netloc=netloc, query=query)), dsn)
 
 
 def describe_dsn(dsn: str) -> str:
@@ -92,22 +101,40 @@ def describe_dsn(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return redact_dsn(dsn)
     fields = [("host", "host"), ("port", "port"), ("database", "dbname"), ("user", "user")]
-    return " ".join(f"{label} {info[key]}" for label, key in fields if info.get(key))
+    return scrub(" ".join(f"{label} {info[key]}" for label, key in fields if info.get(key)), dsn)
 
 
 def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavailableError:
     """The one-line error for a server we cannot use: where, what went wrong, what to do."""
-    password = _password(dsn)
-    if password:
-        problem = problem.replace(password, "***")
-    return ServerUnavailableError(f"PostgreSQL at {describe_dsn(dsn)}: {problem}; {advice}")
+    return ServerUnavailableError(scrub(f"PostgreSQL at {describe_dsn(dsn)}: {problem}; {advice}", dsn))
 
 
-def _password(dsn: str) -> str | None:
+def secrets(dsn: str | None) -> list[str]:
+    """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is malformed),
+    longest first, each also percent-decoded: what must never be printed."""
+    if not dsn:
+        return []
+    found = []
     try:
-        return conninfo_to_dict(dsn).get("password") or None
+        found.append(conninfo_to_dict(dsn).get("password") or "")
     except psycopg.ProgrammingError:
-        return None
+        pass
+    if _URI.match(dsn):
+        userinfo = dsn.partition("://")[2].rpartition("@")[0]
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+        found += [m.group(1) for m in _QUERY_PASSWORD_VALUE.finditer(dsn)]
+    found += [m.group(1).strip("'").replace("\\'", "'").replace("\\\\", "\\") for m in _KV_PASSWORD.finditer(dsn)]
+    found += [unquote(f) for f in found]
+    return sorted({f for f in found if f}, key=len, reverse=True)
+
+
+def scrub(text: str, *dsns: str | None) -> str:
+    """`text` with every possible password of `dsns` replaced by ***."""
+    for dsn in dsns:
+        for secret in secrets(dsn):
+            text = text.replace(secret, "***")
+    return text
 
 
 def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
@@ -115,7 +142,9 @@ def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
     try:
         timeout = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": CONNECT_TIMEOUT_S}
     except psycopg.ProgrammingError as exc:
-        raise unavailable(dsn, f"invalid DSN ({_first_line(exc)})", "fix LEASELAB_DSN") from None
+        detail = _QUOTED.sub(lambda m: m.group(0) if len(m.group(1)) <= 1 else '"..."', _first_line(exc))
+        raise unavailable(dsn, f"invalid DSN ({detail})",
+                          "fix the DSN given with --dsn, LEASELAB_DSN or DATABASE_URL") from None
     try:
         return psycopg.connect(dsn, **timeout, **kwargs)
     except psycopg.OperationalError as exc:
