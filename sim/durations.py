@@ -231,9 +231,7 @@ def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
         cells = [row[i].strip() for row in body if i < len(row) and row[i].strip()]
         if not cells:
             continue
-        decimal = "," if any(_COMMA_NUMBER.fullmatch(c) and "," in c for c in cells) \
-            and not any("." in c for c in cells) else "."
-        values = [_number(c, decimal) for c in cells]
+        values = [_number(c, "," if "," in c else ".") for c in cells]  # mixed marks: refused when read
         if any(v is None for v in values):
             continue
         (ids if _id_like(np.asarray(values, dtype=float)) else numeric).append(name)
