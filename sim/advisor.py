@@ -484,8 +484,8 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
         free = _choose(table, rules.drop(columns="min_ttl").all(axis=1), pd.Series(True, index=table.index),
                        inputs["recovery_tolerance"])
         if free["ttl"] < ttl:
-            return [f"at your floor: min_ttl {_s(floor)}; without it the advisor would choose TTL {_s(free['ttl'])}, "
-                    "which the floor rules out"]
+            return [f"at your floor: min_ttl {_s(floor)}; without it the advisor would choose TTL {_s(free['ttl'])} "
+                    "(of the TTLs searched), which the floor rules out"]
     if ttl == min(ttls):
         return [f"at the range's end: TTL {_s(ttl)} is the shortest searched; {SHORTEST_WHY}"]
     if ttl == max(ttls):
