@@ -462,7 +462,7 @@ class _Checker:
         m.update(slack=slack, statement_latency_p99=latency, declared_stall_tail=tail[0] if tail else np.nan)
         head = (f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {_s(latency)} = "
                 f"{_s(slack)} of slack between renewals")
-        kept = f"{processing}, kept alive by {m['renewals']} renewals"
+        kept = f"{processing}, kept alive by {count(m['renewals'], 'renewal')}"
         if h >= ttl:
             return FAIL, f"heartbeat every {h:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
         if fe:
@@ -495,8 +495,9 @@ class _Checker:
                           f"under half the {ttl:g} s TTL."), m
         h = p.heartbeat_interval
         long_jobs = m["jobs_over_interval"]
-        text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {beats} renewals in {self.n_runs} for {long_jobs} jobs that "
-                f"ran longer than the interval; {m['false_expiries']} false expiries")
+        text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
+                f"{count(long_jobs, 'job')} that ran longer than the interval; "
+                f"{count(m['false_expiries'], 'false expiry', 'false expiries')}")
         if long_jobs == 0:
             status, tail = UNTESTED, "; no job ran longer than the interval, so renewal was not exercised"
         elif beats == 0:

@@ -183,3 +183,60 @@ def test_watcher_evidence_with_a_watcher_says_how_fast(baseline):
     text = baseline.table.loc["watcher", "evidence"]
     assert "expired leases (crash variant" in text and "moved out of Processing" in text
     assert "after expiry" in text and "after the crash on average" in text
+
+
+# ---- item 2 and 3: the rule matches the label ------------------------------------------------------
+
+PAUSES = {"faults.pause_rate": 0.5, "faults.pause_duration": {"kind": "lognormal", "median": 1.0, "p99": 10.0}}
+
+
+@pytest.mark.parametrize("overrides, status, slack", [
+    ({"policy.lease_ttl": 30, "policy.heartbeat_interval": 10, **PAUSES}, PASS, "20 s of slack between renewals > "
+     "the pause p99 10 s"),
+    ({"policy.lease_ttl": 12, "policy.heartbeat_interval": 5, **PAUSES}, RISK, "6.99 s of slack between renewals < "
+     "the pause p99 10 s: such a stall lapses the lease under a live owner"),
+    ({}, UNTESTED, "20 s of slack between renewals; no pause, partition or heartbeat delay was declared or observed, "
+     "so it was never tested"),
+])
+def test_item_2_with_a_heartbeat_compares_the_slack_between_renewals_with_the_stall_tail(overrides, status, slack):
+    """baseline: statement latency p99 0.01 s; slack = TTL - interval - 0.01 s against the declared pause p99."""
+    r = review("baseline", seeds=(1,), variants=False, **overrides)
+    row, m = r.table.loc["ttl"], r.measured["ttl"]
+    assert row["status"] == status and slack in row["evidence"], row["evidence"]
+    p = r.scenario.policy
+    assert m["slack"] == pytest.approx(p.lease_ttl - p.heartbeat_interval - 0.01)
+    assert m["false_expiries"] == 0 and "0 of 883 leases expired under a live owner (95% interval 0% to 0.4%)" \
+        in row["evidence"]
+
+
+def test_item_2_fails_when_leases_lapsed_under_live_owners():
+    r = review("gc-pause-zombie", seeds=(1,), variants=False)
+    row, m = r.table.loc["ttl"], r.measured["ttl"]
+    assert row["status"] == FAIL and m["false_expiries"] > 0 and m["longest_stall"] == 45
+    assert "the longest scripted pause 45 s: stalls outlasted it" in row["evidence"]
+
+
+def test_item_3_counts_renewals_even_without_heartbeat_records():
+    """With record_heartbeats off the log has no heartbeat rows; the renewals still count (they
+    read 0 before, and the item passed with '0 renewals')."""
+    on = review("baseline", seeds=(1,), variants=False, **{"policy.lease_ttl": 12, "policy.heartbeat_interval": 2})
+    off = review("baseline", seeds=(1,), variants=False, **{"policy.lease_ttl": 12, "policy.heartbeat_interval": 2,
+                                                            "record_heartbeats": False})
+    renewals = on.measured["heartbeat"]["renewals"]
+    assert renewals == int((on.runs[0].events["kind"] == "heartbeat").sum()) > 0
+    assert off.measured["heartbeat"]["renewals"] == renewals
+    assert off.table.loc["heartbeat", "status"] == PASS and f"{renewals} renewals in 1 run" in \
+        off.table.loc["heartbeat", "evidence"]
+
+
+def test_short_jobs_leave_the_heartbeat_untested_and_every_verdict_names_its_basis():
+    r = review("baseline", seeds=(1, 2), variants=False, **{"workload.jobs": 40})
+    m = r.measured["heartbeat"]
+    assert m["jobs_over_interval"] == 0 and r.table.loc["heartbeat", "status"] == UNTESTED
+    assert "0 jobs that ran longer than the interval" in r.table.loc["heartbeat", "evidence"]
+    leases = total(r.runs, "leases")
+    basis = f"baseline: seeds 1, 2; {leases} leases observed; simulated t = 0-600 s each"
+    assert (r.table["basis"] == basis).all()
+    assert r.counts()[UNTESTED] == int((r.table["status"] == UNTESTED).sum()) >= 2
+    assert r.tally() == ", ".join(f"{r.counts()[s]} {s}" for s in (PASS, RISK, FAIL, UNTESTED))
+    assert f"basis: {basis}" in str(r)
