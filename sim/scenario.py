@@ -14,7 +14,8 @@ from pathlib import Path
 
 import tomli_w
 
-from sim.dists import Dist, read_durations_csv
+from sim.dists import Dist
+from sim.durations import read_durations
 from sim.errors import ConfigError
 
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
@@ -301,9 +302,11 @@ def _dist(value, where: str) -> Dist:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a number of seconds or a table like {{kind = \"lognormal\", median = 2, p99 = 20}}, got {_describe(value)}")
     data = dict(value)
-    if "csv" in data:
-        samples = read_durations_csv(data.pop("csv"), data.pop("column", None))
-        data = {"kind": "empirical", "samples": samples, **{k: v for k, v in data.items() if k != "kind"}}
+    if "csv" in data:  # sim.durations: column named when ambiguous, ids refused, unit s | ms | us
+        read = read_durations(data.pop("csv"), data.pop("column", None), data.pop("unit", "s"))
+        for warning in read.warnings:
+            warnings.warn(f"{where}: {warning}", LeaseWarning, stacklevel=2)
+        data = {"kind": "empirical", "samples": read.seconds.tolist(), **{k: v for k, v in data.items() if k != "kind"}}
     return _build(Dist, data, where + ".")
 
 

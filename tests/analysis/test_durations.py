@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+import sim
 from sim.__main__ import main
 from sim.advisor import advise, read
 from sim.durations import from_values, read_durations
@@ -137,3 +138,18 @@ def test_cli_unit_and_warning_lines(tmp_path, capsys):
     assert main(["advise", str(path), "--column", "job_id", "--no-verify"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "looks like an id, not durations" in err[0]
+
+
+def test_a_scenario_distribution_reads_its_csv_the_same_way(tmp_path):
+    path = write(tmp_path, ms_export())
+    scenario = sim.scenario.from_dict({"workload": {"processing": {"csv": str(path), "column": "duration_ms",
+                                                                   "unit": "ms"}}})
+    samples = np.asarray(scenario.workload.processing.samples)
+    assert scenario.workload.processing.kind == "empirical" and len(samples) == 200
+    assert np.median(samples) == pytest.approx(np.median(read_durations(path, "duration_ms", "ms").seconds))
+    with pytest.warns(LeaseWarning) as caught:  # read as seconds: the median and the name both say ms
+        sim.scenario.from_dict({"workload": {"processing": {"csv": str(path), "column": "duration_ms"}}})
+    said = [str(w.message) for w in caught]
+    assert len(said) == 2 and said[0].startswith("workload.processing: median ") and "use unit ms" in said[0]
+    with pytest.raises(ConfigError, match="looks like an id"):
+        sim.scenario.from_dict({"workload": {"processing": {"csv": str(path), "column": "job_id"}}})
