@@ -430,3 +430,29 @@ def worked_at_crash_mean(job_duration: Dist, ttl: float | None = None) -> float:
     """Mean time a job had been worked on when its owner crashed (no heartbeat): the age A of a
     renewal process, E[A] = E[T^2] / (2 E[T]); with ttl, E[min(A, ttl)]. See time_since_renewal_mean."""
     return time_since_renewal_mean(job_duration, ttl=ttl)
+
+
+# ---- the tail of a lease without heartbeat ---------------------------------------------------------
+
+def sum_survival(first: Dist, second: Dist, x: float, constant: float = 0.0) -> float:
+    """P(A + B + constant > x) for independent A ~ first, B ~ second (B integrated on its quantile
+    grid; exact for a constant B). Without a heartbeat a lease lapses under its owner iff the work
+    (A: processing, B: the PSP call, constant: statements) outlasts the TTL x."""
+    values, weights = _support(second)
+    return float(np.sum(weights * survival(first, x - constant - values)))
+
+
+def sum_quantile(first: Dist, second: Dist, q: float, constant: float = 0.0) -> float:
+    """The x with P(A + B + constant > x) = 1 - q (bisection on sum_survival, to 1 ms). For an
+    unbounded A (lognormal, exponential, pareto) every q < 1 has a finite answer and q = 1 none:
+    no finite TTL makes a lapse impossible, only as rare as 1 - q."""
+    if not 0 < q < 1:
+        raise ValueError("q must be strictly between 0 and 1")
+    low, high = 0.0, max(1.0, _upper(first) + _upper(second) + constant)
+    while high - low > 1e-3:
+        middle = (low + high) / 2
+        if sum_survival(first, second, middle, constant) > 1 - q:
+            low = middle
+        else:
+            high = middle
+    return high
