@@ -314,14 +314,6 @@ def _events(n) -> str:
     return f"{n:.2g}" if n < 100 else f"{n:,.0f}"
 
 
-def _dist(d: Dist) -> str:
-    if d.kind == "lognormal":
-        return f"median {_s(d.median)}, p99 {_s(d.p99)}"
-    if d.kind == "constant":
-        return f"{_s(d.value)} each"
-    return f"{d.kind}, mean {_s(d.mean_value())}"
-
-
 def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate: float = 2.0,
            pause_duration: Dist | None = None, crash_rate: float = 1.0, heartbeat_delay: Dist | None = None,
            db_stall_rate: float = 0.0, db_stall_duration: Dist | float = 30.0, target_false_expiry: float = 1e-3,
