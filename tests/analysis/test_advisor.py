@@ -235,6 +235,11 @@ def test_bad_csv_is_one_config_error_line(tmp_path, text, column, message):
     ([1.0], {"min_ttl": float("nan")}, "min_ttl: must be a number > 0, got nan"),
     ([1.0], {"min_ttl": "15"}, "min_ttl: must be a number > 0, got '15'"),
     ([1.0], {"min_ttl": 7200}, "min_ttl: 7200 s is above every candidate TTL (the longest considered is 3600 s)"),
+    ([1.0], {"unit": "min"}, "unit: 'min' is not one of s, ms, us"),
+    ([1.0], {"db_stall_rate": -1}, "db_stall_rate: must be a number >= 0, got -1"),
+    ([1.0], {"db_stall_duration": 0}, "db_stall_duration: must be a number > 0, got 0"),
+    ([1.0], {"heartbeat_delay": Dist.lognormal(2, 1)}, "heartbeat_delay.p99: must be greater than median"),
+    ([1.0], {"heartbeat_delay": 0.2}, "heartbeat_delay: expected a sim.Dist, got float"),
 ])
 def test_bad_arguments_are_one_config_error_line(durations, kwargs, message):
     with pytest.raises(ConfigError) as caught:
@@ -288,6 +293,11 @@ def test_cli_advise_with_a_ttl_floor_prints_and_writes_it(capsys, tmp_path):
     (["advise", "sample", "--pause-p99", "0"], "--pause-p99 0: must be > 0 seconds"),
     (["advise", "sample", "--workers", "0"], "--workers 0: must be at least 1"),
     (["advise", "sample", "--turbo"], "unrecognized arguments: --turbo"),
+    (["advise", "sample", "--db-stall-rate", "-1"], "--db-stall-rate -1: must be >= 0 per day"),
+    (["advise", "sample", "--db-stall-seconds", "0"], "--db-stall-seconds 0: must be > 0 seconds"),
+    (["advise", "sample", "--heartbeat-delay-p99", "0"], "--heartbeat-delay-p99 0: must be > 0 seconds"),
+    (["advise", "sample", "--max-db-load", "0"], "--max-db-load 0: must be > 0 statements per second"),
+    (["advise", "sample", "--unit", "sec"], "argument --unit: invalid choice: 'sec'"),
     (["advise"], "the following arguments are required: DURATIONS"),
 ])
 def test_cli_advise_bad_input_is_one_error_line_exit_2(capsys, argv, message):
