@@ -52,7 +52,7 @@ from sim.durations import Durations, from_values, read_durations
 from sim.errors import ConfigError
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
 from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload
-from sim.wording import count
+from sim.wording import count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
@@ -213,10 +213,10 @@ class Advice:
         )
 
     def headline(self) -> str:
-        heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {_s(self.heartbeat_interval)}"
-        return (f"TTL {_s(self.ttl)}, {heartbeat}, watcher every {_s(self.watcher_interval)}: predicted false expiry "
-                f"{_pct(self.predicted_false_expiry)} per job (target {_pct(self.target_false_expiry)}), "
-                f"recovery ~ {_s(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
+        heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {duration(self.heartbeat_interval)}"
+        return (f"TTL {duration(self.ttl)}, {heartbeat}, watcher every {duration(self.watcher_interval)}: predicted false expiry "
+                f"{percent(self.predicted_false_expiry)} per job (target {percent(self.target_false_expiry)}), "
+                f"recovery ~ {duration(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
 
     def risk_lines(self) -> list[str]:
         """The false-expiry risk per job, per day and per year at the queue's rate, with 95% upper bounds."""
@@ -226,8 +226,8 @@ class Advice:
                  else f"at full load, {rate:.3g} jobs/s (give arrival_rate for your queue's)")
         per_year, per_year_high = 365 * self.false_expiries_per_day, 365 * self.false_expiries_per_day_high
         return [
-            f"risk {where}: {_pct(self.predicted_false_expiry)} of jobs (95% upper bound "
-            f"{_pct(self.predicted_false_expiry_high)}) = {_events(self.false_expiries_per_day)} false expiries a day "
+            f"risk {where}: {percent(self.predicted_false_expiry)} of jobs (95% upper bound "
+            f"{percent(self.predicted_false_expiry_high)}) = {_events(self.false_expiries_per_day)} false expiries a day "
             f"(upper bound {_events(self.false_expiries_per_day_high)})",
             f"  duplicate external effects: up to {_events(per_year)} a year (upper bound {_events(per_year_high)}); "
             "each false expiry lets a second worker repeat the PSP call, harmless only with an idempotency key",
@@ -238,23 +238,23 @@ class Advice:
         lines = [self.headline()]
         floor = i.get("min_ttl")
         if not self.met:
-            above = f" with TTL >= the {_s(floor)} floor (min_ttl)" if floor is not None else ""
+            above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
             lines.append(f"  NOT MET: no candidate{above} is predicted below "
-                         f"{_pct(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
+                         f"{percent(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
                          f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
         read = i.get("durations_read", {})
         lines += ["  " + line for line in self.risk_lines()]
         lines += [f"  where it sits: {line}" for line in self.position]
         lines += [f"  durations: {read['echo']}" if read.get("echo") else
-                  f"  durations: {count(i['durations_n'], 'job')}, median {_s(i['durations_median'])}, "
-                  f"p99 {_s(i['durations_p99'])}, max {_s(i['durations_max'])}"]
+                  f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, "
+                  f"p99 {duration(i['durations_p99'])}, max {duration(i['durations_max'])}"]
         lines += [f"  warning: {w}" for w in read.get("warnings", [])]
         lines += ["  assumptions: " + self.assumptions.lines()[0]]
         lines += ["               " + line for line in self.assumptions.lines()[1:]]
         lines += [
-            f"  recovery after a crash: mean {_s(self.predicted_recovery_mean)}, p95 {_s(self.predicted_recovery_p95)} "
-            f"({count(i['workers'], 'worker')} polling every {_s(i['poll_interval'])}; "
+            f"  recovery after a crash: mean {duration(self.predicted_recovery_mean)}, p95 {duration(self.predicted_recovery_p95)} "
+            f"({count(i['workers'], 'worker')} polling every {duration(i['poll_interval'])}; "
             + ("the watcher requeues expired leases)" if not i["claim_takes_expired"]
                else "claims take expired leases)"),
             f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
@@ -263,18 +263,18 @@ class Advice:
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
-            lines.append(f"  TTL floor: {_s(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
+            lines.append(f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
                          f"{'was' if below == 1 else 'were'} ruled out")
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
             for row in self.evidence.itertuples():
                 mark = "*" if row.recommended else " "
                 lines.append(
-                    f"   {mark} TTL {_s(row.ttl)}: false expiry {_pct(row.false_expiry)} "
-                    f"[{_pct(row.false_expiry_ci_low)}, {_pct(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
-                    f"(predicted {_pct(row.predicted_false_expiry)}); recovery {_s(row.recovery_mean)} "
-                    f"[{_s(row.recovery_ci_low)}, {_s(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
-                    f"(predicted {_s(row.predicted_recovery_mean)})")
+                    f"   {mark} TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
+                    f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
+                    f"(predicted {percent(row.predicted_false_expiry)}); recovery {duration(row.recovery_mean)} "
+                    f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
+                    f"(predicted {duration(row.predicted_recovery_mean)})")
         return "\n".join(lines)
 
     def save_report(self, path: str | Path, *, review=None) -> Path:
@@ -283,24 +283,6 @@ class Advice:
         from sim.report import advice_report
 
         return advice_report(self, path, review=review)
-
-
-def _s(seconds) -> str:
-    if seconds is None or not np.isfinite(seconds):
-        return "-"
-    if seconds >= 100:
-        return f"{seconds:.0f} s"
-    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.3g} s"
-
-
-def _pct(p) -> str:
-    if p is None or not np.isfinite(p):
-        return "-"
-    if p == 0:
-        return "0%"
-    if p < 1e-6:
-        return "< 0.0001%"
-    return f"{p * 100:.2g}%"
 
 
 def _events(n) -> str:
@@ -410,13 +392,13 @@ def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate:
         if chosen["ttl"] == min(ttls) and (min_ttl is None or min_ttl < min(ttls)):
             searched = {"ttl": _merge(ttls, SHORT_TTLS), "heartbeat_interval": _merge(heartbeats, SHORT_HEARTBEATS),
                         "watcher_interval": _merge(watchers, SHORT_WATCHERS)}
-            extended.append(f"shorter TTLs ({_s(min(SHORT_TTLS))} to {_s(max(SHORT_TTLS))}) were searched because "
-                            f"the best setting sat at {_s(min(ttls))}, the end of the default ladder")
+            extended.append(f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were searched because "
+                            f"the best setting sat at {duration(min(ttls))}, the end of the default ladder")
         elif chosen["ttl"] == max(allowed):
             searched = {**searched, "ttl": _merge(ttls, LONG_TTLS),
                         "heartbeat_interval": _merge(heartbeats, LONG_HEARTBEATS)}
-            extended.append(f"longer TTLs (up to {_s(max(LONG_TTLS))}) were searched because the best setting sat "
-                            f"at {_s(max(ttls))}, the end of the default ladder")
+            extended.append(f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best setting sat "
+                            f"at {duration(max(ttls))}, the end of the default ladder")
         if extended:
             table, chosen, met = _search(job, searched, target_false_expiry, inputs)
     inputs["searched"] = {k: [v for v in vs] for k, vs in searched.items()}
@@ -476,15 +458,15 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
         free = _choose(table, rules.drop(columns="min_ttl").all(axis=1), pd.Series(True, index=table.index),
                        inputs["recovery_tolerance"])
         if free["ttl"] < ttl:
-            return [f"at your floor: min_ttl {_s(floor)}; without it the advisor would choose TTL {_s(free['ttl'])} "
+            return [f"at your floor: min_ttl {duration(floor)}; without it the advisor would choose TTL {duration(free['ttl'])} "
                     "(of the TTLs searched), which the floor rules out"]
     if ttl == min(ttls):
-        return [f"at the range's end: TTL {_s(ttl)} is the shortest searched; {SHORTEST_WHY}"]
+        return [f"at the range's end: TTL {duration(ttl)} is the shortest searched; {SHORTEST_WHY}"]
     if ttl == max(ttls):
-        return [f"at the range's end: TTL {_s(ttl)} is the longest searched; {LONGEST_WHY}"]
+        return [f"at the range's end: TTL {duration(ttl)} is the longest searched; {LONGEST_WHY}"]
     i = ttls.index(ttl)
     for step, other in (("shorter", ttls[i - 1]), ("longer", ttls[i + 1])):
-        lines.append(f"one step {step}, TTL {_s(other)}: {_why_not(advice, table, rules, other)}")
+        lines.append(f"one step {step}, TTL {duration(other)}: {_why_not(advice, table, rules, other)}")
     return ["interior: the search went past it on both sides"] + lines
 
 
@@ -496,14 +478,14 @@ def _why_not(advice: Advice, table: pd.DataFrame, rules: pd.DataFrame, ttl: floa
     if ok.any():
         best = _choose(table[at], table.loc[at, "feasible"], at[at], inputs["recovery_tolerance"])
         if best["db_load"] > advice.db_load + 1e-12:
-            return (f"feasible, recovery ~ {_s(best['predicted_recovery_mean'])}, but it costs "
+            return (f"feasible, recovery ~ {duration(best['predicted_recovery_mean'])}, but it costs "
                     f"{best['db_load']:.2g} statements/s against {advice.db_load:.2g}")
-        return (f"feasible, but recovery ~ {_s(best['predicted_recovery_mean'])} against "
-                f"{_s(advice.predicted_recovery_mean)}")
+        return (f"feasible, but recovery ~ {duration(best['predicted_recovery_mean'])} against "
+                f"{duration(advice.predicted_recovery_mean)}")
     row = table[at].sort_values(["predicted_false_expiry", "db_load"]).iloc[0]
     failed = [rule for rule, passed in rules.loc[row.name].items() if not passed]
-    words = {"target": f"predicted false expiry {_pct(row['predicted_false_expiry'])} per job is over the target / "
-                       f"margin ({_pct(advice.target_false_expiry / inputs['margin'])})",
+    words = {"target": f"predicted false expiry {percent(row['predicted_false_expiry'])} per job is over the target / "
+                       f"margin ({percent(advice.target_false_expiry / inputs['margin'])})",
              "heartbeats_per_ttl": f"it would need a heartbeat shorter than TTL / {inputs['heartbeats_per_ttl']:g}",
              "max_db_load": f"its {row['db_load']:.2g} statements/s are over max_db_load",
              "min_ttl": "below min_ttl"}
@@ -591,7 +573,8 @@ def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, s
     Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
     does not enter the predicted recovery latency or false-expiry probability.
     """
-    from sim.sweep import sweep, wilson_interval
+    from sim.stats import wilson_interval
+    from sim.sweep import sweep
 
     i = ttls.index(advice.ttl)
     h = advice.heartbeat_interval

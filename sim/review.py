@@ -31,11 +31,17 @@ import pandas as pd
 
 from sim.dists import Dist
 from sim.errors import ConfigError
-from sim.peers import owner_crashes
-from sim.results import recovery_allowance
-from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, resolve
-from sim.sweep import wilson_interval
-from sim.wording import count
+from sim.results import owner_crashes
+from sim.scenario import (
+    CrashPoint,
+    Scenario,
+    ScriptedCrash,
+    ScriptedOutage,
+    recovery_allowance,
+    resolve,
+)
+from sim.stats import wilson_interval
+from sim.wording import count, duration, percent, plural
 
 PASS, FAIL, RISK, UNTESTED = "pass", "fail", "risk", "untested"
 STATUSES = (PASS, RISK, FAIL, UNTESTED)
@@ -101,7 +107,7 @@ class Review:
         watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
         seeds = ", ".join(map(str, self.seeds))
         runs = count(len(self.runs), "run")
-        return (f"Design review of {s.name}: {runs} (seed{'s' if len(self.seeds) != 1 else ''} {seeds}), "
+        return (f"Design review of {s.name}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
                 f"{s.horizon:g} s each; "
                 f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
 
@@ -231,19 +237,6 @@ def attempt_mismatches(run) -> tuple[int, int, int, int]:
     return len(table), int(bad.sum()), int((leases > 1).sum()), int(table.max()) if len(table) else 0
 
 
-def _pct(x: float) -> str:
-    if not np.isfinite(x):
-        return "n/a"
-    if x == 0:
-        return "0%"
-    return f"{x:.2%}" if abs(x) < 0.001 else f"{x:.1%}"
-
-
-def _s(x: float) -> str:
-    """Seconds, 3 significant digits."""
-    return "n/a" if not np.isfinite(x) else (f"{x:.3g} s" if abs(x) < 1000 else f"{x:,.0f} s")
-
-
 def _basis(name: str | None, runs) -> str:
     """'baseline: seeds 1, 2, 3; 1234 leases observed; simulated t = 0-600 s each'."""
     seeds = ", ".join(str(r.scenario.seed) for r in runs)
@@ -251,7 +244,7 @@ def _basis(name: str | None, runs) -> str:
     interval = (f"t = 0-{horizons[0]:.5g} s each" if len(horizons) == 1
                 else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s")
     head = f"{name}: " if name else ""
-    return f"{head}seed{'s' if len(runs) != 1 else ''} {seeds}; {_total(runs, 'leases')} leases observed; simulated {interval}"
+    return f"{head}{plural(len(runs), 'seed')} {seeds}; {_total(runs, 'leases')} leases observed; simulated {interval}"
 
 
 def renewal_count(run) -> int:
@@ -303,7 +296,7 @@ class _Checker:
 
     @property
     def n_runs(self) -> str:
-        return f"{self.n} run{'s' if self.n > 1 else ''}"
+        return count(self.n, 'run')
 
     # -- variants --------------------------------------------------------------------------------
 
@@ -375,7 +368,7 @@ class _Checker:
         numbers = {"double_claims": doubles, "leases": leases}
         text = f"{p.claim} ({CLAIMS[p.claim]}): {doubles} double claims in {leases} leases over {self.n_runs}"
         if doubles:
-            text += f" ({_pct(doubles / leases)} of leases)"
+            text += f" ({percent(doubles / leases)} of leases)"
         contention = self.variant("contention")
         self._use("claim", "contention")
         if contention:
@@ -383,7 +376,7 @@ class _Checker:
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
             text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
-                     + (f" ({_pct(vd / vl)})" if vd else ""))
+                     + (f" ({percent(vd / vl)})" if vd else ""))
         if p.claim == "read_then_write":
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
         if doubles or numbers.get("variant_double_claims", 0):
@@ -424,7 +417,7 @@ class _Checker:
         if not tails:
             return None
         value, words = max(tails)
-        return float(value), f"{words} {_s(value)}"
+        return float(value), f"{words} {duration(value)}"
 
     def ttl(self):
         p, m = self.policy, self._ttl_numbers()
@@ -432,17 +425,17 @@ class _Checker:
         self._use("ttl")
         low, high = wilson_interval(fe, leases, 0.95) if leases else (np.nan, np.nan)
         m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
-        lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {_pct(low)} to {_pct(high)}); "
-                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({_pct(m['double_processed_share'])}) "
+        lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
+                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
                 "were processed twice")
         if not np.isfinite(p999):
             return UNTESTED, f"no job finished in {self.n_runs}: processing time not measured.", m
-        processing = (f"p99.9 processing {_s(p999)} (max {_s(m['max_processing'])}, {m['finished_jobs']} jobs "
-                      f"finished): {_pct(m['over_ttl_share'])} of jobs outlived the TTL")
+        processing = (f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, {m['finished_jobs']} jobs "
+                      f"finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL")
         stalls = stall_durations(self.runs)
         m.update(stalls_observed=len(stalls), longest_stall=float(stalls.max()) if len(stalls) else np.nan)
         seen = (f"{count(len(stalls), 'pause or partition', 'pauses or partitions')} in the runs"
-                + (f", the longest {_s(stalls.max())}" if len(stalls) else ""))
+                + (f", the longest {duration(stalls.max())}" if len(stalls) else ""))
         tail = self._stall_tail()
         if not p.heartbeat:
             cmp = "<" if p999 > ttl else ">"
@@ -453,15 +446,15 @@ class _Checker:
                 return RISK, (f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and nothing "
                               "renews a slow job."), m
             if tail is not None and p999 + tail[0] > ttl:
-                return RISK, (f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({_s(p999 + tail[0])}) "
+                return RISK, (f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({duration(p999 + tail[0])}) "
                               f"outlasts the TTL; {seen}."), m
             return PASS, f"{head}; {lost}; {seen}.", m
         h = p.heartbeat_interval
         latency = float(self.scenario.workload.statement_latency.quantile(0.99))
         slack = ttl - h - latency
         m.update(slack=slack, statement_latency_p99=latency, declared_stall_tail=tail[0] if tail else np.nan)
-        head = (f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {_s(latency)} = "
-                f"{_s(slack)} of slack between renewals")
+        head = (f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {duration(latency)} = "
+                f"{duration(slack)} of slack between renewals")
         kept = f"{processing}, kept alive by {count(m['renewals'], 'renewal')}"
         if h >= ttl:
             return FAIL, f"heartbeat every {h:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
@@ -483,15 +476,15 @@ class _Checker:
         self._use("heartbeat")
         if not p.heartbeat:
             if m["over_ttl_share"] > 0 or m["false_expiries"]:
-                return FAIL, (f"no heartbeat: {_pct(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
+                return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
                               f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
-                              f"{m['jobs']} leased jobs ({_pct(m['double_processed_share'])}) were processed twice."), m
+                              f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
             if not np.isfinite(m["p999_processing"]):
                 return UNTESTED, f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.", m
             if m["max_processing"] > ttl / 2:
-                return RISK, (f"no heartbeat: the longest job took {_s(m['max_processing'])}, over half the {ttl:g} s "
+                return RISK, (f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
                               "TTL; nothing renews a slow one."), m
-            return PASS, (f"no heartbeat, and no long job to renew: the longest took {_s(m['max_processing'])}, "
+            return PASS, (f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
                           f"under half the {ttl:g} s TTL."), m
         h = p.heartbeat_interval
         long_jobs = m["jobs_over_interval"]
@@ -517,8 +510,8 @@ class _Checker:
             jobs = sum(leased_jobs(r) for r in without)
             twice = sum(double_processed(r) for r in without)
             m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
-            text += (f"; without it (variant): {fe} leases ({_pct(fe / leases if leases else np.nan)}) would expire under a "
-                     f"live owner and {twice} of {jobs} leased jobs ({_pct(twice / jobs if jobs else np.nan)}) would be processed twice")
+            text += (f"; without it (variant): {fe} leases ({percent(fe / leases if leases else np.nan)}) would expire under a "
+                     f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice")
         return status, text + ".", m
 
     def watcher(self):
@@ -557,14 +550,14 @@ class _Checker:
                  f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
                  if expired else f"no lease expired{variant}")
         if expired and expired > never:
-            moved += f", at most {_s(worst)} after expiry"
+            moved += f", at most {duration(worst)} after expiry"
         if len(recovery):
             moved += f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again"
             if len(recovered):
-                moved += (f", {_s(m['recovery_latency_mean'])} after the crash on average "
-                          f"(max {_s(m['recovery_latency_max'])})")
+                moved += (f", {duration(m['recovery_latency_mean'])} after the crash on average "
+                          f"(max {duration(m['recovery_latency_max'])})")
         if p.watcher:
-            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {_s(gap)}"
+            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {duration(gap)}"
             if p.watcher_action == "dead":
                 return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
             if stuck or never:
@@ -708,7 +701,7 @@ class _Checker:
             if count or vcount:
                 return FAIL, text + ".", m
             return (PASS if replays else UNTESTED), text + ("." if replays else ": no call was repeated, not exercised."), m
-        text = (f"no idempotency key: {twice} of {charged} charged payments ({_pct(twice / charged if charged else np.nan)}) "
+        text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
                 f"were charged more than once, {count} extra charges in all{variant}")
         return (FAIL if count else RISK), text + ".", m
 

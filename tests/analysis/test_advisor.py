@@ -21,7 +21,8 @@ from sim.advisor import (
 )
 from sim.dists import Dist
 from sim.errors import ConfigError
-from sim.sweep import sweep, wilson_interval
+from sim.stats import wilson_interval
+from sim.sweep import sweep
 
 TARGET = 0.01
 WORKERS = 20
