@@ -29,6 +29,7 @@ from scipy import stats
 from sim import analytic
 from sim.dists import Dist
 from sim.errors import ConfigError
+from sim.wording import count
 
 SECONDS_PER_DAY = 86_400.0
 BOOTSTRAP = 400
@@ -66,23 +67,17 @@ class Assumptions:
 
     def lines(self) -> list[str]:
         """One line per assumption, in words, with its numbers."""
-        pauses = (f"{_count(self.pause_rate, 'stop-the-world pause')} per worker-hour ({describe(self.pause_duration)})"
+        pauses = (f"{count(self.pause_rate, 'stop-the-world pause')} per worker-hour ({describe(self.pause_duration)})"
                   if self.pause_rate else "no stop-the-world pauses")
-        stalls = (f"{_count(self.db_stall_rate, 'DB failover or stall', 'DB failovers or stalls')} a day "
+        stalls = (f"{count(self.db_stall_rate, 'DB failover or stall', 'DB failovers or stalls')} a day "
                   f"({describe(self.db_stall_duration)}), every worker at once"
                   if self.db_stall_rate else "no DB failover or stall (db_stall_rate 0)")
-        crashes = f"{_count(self.crash_rate, 'crash', 'crashes')} per worker-hour" if self.crash_rate else "no crashes"
+        crashes = f"{count(self.crash_rate, 'crash', 'crashes')} per worker-hour" if self.crash_rate else "no crashes"
         return [f"pauses: {pauses}",
                 f"statement latency: {self.statement_latency * 1000:g} ms typical; heartbeat statement delay "
                 f"{describe(self.heartbeat_delay)} (the latency tail, lock waits)",
                 f"DB: {stalls}",
                 f"crashes: {crashes} (recovery only; a crash is not a false expiry)"]
-
-
-def _count(n, one: str, many: str | None = None) -> str:
-    from sim.wording import count
-
-    return count(n, one, many)
 
 
 def describe(d: Dist) -> str:

@@ -19,10 +19,10 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from sim.scenario import dumps
+from sim.wording import percent
 
 CSS = """
 body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px; margin: 24px auto;
@@ -150,8 +150,8 @@ def _evidence_table(evidence: pd.DataFrame) -> str:
     for r in evidence.itertuples():
         mark = " (recommended)" if r.recommended else ""
         rows.append(f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td><td class='num'>{r.leases}</td>"
-                    f"<td class='num'>{r.false_expiries} ({_pct(r.false_expiry_ci_low)} to "
-                    f"{_pct(r.false_expiry_ci_high)})</td><td class='num'>{_pct(r.predicted_false_expiry)}</td>"
+                    f"<td class='num'>{r.false_expiries} ({percent(r.false_expiry_ci_low)} to "
+                    f"{percent(r.false_expiry_ci_high)})</td><td class='num'>{percent(r.predicted_false_expiry)}</td>"
                     f"<td class='num'>{r.recovery_mean:.3g} s ({r.recovery_ci_low:.3g} to {r.recovery_ci_high:.3g})"
                     f"</td><td class='num'>{r.predicted_recovery_mean:.3g} s</td></tr>")
     return "<table>" + head + "".join(rows) + "</table>"
@@ -251,9 +251,3 @@ def _e(text) -> str:
 
 def _on(flag: bool) -> str:
     return "on" if flag else "off"
-
-
-def _pct(p) -> str:
-    if p is None or not np.isfinite(p):
-        return "-"
-    return "0%" if p == 0 else f"{p * 100:.2g}%"
