@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.scenario import dumps
-from sim.wording import percent
+from sim.wording import duration, percent
 
 CSS = """
 body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px; margin: 24px auto;
@@ -95,7 +95,7 @@ def _review_sections(review) -> str:
         *rows, "</table>",
         "<h2>Lease timeline</h2>", figure,
         "<h2>Settings</h2>", _settings_table(review.scenario),
-        f"<details open><summary>scenario as TOML</summary><pre>{_e(dumps(review.scenario))}</pre></details>",
+        f"<details open><summary>scenario as TOML</summary><pre>{_e(scenario_toml(review.scenario))}</pre></details>",
     ])
 
 
@@ -152,8 +152,8 @@ def _evidence_table(evidence: pd.DataFrame) -> str:
         rows.append(f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td><td class='num'>{r.leases}</td>"
                     f"<td class='num'>{r.false_expiries} ({percent(r.false_expiry_ci_low)} to "
                     f"{percent(r.false_expiry_ci_high)})</td><td class='num'>{percent(r.predicted_false_expiry)}</td>"
-                    f"<td class='num'>{r.recovery_mean:.3g} s ({r.recovery_ci_low:.3g} to {r.recovery_ci_high:.3g})"
-                    f"</td><td class='num'>{r.predicted_recovery_mean:.3g} s</td></tr>")
+                    f"<td class='num'>{duration(r.recovery_mean)} ({duration(r.recovery_ci_low)} to "
+                    f"{duration(r.recovery_ci_high)})</td><td class='num'>{duration(r.predicted_recovery_mean)}</td></tr>")
     return "<table>" + head + "".join(rows) + "</table>"
 
 
@@ -169,6 +169,18 @@ def _settings_table(scenario) -> str:
                        f"{len(f.pauses)} pauses, {len(f.partitions)} partitions"),
             ("horizon", f"{scenario.horizon:g} s")]
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def scenario_toml(scenario, keep: int = 8) -> str:
+    """The scenario as TOML, with long sample lists (observed durations) cut to their first `keep`
+    values and a comment saying how many there are: the page stays readable, the numbers true."""
+    def cut(match):
+        values = [v for v in match.group(2).split(",") if v.strip()]
+        if len(values) <= keep:
+            return match.group(0)
+        shown = ", ".join(v.strip() for v in values[:keep])
+        return f"{match.group(1)}[{shown}, ...]  # {len(values)} values, first {keep} shown"
+    return re.sub(r"(samples = )\[([^\]]*)\]", cut, dumps(scenario))
 
 
 # ---- figures -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import matplotlib.image  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+import sim  # noqa: E402
 from sim.__main__ import main  # noqa: E402
 from sim.advisor import advise  # noqa: E402
 from sim.review import STATUS_STYLE, review  # noqa: E402
@@ -178,3 +179,17 @@ def test_report_bad_path_is_one_error_line(argv, message, capsys, tmp_path, monk
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_settings_toml_cuts_long_sample_lists_and_says_so(advice):
+    from sim.report import scenario_toml
+
+    text = scenario_toml(advice.scenario(jobs=50))
+    first = ", ".join(f"{v:g}" for v in advice.durations.samples[:8])
+    assert f"samples = [{first}, ...]  # 2000 values, first 8 shown" in text
+    assert scenario_toml(sim.preset("baseline")) == sim.scenario.dumps(sim.preset("baseline"))  # nothing to cut
+
+
+def test_missing_intervals_read_n_a_not_nan(advice_html):
+    text = " ".join(Page(advice_html.read_text(encoding="utf-8")).text)
+    assert "nan" not in text.lower().split() and "(nan" not in text
