@@ -231,7 +231,22 @@ class Advice:
             f"(upper bound {_events(self.false_expiries_per_day_high)})",
             f"  duplicate external effects: up to {_events(per_year)} a year (upper bound {_events(per_year_high)}); "
             "each false expiry lets a second worker repeat the PSP call, harmless only with an idempotency key",
+            "  " + self.slack_line(),
         ]
+
+    def slack_line(self) -> str:
+        """What a lease survives, against the declared tails (the review's item 2, before any run)."""
+        a, h = self.assumptions, self.heartbeat_interval
+        if h is None:
+            over = float(np.mean(np.asarray(self.durations.samples) > self.ttl))
+            return (f"slack: no heartbeat, so the lease must outlast the whole job; {percent(over)} of the observed "
+                    f"jobs took longer than the {duration(self.ttl)} TTL")
+        slack = self.ttl - h - a.statement_latency
+        longer = [f"{percent(float(analytic.survival(d, slack)))} of the {name}" for d, name, declared in (
+            (a.pause_duration, "pauses", a.pause_rate), (a.heartbeat_delay, "heartbeat delays", True),
+            (a.db_stall_duration, "DB stalls", a.db_stall_rate)) if declared]
+        return (f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
+                f"latency); of the declared tails, longer than that: {', '.join(longer)}")
 
     def __str__(self) -> str:
         i = self.inputs

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import sim
+from sim import analytic
 from sim.__main__ import main
 from sim.advisor import (
     CANDIDATE_COLUMNS,
@@ -414,3 +415,23 @@ def test_a_late_heartbeat_statement_lapses_the_lease_as_predicted():
     lapsed_jobs = int(runs["false_expiries"].sum())
     low, high = wilson_interval(min(lapsed_jobs, first_leases), first_leases, 0.99)
     assert low <= predicted <= high * 1.15, (lapsed_jobs, first_leases, predicted)
+
+
+def test_the_slack_line_compares_what_a_lease_survives_with_the_declared_tails():
+    """The issue's case: TTL - heartbeat - latency against a pause p99 of 5 s, said before any run."""
+    advice = advise("sample", arrival_rate=1.0, verify=False)
+    slack = advice.ttl - advice.heartbeat_interval - 0.002
+    share = float(analytic.survival(Dist.lognormal(0.5, 5.0), slack))
+    assert 0.01 < share < 0.5  # the slack is under the declared pause p99: some pauses outlast it
+    delays = float(analytic.survival(Dist.lognormal(0.01, 0.2), slack))
+    assert advice.risk_lines()[2] == (
+        f"  slack: a lease survives a stall of up to {slack:.3g} s (TTL - heartbeat interval - statement latency); "
+        f"of the declared tails, longer than that: {share * 100:.2g}% of the pauses, {delays * 100:.2g}% of the "
+        "heartbeat delays")
+    stalled = advise("sample", db_stall_rate=2, candidates={"ttl": [20], "heartbeat_interval": [5],
+                                                            "watcher_interval": [5]}, verify=False)
+    assert stalled.slack_line().endswith(", 100% of the DB stalls")  # 30 s stalls outlast 15 s of slack
+    bare = advise("sample", pause_rate=0, candidates={"ttl": [600], "heartbeat_interval": [None],
+                                                      "watcher_interval": [10]}, verify=False)
+    assert bare.slack_line() == ("slack: no heartbeat, so the lease must outlast the whole job; 0% of the observed "
+                                 "jobs took longer than the 10 min TTL")
