@@ -125,7 +125,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("advise", help="recommend lease TTL, heartbeat and watcher intervals for observed durations")
     p.add_argument("durations", metavar="DURATIONS",
                    help="CSV of observed processing seconds, or 'sample' for the bundled example")
-    p.add_argument("--column", help="the CSV column of durations (default: the first)")
+    p.add_argument("--column", help="the CSV column of durations (needed when several columns hold numbers)")
+    p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="unit of the durations (default: s)")
     p.add_argument("--target", type=float, default=1e-3, metavar="P",
                    help="false-expiry probability per job to stay under (default: 0.001)")
     p.add_argument("--pause-rate", type=float, default=2.0, metavar="R",
@@ -138,10 +139,21 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arrival-rate", type=float, metavar="R", help="jobs per second (default: full load)")
     p.add_argument("--min-ttl", type=float, metavar="SECONDS",
                    help="never recommend a TTL below this, e.g. for GC pauses or deploys (default: no floor)")
+    p.add_argument("--heartbeat-delay-p99", type=float, default=0.2, metavar="S",
+                   help="99th percentile of a heartbeat statement's delay (latency tail, lock waits); lognormal "
+                        "with median S/20 (default: 0.2)")
+    p.add_argument("--db-stall-rate", type=float, default=0.0, metavar="R",
+                   help="DB failovers or stalls per day, all workers at once (default: 0)")
+    p.add_argument("--db-stall-seconds", type=float, default=30.0, metavar="S",
+                   help="how long each DB failover or stall lasts (default: 30)")
+    p.add_argument("--max-db-load", type=float, metavar="R",
+                   help="heartbeat + watcher statements per second the DB can spare (default: no limit)")
     p.add_argument("--no-verify", action="store_true", help="skip the simulated evidence sweep")
     p.add_argument("--seed", type=int, default=0, help="seed of the evidence sweep (default: 0)")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="write advice.txt, candidates.csv, evidence.csv and scenario.toml here")
+    p.add_argument("--report", type=Path, metavar="FILE.html",
+                   help="write one self-contained HTML report (advice, assumptions, risk, trade-off chart, evidence)")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     p.set_defaults(command=cmd_advise)
 
@@ -152,7 +164,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-variants", action="store_true", help="judge on the scenario's own runs only")
     _add_sql(p, dsn=True)
     p.add_argument("--out", type=Path, metavar="DIR", help="write review.csv, review.txt and review.png here")
-    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.add_argument("--report", type=Path, metavar="FILE.html",
+                   help="write one self-contained HTML report (settings, verdicts with evidence, lease timeline)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory or over --report")
     p.set_defaults(command=cmd_review)
 
     p = sub.add_parser("sweep", help="run a grid of settings x replications; print means with 95% intervals")
@@ -291,6 +305,11 @@ def cmd_advise(args) -> int:
               ("--arrival-rate", args.arrival_rate, args.arrival_rate is None or args.arrival_rate > 0,
                "must be > 0 jobs per second"),
               ("--min-ttl", args.min_ttl, args.min_ttl is None or args.min_ttl > 0, "must be > 0 seconds"),
+              ("--heartbeat-delay-p99", args.heartbeat_delay_p99, args.heartbeat_delay_p99 > 0, "must be > 0 seconds"),
+              ("--db-stall-rate", args.db_stall_rate, args.db_stall_rate >= 0, "must be >= 0 per day"),
+              ("--db-stall-seconds", args.db_stall_seconds, args.db_stall_seconds > 0, "must be > 0 seconds"),
+              ("--max-db-load", args.max_db_load, args.max_db_load is None or args.max_db_load > 0,
+               "must be > 0 statements per second"),
               ("--min-ttl", args.min_ttl, args.min_ttl is None or not args.min_ttl > max(DEFAULT_TTLS),
                f"must be at most {max(DEFAULT_TTLS)} s, the longest TTL the advisor considers")]
     for flag, value, ok, message in checks:
@@ -298,14 +317,21 @@ def cmd_advise(args) -> int:
             raise UsageError(f"{flag} {value:g}: {message}")
     if args.out is not None:
         _check_out(args.out, args.force)
-    advice = advise(args.durations, column=args.column, target_false_expiry=args.target, pause_rate=args.pause_rate,
-                    pause_duration=Dist.lognormal(args.pause_p99 / 10, args.pause_p99), crash_rate=args.crash_rate,
+    if args.report is not None:
+        _check_report(args.report, args.force)
+    advice = advise(args.durations, column=args.column, unit=args.unit, target_false_expiry=args.target,
+                    pause_rate=args.pause_rate, pause_duration=Dist.lognormal(args.pause_p99 / 10, args.pause_p99),
+                    crash_rate=args.crash_rate,
+                    heartbeat_delay=Dist.lognormal(args.heartbeat_delay_p99 / 20, args.heartbeat_delay_p99),
+                    db_stall_rate=args.db_stall_rate, db_stall_duration=args.db_stall_seconds,
                     workers=args.workers, poll_interval=args.poll_interval, arrival_rate=args.arrival_rate,
-                    min_ttl=args.min_ttl, verify=not args.no_verify, seed=args.seed)
+                    max_db_load=args.max_db_load, min_ttl=args.min_ttl, verify=not args.no_verify, seed=args.seed)
     print(advice)
     if args.out is not None:
         written = write_advice(advice, args.out)
         print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
+    if args.report is not None:
+        print(f"wrote {advice.save_report(args.report)}")
     return 0
 
 
@@ -317,9 +343,13 @@ def cmd_review(args) -> int:
     scenario = _scenario(args.scenario, args.assignments, args.sql)
     if args.out is not None:
         _check_out(args.out, args.force)
+    if args.report is not None:
+        _check_report(args.report, args.force)
     result = review(scenario, seeds=range(1, args.seeds + 1), variants=not args.no_variants, sql=args.sql,
                     dsn=args.dsn)
     print(result)
+    if args.report is not None:
+        print(f"wrote {result.save_report(args.report)}")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.table.to_csv(args.out / "review.csv")
@@ -414,6 +444,17 @@ def _check_out(out: Path, force: bool) -> None:
         raise ConfigError(f"--out {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(f"--out {out}: directory is not empty; choose another or pass --force to overwrite")
+
+
+def _check_report(path: Path, force: bool) -> None:
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"--report {path}: expected a file name ending in .html")
+    if path.is_dir():
+        raise ConfigError(f"--report {path}: is a directory; give a file name ending in .html")
+    if path.exists() and not force:
+        raise ConfigError(f"--report {path}: exists; choose another name or pass --force to overwrite")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--report {path}: directory {path.parent} does not exist")
 
 
 # ---- text output ---------------------------------------------------------------------------------

@@ -35,7 +35,9 @@ tests/analysis/test_advisor.py checks that the file and the function still agree
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -44,19 +46,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim import analytic
-from sim.dists import Dist, read_durations_csv
+from sim import analytic, lease_risk
+from sim.dists import Dist
+from sim.durations import Durations, from_values, read_durations
 from sim.errors import ConfigError
-from sim.limits import MAX_SECONDS
-from sim.scenario import Faults, Policy, Scenario, Workload
+from sim.lease_risk import SECONDS_PER_DAY, Assumptions
+from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload
 from sim.wording import count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
 DEFAULT_WATCHERS = (1, 2, 5, 10, 15, 30, 60, 120, 300)
+# searched only when the best setting sits at an end of the default ladders (the range adapts)
+SHORT_TTLS, SHORT_HEARTBEATS, SHORT_WATCHERS = (1, 1.5, 2, 3, 4), (0.25, 0.5), (0.5,)
+LONG_TTLS, LONG_HEARTBEATS = (7200, 14400, 43200, 86400), (3600,)
+SHORTEST_WHY = ("below 1 s, scheduling jitter and connection hiccups that this model leaves out would decide "
+                "(set min_ttl to a floor you trust)")
+LONGEST_WHY = "a lease of more than a day leaves a crashed job waiting a day; split the job or add a heartbeat"
 MAX_SAMPLES = 20_000  # longer duration lists are represented by this many quantiles
 SAMPLE_SEED = 20260515
 CANDIDATE_COLUMNS = ["ttl", "heartbeat_interval", "watcher_interval", "predicted_false_expiry",
+                     "predicted_false_expiry_high", "false_expiries_per_day", "false_expiries_per_day_high",
                      "predicted_recovery_mean", "heartbeat_load", "watcher_load", "db_load", "feasible"]
 
 
@@ -85,37 +95,27 @@ def write_sample_durations(path: str | Path) -> Path:
 
 # ---- inputs -------------------------------------------------------------------------------------
 
-def load_durations(durations, column: str | None = None) -> np.ndarray:
-    """Observed processing seconds from an array-like, or from a CSV path (+ column); ConfigError if bad."""
-    if durations is None:
-        raise ConfigError("durations: expected numbers of seconds (an array, list or Series), or a CSV path")
+def read(durations, column: str | None = None, unit: str = "s") -> Durations:
+    """Observed durations as sim.durations.Durations (seconds + how they were read): from a CSV path
+    ("sample" is the bundled example), an array-like in `unit`, or a Durations; ConfigError if bad."""
+    if isinstance(durations, Durations):
+        if column is not None:
+            raise ConfigError("column: only applies when durations is a CSV path")
+        return durations
     if isinstance(durations, str | Path):
         if str(durations) == "sample" and not Path(durations).exists():
             durations = sample_durations_path()
-        values = np.asarray(read_durations_csv(durations, column), dtype=float)
-    else:
-        if column is not None:
-            raise ConfigError("column: only applies when durations is a CSV path")
-        if isinstance(durations, pd.DataFrame):
-            raise ConfigError("durations: give one column (a Series or array), not a DataFrame")
-        try:
-            values = np.asarray(durations, dtype=float).ravel()
-        except (TypeError, ValueError):
-            raise ConfigError("durations: expected numbers of seconds (an array, list or Series), "
-                              "or a CSV path") from None
-        if values.size == 0:
-            raise ConfigError("durations: no values")
-        bad = ~np.isfinite(values) | (values < 0)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ConfigError(f"durations[{i}]: {float(values[i])!r} must be a finite duration >= 0 seconds")
-        if (values > MAX_SECONDS).any():
-            i = int(np.argmax(values > MAX_SECONDS))
-            raise ConfigError(f"durations[{i}]: {float(values[i]):g} s is too long: durations are at most "
-                              f"{MAX_SECONDS:g} s")
-    if not (values > 0).any():
-        raise ConfigError("durations: every value is 0; expected processing times in seconds")
-    return values
+        return read_durations(durations, column, unit)
+    if column is not None:
+        raise ConfigError("column: only applies when durations is a CSV path")
+    if isinstance(durations, pd.DataFrame):
+        raise ConfigError("durations: give one column (a Series or array), not a DataFrame")
+    return from_values(durations, unit)
+
+
+def load_durations(durations, column: str | None = None, unit: str = "s") -> np.ndarray:
+    """Observed processing seconds from an array-like, or from a CSV path (+ column); ConfigError if bad."""
+    return read(durations, column, unit).seconds
 
 
 def _durations_dist(values: np.ndarray) -> Dist:
@@ -170,18 +170,30 @@ class Advice:
     evidence: pd.DataFrame | None  # simulated neighbourhood of the recommendation (verify=True)
     durations: Dist = field(repr=False)
     inputs: dict = field(default_factory=dict)
+    predicted_false_expiry_high: float = np.nan  # 95% upper bound per job (the durations are a sample)
+    false_expiries_per_day: float = np.nan  # at the arrival rate (full load if none was given)
+    false_expiries_per_day_high: float = np.nan
+    position: list[str] = field(default_factory=list)  # where the TTL sits in the searched range, and why
+
+    @property
+    def assumptions(self) -> Assumptions:
+        return self.inputs["assumptions"]
 
     def scenario(self, *, jobs: int = 2000, seed: int = 1, arrival_rate: float | None = None,
                  name: str = "advised") -> Scenario:
         """A runnable Scenario with the recommended settings, the observed durations (resampled) as
-        processing times, the given pause and crash rates, and Poisson arrivals (the given arrival
-        rate, else 50% utilisation of the workers) long enough for `jobs` jobs."""
+        processing times, the assumed faults (pauses, crashes, heartbeat delay; a DB stall as a hanging
+        partition of each worker), and Poisson arrivals (the given arrival rate, else 50% utilisation
+        of the workers) long enough for `jobs` jobs."""
         inputs = self.inputs
+        a = self.assumptions
         workers = inputs["workers"]
         mean = self.durations.mean_value()
         rate = arrival_rate or inputs.get("arrival_rate") or 0.5 * workers / mean
         horizon = jobs / rate + 3 * self.durations.quantile(0.999)
         h = self.heartbeat_interval
+        stalls = {} if not a.db_stall_rate else {
+            "partition_rate": a.db_stall_rate / 24.0, "partition_duration": a.db_stall_duration, "partition_mode": "hang"}
         return Scenario(
             name=name,
             description=(f"Advised lease settings: {self.headline()}. Processing times resampled from "
@@ -194,8 +206,8 @@ class Advice:
                           watcher=True, watcher_interval=self.watcher_interval,
                           claim_takes_expired=inputs["claim_takes_expired"], fencing=True, dedup=True,
                           idempotency_key=True),
-            faults=Faults(crash_rate=inputs["crash_rate"], pause_rate=inputs["pause_rate"],
-                          pause_duration=inputs["pause_duration"]),
+            faults=Faults(crash_rate=a.crash_rate, pause_rate=a.pause_rate, pause_duration=a.pause_duration,
+                          heartbeat_delay=a.heartbeat_delay if h is not None else Faults.heartbeat_delay, **stalls),
             horizon=float(horizon),
             seed=seed,
         )
@@ -205,6 +217,36 @@ class Advice:
         return (f"TTL {duration(self.ttl)}, {heartbeat}, watcher every {duration(self.watcher_interval)}: predicted false expiry "
                 f"{percent(self.predicted_false_expiry)} per job (target {percent(self.target_false_expiry)}), "
                 f"recovery ~ {duration(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
+
+    def risk_lines(self) -> list[str]:
+        """The false-expiry risk per job, per day and per year at the queue's rate, with 95% upper bounds."""
+        i = self.inputs
+        rate = i["jobs_per_s"]
+        where = (f"at {rate:.3g} jobs/s (arrival_rate)" if i["arrival_rate"] is not None
+                 else f"at full load, {rate:.3g} jobs/s (give arrival_rate for your queue's)")
+        per_year, per_year_high = 365 * self.false_expiries_per_day, 365 * self.false_expiries_per_day_high
+        return [
+            f"risk {where}: {percent(self.predicted_false_expiry)} of jobs (95% upper bound "
+            f"{percent(self.predicted_false_expiry_high)}) = {_events(self.false_expiries_per_day)} false expiries a day "
+            f"(upper bound {_events(self.false_expiries_per_day_high)})",
+            f"  duplicate external effects: up to {_events(per_year)} a year (upper bound {_events(per_year_high)}); "
+            "each false expiry lets a second worker repeat the PSP call, harmless only with an idempotency key",
+            "  " + self.slack_line(),
+        ]
+
+    def slack_line(self) -> str:
+        """What a lease survives, against the declared tails (the review's item 2, before any run)."""
+        a, h = self.assumptions, self.heartbeat_interval
+        if h is None:
+            over = float(np.mean(np.asarray(self.durations.samples) > self.ttl))
+            return (f"slack: no heartbeat, so the lease must outlast the whole job; {percent(over)} of the observed "
+                    f"jobs took longer than the {duration(self.ttl)} TTL")
+        slack = self.ttl - h - a.statement_latency
+        longer = [f"{percent(float(analytic.survival(d, slack)))} of the {name}" for d, name, declared in (
+            (a.pause_duration, "pauses", a.pause_rate), (a.heartbeat_delay, "heartbeat delays", True),
+            (a.db_stall_duration, "DB stalls", a.db_stall_rate)) if declared]
+        return (f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
+                f"latency); of the declared tails, longer than that: {', '.join(longer)}")
 
     def __str__(self) -> str:
         i = self.inputs
@@ -216,12 +258,16 @@ class Advice:
                          f"{percent(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
                          f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
+        read = i.get("durations_read", {})
+        lines += ["  " + line for line in self.risk_lines()]
+        lines += [f"  where it sits: {line}" for line in self.position]
+        lines += [f"  durations: {read['echo']}" if read.get("echo") else
+                  f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, "
+                  f"p99 {duration(i['durations_p99'])}, max {duration(i['durations_max'])}"]
+        lines += [f"  warning: {w}" for w in read.get("warnings", [])]
+        lines += ["  assumptions: " + self.assumptions.lines()[0]]
+        lines += ["               " + line for line in self.assumptions.lines()[1:]]
         lines += [
-            f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, p99 {duration(i['durations_p99'])}, "
-            f"max {duration(i['durations_max'])}",
-            "  faults: " + (f"{count(i['pause_rate'], 'pause')} per worker-hour ({_dist(i['pause_duration'])}), "
-                            if i["pause_rate"] else "no pauses, ")
-            + (f"{count(i['crash_rate'], 'crash', 'crashes')} per worker-hour" if i["crash_rate"] else "no crashes"),
             f"  recovery after a crash: mean {duration(self.predicted_recovery_mean)}, p95 {duration(self.predicted_recovery_p95)} "
             f"({count(i['workers'], 'worker')} polling every {duration(i['poll_interval'])}; "
             + ("the watcher requeues expired leases)" if not i["claim_takes_expired"]
@@ -246,36 +292,56 @@ class Advice:
                     f"(predicted {duration(row.predicted_recovery_mean)})")
         return "\n".join(lines)
 
+    def save_report(self, path: str | Path, *, review=None) -> Path:
+        """One self-contained HTML file: the advice, its assumptions, risk, trade-off chart and
+        evidence (and a design review of it, if given). See sim.report."""
+        from sim.report import advice_report
 
-def _dist(d: Dist) -> str:
-    if d.kind == "lognormal":
-        return f"median {duration(d.median)}, p99 {duration(d.p99)}"
-    if d.kind == "constant":
-        return f"{duration(d.value)} each"
-    return f"{d.kind}, mean {duration(d.mean_value())}"
+        return advice_report(self, path, review=review)
 
 
-def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pause_duration: Dist | None = None,
-           crash_rate: float = 1.0, target_false_expiry: float = 1e-3, poll_interval: float = 1.0, workers: int = 4,
-           arrival_rate: float | None = None, claim_takes_expired: bool = False, statement_latency: float = 0.002,
+def _events(n) -> str:
+    """An expected count: '0', '< 0.001', '0.42', '1.7', '230'."""
+    if not np.isfinite(n):
+        return "-"
+    if n == 0:
+        return "0"
+    if n < 0.001:
+        return "< 0.001"
+    return f"{n:.2g}" if n < 100 else f"{n:,.0f}"
+
+
+def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate: float = 2.0,
+           pause_duration: Dist | None = None, crash_rate: float = 1.0, heartbeat_delay: Dist | None = None,
+           db_stall_rate: float = 0.0, db_stall_duration: Dist | float = 30.0, target_false_expiry: float = 1e-3,
+           poll_interval: float = 1.0, workers: int = 4, arrival_rate: float | None = None,
+           claim_takes_expired: bool = False, statement_latency: float = 0.002,
            candidates: Mapping[str, Sequence] | None = None, margin: float = 2.0, recovery_tolerance: float = 0.1,
            heartbeats_per_ttl: float = 2.0, max_db_load: float | None = None, min_ttl: float | None = None,
            verify: bool = True, replications: int = 4, evidence_jobs: int = 1500, seed: int = 0, executor=None,
            progress: bool | None = None) -> Advice:
     """Recommend lease TTL, heartbeat interval and watcher interval (see the module docstring).
 
-    durations: observed processing seconds (array-like), or a CSV path read with `column` (default:
-    the first column); "sample" is the bundled example. pause_rate and crash_rate are per
-    worker-hour; pause_duration a Dist (default lognormal, median 0.5 s, p99 5 s). workers and
-    poll_interval describe the consumers; arrival_rate (jobs/s) sets the load (default: full).
+    durations: observed processing times (array-like in `unit`), a CSV path read with `column` and
+    `unit` (sim.durations: the column must be named when several could be durations), or "sample"
+    (the bundled example). The fault assumptions (sim.lease_risk.Assumptions): pause_rate and
+    crash_rate per worker-hour; pause_duration a Dist (default lognormal, median 0.5 s, p99 5 s);
+    heartbeat_delay, the heartbeat statement's extra delay (default lognormal, median 10 ms, p99
+    200 ms); db_stall_rate DB failovers or stalls per day (default 0), each db_stall_duration long
+    (seconds or a Dist, default 30 s). workers and poll_interval describe the consumers;
+    arrival_rate (jobs/s) sets the load and the per-day risk (default: full load).
     claim_takes_expired: whether claims take expired leases themselves (then the watcher is only a
     backstop and not on the recovery path); by default the watcher does the requeue.
     candidates: {"ttl": [...], "heartbeat_interval": [..., None], "watcher_interval": [...]} to
-    replace the default ladders (None: no heartbeat). min_ttl: a floor in seconds; shorter TTLs are
-    infeasible (and left out of the evidence). verify: simulate the recommendation and its
-    neighbouring TTLs (`replications` runs of `evidence_jobs` jobs each, through sim.sweep).
+    replace the default ladders (None: no heartbeat); default ladders are extended when the best
+    setting sits at their end. min_ttl: a floor in seconds; shorter TTLs are infeasible (and left
+    out of the evidence). verify: simulate the recommendation and its neighbouring TTLs
+    (`replications` runs of `evidence_jobs` jobs each, through sim.sweep).
     """
-    values = load_durations(durations, column)
+    read_in = read(durations, column, unit)
+    values = read_in.seconds
+    for warning in read_in.warnings:
+        warnings.warn(warning, LeaseWarning, stacklevel=2)
     _positive("target_false_expiry", target_false_expiry)
     if target_false_expiry >= 1:
         raise ConfigError(f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}")
@@ -288,6 +354,7 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
     _positive("heartbeats_per_ttl", heartbeats_per_ttl)
     _positive("replications", replications, whole=True)
     _positive("evidence_jobs", evidence_jobs, whole=True)
+    _positive("db_stall_rate", db_stall_rate, zero_ok=True)
     if arrival_rate is not None:
         _positive("arrival_rate", arrival_rate)
     if max_db_load is not None:
@@ -297,13 +364,14 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
     _positive("margin", margin)
     if margin < 1:
         raise ConfigError(f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}")
-    if pause_duration is None:
-        pause_duration = Dist.lognormal(0.5, 5.0)
-    if not isinstance(pause_duration, Dist):
-        raise ConfigError(f"pause_duration: expected a sim.Dist, got {type(pause_duration).__name__}")
-    problems = pause_duration.problems("pause_duration")
-    if problems:
-        raise ConfigError(problems[0])
+    if not isinstance(db_stall_duration, Dist):
+        _positive("db_stall_duration", db_stall_duration)
+        db_stall_duration = Dist.constant(db_stall_duration)
+    assumptions = Assumptions(
+        pause_rate=float(pause_rate), pause_duration=Dist.lognormal(0.5, 5.0) if pause_duration is None else pause_duration,
+        crash_rate=float(crash_rate), statement_latency=float(statement_latency),
+        heartbeat_delay=Assumptions.heartbeat_delay if heartbeat_delay is None else heartbeat_delay,
+        db_stall_rate=float(db_stall_rate), db_stall_duration=db_stall_duration).check()
     workers = int(workers)
     candidates = dict(candidates or {})
     unknown = set(candidates) - {"ttl", "heartbeat_interval", "watcher_interval"}
@@ -312,34 +380,43 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
     ttls = _ladder("ttl", candidates.get("ttl", DEFAULT_TTLS))
     heartbeats = _ladder("heartbeat_interval", candidates.get("heartbeat_interval", DEFAULT_HEARTBEATS), allow_none=True)
     watchers = _ladder("watcher_interval", candidates.get("watcher_interval", DEFAULT_WATCHERS))
+    if min_ttl is not None and min_ttl > max(ttls):
+        raise ConfigError(f"min_ttl: {min_ttl:g} s is above every candidate TTL (the longest considered is "
+                          f"{max(ttls):g} s); lower it or add longer TTLs to candidates['ttl']")
 
     job = _durations_dist(values)
+    mean = job.mean_value()
+    jobs_per_s = float(arrival_rate) if arrival_rate is not None else workers / mean
     inputs = {
         "durations_n": int(len(values)), "durations_median": float(np.median(values)),
         "durations_p99": float(np.quantile(values, 0.99)), "durations_max": float(values.max()),
-        "pause_rate": float(pause_rate), "pause_duration": pause_duration, "crash_rate": float(crash_rate),
+        "durations_read": {**read_in.facts(), "echo": read_in.echo()},
+        "pause_rate": float(pause_rate), "pause_duration": assumptions.pause_duration, "crash_rate": float(crash_rate),
         "workers": workers, "poll_interval": float(poll_interval), "arrival_rate": arrival_rate,
-        "claim_takes_expired": bool(claim_takes_expired), "statement_latency": float(statement_latency),
+        "jobs_per_s": jobs_per_s, "claim_takes_expired": bool(claim_takes_expired),
+        "statement_latency": float(statement_latency), "assumptions": assumptions,
         "margin": float(margin), "recovery_tolerance": float(recovery_tolerance),
         "heartbeats_per_ttl": float(heartbeats_per_ttl), "max_db_load": max_db_load,
         "min_ttl": None if min_ttl is None else float(min_ttl), "seed": seed,
     }
-    table = candidate_table(job, ttls=ttls, heartbeats=heartbeats, watchers=watchers, **_model_inputs(inputs))
-    rules = feasibility_rules(table, target_false_expiry, inputs)
-    allowed = rules["min_ttl"]
-    if not allowed.any():
-        raise ConfigError(f"min_ttl: {min_ttl:g} s is above every candidate TTL (the longest considered is "
-                          f"{table['ttl'].max():g} s); lower it or add longer TTLs to candidates['ttl']")
-    feasible = rules.all(axis=1)
-    table["feasible"] = feasible
-    met = bool(feasible.any())
-    if met:
-        pool = table[feasible]
-        fastest = pool["predicted_recovery_mean"].min()
-        near = pool[pool["predicted_recovery_mean"] <= fastest * (1 + recovery_tolerance) + 1e-9]
-        chosen = near.sort_values(["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]).iloc[0]
-    else:
-        chosen = table[allowed].sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"]).iloc[0]
+    searched = {"ttl": ttls, "heartbeat_interval": heartbeats, "watcher_interval": watchers}
+    table, chosen, met = _search(job, searched, target_false_expiry, inputs)
+    extended = []
+    if "ttl" not in candidates:  # the default ladders adapt when the choice sits at their end
+        allowed = [t for t in ttls if min_ttl is None or t >= min_ttl]
+        if chosen["ttl"] == min(ttls) and (min_ttl is None or min_ttl < min(ttls)):
+            searched = {"ttl": _merge(ttls, SHORT_TTLS), "heartbeat_interval": _merge(heartbeats, SHORT_HEARTBEATS),
+                        "watcher_interval": _merge(watchers, SHORT_WATCHERS)}
+            extended.append(f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were searched because "
+                            f"the best setting sat at {duration(min(ttls))}, the end of the default ladder")
+        elif chosen["ttl"] == max(allowed):
+            searched = {**searched, "ttl": _merge(ttls, LONG_TTLS),
+                        "heartbeat_interval": _merge(heartbeats, LONG_HEARTBEATS)}
+            extended.append(f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best setting sat "
+                            f"at {duration(max(ttls))}, the end of the default ladder")
+        if extended:
+            table, chosen, met = _search(job, searched, target_false_expiry, inputs)
+    inputs["searched"] = {k: [v for v in vs] for k, vs in searched.items()}
     h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
     p95 = float(np.quantile(_recovery_draws(job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs), 0.95))
     advice = Advice(
@@ -349,11 +426,85 @@ def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pau
         db_load=float(chosen["db_load"]), heartbeat_load=float(chosen["heartbeat_load"]),
         watcher_load=float(chosen["watcher_load"]), target_false_expiry=float(target_false_expiry), met=met,
         candidates=table, evidence=None, durations=job, inputs=inputs,
+        predicted_false_expiry_high=float(chosen["predicted_false_expiry_high"]),
+        false_expiries_per_day=float(chosen["false_expiries_per_day"]),
+        false_expiries_per_day_high=float(chosen["false_expiries_per_day_high"]),
     )
+    advice.position = extended + _position(advice, searched["ttl"])
     if verify:
-        floored = [t for t in ttls if min_ttl is None or t >= min_ttl]
+        floored = [t for t in searched["ttl"] if min_ttl is None or t >= min_ttl]
         advice.evidence = _evidence(advice, floored, int(replications), int(evidence_jobs), seed, executor, progress)
     return advice
+
+
+def _merge(ladder: list, extra) -> list:
+    return sorted(set(ladder) | {float(v) for v in extra}, key=lambda v: (v is not None, v or 0.0))
+
+
+def _search(job: Dist, ladders: dict, target: float, inputs: dict) -> tuple[pd.DataFrame, pd.Series, bool]:
+    """(the candidate table with feasibility, the chosen row, whether the target was met)."""
+    table = candidate_table(job, ttls=ladders["ttl"], heartbeats=ladders["heartbeat_interval"],
+                            watchers=ladders["watcher_interval"], **_model_inputs(inputs))
+    rules = feasibility_rules(table, target, inputs)
+    feasible = rules.all(axis=1)
+    table["feasible"] = feasible
+    met = bool(feasible.any())
+    return table, _choose(table, feasible, rules["min_ttl"], inputs["recovery_tolerance"]), met
+
+
+def _choose(table: pd.DataFrame, feasible: pd.Series, allowed: pd.Series, tolerance: float) -> pd.Series:
+    """The module docstring's rule: the cheapest feasible within `tolerance` of the fastest feasible
+    recovery; with none feasible, the lowest predicted false expiry among the `allowed`."""
+    if feasible.any():
+        pool = table[feasible]
+        fastest = pool["predicted_recovery_mean"].min()
+        near = pool[pool["predicted_recovery_mean"] <= fastest * (1 + tolerance) + 1e-9]
+        return near.sort_values(["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]).iloc[0]
+    return table[allowed].sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"]).iloc[0]
+
+
+def _position(advice: Advice, ttls: list[float]) -> list[str]:
+    """Where the recommended TTL sits in the searched range, and why not one step either side."""
+    inputs, table, ttl = advice.inputs, advice.candidates, advice.ttl
+    floor = inputs["min_ttl"]
+    rules = feasibility_rules(table, advice.target_false_expiry, inputs)
+    lines = []
+    if floor is not None and ttl == min(t for t in ttls if t >= floor):
+        free = _choose(table, rules.drop(columns="min_ttl").all(axis=1), pd.Series(True, index=table.index),
+                       inputs["recovery_tolerance"])
+        if free["ttl"] < ttl:
+            return [f"at your floor: min_ttl {duration(floor)}; without it the advisor would choose TTL {duration(free['ttl'])} "
+                    "(of the TTLs searched), which the floor rules out"]
+    if ttl == min(ttls):
+        return [f"at the range's end: TTL {duration(ttl)} is the shortest searched; {SHORTEST_WHY}"]
+    if ttl == max(ttls):
+        return [f"at the range's end: TTL {duration(ttl)} is the longest searched; {LONGEST_WHY}"]
+    i = ttls.index(ttl)
+    for step, other in (("shorter", ttls[i - 1]), ("longer", ttls[i + 1])):
+        lines.append(f"one step {step}, TTL {duration(other)}: {_why_not(advice, table, rules, other)}")
+    return ["interior: the search went past it on both sides"] + lines
+
+
+def _why_not(advice: Advice, table: pd.DataFrame, rules: pd.DataFrame, ttl: float) -> str:
+    """Why the best setting at TTL `ttl` lost to the recommendation, in words."""
+    at = table["ttl"] == ttl
+    ok = table["feasible"] & at
+    inputs = advice.inputs
+    if ok.any():
+        best = _choose(table[at], table.loc[at, "feasible"], at[at], inputs["recovery_tolerance"])
+        if best["db_load"] > advice.db_load + 1e-12:
+            return (f"feasible, recovery ~ {duration(best['predicted_recovery_mean'])}, but it costs "
+                    f"{best['db_load']:.2g} statements/s against {advice.db_load:.2g}")
+        return (f"feasible, but recovery ~ {duration(best['predicted_recovery_mean'])} against "
+                f"{duration(advice.predicted_recovery_mean)}")
+    row = table[at].sort_values(["predicted_false_expiry", "db_load"]).iloc[0]
+    failed = [rule for rule, passed in rules.loc[row.name].items() if not passed]
+    words = {"target": f"predicted false expiry {percent(row['predicted_false_expiry'])} per job is over the target / "
+                       f"margin ({percent(advice.target_false_expiry / inputs['margin'])})",
+             "heartbeats_per_ttl": f"it would need a heartbeat shorter than TTL / {inputs['heartbeats_per_ttl']:g}",
+             "max_db_load": f"its {row['db_load']:.2g} statements/s are over max_db_load",
+             "min_ttl": "below min_ttl"}
+    return "no setting is feasible: " + "; ".join(words[rule] for rule in failed)
 
 
 def feasibility_rules(table: pd.DataFrame, target_false_expiry: float, inputs: dict) -> pd.DataFrame:
@@ -371,8 +522,7 @@ def feasibility_rules(table: pd.DataFrame, target_false_expiry: float, inputs: d
 
 
 def _model_inputs(inputs: dict) -> dict:
-    return {k: inputs[k] for k in ("pause_rate", "pause_duration", "workers", "poll_interval", "arrival_rate",
-                                   "claim_takes_expired", "statement_latency")}
+    return {k: inputs[k] for k in ("workers", "poll_interval", "arrival_rate", "claim_takes_expired", "assumptions")}
 
 
 def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
@@ -380,24 +530,33 @@ def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
     return max(1, int(math.floor(workers - busy + 0.5)))
 
 
-def candidate_table(job: Dist, *, ttls, heartbeats, watchers, pause_rate: float, pause_duration: Dist,
-                    workers: int, poll_interval: float, arrival_rate: float | None, claim_takes_expired: bool,
-                    statement_latency: float) -> pd.DataFrame:
+def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll_interval: float,
+                    arrival_rate: float | None, claim_takes_expired: bool, assumptions: Assumptions,
+                    seed: int = 0) -> pd.DataFrame:
     """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination (no feasibility).
 
-    heartbeat intervals >= ttl are skipped (the lease would lapse between heartbeats). Recovery
-    assumes at least one idle poller (workers - busy, rounded, at least 1); DB load is at full load
-    unless arrival_rate is given.
+    heartbeat intervals >= ttl are skipped (the lease would lapse between heartbeats). False
+    expiries per job and per day, with 95% upper bounds, come from sim.lease_risk under
+    `assumptions`. Recovery assumes at least one idle poller (workers - busy, rounded, at least 1);
+    DB load and the per-day figures are at full load unless arrival_rate is given.
     """
-    lat = statement_latency
+    a = assumptions
+    lat = a.statement_latency
     pollers = _idle_pollers(job, workers, arrival_rate)
+    samples = np.asarray(job.samples, dtype=float)
+    weights = lease_risk.bootstrap_weights(len(samples), seed)
+    mean = job.mean_value()
+    busy = workers if arrival_rate is None else min(workers, arrival_rate * mean)
+    jobs_per_day = (arrival_rate if arrival_rate is not None else workers / mean) * SECONDS_PER_DAY
     rows = []
     for ttl in ttls:
         for h in heartbeats:
             if h is not None and h + lat >= ttl:
                 continue
-            fe = analytic.false_expiry_probability(ttl=ttl, heartbeat_interval=h, job_duration=job,
-                                                   pause_rate=pause_rate, pause_duration=pause_duration, latency=lat)
+            fe, fe_high = lease_risk.per_job(samples, ttl, h, a, weights)
+            stall_per_day = a.db_stall_rate * busy * lease_risk.stall_lapse_probability(job, ttl, h, a, seed)
+            per_day, per_day_high = fe * jobs_per_day + stall_per_day, fe_high * jobs_per_day + stall_per_day
+            fe, fe_high = fe + stall_per_day / jobs_per_day, min(1.0, fe_high + stall_per_day / jobs_per_day)
             # the lease left at a crash: L minus the time since the last renewal (exact for short jobs too)
             since = analytic.time_since_renewal_mean(job, ttl=ttl, heartbeat_interval=h, latency=lat)
             for w in watchers:
@@ -407,8 +566,8 @@ def candidate_table(job: Dist, *, ttls, heartbeats, watchers, pause_rate: float,
                     worked_at_crash=since)
                 load = analytic.db_load(workers=workers, poll_interval=poll_interval, heartbeat_interval=h,
                                         watcher_interval=w, job_duration=job, arrival_rate=arrival_rate, latency=lat)
-                rows.append((ttl, np.nan if h is None else h, w, fe, recovery, load["heartbeat"], load["watcher"],
-                             load["upkeep"], True))
+                rows.append((ttl, np.nan if h is None else h, w, fe, fe_high, per_day, per_day_high, recovery,
+                             load["heartbeat"], load["watcher"], load["upkeep"], True))
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
@@ -439,8 +598,7 @@ def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, s
     base = advice.scenario(jobs=jobs, name="advice-evidence")
     worker_hours = base.policy.workers * base.horizon / 3600
     crash_rate = max(advice.inputs["crash_rate"], 40 / worker_hours)
-    base = base.replace(faults=Faults(crash_rate=crash_rate, pause_rate=base.faults.pause_rate,
-                                      pause_duration=base.faults.pause_duration))
+    base = base.replace(faults=dataclasses.replace(base.faults, crash_rate=crash_rate))
     metrics = ["jobs", "leases", "false_expiries", "recoveries", "recovery_latency_mean", "db_heartbeat_per_s",
                "db_requeue_expired_per_s"]
     result = sweep(base, {"policy.lease_ttl": around}, replications, seed=seed, executor=executor,

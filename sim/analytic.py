@@ -229,6 +229,29 @@ def false_expiry_probability(*, ttl: float, heartbeat_interval: float | None, jo
     does not end a job (work and heartbeats resume after it); statement latencies are small next
     to h and L; the DB clock decides expiry (no clock skew); no lost or delayed heartbeats.
     """
+    lapse, below = _lapse_given_duration(ttl=ttl, heartbeat_interval=heartbeat_interval, pause_rate=pause_rate,
+                                         pause_duration=pause_duration, latency=latency)
+    return _expect(job_duration, lapse, below=below, above_value=1.0)
+
+
+def false_expiry_by_duration(durations, *, ttl: float, heartbeat_interval: float | None, pause_rate: float,
+                             pause_duration: Dist, latency: float = 0.0) -> np.ndarray:
+    """P(lapse | the job takes T) for each T in `durations`: the terms that false_expiry_probability
+    averages (same assumptions), so that callers can bound that average from a finite sample."""
+    values = np.asarray(durations, dtype=float)
+    lapse, below = _lapse_given_duration(ttl=ttl, heartbeat_interval=heartbeat_interval, pause_rate=pause_rate,
+                                         pause_duration=pause_duration, latency=latency)
+    out = np.ones(len(values))
+    inside = np.ones(len(values), bool) if below is None else values <= below
+    if inside.any():
+        out[inside] = lapse(values[inside])
+    return out
+
+
+def _lapse_given_duration(*, ttl: float, heartbeat_interval: float | None, pause_rate: float,
+                          pause_duration: Dist, latency: float):
+    """(lapse(T) vectorised, below): P(lapse | T) for T <= below; T > below always lapses (below
+    None: never on length alone). See false_expiry_probability for the model."""
     if ttl <= 0:
         raise ValueError("ttl must be > 0")
     rate = pause_rate / 3600.0
@@ -237,9 +260,9 @@ def false_expiry_probability(*, ttl: float, heartbeat_interval: float | None, jo
 
         def lapse(t):
             return 1.0 - paused_within(t, ttl - t)
-        return _expect(job_duration, lapse, below=ttl, above_value=1.0)
+        return lapse, ttl
     if rate == 0:
-        return 0.0
+        return (lambda t: np.zeros(np.shape(t))), None
     cycle = heartbeat_interval + latency
     phases = np.linspace(0.0, cycle, 1025)
     per_phase = survival(pause_duration, ttl - latency - phases)
@@ -249,7 +272,7 @@ def false_expiry_probability(*, ttl: float, heartbeat_interval: float | None, jo
         cycles, rest = np.divmod(t, cycle)
         exposure = cycles * cumulative[-1] + np.interp(rest, phases, cumulative)
         return -np.expm1(-rate * exposure)
-    return _expect(job_duration, lapse)
+    return lapse, None
 
 
 def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):
@@ -407,3 +430,29 @@ def worked_at_crash_mean(job_duration: Dist, ttl: float | None = None) -> float:
     """Mean time a job had been worked on when its owner crashed (no heartbeat): the age A of a
     renewal process, E[A] = E[T^2] / (2 E[T]); with ttl, E[min(A, ttl)]. See time_since_renewal_mean."""
     return time_since_renewal_mean(job_duration, ttl=ttl)
+
+
+# ---- the tail of a lease without heartbeat ---------------------------------------------------------
+
+def sum_survival(first: Dist, second: Dist, x: float, constant: float = 0.0) -> float:
+    """P(A + B + constant > x) for independent A ~ first, B ~ second (B integrated on its quantile
+    grid; exact for a constant B). Without a heartbeat a lease lapses under its owner iff the work
+    (A: processing, B: the PSP call, constant: statements) outlasts the TTL x."""
+    values, weights = _support(second)
+    return float(np.sum(weights * survival(first, x - constant - values)))
+
+
+def sum_quantile(first: Dist, second: Dist, q: float, constant: float = 0.0) -> float:
+    """The x with P(A + B + constant > x) = 1 - q (bisection on sum_survival, to 1 ms). For an
+    unbounded A (lognormal, exponential, pareto) every q < 1 has a finite answer and q = 1 none:
+    no finite TTL makes a lapse impossible, only as rare as 1 - q."""
+    if not 0 < q < 1:
+        raise ValueError("q must be strictly between 0 and 1")
+    low, high = 0.0, max(1.0, _upper(first) + _upper(second) + constant)
+    while high - low > 1e-3:
+        middle = (low + high) / 2
+        if sum_survival(first, second, middle, constant) > 1 - q:
+            low = middle
+        else:
+            high = middle
+    return high

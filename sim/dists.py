@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -186,39 +183,3 @@ def decode_utf8(raw: bytes, path, what: str) -> str:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
                           f"save the {what} file as UTF-8") from None
-
-
-def read_durations_csv(path: str | Path, column: str | None = None) -> list[float]:
-    """Durations (seconds) from one CSV column; one clear ConfigError line for any bad row."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    reader = csv.DictReader(io.StringIO(decode_utf8(raw, path, "CSV"), newline=""))
-    try:
-        columns = reader.fieldnames or []
-        if not columns:
-            raise ConfigError(f"{path}: empty file, expected a header row with a duration column")
-        column = column or columns[0]
-        if column not in columns:
-            raise ConfigError(f"{path}: no column {column!r}; columns are {', '.join(columns)}")
-        values = []
-        for line, row in enumerate(reader, start=2):
-            raw_value = (row.get(column) or "").strip()
-            shown = raw_value if len(raw_value) <= 40 else raw_value[:37] + "..."
-            try:
-                value = float(raw_value)
-            except ValueError:
-                raise ConfigError(f"{path}:{line}: {column}={shown!r} is not a number of seconds") from None
-            if value > MAX_SECONDS and raw_value.lower().lstrip("+") not in ("inf", "infinity"):
-                raise ConfigError(f"{path}:{line}: {column}={shown} is too long: durations are at most "
-                                  f"{MAX_SECONDS:g} s")
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{path}:{line}: {column}={shown} must be a finite duration >= 0 seconds")
-            values.append(value)
-    except csv.Error as exc:
-        raise ConfigError(f"{path}:{reader.line_num + 1}: not a readable CSV file ({exc})") from None
-    if not values:
-        raise ConfigError(f"{path}: column {column!r} has no durations")
-    return values

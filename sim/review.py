@@ -47,17 +47,21 @@ from sim.scenario import (
     as_scenario,
     recovery_allowance,
 )
+from sim.stats import wilson_interval
 from sim.wording import count, duration, percent, plural
 
-PASS, FAIL, RISK = "pass", "fail", "risk"
+PASS, FAIL, RISK, UNTESTED = "pass", "fail", "risk", "untested"
+STATUSES = (PASS, RISK, FAIL, UNTESTED)
 STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
     PASS: ("\u2713", "#009E73", "white"),
     RISK: ("!", "#E69F00", "black"),
     FAIL: ("\u2717", "#D55E00", "white"),
+    UNTESTED: ("?", "#FFFFFF", "black"),  # not exercised: neither a pass nor a failure
 }
 ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
     "claim": "1. The claim is one atomic UPDATE ... WHERE, not read-then-write",
-    "ttl": "2. The lease TTL really exceeds the longest expected processing",
+    "ttl": "2. The lease TTL really exceeds the longest expected processing (with a heartbeat: the longest stall "
+           "between renewals)",
     "heartbeat": "3. A heartbeat renews the lease of long jobs",
     "watcher": "4. A watcher runs periodically: expired jobs do not stay Processing",
     "owner": "5. lease_owner is stored",
@@ -92,7 +96,19 @@ class Review:
         return not (self.table["status"] == FAIL).any()
 
     def counts(self) -> dict[str, int]:
-        return {s: int((self.table["status"] == s).sum()) for s in (PASS, RISK, FAIL)}
+        return {s: int((self.table["status"] == s).sum()) for s in STATUSES}
+
+    def tally(self) -> str:
+        """'6 pass, 1 risk, 0 fail, 2 untested'."""
+        counts = self.counts()
+        return ", ".join(f"{counts[s]} {s}" for s in STATUSES)
+
+    def save_report(self, path, *, advice=None):
+        """One self-contained HTML file: settings, verdicts with their evidence, the lease timeline
+        (and the advice, if given). See sim.report."""
+        from sim.report import review_report
+
+        return review_report(self, path, advice=advice)
 
     def header(self) -> str:
         s, p = self.scenario, self.scenario.policy
@@ -106,11 +122,12 @@ class Review:
                 f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
 
     def __str__(self) -> str:
-        counts = self.counts()
-        lines = [self.header(), f"{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail", ""]
+        lines = [self.header(), self.tally(), ""]
         for row in self.table.itertuples():
             lines.append(f"[{row.status.upper()}] {row.item}")
             lines.extend(textwrap.wrap(row.evidence, 100, initial_indent="       ", subsequent_indent="       "))
+            lines.extend(textwrap.wrap(f"basis: {row.basis}", 100, initial_indent="       ",
+                                       subsequent_indent="       "))
         return "\n".join(lines)
 
     def figure(self, *, timeline: bool = True):
@@ -125,8 +142,7 @@ class Review:
             table_ax = fig.add_subplot(grid[0])
         else:
             table_ax = fig.add_subplot()
-        counts = self.counts()
-        fig.suptitle(f"{chr(10).join(textwrap.wrap(self.header(), 140))}\n{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail; "
+        fig.suptitle(f"{chr(10).join(textwrap.wrap(self.header(), 140))}\n{self.tally()}; "
                      "evidence measured on these runs and on the named variants", x=0.01, ha="left", fontsize=9.5)
         _draw_table(table_ax, self.table)
         if timeline and self.runs:
@@ -196,7 +212,8 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
     rows, measured = [], {}
     for key in ITEMS:
         status, evidence, numbers = getattr(checker, key)()
-        rows.append({"check": key, "item": ITEMS[key], "status": status, "evidence": evidence})
+        rows.append({"check": key, "item": ITEMS[key], "status": status, "evidence": evidence,
+                     "basis": checker.basis(key)})
         measured[key] = numbers
     found = {}
     if on:
@@ -231,7 +248,7 @@ def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str
     if not finding.safe and bad:
         verdict, status = "the runs confirm it", FAIL
     elif not finding.safe:
-        verdict, status = "the runs did not hit it", RISK if status == PASS else status
+        verdict, status = "the runs did not hit it", RISK if status in (PASS, UNTESTED) else status
     elif bad:
         verdict = "the runs refute it"
     else:
@@ -294,6 +311,35 @@ def attempt_mismatches(run) -> tuple[int, int, int, int]:
     return len(table), int(bad.sum()), int((leases > 1).sum()), int(table.max()) if len(table) else 0
 
 
+def _basis(name: str | None, runs) -> str:
+    """'baseline: seeds 1, 2, 3; 1234 leases observed; simulated t = 0-600 s each'."""
+    seeds = ", ".join(str(r.scenario.seed) for r in runs)
+    horizons = sorted({float(r.scenario.horizon) for r in runs})
+    interval = (f"t = 0-{horizons[0]:.5g} s each" if len(horizons) == 1
+                else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s")
+    head = f"{name}: " if name else ""
+    return f"{head}{plural(len(runs), 'seed')} {seeds}; {_total(runs, 'leases')} leases observed; simulated {interval}"
+
+
+def renewal_count(run) -> int:
+    """Heartbeats that renewed a lease: from the log, or (heartbeat records off) the heartbeat
+    statements the database ran minus those it rejected."""
+    kinds = run.events["kind"]
+    if run.scenario.record_heartbeats:
+        return int((kinds == "heartbeat").sum())
+    return int(run.statement_counts.get("heartbeat", 0)) - int((kinds == "heartbeat_rejected").sum())
+
+
+def stall_durations(runs) -> np.ndarray:
+    """Durations of every pause and worker-DB partition that happened in the runs (seconds)."""
+    values = []
+    for r in runs:
+        events = r.events
+        starts = events[events["kind"].isin(["pause_start", "partition_start"])]
+        values.extend(float(d) for d in starts["detail"] if d is not None and np.isfinite(float(d)))
+    return np.asarray(values, dtype=float)
+
+
 def _total(runs, key: str) -> int:
     return int(sum(int(r.summary[key]) for r in runs))
 
@@ -309,6 +355,19 @@ class _Checker:
         self.allow_variants = allow_variants
         self.variants: dict[str, list] = {}
         self.n = len(runs)
+        self.used: dict[str, list[str]] = {}  # item -> names of the variants its evidence also used
+
+    def basis(self, key: str) -> str:
+        """What an item's verdict rests on: scenario (and variants), seeds, leases observed, interval."""
+        parts = [_basis(self.scenario.name, self.runs)]
+        for name in self.used.get(key, []):
+            runs = self.variants.get(name) or []
+            if runs:
+                parts.append(f"{name} variant ({runs[0].scenario.name}): " + _basis(None, runs))
+        return "; ".join(parts)
+
+    def _use(self, key: str, *names: str) -> None:
+        self.used.setdefault(key, []).extend(n for n in names if self.variants.get(n))
 
     @property
     def n_runs(self) -> str:
@@ -387,6 +446,7 @@ class _Checker:
         if doubles:
             text += f" ({percent(doubles / leases)} of leases)"
         contention = self.variant("contention")
+        self._use("claim", "contention")
         if contention:
             vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
             numbers.update(variant_double_claims=vd, variant_leases=vl)
@@ -410,59 +470,119 @@ class _Checker:
         over = float((durations > ttl).mean()) if len(durations) else np.nan
         jobs = sum(leased_jobs(r) for r in self.runs)
         twice = sum(double_processed(r) for r in self.runs)
+        renewals = sum(renewal_count(r) for r in self.runs)
+        interval = self.policy.heartbeat_interval if self.policy.heartbeat else np.inf
         return {"lease_ttl": ttl, "p999_processing": p999, "max_processing": longest, "finished_jobs": len(durations),
+                "renewals": renewals, "jobs_over_interval": int((durations > interval).sum()),
                 "over_ttl_share": over, "false_expiries": _total(self.runs, "false_expiries"),
                 "leases": _total(self.runs, "leases"), "jobs": jobs, "double_processed_jobs": twice,
                 "double_processed_share": twice / jobs if jobs else np.nan}
 
+    def _stall_tail(self) -> tuple[float, str] | None:
+        """The longest stall between renewals the scenario declares: (seconds, words); None if none."""
+        f = self.scenario.faults
+        tails = []
+        if f.pause_rate > 0:
+            tails.append((f.pause_duration.quantile(0.99), "pause p99"))
+        if f.pauses:
+            tails.append((max(o.duration for o in f.pauses), "longest scripted pause"))
+        if f.partition_rate > 0:
+            tails.append((f.partition_duration.quantile(0.99), "partition p99"))
+        if f.partitions:
+            tails.append((max(o.duration for o in f.partitions), "longest scripted partition"))
+        if f.heartbeat_delay.quantile(0.99) > 0:
+            tails.append((f.heartbeat_delay.quantile(0.99), "heartbeat delay p99"))
+        if not tails:
+            return None
+        value, words = max(tails)
+        return float(value), f"{words} {duration(value)}"
+
     def ttl(self):
         p, m = self.policy, self._ttl_numbers()
-        ttl, p999 = m["lease_ttl"], m["p999_processing"]
-        if not np.isfinite(p999):
-            return RISK, f"no job finished in {self.n_runs}: processing time not measured.", m
-        cmp = "<" if p999 > ttl else ">"
-        head = (f"TTL {ttl:g} s {cmp} p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, "
-                f"{m['finished_jobs']} jobs finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL")
-        lost = (f"{m['false_expiries']} leases ({percent(m['false_expiries'] / m['leases'])}) expired under a live owner; "
+        ttl, p999, fe, leases = m["lease_ttl"], m["p999_processing"], m["false_expiries"], m["leases"]
+        self._use("ttl")
+        low, high = wilson_interval(fe, leases, 0.95) if leases else (np.nan, np.nan)
+        m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
+        lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
                 f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
                 "were processed twice")
-        if p.heartbeat and p.heartbeat_interval >= ttl:
-            return FAIL, f"heartbeat every {p.heartbeat_interval:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
-        if m["false_expiries"]:
-            if not p.heartbeat and m["over_ttl_share"] > 0:
+        if not np.isfinite(p999):
+            return UNTESTED, f"no job finished in {self.n_runs}: processing time not measured.", m
+        processing = (f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, {m['finished_jobs']} jobs "
+                      f"finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL")
+        stalls = stall_durations(self.runs)
+        m.update(stalls_observed=len(stalls), longest_stall=float(stalls.max()) if len(stalls) else np.nan)
+        seen = (f"{count(len(stalls), 'pause or partition', 'pauses or partitions')} in the runs"
+                + (f", the longest {duration(stalls.max())}" if len(stalls) else ""))
+        tail = self._stall_tail()
+        if not p.heartbeat:
+            cmp = "<" if p999 > ttl else ">"
+            head = f"no heartbeat: TTL {ttl:g} s {cmp} {processing}"
+            if fe or m["over_ttl_share"] > 0:
                 return FAIL, f"{head}; {lost}.", m
-            stalls = "pauses, partitions or lost heartbeats outlast the TTL"
-            return RISK, f"{head}; yet {lost}: {stalls}.", m
-        if p.heartbeat:
-            return PASS, f"{head}, kept alive by heartbeats every {p.heartbeat_interval:g} s; 0 false expiries in {m['leases']} leases.", m
-        if p999 > 0.8 * ttl:
-            return RISK, f"{head}; 0 false expiries so far, but the TTL leaves under 25% margin over p99.9 and there is no heartbeat.", m
-        return PASS, f"{head}; 0 false expiries in {m['leases']} leases.", m
+            if p999 > 0.8 * ttl:
+                return RISK, (f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and nothing "
+                              "renews a slow job."), m
+            if tail is not None and p999 + tail[0] > ttl:
+                return RISK, (f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({duration(p999 + tail[0])}) "
+                              f"outlasts the TTL; {seen}."), m
+            return PASS, f"{head}; {lost}; {seen}.", m
+        h = p.heartbeat_interval
+        latency = float(self.scenario.workload.statement_latency.quantile(0.99))
+        slack = ttl - h - latency
+        m.update(slack=slack, statement_latency_p99=latency, declared_stall_tail=tail[0] if tail else np.nan)
+        head = (f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {duration(latency)} = "
+                f"{duration(slack)} of slack between renewals")
+        kept = f"{processing}, kept alive by {count(m['renewals'], 'renewal')}"
+        if h >= ttl:
+            return FAIL, f"heartbeat every {h:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
+        if fe:
+            against = f" against the {tail[1]}" if tail else ""
+            return FAIL, f"{head}{against}: stalls outlasted it; {lost}; {seen}; {kept}.", m
+        if tail is None:
+            return UNTESTED, (f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
+                              f"never tested; {lost}; {kept}."), m
+        if slack <= tail[0]:
+            return RISK, (f"{head} < the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
+                          f"({seen}); {kept}."), m
+        return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
 
     def heartbeat(self):
         p, m = self.policy, self._ttl_numbers()
         ttl = p.lease_ttl
-        beats = sum(int((r.events["kind"] == "heartbeat").sum()) for r in self.runs)
-        m = {**m, "heartbeats": beats}
+        beats = m["renewals"]
+        self._use("heartbeat")
         if not p.heartbeat:
             if m["over_ttl_share"] > 0 or m["false_expiries"]:
                 return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
                               f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
                               f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
-            if np.isfinite(m["p999_processing"]) and m["p999_processing"] > ttl / 2:
-                return RISK, (f"no heartbeat: p99.9 processing {duration(m['p999_processing'])} is over half the {ttl:g} s TTL; "
-                              "a slower PSP would let leases expire under live owners."), m
-            return PASS, (f"no heartbeat, none needed so far: p99.9 processing {duration(m['p999_processing'])} "
-                          f"< half the {ttl:g} s TTL."), m
-        text = (f"heartbeat every {p.heartbeat_interval:g} s (TTL {ttl:g} s): {beats} renewals in {self.n_runs}; "
-                f"{m['false_expiries']} false expiries")
-        if m["over_ttl_share"] == 0:
-            text += f"; no job outlived the TTL (max {duration(m['max_processing'])}), so here it is insurance"
-        status = PASS if p.heartbeat_interval < ttl / 2 else RISK
-        if status == RISK:
-            text += "; the interval is over half the TTL: one late heartbeat loses the lease"
+            if not np.isfinite(m["p999_processing"]):
+                return UNTESTED, f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.", m
+            if m["max_processing"] > ttl / 2:
+                return RISK, (f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
+                              "TTL; nothing renews a slow one."), m
+            return PASS, (f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
+                          f"under half the {ttl:g} s TTL."), m
+        h = p.heartbeat_interval
+        long_jobs = m["jobs_over_interval"]
+        text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
+                f"{count(long_jobs, 'job')} that ran longer than the interval; "
+                f"{count(m['false_expiries'], 'false expiry', 'false expiries')}")
+        if long_jobs == 0:
+            status, tail = UNTESTED, "; no job ran longer than the interval, so renewal was not exercised"
+        elif beats == 0:
+            status, tail = FAIL, "; no renewal reached the database"
+        elif h >= ttl / 2:
+            status, tail = RISK, "; the interval is over half the TTL: one late heartbeat loses the lease"
+        elif m["false_expiries"]:
+            status, tail = RISK, "; leases lapsed despite the renewals (stalls between them: see item 2)"
+        else:
+            status, tail = PASS, ""
+        text += tail
         without = self.variant("no-heartbeat")
         if without:
+            self._use("heartbeat", "no-heartbeat")
             fe = _total(without, "false_expiries")
             leases = _total(without, "leases")
             jobs = sum(leased_jobs(r) for r in without)
@@ -485,6 +605,7 @@ class _Checker:
                 expired = sum(self._expired(r) for r in crashed)
                 owners = sum(len(owner_crashes(r)) for r in crashed)
                 variant = f" (crash variant: {owners} job owners crashed mid-work)"
+                self._use("watcher", "crashes")
         pairs = [self._requeue_waits(r) for r in used]
         waits = np.concatenate([w for w, _ in pairs]) if pairs else np.array([])
         how = [kind for _, kinds in pairs for kind in kinds]
@@ -519,13 +640,15 @@ class _Checker:
                 return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
             if stuck or never:
                 return FAIL, f"{head}; {moved}; {stuck} stuck_processing violations.", m
-            status = PASS if expired else RISK
+            status = PASS if expired else UNTESTED
             tail = "" if expired else ": recovery not exercised"
             return status, f"{head}; {moved}{tail}; 0 stuck.", m
         if p.claim_takes_expired:
             head = "no watcher: the claim itself takes expired leases"
             if stuck or never:
                 return RISK, f"{head}; {moved}; {stuck} stuck_processing violations (no idle worker to take them).", m
+            if not expired:
+                return UNTESTED, f"{head}; {moved}: recovery not exercised; 0 stuck.", m
             return PASS, f"{head}; {moved}; 0 stuck.", m
         return FAIL, f"no watcher and the claim skips expired leases: {moved}; {never} jobs stayed Processing.", m
 
@@ -561,7 +684,7 @@ class _Checker:
         m = {"leased_jobs": leased, "owner_mismatches": bad}
         text = (f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
                 f"job's last claimer in the event log ({self.n_runs})")
-        return (PASS if bad == 0 and leased else FAIL if bad else RISK), text + ("." if leased else ": no job was leased."), m
+        return (PASS if bad == 0 and leased else FAIL if bad else UNTESTED), text + ("." if leased else ": no job was leased."), m
 
     def attempts(self):
         jobs, bad, multi, most = 0, 0, 0, 0
@@ -577,9 +700,10 @@ class _Checker:
                 vj, vb, vmu, vmo = map(sum, zip(*(attempt_mismatches(r) for r in crashed), strict=True))
                 m.update(variant_jobs=vj, variant_attempt_mismatches=vb, variant_re_leased_jobs=vmu)
                 bad += vb
+                self._use("attempts", "crashes")
                 text += f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
                 multi = vmu
-        status = FAIL if bad else PASS if multi else RISK
+        status = FAIL if bad else PASS if multi else UNTESTED
         return status, text + ("." if multi or bad else ": the increment was never exercised."), m
 
     def fencing(self):
@@ -590,6 +714,7 @@ class _Checker:
             zombies = self.variant("zombie")
             if zombies:
                 refused, stolen = self._zombies(zombies)
+                self._use("fencing", "zombie")
                 pause = zombies[0].scenario.faults.pauses[-1].duration
                 lost = _total(zombies, "false_expiries")
                 variant = (f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
@@ -601,7 +726,7 @@ class _Checker:
                     f"non-owner{variant}")
             if stolen:
                 return FAIL, text + ".", m
-            return (PASS if refused else RISK), text + ("." if refused else ": fencing never exercised."), m
+            return (PASS if refused else UNTESTED), text + ("." if refused else ": fencing never exercised."), m
         text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
         if stolen and not variant:
             return FAIL, text + ": late completions went through.", m
@@ -618,11 +743,13 @@ class _Checker:
         count = _total(self.runs, key)
         jobs = _total(self.runs, "jobs")
         dup = self.variant("duplicates")
+        self._use(key, "duplicates")
         return count, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
 
     def dedup(self):
         p = self.policy
         count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_db_effects")
+        self.used["dedup"] = self.used.pop("duplicate_db_effects", [])
         skipped = sum(int((r.events["kind"] == "dedup_skip").sum()) for r in self.runs + dup)
         m = {"duplicate_db_effects": count, "jobs": jobs, "variant_duplicate_db_effects": vcount,
              "variant_jobs": vjobs, "dedup_skips": skipped}
@@ -631,13 +758,16 @@ class _Checker:
         if p.dedup:
             text = (f"marker and ledger row commit together: {count} extra ledger rows in {jobs} jobs{variant}; "
                     f"{skipped} repeated deliveries or retries found the marker and skipped the effect")
-            return (FAIL if count or vcount else PASS), text + ".", m
+            if count or vcount:
+                return FAIL, text + ".", m
+            return (PASS if skipped else UNTESTED), text + ("." if skipped else ": no event came twice, not exercised."), m
         text = f"no dedup marker: {count} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
         return (FAIL if count else RISK), text + ".", m
 
     def psp(self):
         p = self.policy
         count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_external_effects")
+        self.used["psp"] = self.used.pop("duplicate_external_effects", [])
         replays = sum(int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum()) for r in self.runs + dup)
         charged, twice = map(sum, zip(*(charged_payments(r) for r in self.runs), strict=True))
         m = {"duplicate_external_effects": count, "jobs": jobs, "charged_payments": charged,
@@ -647,7 +777,9 @@ class _Checker:
         if p.idempotency_key:
             text = (f"the event id is the PSP idempotency key: {count} extra charges in {jobs} jobs{variant}; "
                     f"the PSP replayed {replays} repeated calls instead of charging again")
-            return (FAIL if count or vcount else PASS), text + ".", m
+            if count or vcount:
+                return FAIL, text + ".", m
+            return (PASS if replays else UNTESTED), text + ("." if replays else ": no call was repeated, not exercised."), m
         text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
                 f"were charged more than once, {count} extra charges in all{variant}")
         return (FAIL if count else RISK), text + ".", m

@@ -19,7 +19,8 @@ import numpy as np
 import tomli_w
 
 from sim import limits
-from sim.dists import Dist, decode_utf8, read_durations_csv
+from sim.dists import Dist, decode_utf8
+from sim.durations import read_durations
 from sim.errors import ConfigError
 
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
@@ -389,17 +390,19 @@ def _dist(value, where: str) -> Dist:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a number of seconds or a table like {{kind = \"lognormal\", median = 2, p99 = 20}}, got {_describe(value)}")
     data = dict(value)
-    if "csv" in data:
-        path, column = data.pop("csv"), data.pop("column", None)
+    if "csv" in data:  # sim.durations: column named when ambiguous, ids refused, unit s | ms | us
+        path, column, unit = data.pop("csv"), data.pop("column", None), data.pop("unit", "s")
         if not isinstance(path, str | os.PathLike):
             raise ConfigError(f"{where}.csv: expected a file path, got {_describe(path)}")
         if column is not None and not isinstance(column, str):
             raise ConfigError(f"{where}.column: expected a column name, got {_describe(column)}")
         try:
-            samples = read_durations_csv(path, column)
+            read = read_durations(path, column, unit)
         except ConfigError as exc:
             raise ConfigError(f"{where}.csv: {exc}") from None
-        data = {"kind": "empirical", "samples": samples, **{k: v for k, v in data.items() if k != "kind"}}
+        for warning in read.warnings:
+            warnings.warn(f"{where}: {warning}", LeaseWarning, stacklevel=2)
+        data = {"kind": "empirical", "samples": read.seconds.tolist(), **{k: v for k, v in data.items() if k != "kind"}}
     return _build(Dist, data, where + ".")
 
 

@@ -57,4 +57,5 @@ def percent(share, digits: int = 2, *, none: str = NO_VALUE) -> str:
         return "0%"
     if abs(x) < 1e-6:
         return "< 0.0001%"
-    return f"{100 * x:.{digits}g}%"
+    text = f"{100 * x:.{digits}g}"
+    return f"{100 * x:.0f}%" if "e+" in text else f"{text}%"  # 99.9% and up: '100%', never '1e+02%'

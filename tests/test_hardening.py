@@ -20,7 +20,8 @@ from sim.__main__ import main
 from sim.db.base import EPOCH, to_timestamp
 from sim.db.errors import ServerUnavailableError
 from sim.db.server import redact_dsn, scrub, secrets
-from sim.dists import Dist, read_durations_csv
+from sim.dists import Dist
+from sim.durations import read_durations
 from sim.errors import ConfigError
 from sim.scenario import Faults, Policy, Scenario, ScriptedCrash, Workload, load, preset, validate
 
@@ -186,7 +187,7 @@ def test_bad_csv_bytes_are_one_line(capsys, tmp_path, content, message):
     path = tmp_path / "d.csv"
     path.write_bytes(content)
     with pytest.raises(ConfigError) as info:
-        read_durations_csv(path)
+        read_durations(path)
     assert str(info.value).startswith(f"{path}{message}")
     assert main(["advise", str(path), "--no-verify"]) == 2
     assert one_error_line(capsys).startswith(f"error: {path}{message}")
@@ -195,7 +196,7 @@ def test_bad_csv_bytes_are_one_line(capsys, tmp_path, content, message):
 def test_csv_with_a_byte_order_mark_reads_its_header(tmp_path):
     path = tmp_path / "excel.csv"
     path.write_bytes(b"\xef\xbb\xbfseconds\n1.5\n")
-    assert read_durations_csv(path, "seconds") == [1.5]
+    assert read_durations(path, "seconds").seconds.tolist() == [1.5]
 
 
 def test_advisor_arrays_too_long_are_one_line():

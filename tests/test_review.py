@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from sim.__main__ import main  # noqa: E402
-from sim.review import FAIL, ITEMS, PASS, RISK, Review, review  # noqa: E402
+from sim.review import FAIL, ITEMS, PASS, RISK, UNTESTED, Review, review  # noqa: E402
 from sim.wording import percent as _pct  # noqa: E402
 
 SEEDS = (1, 2)
@@ -38,8 +38,8 @@ def total(runs, key: str) -> int:
 def test_table_shape(baseline):
     table = baseline.table
     assert list(table.index) == list(ITEMS)
-    assert list(table.columns) == ["item", "status", "evidence"]
-    assert set(table["status"]) <= {PASS, RISK, FAIL}
+    assert list(table.columns) == ["item", "status", "evidence", "basis"]
+    assert set(table["status"]) <= {PASS, RISK, FAIL, UNTESTED}
     assert len(baseline.runs) == len(SEEDS) and [r.scenario.seed for r in baseline.runs] == list(SEEDS)
 
 
@@ -113,7 +113,7 @@ def test_no_heartbeat_long_jobs_fails_items_2_and_3_with_the_measured_fraction(l
     for key in ("ttl", "heartbeat"):
         evidence = table.loc[key, "evidence"]
         assert f"{_pct(over)} of jobs outlived" in evidence
-        assert f"{false_expiries} leases" in evidence
+        assert f"{false_expiries} leases" in evidence or f"{false_expiries} of {total(runs, 'leases')} leases" in evidence
         assert f"{twice} of {leased} leased jobs ({_pct(twice / leased)})" in evidence
     assert f"TTL {ttl:g} s < p99.9 processing" in table.loc["ttl", "evidence"]
 
@@ -125,7 +125,7 @@ def test_heartbeat_evidence_measures_the_no_heartbeat_variant():
     assert all(not v.scenario.policy.heartbeat for v in without)
     assert m["variant_false_expiries"] == total(without, "false_expiries") > m["false_expiries"]
     assert f"without it (variant): {m['variant_false_expiries']} leases" in r.table.loc["heartbeat", "evidence"]
-    assert r.table.loc["ttl", "status"] == RISK  # the 45 s pause outlives the 15 s TTL despite heartbeats
+    assert r.table.loc["ttl", "status"] == FAIL  # the 45 s pause outlives the 15 s TTL despite heartbeats
 
 
 def test_text_and_figure(race):
@@ -146,7 +146,7 @@ def test_text_and_figure(race):
 def test_without_variants(tmp_path):
     r = review("baseline", seeds=(1,), variants=False, **{"workload.jobs": 100})
     assert r.variants == {}
-    assert r.table.loc["watcher", "status"] == RISK  # nothing expired: recovery not exercised
+    assert r.table.loc["watcher", "status"] == UNTESTED  # nothing expired: recovery not exercised
     assert "recovery not exercised" in r.table.loc["watcher", "evidence"]
 
 
@@ -184,3 +184,61 @@ def test_watcher_evidence_with_a_watcher_says_how_fast(baseline):
     text = baseline.table.loc["watcher", "evidence"]
     assert "expired leases (crash variant" in text and "moved out of Processing" in text
     assert "after expiry" in text and "after the crash on average" in text
+
+
+# ---- item 2 and 3: the rule matches the label ------------------------------------------------------
+
+PAUSES = {"faults.pause_rate": 0.5, "faults.pause_duration": {"kind": "lognormal", "median": 1.0, "p99": 10.0}}
+
+
+@pytest.mark.parametrize("overrides, status, slack", [
+    ({"policy.lease_ttl": 30, "policy.heartbeat_interval": 10, **PAUSES}, PASS, "20 s of slack between renewals > "
+     "the pause p99 10 s"),
+    ({"policy.lease_ttl": 12, "policy.heartbeat_interval": 5, **PAUSES}, RISK, "6.99 s of slack between renewals < "
+     "the pause p99 10 s: such a stall lapses the lease under a live owner"),
+    ({}, UNTESTED, "20 s of slack between renewals; no pause, partition or heartbeat delay was declared or observed, "
+     "so it was never tested"),
+])
+def test_item_2_with_a_heartbeat_compares_the_slack_between_renewals_with_the_stall_tail(overrides, status, slack):
+    """baseline: statement latency p99 0.01 s; slack = TTL - interval - 0.01 s against the declared pause p99."""
+    r = review("baseline", seeds=(1,), variants=False, **overrides)
+    row, m = r.table.loc["ttl"], r.measured["ttl"]
+    assert row["status"] == status and slack in row["evidence"], row["evidence"]
+    p = r.scenario.policy
+    assert m["slack"] == pytest.approx(p.lease_ttl - p.heartbeat_interval - 0.01)
+    high = m["false_expiry_ci_high"]
+    assert m["false_expiries"] == 0 and 0.003 < high < 0.005
+    assert f"0 of 883 leases expired under a live owner (95% interval 0% to {_pct(high)})" in row["evidence"]
+
+
+def test_item_2_fails_when_leases_lapsed_under_live_owners():
+    r = review("gc-pause-zombie", seeds=(1,), variants=False)
+    row, m = r.table.loc["ttl"], r.measured["ttl"]
+    assert row["status"] == FAIL and m["false_expiries"] > 0 and m["longest_stall"] == 45
+    assert "the longest scripted pause 45 s: stalls outlasted it" in row["evidence"]
+
+
+def test_item_3_counts_renewals_even_without_heartbeat_records():
+    """With record_heartbeats off the log has no heartbeat rows; the renewals still count (they
+    read 0 before, and the item passed with '0 renewals')."""
+    on = review("baseline", seeds=(1,), variants=False, **{"policy.lease_ttl": 12, "policy.heartbeat_interval": 2})
+    off = review("baseline", seeds=(1,), variants=False, **{"policy.lease_ttl": 12, "policy.heartbeat_interval": 2,
+                                                            "record_heartbeats": False})
+    renewals = on.measured["heartbeat"]["renewals"]
+    assert renewals == int((on.runs[0].events["kind"] == "heartbeat").sum()) > 0
+    assert off.measured["heartbeat"]["renewals"] == renewals
+    assert off.table.loc["heartbeat", "status"] == PASS and f"{renewals} renewals in 1 run" in \
+        off.table.loc["heartbeat", "evidence"]
+
+
+def test_short_jobs_leave_the_heartbeat_untested_and_every_verdict_names_its_basis():
+    r = review("baseline", seeds=(1, 2), variants=False, **{"workload.jobs": 40})
+    m = r.measured["heartbeat"]
+    assert m["jobs_over_interval"] == 0 and r.table.loc["heartbeat", "status"] == UNTESTED
+    assert "0 jobs that ran longer than the interval" in r.table.loc["heartbeat", "evidence"]
+    leases = total(r.runs, "leases")
+    basis = f"baseline: seeds 1, 2; {leases} leases observed; simulated t = 0-600 s each"
+    assert (r.table["basis"] == basis).all()
+    assert r.counts()[UNTESTED] == int((r.table["status"] == UNTESTED).sum()) >= 2
+    assert r.tally() == ", ".join(f"{r.counts()[s]} {s}" for s in (PASS, RISK, FAIL, UNTESTED))
+    assert f"basis: {basis}" in str(r)

@@ -3,7 +3,8 @@
 import pytest
 
 from sim import Scenario, preset, preset_names
-from sim.dists import Dist, read_durations_csv
+from sim.dists import Dist
+from sim.durations import read_durations
 from sim.errors import ConfigError
 from sim.scenario import LeaseWarning, dumps, load, loads, save
 
@@ -78,10 +79,10 @@ def test_bad_duration_csv(tmp_path, content, message):
     path = tmp_path / "d.csv"
     path.write_text(content)
     with pytest.raises(ConfigError, match=message):
-        read_durations_csv(path)
+        read_durations(path)
     with pytest.raises(ConfigError, match=r"no column 'ms'; columns are seconds"):
         path.write_text("seconds\n1\n")
-        read_durations_csv(path, "ms")
+        read_durations(path, "ms")
 
 
 def test_lognormal_by_median_and_p99():

@@ -13,3 +13,9 @@ def test_count_is_singular_for_exactly_one():
 
 def test_times_says_once_and_twice():
     assert [times(n) for n in (1, 2, 3, 0.5)] == ["once", "twice", "3 times", "0.5 times"]
+
+
+def test_percent_of_a_whole_reads_100_not_1e02():
+    from sim.wording import percent
+
+    assert [percent(x) for x in (1.0, 0.999, 0.5, 0.0123, 2.5)] == ["100%", "100%", "50%", "1.2%", "250%"]

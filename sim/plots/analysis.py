@@ -314,7 +314,7 @@ LOG_DECADES = 2.0  # tradeoff(logx=None) turns to a log x axis when positive x v
 
 def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str = "recovery_latency_mean",
              size: str = "statements_per_s", keys: list[str] | None = None, confidence: float = 0.95,
-             logx: bool | None = None):
+             logx: bool | None = None, whiskers: str = "grey whiskers: 95% CIs"):
     """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
 
     Each point is one setting (a row of a sweep's aggregate, identified by its dotted grid keys or
@@ -379,16 +379,15 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
     ax.set_ylim(bottom=0)
     if shown.any():  # room on the right for the labels
         if log:
-            low, high = np.log10(min(dx[shown].min(), edge or np.inf)), np.log10(dx[shown].max())
+            ends = points.loc[shown, "high_x"].to_numpy(dtype=float)
+            right = max(dx[shown].max(), np.nanmax(ends) if np.isfinite(ends).any() else 0.0)
+            low, high = np.log10(min(dx[shown].min(), edge or np.inf)), np.log10(right)
             span = max(high - low, 1.0)
-            ax.set_xlim(10 ** (low - 0.06 * span), 10 ** (high + 0.24 * span))
+            top = 10 ** (high + 0.24 * span)
+            ax.set_xlim(10 ** (low - 0.06 * span), min(top, 3.0) if is_percent(x) else top)  # a share is <= 100%
         else:
             ax.set_xlim(min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown]))
     _x_ticks(ax, x, log, edge)
-    label_all = shown.sum() <= 24
-    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
-    texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
-    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen])
     handles = [Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
                Line2D([], [], color=INK, ls="--", lw=1.2)]
     names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
@@ -398,10 +397,15 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
         sign = "=" if (px[shown] >= 0).all() else "<="
         names.append(f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
                      "(a log axis has no 0)")
-    ax.legend(handles, names, fontsize=8, frameon=False, loc="upper right")
+    legend = ax.legend(handles, names, fontsize=8, frameon=False, loc="upper right")
     finish(ax, "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
-            f"each point is one setting; {n_text(ty)}" + ("; grey whiskers: 95% CIs" if any(
+            f"each point is one setting; {n_text(ty)}" + (f"; {whiskers}" if any(
                 a.get_gid() == "ci" for a in ax.lines) else ""))
+    # labels last: the title and the colour bar have moved the axes to where they will be drawn
+    label_all = shown.sum() <= 24
+    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
+    texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
+    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen], avoid=[legend])
     return ax
 
 
@@ -450,27 +454,43 @@ def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
                     color=INK, gid="zero-label")
 
 
-def _place_labels(ax, xs, ys, texts, bold) -> None:
-    """Label points to their right, stacking labels that would overlap (greedy, in display space)."""
+def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
+    """Label points to their right (or left, near the right edge). Each label is measured as drawn,
+    after the layout is settled; one that would overlap a label already placed or an artist in
+    `avoid` (the legend), or leave the axes, moves up or down a line at a time, nearest first,
+    with a leader line to its point; a label with no free place within reach is left out."""
     if not len(texts):
         return
-    scale = 72.0 / ax.figure.dpi  # display pixels -> points
+    fig = ax.figure
+    renderer = _renderer(fig)
+    frame = ax.get_window_extent(renderer)
+    blocked = [artist.get_window_extent(renderer) for artist in avoid]
+    placed = []
     where = ax.transData.transform(np.column_stack([xs, ys]))
-    step = 11.0 / scale  # one 7.5 pt label line, in pixels
-    placed: list[tuple[float, float]] = []
+    steps = [0] + [k for j in range(1, 41) for k in (j, -j)]
     for i in np.argsort(where[:, 1], kind="stable"):
-        x, y = where[i]
-        level = y + 4.0 / scale
-        for px_, py_ in placed:
-            if abs(px_ - x) < 160.0 / scale and py_ - step < level < py_ + step:
-                level = py_ + step
-        placed.append((x, level))
-        dy = (level - y) * scale
-        ax.annotate(texts[i], (xs[i], ys[i]), xytext=(10, dy), textcoords="offset points", fontsize=7.5,
-                    va="center", fontweight="bold" if bold[i] else "normal", color=INK, zorder=5, gid="point-label",
-                    bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
-                    arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 0, "shrinkB": 4}
-                    if dy > 12 else None)
+        for k, side in ((k, side) for k in steps for side in (1, -1)):
+            dy = 3.0 + 9.0 * k  # points: one 7.5 pt line and a gap per step
+            label = ax.annotate(texts[i], (xs[i], ys[i]), xytext=(10 * side, dy), textcoords="offset points",
+                                fontsize=7.5, va="center", ha="left" if side > 0 else "right",
+                                fontweight="bold" if bold[i] else "normal", color=INK, zorder=5, gid="point-label",
+                                bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
+                                arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 0,
+                                            "shrinkB": 4} if abs(dy) > 12 else None)
+            label.set_in_layout(False)  # placed for this layout: it must not move the axes again
+            box = label.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(other) for other in placed + blocked):
+                placed.append(box)
+                break
+            label.remove()
+
+
+def _renderer(fig):
+    """A renderer of `fig` with its layout done (constrained layout moves the axes once)."""
+    fig.draw_without_rendering()
+    canvas = fig.canvas
+    return canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
 
 
 def _pad(values) -> float:

@@ -41,11 +41,12 @@ from sim.teaching.exercises import (
     check_safe_claims,
     check_smallest_ttl,
     check_stuck_query,
-    check_ttl_without_heartbeat,
+    check_ttl_quantile,
     check_watcher_interval,
     pause_survival,
     redelivery_puzzle,
     stuck_jobs_fixture,
+    ttl_for_quantile,
 )
 from sim.teaching.explore import Control, Explorer, explore
 from sim.teaching.figures import (
@@ -94,11 +95,11 @@ __all__ = [
     "check_duplicating_peers", "check_fastest_peer", "check_fenced_completion", "check_lease_end",
     "check_ledger_rows", "check_lock_recovery",
     "check_pause_ttl", "check_recovery_prediction", "check_retention", "check_safe_claims", "check_smallest_ttl",
-    "check_stuck_query", "check_ttl_without_heartbeat", "check_watcher_interval", "claim", "claim_contention",
+    "check_stuck_query", "check_ttl_quantile", "check_watcher_interval", "claim", "claim_contention",
     "compare_logs", "contention", "count", "coverage", "coverage_markdown", "deliver", "duration_summary", "executor",
     "explore", "false_expiry_table", "fast_mode", "followed_job", "headless", "lease_clock", "ledger_counts", "md",
     "one_job", "pause_survival", "payload_hash", "percent", "phase_bias", "plot_contention", "plot_durations",
     "plot_false_expiry", "plot_retention", "progress", "recovery_experiment", "redelivery_puzzle", "release_workers",
     "retention_curve", "retention_experiment", "seconds", "setup", "sim_seconds", "size", "sizes", "sql_frame",
-    "stalling_queue", "stuck_jobs_fixture", "times", "widgets_available",
+    "stalling_queue", "stuck_jobs_fixture", "times", "ttl_for_quantile", "widgets_available",
 ]

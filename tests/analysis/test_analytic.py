@@ -92,3 +92,18 @@ def test_false_expiry_falls_as_ttl_grows():
               for ttl in (10, 20, 40, 80)]
     assert all(a > b for a, b in zip(values, values[1:], strict=False))
     assert np.all(np.asarray(values) > 0)
+
+
+def test_the_tail_of_a_sum_and_its_quantile():
+    lognormal = Dist.lognormal(15.0, 120.0)
+    # with a constant second term the sum is a shifted lognormal
+    assert analytic.sum_survival(lognormal, Dist.constant(2.0), 50.0, 0.5) == pytest.approx(
+        float(analytic.survival(lognormal, 47.5)), rel=1e-9)
+    x = analytic.sum_quantile(lognormal, Dist.constant(2.0), 1 - 1e-4, 0.5)
+    assert x == pytest.approx(lognormal.quantile(1 - 1e-4) + 2.5, abs=2e-3)
+    # a random second term only adds to the tail; the survival at the quantile is 1 - q
+    psp = Dist.lognormal(0.3, 2.0)
+    y = analytic.sum_quantile(lognormal, psp, 1 - 1e-4)
+    assert y > lognormal.quantile(1 - 1e-4) and analytic.sum_survival(lognormal, psp, y) == pytest.approx(1e-4, rel=1e-3)
+    with pytest.raises(ValueError):
+        analytic.sum_quantile(lognormal, psp, 1.0)  # no finite TTL: the lognormal has no largest value
