@@ -153,23 +153,15 @@ def _params():
         yield pytest.param(path, id=path.stem, marks=marks)
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("path", list(_params()))
-def test_notebook_executes_in_fast_mode(path, monkeypatch):
-    from nbclient import NotebookClient
-
-    monkeypatch.setenv("LEASELAB_FAST", "1")
+def _kernel_environment(monkeypatch) -> None:
+    """Headless, inline figures, and this interpreter's kernel first on the PATH."""
     monkeypatch.setenv("LEASELAB_HEADLESS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    nb = read(path)
-    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
-    client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
-                            resources={"metadata": {"path": str(FOLDER)}})
-    start = time.perf_counter()
-    client.execute()  # raises CellExecutionError, naming the cell, on any error
-    TIMES[path.name] = time.perf_counter() - start
 
+
+def _check_executed(path: Path, nb) -> None:
+    """The checks every executed notebook must pass (its last cell is PROBE)."""
     executable, module = nb.cells[-1].outputs[0]["text"].split()
     assert Path(executable).resolve() == Path(sys.executable).resolve(), "the kernel is not this interpreter"
     assert Path(module).resolve().is_relative_to(ROOT / "sim")
@@ -184,6 +176,74 @@ def test_notebook_executes_in_fast_mode(path, monkeypatch):
         for out in cell.outputs:
             text = out.get("data", {}).get("text/markdown", "")
             assert "**Not quite.**" not in text, f"{path.name} cell {i}: a committed answer is wrong"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("path", list(_params()))
+def test_notebook_executes_in_fast_mode(path, monkeypatch):
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("LEASELAB_FAST", "1")
+    _kernel_environment(monkeypatch)
+    nb = read(path)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
+                            resources={"metadata": {"path": str(FOLDER)}})
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    TIMES[path.name] = time.perf_counter() - start
+    _check_executed(path, nb)
+
+
+# One changed parameter per notebook (besides `fast`), as a reader would pass with `papermill -p`.
+# 02's is its exercise 2 instruction (gap = 0.005): following an instruction must not break the run.
+PAPERMILL_PARAMETERS = {
+    "00-index.ipynb": {"folder": str(FOLDER)},
+    "01-what-is-a-lease.ipynb": {"crash_at": 20.0},
+    "02-read-then-write-race.ipynb": {"gap": 0.005},
+    "03-heartbeats-and-zombies.ipynb": {"seed": 2},
+    "04-stuck-watcher-and-recovery.ipynb": {"seed": 7},
+    "05-duplicate-delivery.ipynb": {"window": 30.0},
+    "06-tune-your-ttl.ipynb": {"workers": 6},
+    "07-how-popular-queues-recover.ipynb": {"seed": 2},
+    "08-on-real-postgres.ipynb": {"seed": 2},
+    "11-cheat-sheet.ipynb": {"seed": 2},
+}
+
+
+def test_every_notebook_has_a_papermill_parameter_to_change():
+    names = {p.name for p in NOTEBOOKS}
+    assert set(PAPERMILL_PARAMETERS) <= names, sorted(set(PAPERMILL_PARAMETERS) - names)
+    for path in NOTEBOOKS:
+        (cell,) = [c for c in read(path).cells if "parameters" in c.metadata.get("tags", [])]
+        for name in PAPERMILL_PARAMETERS.get(path.name, {"seed": 2}):
+            assert re.search(rf"^{name} = ", cell.source, re.M), f"{path.name}: no parameter {name!r} to change"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("path", list(_params()))
+def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatch, tmp_path):
+    """`papermill NN-....ipynb out.ipynb -p fast True -p <name> <value>`, as 00 documents: the
+    parameters are injected after the parameters cell and the notebook runs top to bottom."""
+    import papermill
+
+    monkeypatch.delenv("LEASELAB_FAST", raising=False)  # fast mode comes from the injected parameter
+    _kernel_environment(monkeypatch)
+    changed = PAPERMILL_PARAMETERS.get(path.name, {"seed": 2})
+    source = tmp_path / path.name
+    nb = read(path)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    nbformat.write(nb, source)
+    output = tmp_path / f"out-{path.name}"
+    papermill.execute_notebook(str(source), str(output), parameters={"fast": True, **changed},
+                               kernel_name="python3", cwd=str(FOLDER), progress_bar=False,
+                               execution_timeout=CELL_TIMEOUT_S)  # raises PapermillExecutionError
+    ran = read(output)
+    injected = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "fast = True" in injected[0].source
+    for name in changed:
+        assert re.search(rf"^{name} = ", injected[0].source, re.M), injected[0].source
+    _check_executed(path, ran)
 
 
 def test_total_notebook_time_stays_within_budget():
