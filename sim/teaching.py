@@ -1593,3 +1593,6 @@ def coverage_markdown(frame: pd.DataFrame) -> str:
                           for notebook, section in places)
         lines.append(f"| `{tag}` | {group['meaning'].iloc[0]} | {where} |")
     return "\n".join(lines)
+
+
+from sim.cheatsheet import check_watcher_multiples as check_watcher_multiples  # noqa: E402  (11's exercise)

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from sim.cheatsheet import CHEAT_SHEET_TAGS
 from sim.teaching import DEDUP_TAGS, REQUIRED_TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +27,8 @@ LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
 NEEDS_POSTGRES = {"08-on-real-postgres.ipynb"}
 BUDGET_S = 300.0  # total fast-mode execution time of all notebooks (the issue's CI limit)
 CELL_TIMEOUT_S = 240
-TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS}
+TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS, **CHEAT_SHEET_TAGS}
+CHEAT_SHEET = "11-cheat-sheet.ipynb"
 TIMES: dict[str, float] = {}
 
 
@@ -41,7 +43,9 @@ def code_cells(nb):
 def test_the_notebooks_are_there():
     names = [p.name for p in NOTEBOOKS]
     assert names[0] == "00-index.ipynb"
-    assert [n[:2] for n in names] == [f"{i:02d}" for i in range(9)]
+    numbers = [n[:2] for n in names]
+    assert numbers[:9] == [f"{i:02d}" for i in range(9)]  # 09 and 10 come from other branches
+    assert CHEAT_SHEET in names and len(set(numbers)) == len(numbers)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -85,6 +89,7 @@ _LABELS = [
     r"`[^`]*`",  # inline code
     r"\]\([^)]*\)",  # link targets
     r"\b0\d\b",  # notebook numbers: 02, 04
+    r"^# \d\d · |\[\d\d · ",  # a notebook's number in its title or a link: [11 · Cheat sheet](...)
     r"\b(notebooks?|items?|item) \d+(, \d+)*( and \d+)?",
     r"^\s*\d+\.\s",  # ordered-list markers
     r"^\| \d \|",  # the checklist table's item column
@@ -133,6 +138,15 @@ def test_every_idea_of_the_articles_has_a_demonstrating_code_cell():
     assert sorted(t for t in REQUIRED_TAGS if t.startswith("checklist:")) == [f"checklist:{i}" for i in range(1, 7)]
     missing = sorted(set(TAGS) - set(found))
     assert not missing, f"no notebook cell demonstrates: {missing}"
+
+
+def test_the_cheat_sheet_proves_every_item_of_the_lease_article_and_the_rules():
+    """11 shows the six checklist items, the three confusions, the four takeaways and the measured
+    rules of thumb, each on a tagged code cell (the numbers are computed by sim.cheatsheet)."""
+    tags = {t for c in read(FOLDER / CHEAT_SHEET).cells if c.cell_type == "code" for t in c.metadata.get("tags", [])}
+    wanted = {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))} | set(CHEAT_SHEET_TAGS)
+    assert sorted(t for t in CHEAT_SHEET_TAGS if t.startswith("takeaway:")) == [f"takeaway:{i}" for i in range(1, 5)]
+    assert wanted <= tags, sorted(wanted - tags)
 
 
 def test_the_index_links_every_lesson():
