@@ -8,6 +8,7 @@ what the numbers show, and say so when the runs are too small to support the les
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 
@@ -40,3 +41,82 @@ def contention_sentence(frame: pd.DataFrame) -> str:
         text += (f" The conditional UPDATE lost {busiest.loc['conditional_update', 'lost_claims']:.0f} claims "
                  "(no row back) and read them again.")
     return text + " All three are *correct*; they differ in how much work the losers waste."
+
+
+def _mode_hint(fast: bool, runs: str) -> str:
+    return (f" Fast mode runs only {runs}; the full run (`fast = False`, or LEASELAB_FAST unset) runs more."
+            if fast else "")
+
+
+def recovery_theory_sentence(table: pd.DataFrame, *, replications: int, fast: bool,
+                             x: str = "policy.watcher_interval", y: str = "recovery_latency_mean") -> str:
+    """04: where the closed form lies against the simulated 95% intervals, and how fast recovery
+    grows with the watcher interval (a least-squares slope over the points, theory 1/2), saying so
+    when misses come from too few replications rather than from the formula."""
+    mean, low, high = table[f"{y}_mean"], table[f"{y}_ci_low"], table[f"{y}_ci_high"]
+    inside = table["theory"].between(low, high)
+    text = f"The theory lies inside the 95% confidence interval at {int(inside.sum())} of {len(table)} watcher intervals"
+    missed = table[~inside]
+    if len(missed):
+        text += "; it misses at " + "; ".join(
+            f"W = {r[x]:g} s (theory {r['theory']:.3g} s, simulated {r[f'{y}_mean']:.3g} s, interval "
+            f"{r[f'{y}_ci_low']:.3g} to {r[f'{y}_ci_high']:.3g} s)" for _, r in missed.iterrows())
+        if fast:
+            text += (f". With {replications} runs per point a miss says little: the wait for the watcher alone "
+                     "is uniform over W, so at long intervals a handful of runs leaves the mean far from W/2.")
+        else:
+            text += ". With 95% intervals, a point may miss by chance."
+    else:
+        text += "."
+    slope = float(np.polyfit(table[x].astype(float), mean.astype(float), 1)[0]) if len(table) > 1 else float("nan")
+    text += (f" Fitted over the points, recovery grows by {slope:.2g} s per second of watcher interval "
+             f"(the theory: 0.5), from {mean.iloc[0]:.3g} s at W = {table[x].iloc[0]:g} s to {mean.iloc[-1]:.3g} s at "
+             f"W = {table[x].iloc[-1]:g} s.")
+    if len(missed) or not 0.35 <= slope <= 0.65:
+        text += _mode_hint(fast, f"{replications} replications per watcher interval")
+    return text
+
+
+def false_expiry_caveat(table: pd.DataFrame, theory, *, fast: bool) -> str:
+    """03: what the false-expiry sweep can test. `theory(ttl, heartbeat)` is the predicted rate.
+    A setting with no false expiry only bounds the rate below the upper end of its interval: when
+    that bound is more than ten times the theory, the runs cannot test it there."""
+    notes = []
+    for beat, group in table.groupby("policy.heartbeat", sort=True):
+        label = "with a heartbeat" if beat else "without a heartbeat"
+        rows = [(r, float(theory(r["policy.lease_ttl"], bool(beat)))) for _, r in group.iterrows()]
+        untestable = [(r, t) for r, t in rows if r["false_expiries"] == 0 and r["high"] > 10 * t]
+        outside = [(r, t) for r, t in rows if r["false_expiries"] > 0 and not r["low"] <= t <= r["high"]]
+        if untestable:
+            r, t = max(untestable, key=lambda rt: rt[0]["high"] / max(rt[1], 1e-300))
+            ttls = ", ".join(f"{row['policy.lease_ttl']:g}" for row, _ in untestable)
+            ratio = r["high"] / t if t > 0 else float("inf")
+            times = "over a thousand" if ratio > 1000 else f"{ratio:.0f}"
+            notes.append(f"{label}, no false expiry was seen at TTL {ttls} s: in {int(r['leases'])} leases that only "
+                         f"bounds the rate below {r['high']:.2g} (the down-pointing markers), "
+                         f"{times} times the theory's "
+                         f"{t:.2g} at {r['policy.lease_ttl']:g} s, so these runs cannot test the theory there")
+        if outside:
+            notes.append(f"{label}, the theory is outside the 95% interval at TTL "
+                         + ", ".join(f"{r['policy.lease_ttl']:g} s (theory {t:.2g}, simulated {r['rate']:.2g})"
+                                     for r, t in outside))
+    if not notes:
+        return "Every simulated point is consistent with the theory: inside its 95% interval, or a bound that tests it."
+    text = "What these runs can and cannot show: " + "; ".join(notes) + "."
+    leases = int(table["leases"].min())
+    return text + _mode_hint(fast, f"a few hundred leases per TTL (as few as {leases})")
+
+
+def false_expiry_theory(scenario):
+    """theory(ttl, heartbeat) -> sim.analytic's false-expiry probability for `scenario` (as in
+    teaching.plot_false_expiry's dashed lines)."""
+    from sim import analytic
+
+    w, p, f = scenario.workload, scenario.policy, scenario.faults
+
+    def theory(ttl: float, heartbeat: bool) -> float:
+        return analytic.false_expiry_probability(ttl=float(ttl), heartbeat_interval=p.heartbeat_interval if heartbeat
+                                                 else None, job_duration=w.processing, pause_rate=f.pause_rate,
+                                                 pause_duration=f.pause_duration,
+                                                 latency=w.statement_latency.mean_value())
+    return theory

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sim.teaching_caveats import contention_sentence
+from sim.teaching_caveats import contention_sentence, false_expiry_caveat, recovery_theory_sentence
 
 
 def _contention(gap: float, rows: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
@@ -42,3 +42,60 @@ def test_a_short_gap_says_in_words_that_for_update_drained_first():
 def test_no_lock_waits_is_no_convoy():
     frame = _contention(0.0, {"select_for_update": (5.0, 0.0, 0), "skip_locked": (5.5, 0.0, 0)})
     assert "waited on no more row locks than the others: no convoy at this gap" in contention_sentence(frame)
+
+
+def _recovery_table(theory: list[float], means: list[float], half: float = 5.0) -> pd.DataFrame:
+    return pd.DataFrame({"policy.watcher_interval": [5.0, 30.0, 120.0], "recovery_latency_mean_mean": means,
+                         "recovery_latency_mean_ci_low": [m - half for m in means],
+                         "recovery_latency_mean_ci_high": [m + half for m in means], "theory": theory})
+
+
+def test_04_fast_mode_says_a_miss_at_w_120_comes_from_six_replications():
+    """The issue's case: 6 replications, the theory (86 s) below the interval at W = 120 s."""
+    table = _recovery_table([28.5, 41.0, 86.0], [27.2, 39.7, 118.0], half=26.0)
+    text = recovery_theory_sentence(table, replications=6, fast=True)
+    assert text.startswith("The theory lies inside the 95% confidence interval at 2 of 3 watcher intervals; it misses "
+                           "at W = 120 s (theory 86 s, simulated 118 s, interval 92 to 144 s). With 6 runs per point a "
+                           "miss says little")
+    assert "recovery grows by 0.81 s per second of watcher interval (the theory: 0.5)" in text
+    assert text.endswith("Fast mode runs only 6 replications per watcher interval; the full run (`fast = False`, or "
+                         "LEASELAB_FAST unset) runs more.")
+
+
+def test_04_full_mode_inside_every_interval_claims_half_the_interval():
+    table = _recovery_table([28.5, 41.0, 86.0], [28.0, 41.5, 86.5])
+    text = recovery_theory_sentence(table, replications=100, fast=False)
+    assert text == ("The theory lies inside the 95% confidence interval at 3 of 3 watcher intervals. Fitted over the "
+                    "points, recovery grows by 0.51 s per second of watcher interval (the theory: 0.5), from 28 s at "
+                    "W = 5 s to 86.5 s at W = 120 s.")
+    missed = recovery_theory_sentence(_recovery_table([28.5, 41.0, 86.0], [28.0, 41.5, 95.0], half=2.0),
+                                      replications=100, fast=False)
+    assert "it misses at W = 120 s" in missed and "With 95% intervals, a point may miss by chance." in missed
+    assert "Fast mode" not in missed
+
+
+def _false_expiry_table() -> pd.DataFrame:
+    return pd.DataFrame({"policy.heartbeat": [False, False, True, True], "policy.lease_ttl": [5.0, 80.0, 5.0, 80.0],
+                         "false_expiries": [135, 2, 5, 0], "leases": [300, 300, 300, 300],
+                         "rate": [0.45, 2 / 300, 5 / 300, 0.0], "low": [0.39, 0.0018, 0.007, 0.0],
+                         "high": [0.51, 0.024, 0.038, 0.0127]})
+
+
+def test_03_says_a_zero_count_cannot_test_a_one_in_a_million_theory():
+    theory = {(5.0, False): 0.43, (80.0, False): 0.006, (5.0, True): 0.011, (80.0, True): 6.6e-7}
+    text = false_expiry_caveat(_false_expiry_table(), lambda ttl, beat: theory[(ttl, beat)], fast=True)
+    assert text == ("What these runs can and cannot show: with a heartbeat, no false expiry was seen at TTL 80 s: in "
+                    "300 leases that only bounds the rate below 0.013 (the down-pointing markers), over a thousand "
+                    "times the theory's 6.6e-07 at 80 s, so these runs cannot test the theory there. Fast mode runs "
+                    "only a few hundred leases per TTL (as few as 300); the full run (`fast = False`, or LEASELAB_FAST "
+                    "unset) runs more.")
+
+
+def test_03_a_theory_outside_a_seen_interval_is_named_and_a_consistent_sweep_says_so():
+    theory = {(5.0, False): 0.2, (80.0, False): 0.006, (5.0, True): 0.011, (80.0, True): 0.005}
+    text = false_expiry_caveat(_false_expiry_table(), lambda ttl, beat: theory[(ttl, beat)], fast=False)
+    assert text == ("What these runs can and cannot show: without a heartbeat, the theory is outside the 95% interval "
+                    "at TTL 5 s (theory 0.2, simulated 0.45).")
+    theory[(5.0, False)] = 0.43
+    assert false_expiry_caveat(_false_expiry_table(), lambda ttl, beat: theory[(ttl, beat)], fast=True).startswith(
+        "Every simulated point is consistent with the theory")
