@@ -120,3 +120,51 @@ def false_expiry_theory(scenario):
                                                  pause_duration=f.pause_duration,
                                                  latency=w.statement_latency.mean_value())
     return theory
+
+
+def duplicate_charge_sentence(runs: dict) -> str:
+    """05: why "marker, no key" can show more duplicate PSP charges than "no marker, no key".
+
+    The marker does not touch the PSP call; but the scenario's crash point sits *after the marker
+    insert*, so only runs with a marker crash there, and every such crash is retried and charged
+    again. The sentence accounts for the difference with the crash counts of the two runs."""
+    with_marker, without = runs["marker, no key"].summary, runs["no marker, no key"].summary
+    extra = int(with_marker.duplicate_external_effects) - int(without.duplicate_external_effects)
+    crashes = int(with_marker.crashes) - int(without.crashes)
+    text = (f"Why does \"marker, no key\" show {int(with_marker.duplicate_external_effects)} duplicate charges and "
+            f"\"no marker, no key\" {int(without.duplicate_external_effects)}? ")
+    if extra == crashes:
+        return text + (f"The difference, {extra}, is exactly the difference in crashes ({int(with_marker.crashes)} "
+                       f"against {int(without.crashes)}): this scenario crashes consumers right *after the marker "
+                       "insert*, a step that only exists when there is a marker. Each such crash rolls back, the job is "
+                       "retried, and the retry calls the PSP again. The marker neither causes nor prevents duplicate "
+                       "charges; only the idempotency key does.")
+    return text + (f"The runs differ by {extra} charges and by {crashes} crashes after the marker insert (a step that "
+                   "only exists with a marker); the rest is the two runs taking different paths from the same seed. The "
+                   "marker does not touch the PSP call; only the idempotency key does.")
+
+
+def leases_to_show(target: float, confidence: float = 0.95) -> int:
+    """How many leases without a false expiry it takes for the Wilson interval's upper end to fall
+    below `target` (about 3.84 / target at 95%)."""
+    from scipy import stats
+
+    z2 = float(stats.norm.ppf((1 + confidence) / 2)) ** 2
+    return int(np.ceil(z2 * (1 - target) / target))
+
+
+def false_expiry_target_sentence(row, target: float) -> str:
+    """06: what the simulated false-expiry interval at the recommended TTL says about the target,
+    following its numbers: met (upper end below), missed (lower end above), or not decided."""
+    from sim.teaching import percent
+
+    low, high, leases = float(row.false_expiry_ci_low), float(row.false_expiry_ci_high), int(row.leases)
+    if high < target:
+        return (f"The interval's upper end, {percent(high)}, is already below the target of {percent(target)}: these "
+                f"{leases} leases show that the target is met (at 95% confidence).")
+    if low > target:
+        return (f"The interval's lower end, {percent(low)}, is above the target of {percent(target)}: these runs show "
+                "that the recommendation misses it; look at the pauses and processing times it assumed.")
+    return (f"The interval contains the target of {percent(target)}: {leases} leases can neither confirm nor rule it "
+            f"out. Without a single false expiry it takes about {leases_to_show(target)} leases to show the target is "
+            "met.")

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sim.teaching_caveats import contention_sentence, false_expiry_caveat, recovery_theory_sentence
+from sim.sweep import wilson_interval
+from sim.teaching_caveats import (
+    contention_sentence,
+    duplicate_charge_sentence,
+    false_expiry_caveat,
+    false_expiry_target_sentence,
+    leases_to_show,
+    recovery_theory_sentence,
+)
 
 
 def _contention(gap: float, rows: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
@@ -99,3 +107,42 @@ def test_03_a_theory_outside_a_seen_interval_is_named_and_a_consistent_sweep_say
     theory[(5.0, False)] = 0.43
     assert false_expiry_caveat(_false_expiry_table(), lambda ttl, beat: theory[(ttl, beat)], fast=True).startswith(
         "Every simulated point is consistent with the theory")
+
+
+def test_05_the_extra_duplicate_charges_with_a_marker_are_its_crashes_after_the_marker():
+    """The issue's 63 against 58: the five crashes after the marker insert (a step only a marker
+    has) are each retried and charged again."""
+    import sim
+
+    runs = {name: sim.run("duplicate-delivery", seed=1, **{"policy.dedup": dedup, "policy.idempotency_key": False,
+                                                          "expect": []})
+            for name, dedup in (("no marker, no key", False), ("marker, no key", True))}
+    assert duplicate_charge_sentence(runs).startswith(
+        'Why does "marker, no key" show 63 duplicate charges and "no marker, no key" 58? The difference, 5, is exactly '
+        "the difference in crashes (5 against 0): this scenario crashes consumers right *after the marker insert*")
+
+
+def test_05_a_difference_the_crashes_do_not_explain_is_said_so():
+    from types import SimpleNamespace as Run
+
+    def run(charges, crashes):
+        return Run(summary=Run(duplicate_external_effects=charges, crashes=crashes))
+
+    text = duplicate_charge_sentence({"marker, no key": run(63, 5), "no marker, no key": run(60, 0)})
+    assert "The runs differ by 3 charges and by 5 crashes after the marker insert" in text
+
+
+def test_06_the_target_sentence_follows_the_interval():
+    """The issue's case: upper end 0.042% below a 0.1% target is 'met', not 'needs far more leases'."""
+    from types import SimpleNamespace as Row
+
+    met = false_expiry_target_sentence(Row(false_expiry_ci_low=0.0, false_expiry_ci_high=0.00042, leases=9100), 1e-3)
+    assert met == ("The interval's upper end, 0.042%, is already below the target of 0.1%: these 9100 leases show "
+                   "that the target is met (at 95% confidence).")
+    open_ = false_expiry_target_sentence(Row(false_expiry_ci_low=0.0, false_expiry_ci_high=0.0064, leases=600), 1e-3)
+    assert open_ == ("The interval contains the target of 0.1%: 600 leases can neither confirm nor rule it out. Without "
+                     "a single false expiry it takes about 3838 leases to show the target is met.")
+    missed = false_expiry_target_sentence(Row(false_expiry_ci_low=0.002, false_expiry_ci_high=0.01, leases=600), 1e-3)
+    assert missed.startswith("The interval's lower end, 0.2%, is above the target of 0.1%")
+    assert leases_to_show(1e-3) == 3838
+    assert wilson_interval(0, leases_to_show(1e-3))[1] < 1e-3 < wilson_interval(0, leases_to_show(1e-3) - 1)[1]
