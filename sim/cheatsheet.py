@@ -303,7 +303,3 @@ def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) ->
     if extra:
         parts.append(f"{', '.join(f'{w:g}' for w in sorted(extra))} s do not")
     return Verdict(False, "; ".join(parts) + ".")
-
-
-def summary_frame(proofs: list[Proof]) -> pd.DataFrame:
-    return pd.DataFrame([{"tag": p.tag, "holds": p.holds, "notebook": p.notebook} for p in proofs])
