@@ -1,4 +1,4 @@
-"""sim.cheatsheet, sim.rules_of_thumb and sim.plots_rules: notebook 11's evidence (issue 15)."""
+"""sim.teaching.cheatsheet and .rules_of_thumb, sim.plots.rules: notebook 11's evidence (issue 15)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from sim import cheatsheet
-from sim.cheatsheet import Proof, check_watcher_multiples, load_rule, table, watcher_rule
-from sim.plots_rules import ANNOTATION_PT, load_recovery_figure, repeat_recovery_excess
-from sim.rules_of_thumb import load_recovery, repeat_recovery
+from sim.plots import ANNOTATION_PT, load_recovery_figure, repeat_recovery_excess
+from sim.teaching import cheatsheet, check_watcher_multiples
+from sim.teaching.cheatsheet import Proof, load_rule, table, watcher_rule
+from sim.teaching.rules_of_thumb import load_recovery, repeat_recovery
 
 
 @pytest.fixture(scope="module")

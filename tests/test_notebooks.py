@@ -17,8 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sim.cheatsheet import CHEAT_SHEET_TAGS
-from sim.teaching import DEDUP_TAGS, REQUIRED_TAGS
+from sim.teaching import CHEAT_SHEET_TAGS, DEDUP_TAGS, REQUIRED_TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "notebooks"
@@ -142,7 +141,7 @@ def test_every_idea_of_the_articles_has_a_demonstrating_code_cell():
 
 def test_the_cheat_sheet_proves_every_item_of_the_lease_article_and_the_rules():
     """11 shows the six checklist items, the three confusions, the four takeaways and the measured
-    rules of thumb, each on a tagged code cell (the numbers are computed by sim.cheatsheet)."""
+    rules of thumb, each on a tagged code cell (the numbers are computed by sim.teaching.cheatsheet)."""
     tags = {t for c in read(FOLDER / CHEAT_SHEET).cells if c.cell_type == "code" for t in c.metadata.get("tags", [])}
     wanted = {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))} | set(CHEAT_SHEET_TAGS)
     assert sorted(t for t in CHEAT_SHEET_TAGS if t.startswith("takeaway:")) == [f"takeaway:{i}" for i in range(1, 5)]

@@ -1,4 +1,4 @@
-"""sim.plots_recovery: notebook 04's figure, out of the notebook (issue 15)."""
+"""sim.plots.recovery: notebook 04's figure, out of the notebook (issue 15)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.plots_recovery import ANNOTATION_PT, claim_takes_expired, label_log_axis, watcher_cost
+from sim.plots import ANNOTATION_PT, claim_takes_expired, label_log_axis, watcher_cost
 
 
 @pytest.fixture

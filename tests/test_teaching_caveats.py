@@ -1,11 +1,11 @@
-"""sim.teaching_caveats: sentences that follow their numbers (issue 15)."""
+"""sim.teaching.caveats: sentences that follow their numbers (issue 15)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from sim.sweep import wilson_interval
-from sim.teaching_caveats import (
+from sim.stats import wilson_interval
+from sim.teaching.caveats import (
     contention_sentence,
     duplicate_charge_sentence,
     false_expiry_caveat,

@@ -1,4 +1,4 @@
-"""Two settings rules of thumb, measured (the cheat sheet, notebook 11).
+"""Two settings rules of thumb, measured (the cheat sheet, notebook 11; figures in sim.plots.rules).
 
 - Avoid a watcher interval that is a multiple of the heartbeat interval. A job the watcher
   requeued is claimed just after a watcher tick; its new owner renews every h from that claim,

@@ -1,4 +1,4 @@
-"""The cheat sheet (notebook 11): each checklist item, confusion and takeaway of the lease article
+"""The cheat sheet (notebook 11, `teaching.cheatsheet`): each checklist item, confusion and takeaway of the lease article
 with the one number from the course that proves it, measured again on small runs.
 
 Every `Proof` says what the article says, what this run measured (a sentence built from the
@@ -13,9 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sim.rules_of_thumb import load_recovery, repeat_recovery
+from sim import analytic
 from sim.stats import mean_ci
+from sim.teaching.by_hand import Script
+from sim.teaching.lessons import one_job, recovery_experiment, stalling_queue
+from sim.teaching.rules_of_thumb import load_recovery, repeat_recovery
 from sim.wording import count
+from sim.wording import percent as pct
 
 CHEAT_SHEET_TAGS = {
     "takeaway:1": "A lease is not a lock: ownership limited in time that ends by itself",
@@ -63,7 +67,6 @@ def table(proofs: list[Proof]) -> str:
 def _crash_scene(seed: int, crash_at: float = 12.0):
     """01's crash with a lock and with a lease."""
     import sim
-    from sim.teaching import one_job
 
     return (sim.run(one_job(crash_at=crash_at, lock=True, seed=seed)),
             sim.run(one_job(crash_at=crash_at, seed=seed)))
@@ -133,7 +136,6 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
 
 def confusions(seed: int = 1) -> list[Proof]:
     import sim
-    from sim.teaching import Script
 
     lock_run, lease_run = _crash_scene(seed)
     crash = float(lease_run.events.query("kind == 'crash'")["t"].iloc[0])
@@ -175,9 +177,6 @@ def confusions(seed: int = 1) -> list[Proof]:
 def takeaways(seed: int = 1, *, race_jobs: int = 100, race_replications: int = 2, stall_jobs: int = 300,
               recovery_replications: int = 12) -> list[Proof]:
     import sim
-    from sim import analytic
-    from sim.teaching import percent as pct
-    from sim.teaching import recovery_experiment, stalling_queue
 
     _, lease_run = _crash_scene(seed)
     dead = lease_run.leases.iloc[0]
@@ -276,30 +275,3 @@ def rules(seed: int = 1, *, watcher_intervals=(9.0, 10.0, 11.0, 15.0, 20.0), rep
     repeat = repeat_recovery(watcher_intervals, replications=replications, seed=seed)
     load = load_recovery(utilizations, replications=load_replications, jobs=load_jobs, seed=seed)
     return repeat, load, [watcher_rule(repeat), load_rule(load)]
-
-
-# ---- the exercise -------------------------------------------------------------------------------------
-
-def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) -> object:
-    """11: which of `candidates` watcher intervals are multiples of the heartbeat interval?"""
-    from sim.teaching import Verdict
-
-    truth = {float(w) for w in candidates if abs(w / heartbeat_interval - round(w / heartbeat_interval)) < 1e-9}
-    if answer is None:
-        return Verdict(None, "Replace `None` with your answer and run the cell again. Hint: divide each interval by "
-                             "the heartbeat interval.")
-    try:
-        chosen = {float(w) for w in (answer if isinstance(answer, set | list | tuple | frozenset) else [answer])}
-    except (TypeError, ValueError):
-        return Verdict(False, f"{answer!r} is not a set of numbers of seconds.")
-    if chosen == truth:
-        return Verdict(True, f"{', '.join(f'{w:g}' for w in sorted(truth))} s are whole multiples of "
-                             f"{heartbeat_interval:g} s: a job's second owner would renew in step with the watcher, and "
-                             "its repeat recovery would wait up to a whole watcher interval instead of half on average.")
-    missed, extra = truth - chosen, chosen - truth
-    parts = []
-    if missed:
-        parts.append(f"{', '.join(f'{w:g}' for w in sorted(missed))} s also divide by {heartbeat_interval:g} s")
-    if extra:
-        parts.append(f"{', '.join(f'{w:g}' for w in sorted(extra))} s do not")
-    return Verdict(False, "; ".join(parts) + ".")

@@ -1,4 +1,4 @@
-"""Notebook 04's recovery figures beyond sim.plots.recovery_vs_interval: the claim-takes-expired
+"""Notebook 04's recovery figures beyond analysis.recovery_vs_interval: the claim-takes-expired
 design drawn over it, and what the watcher costs. Each takes ax= and returns the Axes."""
 
 from __future__ import annotations
@@ -6,36 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.plots import INK, PALETTE
+from sim.plots.style import ANNOTATION_PT, INK, PALETTE, label_log_axis, new_axes
 
-ANNOTATION_PT = 9
 CLAIM_COLOUR = PALETTE[1]
-
-
-def label_log_axis(axis, values) -> None:
-    """Tick a log axis at `values` with plain numbers ('5', '20', '120'), not 6x10^0-style minor labels."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
-
-    values = sorted({float(v) for v in values})
-    axis.set_major_locator(FixedLocator(values))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_locator(NullLocator())
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _axes(ax, figsize):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
 
 
 def claim_takes_expired(row: pd.Series, theory: float, ax=None, *, metric: str = "recovery_latency_mean"):
     """Horizontal lines for the design without a watcher on the recovery path (the claim takes
     expired leases): its simulated mean, 95% CI band (when defined) and theory L - h/2 + P/2.
     `row` is one row of a SweepResult.aggregate()."""
-    ax = _axes(ax, (8, 4.8))
+    ax = new_axes(ax, (8, 4.8))
     low, high = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
     if np.isfinite(low) and np.isfinite(high):
         ax.axhspan(low, high, color=CLAIM_COLOUR, alpha=0.2, lw=0, label="claim takes expired: simulated 95% CI",
@@ -57,7 +37,7 @@ def watcher_cost(agg: pd.DataFrame, *, latency: float, baseline: float | None = 
     long it takes on a real server is measured in notebook 08, not here."""
     from sim import analytic
 
-    ax = _axes(ax, (6, 4.8))
+    ax = new_axes(ax, (6, 4.8))
     ws = agg[x].to_numpy(dtype=float)
     ax.plot(ws, agg[f"{metric}_mean"], "o", color=PALETTE[0], mec=INK, mew=0.6, label="simulated", gid="simulated")
     grid = np.geomspace(ws.min(), ws.max(), 100)

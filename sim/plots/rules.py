@@ -1,28 +1,18 @@
-"""Figures of the two measured rules of thumb (sim.rules_of_thumb, notebook 11). Each takes ax=
-and returns the Axes; colours and markers as in sim.plots."""
+"""Figures of the two measured rules of thumb (sim.teaching.rules_of_thumb, notebook 11). Each takes ax=
+and returns the Axes; colours and markers from sim.plots.style."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from sim.plots import INK, PALETTE
-
-ANNOTATION_PT = 9  # the smallest text on these figures
-
-
-def _axes(ax, figsize=(9, 4.2)):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
+from sim.plots.style import ANNOTATION_PT, INK, PALETTE, new_axes
 
 
 def repeat_recovery_excess(frame: pd.DataFrame, ax=None):
     """The second recovery's mean latency minus the closed form, with its 95% CI, against the
     watcher interval; dotted verticals at multiples of the heartbeat interval."""
-    ax = _axes(ax)
+    ax = new_axes(ax, (9, 4.2))
     h = float(frame["heartbeat_interval"].iloc[0])
     w = frame["watcher_interval"].to_numpy(float)
     for multiple, colour, marker, label in ((False, PALETTE[0], "o", "W not a multiple of h"),
@@ -50,7 +40,7 @@ def repeat_recovery_excess(frame: pd.DataFrame, ax=None):
 def load_recovery_figure(frame: pd.DataFrame, ax=None):
     """Simulated mean and 95th percentile of the recovery latency (95% CIs) against utilization,
     beside the light-load closed form's mean and 95th percentile."""
-    ax = _axes(ax)
+    ax = new_axes(ax, (9, 4.2))
     u = frame["utilization"].to_numpy(float) * 100
     for (metric, label), colour, marker in zip((("mean", "simulated mean"), ("p95", "simulated 95th percentile")),
                                                PALETTE[:2], "os", strict=True):

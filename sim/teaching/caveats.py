@@ -3,13 +3,14 @@
 A notebook claim that fails raises (teaching.claim); these helpers are for the sentences a
 reader's own values, or fast mode's small runs, can legitimately turn around: they say in words
 what the numbers show, and say so when the runs are too small to support the lesson's sentence.
-(New module for issue 15; it belongs with the other teaching helpers in sim.teaching.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from sim.wording import percent
 
 
 def contention_sentence(frame: pd.DataFrame) -> str:
@@ -156,7 +157,6 @@ def leases_to_show(target: float, confidence: float = 0.95) -> int:
 def false_expiry_target_sentence(row, target: float) -> str:
     """06: what the simulated false-expiry interval at the recommended TTL says about the target,
     following its numbers: met (upper end below), missed (lower end above), or not decided."""
-    from sim.teaching import percent
 
     low, high, leases = float(row.false_expiry_ci_low), float(row.false_expiry_ci_high), int(row.leases)
     if high < target:
