@@ -217,7 +217,7 @@ PAPERMILL_PARAMETERS = {
     "03-heartbeats-and-zombies.ipynb": {"seed": 2},
     "04-stuck-watcher-and-recovery.ipynb": {"seed": 7},
     "05-duplicate-delivery.ipynb": {"window": 30.0},
-    "06-tune-your-ttl.ipynb": {"workers": 6},
+    "06-tune-your-ttl.ipynb": {"durations_csv": "<your.csv>", "column": "seconds"},  # its "try your own data"
     "07-how-popular-queues-recover.ipynb": {"seed": 2},
     "08-on-real-postgres.ipynb": {"seed": 2},
     "11-cheat-sheet.ipynb": {"seed": 2},
@@ -247,7 +247,14 @@ def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatc
 
     monkeypatch.delenv("LEASELAB_FAST", raising=False)  # fast mode comes from the injected parameter
     _kernel_environment(monkeypatch)
-    changed = PAPERMILL_PARAMETERS.get(path.name, {"seed": 2})
+    changed = dict(PAPERMILL_PARAMETERS.get(path.name, {"seed": 2}))
+    if changed.get("durations_csv") == "<your.csv>":  # a reader's own processing times, not the sample's
+        import numpy as np
+
+        own = tmp_path / "your.csv"
+        seconds = np.round(np.random.default_rng(7).lognormal(np.log(2.0), 0.8, 300), 3)
+        own.write_text("job,seconds\n" + "".join(f"{i},{s}\n" for i, s in enumerate(seconds)))
+        changed["durations_csv"] = str(own)
     source = tmp_path / path.name
     nb = read(path)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
@@ -262,6 +269,9 @@ def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatc
     for name in changed:
         assert re.search(rf"^{name} = ", injected[0].source, re.M), injected[0].source
     _check_executed(path, ran)
+    if "durations_csv" in changed:
+        printed = "".join(o.get("text", "") for c in ran.cells if c.cell_type == "code" for o in c.outputs)
+        assert f"read 300 durations from {changed['durations_csv']}" in printed
 
 
 def test_total_notebook_time_stays_within_budget():
