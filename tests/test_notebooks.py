@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sim.teaching import DEDUP_TAGS, REQUIRED_TAGS
+from sim.teaching import CHEAT_SHEET_TAGS, DEDUP_TAGS, REQUIRED_TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "notebooks"
@@ -26,7 +26,8 @@ LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
 NEEDS_POSTGRES = {"08-on-real-postgres.ipynb", "09-your-own-queue.ipynb"}
 BUDGET_S = 300.0  # total fast-mode execution time of all notebooks (the issue's CI limit)
 CELL_TIMEOUT_S = 240
-TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS}
+TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS, **CHEAT_SHEET_TAGS}
+CHEAT_SHEET = "11-cheat-sheet.ipynb"
 TIMES: dict[str, float] = {}
 
 
@@ -41,7 +42,9 @@ def code_cells(nb):
 def test_the_notebooks_are_there():
     names = [p.name for p in NOTEBOOKS]
     assert names[0] == "00-index.ipynb"
-    assert [n[:2] for n in names] == [f"{i:02d}" for i in range(len(names))]
+    numbers = [n[:2] for n in names]
+    assert numbers[:9] == [f"{i:02d}" for i in range(9)]  # 09 and 10 come from other branches
+    assert CHEAT_SHEET in names and len(set(numbers)) == len(numbers)
     assert "09-your-own-queue.ipynb" in names
 
 
@@ -86,6 +89,7 @@ _LABELS = [
     r"`[^`]*`",  # inline code
     r"\]\([^)]*\)",  # link targets
     r"\b0\d\b",  # notebook numbers: 02, 04
+    r"^# \d\d · |\[\d\d · ",  # a notebook's number in its title or a link: [11 · Cheat sheet](...)
     r"\b(notebooks?|items?|item) \d+(, \d+)*( and \d+)?",
     r"^\s*\d+\.\s",  # ordered-list markers
     r"^\| \d \|",  # the checklist table's item column
@@ -136,6 +140,15 @@ def test_every_idea_of_the_articles_has_a_demonstrating_code_cell():
     assert not missing, f"no notebook cell demonstrates: {missing}"
 
 
+def test_the_cheat_sheet_proves_every_item_of_the_lease_article_and_the_rules():
+    """11 shows the six checklist items, the three confusions, the four takeaways and the measured
+    rules of thumb, each on a tagged code cell (the numbers are computed by sim.teaching.cheatsheet)."""
+    tags = {t for c in read(FOLDER / CHEAT_SHEET).cells if c.cell_type == "code" for t in c.metadata.get("tags", [])}
+    wanted = {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))} | set(CHEAT_SHEET_TAGS)
+    assert sorted(t for t in CHEAT_SHEET_TAGS if t.startswith("takeaway:")) == [f"takeaway:{i}" for i in range(1, 5)]
+    assert wanted <= tags, sorted(wanted - tags)
+
+
 def test_the_index_links_every_lesson():
     index = read(FOLDER / "00-index.ipynb")
     text = "\n".join(c.source for c in index.cells if c.cell_type == "markdown")
@@ -154,23 +167,15 @@ def _params():
         yield pytest.param(path, id=path.stem, marks=marks)
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("path", list(_params()))
-def test_notebook_executes_in_fast_mode(path, monkeypatch):
-    from nbclient import NotebookClient
-
-    monkeypatch.setenv("LEASELAB_FAST", "1")
+def _kernel_environment(monkeypatch) -> None:
+    """Headless, inline figures, and this interpreter's kernel first on the PATH."""
     monkeypatch.setenv("LEASELAB_HEADLESS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    nb = read(path)
-    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
-    client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
-                            resources={"metadata": {"path": str(FOLDER)}})
-    start = time.perf_counter()
-    client.execute()  # raises CellExecutionError, naming the cell, on any error
-    TIMES[path.name] = time.perf_counter() - start
 
+
+def _check_executed(path: Path, nb) -> None:
+    """The checks every executed notebook must pass (its last cell is PROBE)."""
     executable, module = nb.cells[-1].outputs[0]["text"].split()
     assert Path(executable).resolve() == Path(sys.executable).resolve(), "the kernel is not this interpreter"
     assert Path(module).resolve().is_relative_to(ROOT / "sim")
@@ -185,6 +190,89 @@ def test_notebook_executes_in_fast_mode(path, monkeypatch):
         for out in cell.outputs:
             text = out.get("data", {}).get("text/markdown", "")
             assert "**Not quite.**" not in text, f"{path.name} cell {i}: a committed answer is wrong"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("path", list(_params()))
+def test_notebook_executes_in_fast_mode(path, monkeypatch):
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("LEASELAB_FAST", "1")
+    _kernel_environment(monkeypatch)
+    nb = read(path)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
+                            resources={"metadata": {"path": str(FOLDER)}})
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    TIMES[path.name] = time.perf_counter() - start
+    _check_executed(path, nb)
+
+
+# One changed parameter per notebook (besides `fast`), as a reader would pass with `papermill -p`.
+# 02's is its exercise 2 instruction (gap = 0.005): following an instruction must not break the run.
+PAPERMILL_PARAMETERS = {
+    "00-index.ipynb": {"folder": str(FOLDER)},
+    "01-what-is-a-lease.ipynb": {"crash_at": 20.0},
+    "02-read-then-write-race.ipynb": {"gap": 0.005},
+    "03-heartbeats-and-zombies.ipynb": {"seed": 2},
+    "04-stuck-watcher-and-recovery.ipynb": {"seed": 7},
+    "05-duplicate-delivery.ipynb": {"window": 30.0},
+    "06-tune-your-ttl.ipynb": {"durations_csv": "<your.csv>", "column": "seconds"},  # its "try your own data"
+    "07-how-popular-queues-recover.ipynb": {"seed": 2},
+    "08-on-real-postgres.ipynb": {"seed": 2},
+    "11-cheat-sheet.ipynb": {"seed": 2},
+}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_papermill_reads_every_parameter(path):
+    """`papermill --help-notebook` lists `fast` and the parameter the test changes: papermill parses
+    every line of the parameters cell (it skips a line it cannot parse, e.g. an '=' in a comment)."""
+    import papermill
+
+    assert set(PAPERMILL_PARAMETERS) <= {p.name for p in NOTEBOOKS}
+    (cell,) = [c for c in read(path).cells if "parameters" in c.metadata.get("tags", [])]
+    assigned = re.findall(r"^(\w+) = ", cell.source, re.M)
+    found = papermill.inspect_notebook(str(path))
+    assert list(found) == assigned, f"{path.name}: papermill reads {list(found)}, the cell assigns {assigned}"
+    assert {"fast", *PAPERMILL_PARAMETERS.get(path.name, {"seed": 2})} <= set(found)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("path", list(_params()))
+def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatch, tmp_path):
+    """`papermill NN-....ipynb out.ipynb -p fast True -p <name> <value>`, as 00 documents: the
+    parameters are injected after the parameters cell and the notebook runs top to bottom."""
+    import papermill
+
+    monkeypatch.delenv("LEASELAB_FAST", raising=False)  # fast mode comes from the injected parameter
+    _kernel_environment(monkeypatch)
+    changed = dict(PAPERMILL_PARAMETERS.get(path.name, {"seed": 2}))
+    if changed.get("durations_csv") == "<your.csv>":  # a reader's own processing times, not the sample's
+        import numpy as np
+
+        own = tmp_path / "your.csv"
+        seconds = np.round(np.random.default_rng(7).lognormal(np.log(2.0), 0.8, 300), 3)
+        own.write_text("job,seconds\n" + "".join(f"{i},{s}\n" for i, s in enumerate(seconds)))
+        changed["durations_csv"] = str(own)
+    source = tmp_path / path.name
+    nb = read(path)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    nbformat.write(nb, source)
+    output = tmp_path / f"out-{path.name}"
+    papermill.execute_notebook(str(source), str(output), parameters={"fast": True, **changed},
+                               kernel_name="python3", cwd=str(FOLDER), progress_bar=False,
+                               execution_timeout=CELL_TIMEOUT_S)  # raises PapermillExecutionError
+    ran = read(output)
+    injected = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "fast = True" in injected[0].source
+    for name in changed:
+        assert re.search(rf"^{name} = ", injected[0].source, re.M), injected[0].source
+    _check_executed(path, ran)
+    if "durations_csv" in changed:
+        printed = "".join(o.get("text", "") for c in ran.cells if c.cell_type == "code" for o in c.outputs)
+        assert f"read 300 durations from {Path(changed['durations_csv']).name}, column seconds" in printed
 
 
 def test_total_notebook_time_stays_within_budget():

@@ -9,6 +9,8 @@ ax= and returns the Axes.
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
   `heatmap`, `tradeoff`) and `plot_durations`;
 - peers: `peer_comparison`;
+- recovery: notebook 04's `claim_takes_expired` overlay and `watcher_cost`;
+- rules: the cheat sheet's measured rules of thumb, `repeat_recovery_excess` and `load_recovery_figure`;
 - style: the palette, line styles, hatches and axis labels they share.
 """
 
@@ -26,7 +28,10 @@ from sim.plots.analysis import (
     tradeoff,
 )
 from sim.plots.peers import PEER_COLUMNS, RECOVERY_STYLES, peer_comparison, peer_settings
+from sim.plots.recovery import claim_takes_expired, watcher_cost
+from sim.plots.rules import load_recovery_figure, repeat_recovery_excess
 from sim.plots.style import (
+    ANNOTATION_PT,
     BAR_HEIGHT,
     END_STYLES,
     HATCHES,
@@ -41,13 +46,15 @@ from sim.plots.style import (
     PALETTE,
     format_value,
     key_label,
+    label_log_axis,
     metric_label,
     setting_text,
 )
 from sim.plots.timeline import auto_window, busy_window, lease_clock, lease_timeline
 
-__all__ = ["BAR_HEIGHT", "END_STYLES", "HATCHES", "INK", "JOB_COLOURS", "KEY_LABELS", "LINESTYLES", "LOG_DECADES", "MARKERS", "METRIC_LABELS",
+__all__ = ["ANNOTATION_PT", "BAR_HEIGHT", "END_STYLES", "HATCHES", "INK", "JOB_COLOURS", "KEY_LABELS", "LINESTYLES", "LOG_DECADES", "MARKERS", "METRIC_LABELS",
            "MULTIPLICITY", "OVERLAP", "PALETTE", "PEER_COLUMNS", "RECOVERY_STYLES", "auto_window", "busy_window",
-           "double_processing", "duration_summary", "format_value", "heatmap", "key_label", "lease_clock",
-           "lease_timeline", "metric_label", "metric_table", "multiplicity", "pareto_front", "peer_comparison",
-           "peer_settings", "plot_durations", "race_probability", "recovery_vs_interval", "setting_text", "tradeoff"]
+           "claim_takes_expired", "double_processing", "duration_summary", "format_value", "heatmap", "key_label", "label_log_axis", "lease_clock",
+           "lease_timeline", "load_recovery_figure", "metric_label", "metric_table", "multiplicity", "pareto_front", "peer_comparison",
+           "peer_settings", "plot_durations", "race_probability", "recovery_vs_interval", "repeat_recovery_excess", "setting_text", "tradeoff",
+           "watcher_cost"]

@@ -18,6 +18,7 @@ from matplotlib.patches import Rectangle
 
 from sim.errors import ConfigError
 from sim.plots.style import (
+    ANNOTATION_PT,
     INK,
     KEY_LABELS,
     LINESTYLES,
@@ -130,7 +131,7 @@ def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
             if np.isfinite(low) and high > low:
                 ax.plot([x, x], [low, high], color=INK, lw=1.1, marker="_", ms=7, mew=1.1, zorder=4, gid="ci")
                 top = high
-            ax.text(x, top, f"{mean:.2f}", ha="center", va="bottom", fontsize=7.5, color=INK, zorder=5,
+            ax.text(x, top, f"{mean:.2f}", ha="center", va="bottom", fontsize=ANNOTATION_PT, color=INK, zorder=5,
                     gid="bar-label")
             tops.append(top)
     ax.axhline(1.0, color=INK, ls="--", lw=1.2, zorder=2, gid="ideal", label="1.0 = exactly once (ideal)")
@@ -143,7 +144,7 @@ def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
     finish(ax, "Double processing by claim strategy: how often each job ran, was charged and booked",
             f"bars rise from 1.0 (exactly once): their height is the excess; {whisk}")
     ax.grid(axis="x", visible=False)
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    ax.legend(loc="upper right", fontsize=ANNOTATION_PT, frameon=False)
     return ax
 
 
@@ -181,7 +182,7 @@ def race_probability(frame: pd.DataFrame, ax=None, *, x: str = "policy.workers",
     band = f"; bands: {confidence:.0%} CI of the mean" if banded else ""
     finish(ax, "Read-then-write race: share of leases that were double claims", f"{n_text(table)}{band}")
     if by:
-        ax.legend(title=KEY_LABELS.get(by, (by,))[0], fontsize=8, title_fontsize=8, frameon=False, loc="upper left")
+        ax.legend(title=KEY_LABELS.get(by, (by,))[0], fontsize=ANNOTATION_PT, title_fontsize=ANNOTATION_PT, frameon=False, loc="upper left")
     return ax
 
 
@@ -213,7 +214,7 @@ def recovery_vs_interval(agg: pd.DataFrame, x: str = "policy.watcher_interval", 
     what = METRIC_LABELS.get(metric, (metric,))[0]
     finish(ax, f"Recovery after a crash: {what} vs {KEY_LABELS.get(x, (x,))[0]}",
             f"crash of the owner -> the job claimed again; {n_text(table)}")
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.legend(fontsize=ANNOTATION_PT, frameon=False, loc="upper left")
     return ax
 
 
@@ -267,12 +268,12 @@ def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.hea
                 if not big and np.isfinite(row["low"]) and np.isfinite(row["high"]):
                     text += f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
                 lum = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
-                ax.text(i, j, text, ha="center", va="center", fontsize=7 if big else 8.5, linespacing=1.3,
+                ax.text(i, j, text, ha="center", va="center", fontsize=ANNOTATION_PT, linespacing=1.3,
                         color="white" if lum < 0.45 else INK, gid="cell-label")
             else:
                 ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor="#f4f4f4", edgecolor="#bbbbbb",
                                        hatch="////", lw=0.8, gid="cell-missing"))
-                ax.text(i, j, "no data", ha="center", va="center", fontsize=7, color="#666666", gid="cell-label")
+                ax.text(i, j, "no data", ha="center", va="center", fontsize=ANNOTATION_PT, color="#666666", gid="cell-label")
     ax.set_xlim(-0.5, len(xs) - 0.5)
     ax.set_ylim(-0.5, len(ys) - 0.5)
     ax.set_xticks(range(len(xs)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in xs])
@@ -397,7 +398,7 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
         sign = "=" if (px[shown] >= 0).all() else "<="
         names.append(f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
                      "(a log axis has no 0)")
-    legend = ax.legend(handles, names, fontsize=8, frameon=False, loc="upper right")
+    legend = ax.legend(handles, names, fontsize=ANNOTATION_PT, frameon=False, loc="upper right")
     finish(ax, "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
             f"each point is one setting; {n_text(ty)}" + (f"; {whiskers}" if any(
                 a.get_gid() == "ci" for a in ax.lines) else ""))
@@ -470,9 +471,9 @@ def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
     steps = [0] + [k for j in range(1, 41) for k in (j, -j)]
     for i in np.argsort(where[:, 1], kind="stable"):
         for k, side in ((k, side) for k in steps for side in (1, -1)):
-            dy = 3.0 + 9.0 * k  # points: one 7.5 pt line and a gap per step
+            dy = 3.0 + (ANNOTATION_PT + 1.5) * k  # points: one line and a gap per step
             label = ax.annotate(texts[i], (xs[i], ys[i]), xytext=(10 * side, dy), textcoords="offset points",
-                                fontsize=7.5, va="center", ha="left" if side > 0 else "right",
+                                fontsize=ANNOTATION_PT, va="center", ha="left" if side > 0 else "right",
                                 fontweight="bold" if bold[i] else "normal", color=INK, zorder=5, gid="point-label",
                                 bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
                                 arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 0,
@@ -529,13 +530,13 @@ def plot_durations(values, *, ttl: float | None = None, heartbeat_interval: floa
         ax.axvline(summary[name], color=INK, ls=(0, (1 + k, 2)), lw=1.0)
         right = k < 2  # the last labels go left of their line, inside the axes
         ax.annotate(f"{name} {summary[name]:.3g} s", (summary[name], 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(3 if right else -3, -4 - 11 * k), textcoords="offset points", fontsize=8, color=INK,
+                    xytext=(3 if right else -3, -4 - 11 * k), textcoords="offset points", fontsize=ANNOTATION_PT, color=INK,
                     va="top", ha="left" if right else "right")
     for value, label, colour in ((ttl, "TTL", PALETTE[5]), (heartbeat_interval, "heartbeat", PALETTE[2])):
         if value is not None:
             ax.axvline(value, color=colour, lw=2.0)
             ax.annotate(f"{label} {value:g} s", (value, 0.5), xycoords=("data", "axes fraction"), xytext=(4, 0),
-                        textcoords="offset points", fontsize=8, color=colour, rotation=90, va="center")
+                        textcoords="offset points", fontsize=ANNOTATION_PT, color=colour, rotation=90, va="center")
     ax.set_xlabel("processing time (s, log scale)")
     ax.set_ylabel("jobs")
     ax.set_title(f"Observed processing times: {int(summary['jobs'])} jobs", loc="left", fontsize=10)

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from sim.errors import ConfigError
-from sim.plots.style import INK, METRIC_LABELS, finish, format_value, new_axes
+from sim.plots.style import ANNOTATION_PT, INK, METRIC_LABELS, finish, format_value, new_axes
 from sim.wording import count, duration
 
 # ---- peers ---------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
                 ax.plot([max(low[y], left), high[y]], [y, y], color=INK, lw=1.2, marker="|", ms=9, mew=1.2,
                         zorder=4, gid="ci")
                 end = max(end, high[y])
-            ax.text(end * 1.12, y, duration(means[y]), va="center", ha="left", fontsize=8.5,
+            ax.text(end * 1.12, y, duration(means[y]), va="center", ha="left", fontsize=ANNOTATION_PT,
                     color=INK, zorder=5, gid="bar-label")
         else:
             detected = row.get("detection_latency_mean_mean", np.nan)
@@ -80,7 +80,7 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
             if row["recovery"] == "watcher fails the job":
                 note += f": the crashed job is marked failed after ~{duration(detected)}" if np.isfinite(detected) \
                     else ": the crashed job is marked failed"
-            ax.text(left * 1.15, y, note, va="center", ha="left", fontsize=8.5, color=INK, style="italic",
+            ax.text(left * 1.15, y, note, va="center", ha="left", fontsize=ANNOTATION_PT, color=INK, style="italic",
                     zorder=5, gid="no-bar",
                     bbox={"boxstyle": "square,pad=0.3", "facecolor": "white", "edgecolor": colour, "ls": "--",
                           "lw": 1.2})
@@ -91,25 +91,25 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([s for _, s in ticks])
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_yticks(range(len(rows)), [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()], fontsize=8.5)
+    ax.set_yticks(range(len(rows)), [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()], fontsize=ANNOTATION_PT)
     ax.tick_params(axis="y", length=0)
     name = METRIC_LABELS.get(metric, (metric,))[0]
     ax.set_xlabel(f"{name}: the owner crashes -> another worker claims the job (log scale)")
     edge = blended_transform_factory(ax.transAxes, ax.transData)
     for k, (column, header) in enumerate(columns):
         shift = ScaledTranslation(0.5 + 0.8 * k, 0, ax.figure.dpi_scale_trans)
-        ax.text(1.0, -0.62, header, transform=edge + shift, ha="center", va="bottom", fontsize=8,
+        ax.text(1.0, -0.62, header, transform=edge + shift, ha="center", va="bottom", fontsize=ANNOTATION_PT,
                 fontweight="bold", color=INK, gid="column-header")
         values = rows.get(f"{column}_mean", pd.Series(np.nan, index=rows.index))
         for y, value in enumerate(values):
             ax.text(1.0, y, format_value(column, value), transform=edge + shift, ha="center", va="center",
-                    fontsize=8.5, color=INK, gid="cell-text")
+                    fontsize=ANNOTATION_PT, color=INK, gid="cell-text")
     n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
     seeds = f"{count(int(n.min()), 'seed')} per peer" if len(n) else "seeds: not given"
     confidence = frame.attrs.get("confidence", 0.95)
     finish(ax, f"Peer queues' default recovery settings on one payment workload: {name}",
             f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run")
     ax.grid(axis="y", visible=False)
-    ax.legend(list(seen.values()), list(seen), loc="lower right", fontsize=8, frameon=True, framealpha=0.9,
-              title="how an expired lease comes back", title_fontsize=8)
+    ax.legend(list(seen.values()), list(seen), loc="lower right", fontsize=ANNOTATION_PT, frameon=True, framealpha=0.9,
+              title="how an expired lease comes back", title_fontsize=ANNOTATION_PT)
     return ax

@@ -113,6 +113,20 @@ def format_value(metric: str, value: float) -> str:
 
 # ---- axes every analysis figure shares -------------------------------------------------------
 
+ANNOTATION_PT = 9  # the smallest text on a figure: annotations, legends, cell labels
+
+
+def label_log_axis(axis, values) -> None:
+    """Tick a log axis at `values` with plain numbers ('5', '20', '120'), not 6x10^0-style minor labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    values = sorted({float(v) for v in values})
+    axis.set_major_locator(FixedLocator(values))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
 def new_axes(ax, size):
     if ax is not None:
         return ax

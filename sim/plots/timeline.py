@@ -18,7 +18,16 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from sim.errors import ConfigError
-from sim.plots.style import BAR_HEIGHT, END_STYLES, INK, JOB_COLOURS, LINESTYLES, OVERLAP, PALETTE
+from sim.plots.style import (
+    ANNOTATION_PT,
+    BAR_HEIGHT,
+    END_STYLES,
+    INK,
+    JOB_COLOURS,
+    LINESTYLES,
+    OVERLAP,
+    PALETTE,
+)
 from sim.scenario import LOCK_TTL
 from sim.wording import count, plural
 
@@ -87,7 +96,7 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     ax.set_title(_title(run, window, only), loc="left", fontsize=10)
     order = [k for k in _LEGEND_ORDER if k in legend]
     ax.legend([legend[k] for k in order], order, loc="upper left", bbox_to_anchor=(1.005, 1.0),
-              fontsize=8, frameon=False, borderaxespad=0.0, handlelength=2.4, handleheight=1.2)
+              fontsize=ANNOTATION_PT, frameon=False, borderaxespad=0.0, handlelength=2.4, handleheight=1.2)
     return ax
 
 
@@ -117,8 +126,8 @@ def _draw_lease(ax, lease, y: float, tail_end: float, overlapping: bool, span: f
         legend.setdefault(_OVERLAP, Patch(facecolor="none", edgecolor=OVERLAP, lw=2.0))
     attempt = int(lease["attempt"])
     text = f"j{int(lease['job'])}" + (f" #{attempt}" if attempt > 1 else "")
-    if end - start >= (0.012 + 0.0065 * len(text)) * span:  # room for the label inside the bar
-        ax.text(start + 0.004 * span, y, text, va="center", ha="left", fontsize=7, color=INK,
+    if end - start >= (0.012 + 0.0084 * len(text)) * span:  # room for the label inside the bar
+        ax.text(start + 0.004 * span, y, text, va="center", ha="left", fontsize=ANNOTATION_PT, color=INK,
                 zorder=4, clip_on=True,
                 bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "lw": 0})
 
@@ -150,7 +159,7 @@ def _draw_links(ax, leases: pd.DataFrame, y_of: dict, t0: float, t1: float, lege
         legend.setdefault(_RECLAIM, Line2D([], [], color=INK, lw=0.9, ls=":"))
         if prev["end_reason"] == "crashed":  # the recovery latency, crash to re-claim
             ax.annotate(f"recovery {nxt['start'] - prev['end']:.3g} s", (nxt["start"], y_next + BAR_HEIGHT / 2),
-                        xytext=(-2, -1), textcoords="offset points", ha="right", va="top", fontsize=7,
+                        xytext=(-2, -1), textcoords="offset points", ha="right", va="top", fontsize=ANNOTATION_PT,
                         color=INK, zorder=6, annotation_clip=True, gid="recovery",
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
 
@@ -197,7 +206,7 @@ def _draw_watcher(ax, events: pd.DataFrame, y: float, legend) -> None:
         ax.plot(busy["t"], np.full(len(busy), y), ls="none", marker="|", ms=16, mew=2.6, color=INK,
                 zorder=4, gid="watcher-requeue")
         for t, n in zip(busy["t"], moved[moved > 0], strict=True):
-            ax.annotate(f"{int(n)}", (t, y), xytext=(4, 4), textcoords="offset points", fontsize=7,
+            ax.annotate(f"{int(n)}", (t, y), xytext=(4, 4), textcoords="offset points", fontsize=ANNOTATION_PT,
                         color=INK, va="bottom")
         legend.setdefault(_WATCHER_BUSY, Line2D([], [], ls="none", marker="|", ms=12, mew=2.6, color=INK))
 
@@ -326,6 +335,12 @@ def _charged_twice(events: pd.DataFrame) -> set:
     return set(per_job[per_job > 1].index)
 
 
+def _timeline_name(name: str) -> str:
+    """'baseline: lease timeline'; a scenario named after what it shows reads 'lease timeline' or
+    'lock timeline', not 'lease: lease timeline'."""
+    return f"{name} timeline" if name in ("lease", "lock", "lease timeline") else f"{name}: lease timeline"
+
+
 def _title(run, window, jobs: list[int] | None = None) -> str:
     s, p = run.scenario, run.scenario.policy
     summary = run.summary
@@ -341,7 +356,7 @@ def _title(run, window, jobs: list[int] | None = None) -> str:
     zoom = "" if window is None else f"  (zoom {window[0]:.4g} to {window[1]:.4g} s of {s.horizon:g} s)"
     if jobs is not None:
         zoom += f"  ({plural(len(jobs), 'job')} {', '.join(str(j) for j in jobs)} only)"
-    return f"{s.name}: lease timeline{zoom}\n{', '.join(facts)}\nthis run: {', '.join(counts)}"
+    return f"{_timeline_name(s.name)}{zoom}\n{', '.join(facts)}\nthis run: {', '.join(counts)}"
 
 
 def auto_window(run, span: float = 120.0, per_lane: float = 14.0) -> tuple[float, float] | None:
@@ -458,7 +473,7 @@ def lease_clock(run, job: int = 1, ax=None):
         labels.append("owner crashes")
     if top > 0:
         ax.axhline(ttl, color="#999999", lw=0.9, ls="--", zorder=1)
-        ax.annotate("TTL: a fresh lease", (0, ttl), xytext=(4, 3), textcoords="offset points", fontsize=8,
+        ax.annotate("TTL: a fresh lease", (0, ttl), xytext=(4, 3), textcoords="offset points", fontsize=ANNOTATION_PT,
                     color="#555555")
     handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="white", mec=INK, mew=1.6))
     labels.append("lease runs out: the job is claimable again")
@@ -467,10 +482,11 @@ def lease_clock(run, job: int = 1, ax=None):
     ax.set_ylim(-0.06 * max(top, 1.0), 1.12 * max(top, 1.0))
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("seconds left on the lease")
-    ax.set_title(f"{run.scenario.name}: time left on each lease of job {job} "
+    name = run.scenario.name
+    ax.set_title(("" if name in ("lease", "lock") else f"{name}: ") + f"time left on each lease of job {job} "
                  "(a heartbeat resets it; at zero the job is claimable again)", loc="left", fontsize=10)
     ax.grid(color="#e6e6e6", lw=0.6)
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False,
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=ANNOTATION_PT, frameon=False,
               borderaxespad=0.0)
     return ax
 

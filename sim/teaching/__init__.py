@@ -15,7 +15,12 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
 - by_hand: `Script` drives a Backend statement by statement with a transcript, `Delivery` is
   seed 2's dedup transaction;
 - exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`);
-- coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells.
+- coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells;
+- caveats: sentences that follow their numbers when a reader's values or fast mode's small runs
+  cannot support the lesson's sentence (`contention_sentence()`, `recovery_theory_sentence()`,
+  `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`);
+- cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, and the
+  rules of thumb measured by `rules_of_thumb`.
 
 PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
@@ -24,7 +29,18 @@ from sim.db.inspect import sim_seconds, sql_frame
 from sim.model.producer import payload_hash
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
+from sim.teaching import cheatsheet, rules_of_thumb
 from sim.teaching.by_hand import Delivery, Script, deliver, ledger_counts
+from sim.teaching.caveats import (
+    contention_sentence,
+    duplicate_charge_sentence,
+    false_expiry_caveat,
+    false_expiry_target_sentence,
+    false_expiry_theory,
+    leases_to_show,
+    recovery_theory_sentence,
+)
+from sim.teaching.cheatsheet import CHEAT_SHEET_TAGS
 from sim.teaching.coverage import DEDUP_TAGS, REQUIRED_TAGS, coverage, coverage_markdown
 from sim.teaching.exercises import (
     Verdict,
@@ -43,6 +59,7 @@ from sim.teaching.exercises import (
     check_stuck_query,
     check_ttl_quantile,
     check_watcher_interval,
+    check_watcher_multiples,
     pause_survival,
     redelivery_puzzle,
     stuck_jobs_fixture,
@@ -90,12 +107,15 @@ from sim.teaching.notebook import (
 from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
 
 __all__ = [
-    "ADVICE_AXES", "DEDUP_TAGS", "FAST_ENV", "HEADLESS_ENV", "HEADLESS_RUNNERS", "REQUIRED_TAGS", "STRATEGIES",
+    "ADVICE_AXES", "CHEAT_SHEET_TAGS", "DEDUP_TAGS", "FAST_ENV", "HEADLESS_ENV", "HEADLESS_RUNNERS", "REQUIRED_TAGS", "STRATEGIES",
     "Control", "Delivery", "Explorer", "Script", "Verdict", "advice_frame", "busy_window", "check_convoy",
     "check_duplicating_peers", "check_fastest_peer", "check_fenced_completion", "check_lease_end",
     "check_ledger_rows", "check_lock_recovery",
     "check_pause_ttl", "check_recovery_prediction", "check_retention", "check_safe_claims", "check_smallest_ttl",
-    "check_stuck_query", "check_ttl_quantile", "check_watcher_interval", "claim", "claim_contention",
+    "check_stuck_query", "check_ttl_quantile", "check_watcher_interval", "check_watcher_multiples",
+    "cheatsheet", "claim", "claim_contention", "contention_sentence", "duplicate_charge_sentence",
+    "false_expiry_caveat", "false_expiry_target_sentence", "false_expiry_theory", "leases_to_show",
+    "recovery_theory_sentence", "rules_of_thumb",
     "compare_logs", "contention", "count", "coverage", "coverage_markdown", "deliver", "duration_summary", "executor",
     "explore", "false_expiry_table", "fast_mode", "followed_job", "headless", "lease_clock", "ledger_counts", "md",
     "one_job", "pause_survival", "payload_hash", "percent", "phase_bias", "plot_contention", "plot_durations",

@@ -42,6 +42,12 @@ def _unanswered(hint: str) -> Verdict:
     return Verdict(None, f"Replace `None` with your answer and run the cell again. Hint: {hint}")
 
 
+def _set_mismatch(*parts: tuple[set, str]) -> str:
+    """'a, b let two workers win; c is safe too': each non-empty set, sorted, with its remark."""
+    return "; ".join(f"{', '.join(f'{x:g}' if isinstance(x, float) else str(x) for x in sorted(items))} {remark}"
+                     for items, remark in parts if items)
+
+
 def _number(answer) -> float | None:
     try:
         value = float(answer)
@@ -120,13 +126,8 @@ def check_safe_claims(answer) -> Verdict:
     if chosen == safe:
         return Verdict(True, f"Measured on three contended runs each: {evidence}. The safe ones decide "
                              "and write in one atomic step (or hold the row lock from the read to the write).")
-    missing, wrong = safe - chosen, chosen - safe
-    parts = []
-    if wrong:
-        parts.append(f"{', '.join(sorted(wrong))} let two workers win")
-    if missing:
-        parts.append(f"{', '.join(sorted(missing))} is safe too")
-    return Verdict(False, "; ".join(parts) + f". Measured: {evidence}.")
+    return Verdict(False, _set_mismatch((chosen - safe, "let two workers win"), (safe - chosen, "is safe too"))
+                   + f". Measured: {evidence}.")
 
 
 def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
@@ -495,3 +496,21 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
                          f"{percent(target)}; the smallest whole TTL that meets it is {truth:g} s). {seen} No finite "
                          "TTL makes a false expiry impossible for an unbounded distribution: you choose how rare, "
                          "and a crash then waits out the whole TTL.")
+
+
+def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) -> Verdict:
+    """11: which of `candidates` watcher intervals are multiples of the heartbeat interval (and
+    so lengthen repeat recoveries, sim.teaching.rules_of_thumb)? A set of seconds."""
+    truth = {float(w) for w in candidates if abs(w / heartbeat_interval - round(w / heartbeat_interval)) < 1e-9}
+    if answer is None:
+        return _unanswered("divide each interval by the heartbeat interval.")
+    try:
+        chosen = {float(w) for w in (answer if isinstance(answer, set | list | tuple | frozenset) else [answer])}
+    except (TypeError, ValueError):
+        return Verdict(False, f"{answer!r} is not a set of numbers of seconds.")
+    if chosen == truth:
+        return Verdict(True, f"{', '.join(f'{w:g}' for w in sorted(truth))} s are whole multiples of "
+                             f"{heartbeat_interval:g} s: a job's second owner would renew in step with the watcher, and "
+                             "its repeat recovery would wait about half a heartbeat interval longer on average.")
+    return Verdict(False, _set_mismatch((truth - chosen, f"s also divide by {heartbeat_interval:g} s"),
+                                        (chosen - truth, "s do not")) + ".")

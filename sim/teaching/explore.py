@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sim.errors import ConfigError
+from sim.plots.style import ANNOTATION_PT
 from sim.plots.timeline import busy_window
 from sim.scenario import LeaseWarning
 from sim.teaching.notebook import widgets_available
@@ -63,7 +64,7 @@ class Explorer:
         (self.draw or _draw_timeline)(run, ax)
         notes = [str(w.message) for w in caught if issubclass(w.category, LeaseWarning)]
         if notes:
-            fig.text(0.01, 0.01, "warning: " + "; ".join(notes), fontsize=8, color="#B00000", ha="left", va="bottom")
+            fig.text(0.01, 0.01, "warning: " + "; ".join(notes), fontsize=ANNOTATION_PT, color="#B00000", ha="left", va="bottom")
         fig.canvas.draw()  # render now, so `seconds` covers the drawing too
         self.seconds = time.perf_counter() - start
         return fig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.plots.style import INK, LINESTYLES, MARKERS, PALETTE
+from sim.plots.style import ANNOTATION_PT, INK, LINESTYLES, MARKERS, PALETTE, label_log_axis
 from sim.scenario import Scenario
 from sim.stats import wilson_interval
 from sim.teaching.lessons import STRATEGIES
@@ -60,15 +60,16 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     for value, text in ((w.processing.quantile(0.99), "p99 job duration"), (f.pause_duration.quantile(0.99), "p99 pause")):
         ax.axvline(value, color="#777777", ls=":", lw=1.0)
         ax.annotate(text, (value, 0.5), xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",
-                    fontsize=8, color="#555555", rotation=90, va="center")
+                    fontsize=ANNOTATION_PT, color="#555555", rotation=90, va="center")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    label_log_axis(ax.xaxis, table["policy.lease_ttl"])  # '5', '20', '80', not 6x10^0 minor labels
     ax.set_xlabel("lease TTL (s)")
     ax.set_ylabel("false-expiry rate (share of leases expired\nunder a live owner, log scale)")
     ax.set_title("False expiry vs TTL: without a heartbeat the TTL must outlast the job, with one only the longest stall",
                  loc="left", fontsize=10)
     ax.grid(color="#e6e6e6", lw=0.6, which="both")
-    ax.legend(fontsize=8, frameon=False, loc="lower left")
+    ax.legend(fontsize=ANNOTATION_PT, frameon=False, loc="lower left")
     return ax
 
 
@@ -86,7 +87,7 @@ def plot_retention(curve: pd.DataFrame, window: float, ax=None):
             lw=1.6, gid="duplicates")
     ax.axvline(window, color=INK, ls="--", lw=1.2)
     ax.annotate("redelivery window", (window, ax.get_ylim()[1] * 0.9), xytext=(5, 0), textcoords="offset points",
-                fontsize=8, color=INK)
+                fontsize=ANNOTATION_PT, color=INK)
     ax.yaxis.set_major_formatter(PercentFormatter(100, decimals=None))
     ax.set_xlabel("dedup marker retention (s)")
     ax.set_ylabel("redeliveries applied again")
@@ -121,7 +122,7 @@ def plot_contention(frame: pd.DataFrame, axes=None):
         ax.set_xticks(sorted(frame["workers"].unique()), [str(w) for w in sorted(frame["workers"].unique())])
         ax.set_ylim(bottom=0)
         ax.grid(color="#e6e6e6", lw=0.6)
-    axes[0].legend(title="claim strategy", fontsize=8, title_fontsize=8, frameon=False)
+    axes[0].legend(title="claim strategy", fontsize=ANNOTATION_PT, title_fontsize=ANNOTATION_PT, frameon=False)
     seeds = frame.groupby(["claim", "workers"]).size().max()
     axes[0].figure.suptitle(f"Claims under contention: {int(frame['jobs'].iloc[0])} jobs at once, "
                             f"select-to-update gap {1000 * frame['gap'].iloc[0]:g} ms; mean of {count(seeds, 'run')} per point", x=0.01, ha="left", fontsize=10)
