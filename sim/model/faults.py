@@ -90,3 +90,12 @@ def crash_owner(env, workers, job: int, at: float):
     for worker in workers:
         if worker.up and worker.lease is not None and worker.lease.job == job:
             worker.process.interrupt("crash")
+
+
+def crash_holders(env, workers, times: list[float], rng):
+    """Process: at each time, crash one worker chosen uniformly among those holding a job (if any)."""
+    for t in times:
+        yield env.timeout(t - env.now)
+        holders = [w for w in workers if w.up and w.lease is not None]
+        if holders:
+            holders[int(rng.integers(len(holders)))].process.interrupt("crash")

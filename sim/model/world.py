@@ -8,7 +8,7 @@ from collections import Counter
 import simpy
 
 from sim.model.events import EventLog
-from sim.model.faults import OutageCalendar, crash_owner, inject_crashes, log_outages, poisson_times
+from sim.model.faults import OutageCalendar, crash_holders, crash_owner, inject_crashes, log_outages, poisson_times
 from sim.model.producer import JobCatalog, producer
 from sim.model.psp import Psp
 from sim.model.session import TxRegistry
@@ -73,13 +73,17 @@ def build(scenario, backend) -> World:
         worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
         world.workers.append(worker)
         crash_times = [c.at for c in faults.crashes if c.worker == i]
-        crash_times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
+        if faults.crash_target == "any":
+            crash_times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
         if crash_times:
             env.process(inject_crashes(env, worker, crash_times))
         if pauses:
             env.process(log_outages(env, world.log, worker.name, pauses, "pause"))
         if partitions:
             env.process(log_outages(env, world.log, worker.name, partitions, "partition"))
+    if faults.crash_target == "holder" and faults.crash_rate > 0:
+        times = poisson_times(faults.crash_rate * policy.workers, horizon, world.streams.generator("crashes/holder"))
+        env.process(crash_holders(env, world.workers, times, world.streams.generator("crashes/holder-pick")))
     for crash in faults.crashes:
         if crash.job is not None:
             env.process(crash_owner(env, world.workers, crash.job, crash.at))
