@@ -1,6 +1,5 @@
 """faults.crash_target: "any" crashes workers whatever they do, "holder" crashes a worker holding a job."""
 
-import numpy as np
 import pytest
 from scipy import stats
 
