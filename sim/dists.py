@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from sim.errors import ConfigError
 
 KINDS = ("constant", "exponential", "uniform", "lognormal", "pareto", "empirical")
-_Z99 = float(stats.norm.ppf(0.99))
+_Z99 = 2.3263478740408408  # scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
 _BLOCK = 512
 
 
@@ -113,12 +112,18 @@ class Dist:
             case "constant":
                 return self.value
             case "exponential":
+                from scipy import stats
+
                 return float(stats.expon.ppf(q, scale=self.mean))
             case "uniform":
                 return self.low + q * (self.high - self.low)
             case "lognormal":
+                from scipy import stats
+
                 return float(stats.lognorm.ppf(q, self.sigma, scale=self.median))
             case "pareto":
+                from scipy import stats
+
                 return float(stats.pareto.ppf(q, self.alpha, scale=self.scale))
             case _:
                 return float(np.quantile(self.samples, q))

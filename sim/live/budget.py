@@ -16,7 +16,8 @@ import numpy as np
 from sim.errors import ConfigError
 
 MAX_SHARE = 0.05
-PROBES = 30
+PROBES = 100
+WARM_UP = 10  # first executions pay for connection warm-up and statement preparation
 
 
 def shortest_interval(scenario) -> tuple[str, float]:
@@ -33,6 +34,8 @@ def shortest_interval(scenario) -> tuple[str, float]:
 def probe_latency(connection, probes: int = PROBES) -> float:
     """p99 wall seconds of a named read-only statement (select_candidates) on this server."""
     samples = []
+    for _ in range(WARM_UP):
+        connection.run("select_candidates", {"take_expired": True, "limit": 1}, at=0.0)
     for _ in range(probes):
         start = time.monotonic()
         connection.run("select_candidates", {"take_expired": True, "limit": 1}, at=0.0)

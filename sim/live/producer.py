@@ -28,7 +28,7 @@ class LiveProducer:
             self._enqueue(job, 0.0)
             self._loaded += 1
 
-    def run(self) -> None:
+    def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
         for t, job, _event in self.arrivals[self._loaded:]:
             self.clock.sleep_until(t)
             self._enqueue(job, None)

@@ -12,8 +12,6 @@ import json
 import os
 from pathlib import Path
 
-from sim.model.events import EventLog
-
 STATEMENT = "stmt"
 
 
@@ -57,8 +55,10 @@ def read_records(folder: str | Path) -> tuple[list[list], list[tuple[str, float]
     return events, statements
 
 
-def event_log(records: list[list]) -> EventLog:
-    """The records as the EventLog type a simulated run has."""
+def event_log(records: list[list]):
+    """The records as the EventLog type a simulated run has (imported here: children never need it)."""
+    from sim.model.events import EventLog
+
     log = EventLog()
     for t, kind, worker, job, attempt, detail in records:
         log.add(float(t), kind, worker, job, attempt, detail)

@@ -21,16 +21,14 @@ def setup(config: dict):
     scenario = loads(config["scenario"], "live scenario")
     clock = LiveClock(0.0, config["scale"])
     name = config["name"]
-    folder = Path(config["folder"])
-    recorder = Recorder(folder / f"{name.replace('/', '-')}-{config.get('incarnation', 0)}.jsonl", clock)
+    recorder = Recorder(Path(config["folder"]) / f"{name}-{config['spare']}.jsonl", clock)
     common = dict(dsn=config["dsn"], schema=config["schema"], queries=queries_for(config), clock=clock,
                   recorder=recorder)
     if config["role"] == "worker":
         from sim.live.worker import LiveWorker
 
         slots = Slots(config["slots"], scenario.policy.workers)
-        role = LiveWorker(scenario, config["index"], config.get("incarnation", 0), slots=slots,
-                          start_at=config.get("start_at", 0.0), **common)
+        role = LiveWorker(scenario, config["index"], slots=slots, **common)
     elif config["role"] == "watcher":
         from sim.live.watcher import LiveWatcher
 
@@ -43,8 +41,9 @@ def setup(config: dict):
         raise ValueError(f"unknown live role {config['role']!r}")
     role.prepare()
 
-    def start(t0: float) -> None:
+    def start(t0: float, incarnation: int, start_at: float) -> None:
         clock.t0 = t0
-        role.run()
+        clock.sleep_until(0.0)  # everyone begins at the common start, not when its start line arrived
+        role.run(incarnation, start_at)
 
     return start

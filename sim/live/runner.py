@@ -11,7 +11,6 @@ event log, metrics, plots and invariant checks as a simulated run.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -23,11 +22,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import sim as sim_package
 from sim.errors import ConfigError
 from sim.live.budget import check_scale, probe_latency
 from sim.live.clock import LiveClock
 from sim.live.connection import APP_PREFIX, LiveConnection
 from sim.live.faults import FaultSchedule
+from sim.live.process import command
 from sim.live.recorder import Recorder, event_log, read_records
 from sim.live.repair import repair
 from sim.live.result import LiveRun
@@ -54,10 +55,12 @@ def supported(scenario: Scenario) -> Scenario:
 
 
 class _Child:
+    """One role's process (for a worker: the one running now, and its spare, started and waiting)."""
+
     def __init__(self, name: str, role: str, proc: subprocess.Popen, index: int | None = None):
         self.name, self.role, self.proc, self.index = name, role, proc, index
+        self.spare: subprocess.Popen | None = None
         self.incarnation = 0
-        self.paused = False
         self.restarting = False  # killed; its next process waits for the restart time
 
 
@@ -77,35 +80,38 @@ class LiveRunner:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
         self.lag: list[float] = []
+        self._spawned = 0
 
     # ---- children -----------------------------------------------------------------------------
 
-    def _config(self, name: str, role: str, **extra) -> dict:
-        return {"name": name, "role": role, "dsn": self.backend.dsn, "schema": self.backend.schema,
-                "folder": str(self.folder / "records"), "slots": str(self.folder / "slots"), "scale": self.scale,
-                "scenario": dumps(self.scenario), "sql_dir": self.sql_dir, **extra}
-
-    def _spawn(self, config: dict, t0: float | None = None) -> subprocess.Popen:
-        stderr = open(self.folder / f"{config['name']}-{config.get('incarnation', 0)}.stderr", "wb")  # noqa: SIM115
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)}
-        proc = subprocess.Popen([sys.executable, "-m", "sim.live.process"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE if t0 is None else subprocess.DEVNULL, stderr=stderr, env=env)
-        stderr.close()
+    def _spawn(self, name: str, role: str, index: int | None = None) -> subprocess.Popen:
+        """Start a child: it imports, connects, says `ready` and waits for its start line."""
+        self._spawned += 1
+        config = {"name": name, "role": role, "index": index, "spare": self._spawned, "dsn": self.backend.dsn,
+                  "schema": self.backend.schema, "folder": str(self.folder / "records"), "slots": str(self.folder / "slots"),
+                  "scale": self.scale, "scenario": dumps(self.scenario), "sql_dir": self.sql_dir}
+        with open(self.folder / f"{name}-{self._spawned}.stderr", "wb") as stderr:
+            proc = subprocess.Popen(command(sys.executable, str(Path(sim_package.__file__).parent)), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=stderr)
+        proc.stderr_path = self.folder / f"{name}-{self._spawned}.stderr"
         proc.stdin.write((json.dumps(config) + "\n").encode())
-        if t0 is not None:
-            proc.stdin.write(f"{t0!r}\n".encode())
         proc.stdin.flush()
         return proc
 
-    def _await_ready(self, child: _Child) -> None:
-        line = child.proc.stdout.readline()
-        if line.strip() != b"ready":
-            raise LiveError(f"live {child.name} process failed to start: {self._stderr(child.name, 0)}")
+    @staticmethod
+    def _start(proc: subprocess.Popen, t0: float, incarnation: int = 0, start_at: float = 0.0) -> None:
+        try:
+            proc.stdin.write((json.dumps({"t0": t0, "incarnation": incarnation, "start_at": start_at}) + "\n").encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died while starting: _watch_children reports it
 
-    def _stderr(self, name: str, incarnation: int) -> str:
-        path = self.folder / f"{name}-{incarnation}.stderr"
-        text = path.read_text(errors="replace").strip() if path.exists() else ""
-        return text.splitlines()[-1] if text else "no message"
+    def _await_ready(self, name: str, proc: subprocess.Popen) -> None:
+        line = proc.stdout.readline()
+        proc.stdout.close()
+        if line.strip() != b"ready":
+            proc.wait()
+            raise LiveError(f"live {name} process failed to start: {_last_line(proc.stderr_path)}")
 
     def _start_all(self) -> float:
         policy = self.scenario.policy
@@ -113,22 +119,30 @@ class LiveRunner:
         if policy.watcher:
             specs.append(("watcher", "watcher", None))
         for name, role, index in specs:
-            config = self._config(name, role, index=index)
-            self.children[name] = _Child(name, role, self._spawn(config), index)
+            self.children[name] = _Child(name, role, self._spawn(name, role, index), index)
         for child in self.children.values():
-            self._await_ready(child)
+            if child.role == "worker":
+                child.spare = self._spawn(child.name, "worker", child.index)
+        for child in self.children.values():
+            self._await_ready(child.name, child.proc)
         t0 = time.monotonic() + 0.05
         for child in self.children.values():
-            child.proc.stdin.write(f"{t0!r}\n".encode())
-            child.proc.stdin.close()
+            self._start(child.proc, t0)
         return t0
 
-    def _kill(self, child: _Child) -> None:
-        if child.proc.poll() is None:
-            child.proc.send_signal(signal.SIGKILL)
-        child.proc.wait()
-        if child.proc.stdout is not None:
-            child.proc.stdout.close()
+    def _kill_all(self) -> None:
+        procs = [c.proc for c in self.children.values()] + [c.spare for c in self.children.values() if c.spare]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None and not stream.closed:
+                    try:
+                        stream.close()
+                    except BrokenPipeError:
+                        pass
 
     # ---- faults -------------------------------------------------------------------------------
 
@@ -149,7 +163,7 @@ class LiveRunner:
         self._crashed(i, t, schedule)
 
     def _crashed(self, i: int, t: float, schedule: FaultSchedule) -> None:
-        """Log the crash with what the worker held, then start its next process, due after the restart delay."""
+        """Log the crash with what the worker held; start its spare, due after the restart delay; a new spare."""
         child = self._worker(i)
         held = self.slots.held(i)
         if held is None:
@@ -157,14 +171,20 @@ class LiveRunner:
         else:
             self.recorder.add("crash", child.name, held[0], held[1], held[2], t=t)
         self.slots.release(i)
-        if child.proc.stdout is not None:
-            child.proc.stdout.close()
         restart_at = t + schedule.restart_delay[i]()
         child.incarnation += 1
-        config = self._config(child.name, "worker", index=i, incarnation=child.incarnation, start_at=restart_at)
-        child.proc = self._spawn(config, self.clock.t0)
+        if child.spare is None:  # killed again before a new spare was started: start one now (it starts late)
+            child.spare = self._spawn(child.name, "worker", i)
+        child.proc, child.spare = child.spare, None
+        self._start(child.proc, self.clock.t0, child.incarnation, restart_at)
         child.restarting = True
         schedule.push(restart_at, "restart", worker=i)
+
+    def _replenish(self) -> None:
+        """A spare for each worker whose spare went into service (started outside the fault actions)."""
+        for child in self.children.values():
+            if child.role == "worker" and child.spare is None:
+                child.spare = self._spawn(child.name, "worker", child.index)
 
     def _act(self, action, schedule: FaultSchedule) -> None:
         kind, i = action.kind, action.worker
@@ -208,8 +228,7 @@ class LiveRunner:
             if child.role == "worker" and not child.restarting:
                 self._crashed(child.index, self.clock.now(), schedule)
             elif child.role != "worker" or code != -signal.SIGKILL:
-                raise LiveError(f"live {child.name} process exited with code {code}: "
-                                f"{self._stderr(child.name, child.incarnation)}")
+                raise LiveError(f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}")
 
     def _play(self, schedule: FaultSchedule) -> None:
         horizon = self.scenario.horizon
@@ -219,7 +238,9 @@ class LiveRunner:
             due = self.clock.monotonic_at(t_next)
             while (now := time.monotonic()) < due:
                 self._watch_children(schedule)
-                time.sleep(min(TICK_S, max(due - now, 0.0)))
+                if due - now > TICK_S:
+                    self._replenish()
+                time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
             if t_next >= horizon:
                 return
             self.lag.append(time.monotonic() - due)
@@ -251,8 +272,7 @@ class LiveRunner:
                 time.sleep(max(0.0, t0 - time.monotonic()))
                 self._play(schedule)
             finally:
-                for child in self.children.values():
-                    self._kill(child)
+                self._kill_all()
             self._await_backends_gone()
             self.backend.connect("inspector")
             tables = {name: self.backend.execute("inspector", f"dump_{name}", {})
@@ -305,8 +325,9 @@ def _proc_state(pid: int) -> str:
         return "?"
 
 
-def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
+def _last_line(path: Path) -> str:
+    text = path.read_text(errors="replace").strip() if path.exists() else ""
+    return text.splitlines()[-1] if text else "no message"
 
 
 def live(scenario: Scenario | str, *, duration: float, time_scale: float = 1.0, dsn: str | None = None,

@@ -17,7 +17,7 @@ class LiveWatcher:
     def prepare(self) -> None:
         self.db.open()
 
-    def run(self) -> None:
+    def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
         policy = self.policy
         max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
         self.clock.sleep(self.phase)

@@ -28,28 +28,30 @@ class Lease:
 
 
 class LiveWorker:
-    def __init__(self, scenario, index: int, incarnation: int, *, slots, start_at: float, dsn, schema, queries,
-                 clock, recorder):
+    def __init__(self, scenario, index: int, *, slots, dsn, schema, queries, clock, recorder):
         self.scenario, self.policy, self.faults = scenario, scenario.policy, scenario.faults
-        self.index, self.incarnation, self.start_at = index, incarnation, start_at
+        self.index = index
         self.name = f"w{index}"
         self.clock, self.recorder, self.slots = clock, recorder, slots
         _, self.catalog = job_plan(scenario)
         partition = {"slots": slots, "index": index, "partition_mode": self.faults.partition_mode}
         self.db = LiveConnection(dsn, schema, self.name, queries, clock, recorder, **partition)
         self.hb_db = LiveConnection(dsn, schema, f"{self.name}/hb", queries, clock, recorder, **partition)
-        streams = Streams(scenario.seed)
+        self._psp_dir = os.path.join(os.path.dirname(recorder.path), "psp-keys")
+
+    def _streams(self, incarnation: int) -> None:
+        """This process's random sources: the model's streams for the first process, fresh ones after a restart."""
+        streams = Streams(self.scenario.seed)
 
         def stream(base: str):
             return streams.generator(stream_name(base, incarnation))
 
-        i = index
+        i = self.index
         self.phase = (float(stream(f"worker/{i}/phase").uniform(0, self.policy.poll_interval))
                       if self.policy.random_phase and incarnation == 0 else 0.0)
-        self._psp_call = scenario.workload.psp_call.sampler(stream(f"worker/{i}/psp"))
+        self._psp_call = self.scenario.workload.psp_call.sampler(stream(f"worker/{i}/psp"))
         self._hb_delay = self.faults.heartbeat_delay.sampler(stream(f"worker/{i}/hb-delay"))
         self._hb_loss = stream(f"worker/{i}/hb-loss")
-        self._psp_dir = os.path.join(os.path.dirname(recorder.path), "psp-keys")
 
     def prepare(self) -> None:
         self.db.open()
@@ -57,9 +59,10 @@ class LiveWorker:
 
     # ---- life cycle ---------------------------------------------------------------------------
 
-    def run(self) -> None:
-        if self.incarnation:
-            self.clock.sleep_until(self.start_at)
+    def run(self, incarnation: int = 0, start_at: float = 0.0) -> None:
+        self._streams(incarnation)
+        if incarnation:
+            self.clock.sleep_until(start_at)
             self.recorder.add("restart", self.name)
         self.clock.sleep(self.phase)
         poll = self.policy.poll_interval
@@ -75,8 +78,9 @@ class LiveWorker:
                 self.clock.sleep(poll)
                 continue
             lease = Lease(*claimed)
-            self.slots.hold(self.index, lease.job, lease.attempt, lease.until)
+            # record first, then tell the runner: a worker the runner sees holding a job has its claim on record
             self.recorder.add("claim", self.name, lease.job, lease.attempt, lease.until)
+            self.slots.hold(self.index, lease.job, lease.attempt, lease.until)
             if self.policy.heartbeat:
                 threading.Thread(target=self._heartbeat, args=(lease,), daemon=True).start()
             try:
