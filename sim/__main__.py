@@ -1,4 +1,4 @@
-"""The Lease Lab command line: `python -m sim list | show | run | live | demo | advise | review` (also `leaselab`).
+"""The Lease Lab command line: `python -m sim list | show | run | live | demo | advise | review | sweep` (also `leaselab`).
 
 Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one `error:` line).
 """
@@ -21,9 +21,12 @@ import pandas as pd
 
 from sim.db.errors import DatabaseError
 from sim.errors import ConfigError
+from sim.runner import refuse_memory
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 RUN_FILES = ("events", "leases", "jobs")
+SWEEP_METRICS = ("double_claims", "false_expiries", "duplicate_db_effects", "duplicate_external_effects",
+                 "recovery_latency", "lost_jobs")
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 DEMO = (
     # (file stem, label, preset, overrides, what to look at)
@@ -52,7 +55,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print the usage and exit; we want one line
         if "COMMAND" in message:
-            message += " (list, show, run, live, demo, advise or review; see --help)"
+            message += " (list, show, run, live, demo, advise, review or sweep; see --help)"
         raise UsageError(message)
 
 
@@ -102,6 +105,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dsn", help="PostgreSQL DSN for --backend postgres (default: $LEASELAB_DSN, "
                                  "$DATABASE_URL, else an embedded server)")
     p.add_argument("--keep-schema", action="store_true", help="postgres: keep the run's schema for inspection")
+    _add_sql(p)
     p.add_argument("--out", type=Path, metavar="DIR", help="write events, leases, jobs, summary.json, "
                                                            "scenario.toml and timeline.png here")
     p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="table format for --out")
@@ -118,6 +122,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)")
     p.add_argument("--seed", type=int, help="random seed of the fault schedule and jobs (default: the scenario's)")
     p.add_argument("--dsn", help="PostgreSQL DSN (default: $LEASELAB_DSN, $DATABASE_URL, else an embedded server)")
+    _add_sql(p)
     p.add_argument("--compare-seeds", type=int, default=0, metavar="N",
                    help="also simulate N seeds of the same scenario and compare (default 0: no comparison)")
     p.add_argument("--out", type=Path, metavar="DIR", help="write the run's tables, summary.json, timeline.png "
@@ -159,10 +164,33 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_set(p)
     p.add_argument("--seeds", type=int, default=3, metavar="N", help="runs per scenario and variant: seeds 1..N (default: 3)")
     p.add_argument("--no-variants", action="store_true", help="judge on the scenario's own runs only")
+    _add_sql(p, dsn=True)
     p.add_argument("--out", type=Path, metavar="DIR", help="write review.csv, review.txt and review.png here")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
     p.set_defaults(command=cmd_review)
+
+    p = sub.add_parser("sweep", help="run a grid of settings x replications; print means with 95% intervals")
+    p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
+    _add_set(p)
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="a setting and its values, e.g. --grid policy.watcher_interval=5,15,30; repeatable")
+    p.add_argument("--replications", type=int, default=5, metavar="N", help="runs per grid point (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="sweep seed (default: 0)")
+    p.add_argument("--serial", action="store_true", help="run in this process instead of a process pool")
+    _add_sql(p, dsn=True)
+    p.add_argument("--out", type=Path, metavar="DIR", help="write runs.csv and aggregate.csv here")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.set_defaults(command=cmd_sweep)
     return parser
+
+
+def _add_sql(p: argparse.ArgumentParser, *, dsn: bool = False) -> None:
+    p.add_argument("--sql", type=Path, metavar="DIR",
+                   help="your own queue: a directory with queries.sql (overriding Lease Lab's statements by name) "
+                        "and optionally schema.sql; runs on the postgres backend")
+    if dsn:
+        p.add_argument("--dsn", help="PostgreSQL DSN for --sql (default: $LEASELAB_DSN, $DATABASE_URL, "
+                                     "else an embedded server)")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -198,12 +226,14 @@ def cmd_run(args) -> int:
         changes["record_heartbeats"] = False
     if changes:
         scenario = scenario.replace(**changes)
-    backend = args.backend or scenario.backend
+    backend = args.backend or ("postgres" if args.sql is not None else scenario.backend)
+    if args.sql is not None and backend == "memory":
+        refuse_memory(args.sql)
     if backend != "postgres" and (args.dsn or args.keep_schema):
         warnings.warn("--dsn and --keep-schema only apply to the postgres backend; ignored", LeaseWarning, stacklevel=1)
     if args.out is not None:
         _check_out(args.out, args.force)
-    run = _simulate(scenario, backend, args.dsn, args.keep_schema)
+    run = _simulate(scenario, backend, args.dsn, args.keep_schema, args.sql)
     report = run.check()
     print(format_summary(run))
     print()
@@ -285,7 +315,8 @@ def cmd_review(args) -> int:
     scenario = _scenario(args.scenario, args.assignments)
     if args.out is not None:
         _check_out(args.out, args.force)
-    result = review(scenario, seeds=range(1, args.seeds + 1), variants=not args.no_variants)
+    result = review(scenario, seeds=range(1, args.seeds + 1), variants=not args.no_variants, sql=args.sql,
+                    dsn=args.dsn)
     print(result)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -293,6 +324,36 @@ def cmd_review(args) -> int:
         (args.out / "review.txt").write_text(str(result) + "\n", encoding="utf-8")
         result.figure().savefig(args.out / "review.png", dpi=110)
         print(f"\nwrote {args.out}/: review.csv, review.txt, review.png")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    import sim
+
+    if args.replications < 1:
+        raise UsageError(f"--replications {args.replications}: must be at least 1")
+    scenario = _scenario(args.scenario, args.assignments)
+    grid = {}
+    for item in args.grid:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise UsageError(f"--grid expects KEY=V1,V2,... (e.g. policy.watcher_interval=5,30), got {item!r}")
+        grid[key.strip()] = [_toml_value(key, v.strip()) for v in values.split(",")]
+    if args.out is not None:
+        _check_out(args.out, args.force)
+    result = sim.sweep(scenario, grid, replications=args.replications, seed=args.seed,
+                       executor="serial" if args.serial else None, sql=args.sql, dsn=args.dsn)
+    table = result.aggregate()
+    shown = [c for c in table.columns if c in grid or c == "n" or c.split("_mean")[0] in SWEEP_METRICS
+             and c.endswith("_mean")]
+    print(f"{scenario.name}: {len(result.runs)} runs in {result.wall_seconds:.1f} s"
+          + (f" on the queue in {args.sql}" if args.sql is not None else ""))
+    print(table[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.runs.to_csv(args.out / "runs.csv", index=False)
+        table.to_csv(args.out / "aggregate.csv", index=False)
+        print(f"\nwrote {args.out}/: runs.csv, aggregate.csv")
     return 0
 
 
@@ -333,7 +394,8 @@ def cmd_live(args) -> int:
     if args.out is not None:
         _check_out(args.out, args.force)
     try:
-        run = live(scenario, duration=args.duration, time_scale=args.time_scale, dsn=args.dsn, seed=args.seed)
+        run = live(scenario, duration=args.duration, time_scale=args.time_scale, dsn=args.dsn, seed=args.seed,
+                   sql=args.sql)
     except LiveError as exc:
         return _fail(str(exc))
     report = run.check()
@@ -363,11 +425,11 @@ def _scenario(name: str, assignments: list[str]):
     return scenario.with_overrides(overrides) if overrides else scenario
 
 
-def _simulate(scenario, backend: str, dsn, keep_schema: bool):
+def _simulate(scenario, backend: str, dsn, keep_schema: bool, sql=None):
     import sim
 
     try:
-        return sim.run(scenario, backend=backend, dsn=dsn, keep_schema=keep_schema)
+        return sim.run(scenario, backend=backend, dsn=dsn, keep_schema=keep_schema, sql=sql)
     except ImportError as exc:
         if backend == "postgres":
             raise ConfigError(f"backend postgres is not available: {exc}") from None

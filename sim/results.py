@@ -29,6 +29,7 @@ class Run:
     worker_skews: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
     backend: str = "memory"
+    queue: str | None = None  # the user's queue directory whose SQL ran (postgres only), None: sql/ as is
 
     def __repr__(self) -> str:
         return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"

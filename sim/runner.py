@@ -4,32 +4,49 @@ from __future__ import annotations
 
 from sim.db.base import Backend
 from sim.db.memory import MemoryBackend
+from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
 from sim.scenario import Scenario, resolve, validate
 
 
-def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False) -> Backend:
-    """A fresh backend: 'memory' (the simulated Postgres) or 'postgres' (embedded, or the DSN's server)."""
+def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False,
+                 sql=None) -> Backend:
+    """A fresh backend: 'memory' (the simulated Postgres) or 'postgres' (embedded, or the DSN's
+    server); `sql`, a queue directory (or QueueDefinition), runs the user's statements (postgres only)."""
     if not isinstance(kind, str):
         return kind
     if kind == "memory":
+        if sql is not None:
+            refuse_memory(sql)
         return MemoryBackend()
     if kind == "postgres":
         from sim.db.postgres import PostgresBackend
 
-        return PostgresBackend(dsn, keep_schema=keep_schema)
-    from sim.errors import ConfigError
+        queue = None
+        if sql is not None:
+            from sim.db.queue_dir import loaded
 
+            queue = loaded(sql)
+        return PostgresBackend(dsn, keep_schema=keep_schema, queue=queue)
     raise ConfigError(f"backend: {kind!r} is not one of memory, postgres")
 
 
+def refuse_memory(sql) -> None:
+    raise ConfigError(f"--sql {getattr(sql, 'path', sql)}: the simulated database (backend memory) only knows "
+                      "Lease Lab's own statements; a queue's own SQL runs on real PostgreSQL: use backend postgres")
+
+
 def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed: int | None = None,
-        dsn: str | None = None, keep_schema: bool = False, progress: bool | None = None, **overrides) -> Run:
+        dsn: str | None = None, keep_schema: bool = False, progress: bool | None = None, sql=None,
+        **overrides) -> Run:
     """Simulate `scenario` (a Scenario, preset name or TOML path) to its horizon.
 
     `overrides` are dotted keys, e.g. run("baseline", seed=3, **{"policy.lease_ttl": 20}).
-    The backend defaults to the scenario's own setting.
+    The backend defaults to the scenario's own setting. `sql`: a queue directory (queries.sql,
+    optional schema.sql; see sim.db.queue_dir) whose statements replace Lease Lab's; it runs on
+    the postgres backend (the default then), is checked on the server before anything runs, and
+    is refused on the memory backend.
     """
     if isinstance(scenario, str):
         scenario = resolve(scenario)
@@ -39,7 +56,21 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
         scenario = scenario.replace(seed=seed)
-    db = make_backend(backend or scenario.backend, dsn=dsn, keep_schema=keep_schema)
+    given = not (backend is None or isinstance(backend, str))  # a Backend the caller made
+    queue = getattr(backend, "queue", None) if given else None
+    if sql is not None:
+        if given:
+            raise ConfigError("sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead")
+        if backend == "memory":
+            refuse_memory(sql)
+        from sim.db.queue_dir import loaded
+        from sim.db.server import connect_dsn
+
+        queue, backend, dsn = loaded(sql), "postgres", connect_dsn(dsn)
+        queue.check_on(dsn)  # nothing runs before the whole definition is valid on this server
+    if queue is not None:
+        queue.require(scenario)
+    db = make_backend(backend or scenario.backend, dsn=dsn, keep_schema=keep_schema, sql=queue)
     owned = backend is None or isinstance(backend, str)
     try:
         world = build(scenario, db)
@@ -51,4 +82,5 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
         if owned:
             db.close()
     skews = {w.name: w.db.skew for w in world.workers}
-    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name)
+    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name,
+               queue=str(queue.path) if queue is not None else None)

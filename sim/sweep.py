@@ -135,7 +135,7 @@ def _column_value(value):
 # ---- running -------------------------------------------------------------------------------------
 
 def _run_chunk(scenarios: dict[int, Scenario], tasks: list[tuple[int, int, int]],
-               metrics: tuple[str, ...] | None) -> list[tuple[int, dict]]:
+               metrics: tuple[str, ...] | None, sql=None, dsn: str | None = None) -> list[tuple[int, dict]]:
     """Run (task index, point index, seed) tasks; return (task index, summary metrics) per run."""
     from sim.runner import run
 
@@ -145,7 +145,7 @@ def _run_chunk(scenarios: dict[int, Scenario], tasks: list[tuple[int, int, int]]
         for index, point, seed in tasks:
             scenario = scenarios[point]
             try:
-                summary = run(scenario.replace(seed=seed), progress=False).summary
+                summary = run(scenario.replace(seed=seed), progress=False, sql=sql, dsn=dsn).summary
             except Exception as exc:
                 exc.add_note(f"in sweep run {index} (grid point {point}, seed {seed})")
                 raise
@@ -233,7 +233,8 @@ class _Progress:
 
 def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, replications: int = 1,
           seed: int = 0, *, executor: cf.Executor | str | None = None, max_workers: int | None = None,
-          progress: bool | None = None, metrics: Sequence[str] | None = None) -> SweepResult:
+          progress: bool | None = None, metrics: Sequence[str] | None = None, sql=None,
+          dsn: str | None = None) -> SweepResult:
     """Run every point of `grid` (the full factorial) `replications` times; one summary row per run.
 
     scenario: a Scenario, preset name or TOML path. grid: {dotted key: [values]}, e.g.
@@ -242,6 +243,8 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     process pool over `max_workers`, default all cores), "serial" (this process), or any
     concurrent.futures.Executor, which is used but not shut down. metrics: summary metrics to keep
     (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s.
+    sql: a queue directory whose statements replace Lease Lab's (see sim.run); every run is then on
+    PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
     base = resolve(scenario) if isinstance(scenario, str) else scenario
     if not isinstance(base, Scenario):
@@ -259,6 +262,14 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
         _check_metric_names(base, metrics)
     points = _points(grid)
     scenarios = {i: base.with_overrides(point) if point else base for i, point in enumerate(points)}
+    if sql is not None:
+        from sim.db.queue_dir import loaded
+        from sim.db.server import connect_dsn
+
+        sql, dsn = loaded(sql), connect_dsn(dsn)  # started here once, not in every worker process
+        sql.check_on(dsn)
+        for point in scenarios.values():
+            sql.require(point)
 
     tasks = [(i * replications + r, i, run_seed(seed, point, r))
              for i, point in enumerate(points) for r in range(replications)]
@@ -274,7 +285,7 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     try:
         if serial:
             for chunk in _chunks(tasks, max(1, len(tasks) // 10)):
-                results.update(_run_chunk({p: scenarios[p] for _, p, _ in chunk}, chunk, metrics))
+                results.update(_run_chunk({p: scenarios[p] for _, p, _ in chunk}, chunk, metrics, sql, dsn))
                 bar.tick(len(chunk))
         else:
             pool = executor if executor is not None else _default_pool(max_workers or _cpu_count())
@@ -282,7 +293,7 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
             futures = {}
             for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):
                 needed = {p: scenarios[p] for _, p, _ in chunk}
-                futures[pool.submit(_run_chunk, needed, chunk, metrics)] = len(chunk)
+                futures[pool.submit(_run_chunk, needed, chunk, metrics, sql, dsn)] = len(chunk)
             pending = set(futures)
             try:
                 while pending:

@@ -1,5 +1,6 @@
--- Lease Lab schema: a payment job queue handed out by leases, the dedup markers of seed 2 and
--- the ledger that stands for the database effect. Created inside the run's own schema.
+-- Lease Lab schema, part 1: the payment job queue handed out by leases. Created inside the run's
+-- own schema, after bookkeeping.sql (the dedup markers and the ledger). A queue directory's
+-- schema.sql replaces this file, never bookkeeping.sql.
 -- Times are timestamptz; Lease Lab binds them as a fixed epoch + simulated seconds.
 
 CREATE TABLE payment_jobs (
@@ -21,23 +22,3 @@ CREATE TABLE payment_jobs (
 CREATE INDEX payment_jobs_open_idx ON payment_jobs (id) WHERE status IN ('Pending', 'Processing');
 CREATE INDEX payment_jobs_lease_idx ON payment_jobs (lease_until) WHERE status = 'Processing';
 CREATE INDEX payment_jobs_event_idx ON payment_jobs (event_id);
-
--- Seed 2: one row per logical event that has been applied; the unique key is the dedup claim.
-CREATE TABLE processed_events (
-    event_id      text        PRIMARY KEY,
-    payload_hash  text        NOT NULL,               -- same id, other payload: rejected by policy
-    processed_at  timestamptz NOT NULL
-);
-CREATE INDEX processed_events_age_idx ON processed_events (processed_at);
-
--- The database effect of processing a payment: one row per application.
-CREATE TABLE ledger (
-    entry_id      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    job_id        bigint      NOT NULL,
-    event_id      text        NOT NULL,
-    amount_cents  bigint      NOT NULL,
-    worker        text        NOT NULL,
-    attempt       integer     NOT NULL,
-    applied_at    timestamptz NOT NULL
-);
-CREATE INDEX ledger_event_idx ON ledger (event_id);

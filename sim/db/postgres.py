@@ -67,6 +67,7 @@ from sim.db.errors import (
     UniqueViolationError,
 )
 from sim.db.queries import Query, get_query, load_queries, schema_sql
+from sim.db.queue_dir import QueueDefinition
 from sim.db.server import (
     connect_dsn,
     connection_error,
@@ -202,11 +203,14 @@ class PostgresBackend:
     name = "postgres"
 
     def __init__(self, dsn: str | None = None, *, keep_schema: bool = False, schema: str | None = None,
-                 _existing: bool = False):
+                 queue: QueueDefinition | None = None, _existing: bool = False):
         self.dsn = connect_dsn(dsn)
         self.schema = schema or f"leaselab_{secrets.token_hex(6)}"
         self.keep_schema = keep_schema or _existing
-        self._queries = load_queries()
+        self.queue = queue  # a user's queue definition (checked on this server), or None: sql/ as is
+        if queue is not None:
+            queue.check_on(self.dsn)
+        self._queries = queue.queries if queue is not None else load_queries()
         self._statements: dict[str, _Statement] = {}
         self._clients: dict[str, _Client] = {}
         self._pids: dict[int, str] = {}  # backend pid -> client, for naming lock holders
@@ -243,7 +247,7 @@ class PostgresBackend:
     def _find_schema(self) -> None:
         try:
             found = self._monitor.execute(
-                "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = 'payment_jobs'",
+                "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = 'ledger'",
                 (self.schema,)).fetchone()[0]
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
@@ -261,7 +265,7 @@ class PostgresBackend:
             with self._monitor.transaction():
                 self._monitor.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
                 self._monitor.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
-                self._monitor.execute(schema_sql())
+                self._monitor.execute(self.queue.schema_sql if self.queue is not None else schema_sql())
         except pg_errors.InsufficientPrivilege as exc:
             info = conninfo_to_dict(self.dsn)
             raise unavailable(
@@ -461,6 +465,8 @@ class PostgresBackend:
 
     def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
         q = self._queries.get(query) or get_query(query)
+        if self.queue is not None and query in self.queue.missing:
+            raise self.queue.absent(query)
         state = self._client(client, query)
         self._idle(client, state, query)
         q.check(params)

@@ -99,9 +99,20 @@ def load_queries() -> dict[str, Query]:
 
 
 @cache
+def job_schema_sql() -> str:
+    """The DDL of the job table (payment_jobs): what a queue directory's schema.sql replaces."""
+    return _sql_text("schema.sql")
+
+
+@cache
+def bookkeeping_sql() -> str:
+    """The DDL of Lease Lab's own tables (dedup markers, ledger): never replaced."""
+    return _sql_text("bookkeeping.sql")
+
+
 def schema_sql() -> str:
     """The DDL that creates Lease Lab's tables in the current schema."""
-    return _sql_text("schema.sql")
+    return bookkeeping_sql() + "\n" + job_schema_sql()
 
 
 def get_query(name: str) -> Query:

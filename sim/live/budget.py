@@ -31,14 +31,18 @@ def shortest_interval(scenario) -> tuple[str, float]:
     return min(candidates, key=lambda kv: kv[1])
 
 
-def probe_latency(connection, probes: int = PROBES) -> float:
-    """p99 wall seconds of a named read-only statement (select_candidates) on this server."""
+def probe_latency(connection, probes: int = PROBES, *, missing=()) -> float:
+    """p99 wall seconds of a named read-only statement on this server: the claim's read
+    (select_candidates), or the dump of Lease Lab's own dedup table when a user's queue has no such read."""
+    name, params = ("select_candidates", {"take_expired": True, "limit": 1})
+    if name in missing:
+        name, params = "dump_processed_events", {}
     samples = []
     for _ in range(WARM_UP):
-        connection.run("select_candidates", {"take_expired": True, "limit": 1}, at=0.0)
+        connection.run(name, dict(params), at=0.0)
     for _ in range(probes):
         start = time.monotonic()
-        connection.run("select_candidates", {"take_expired": True, "limit": 1}, at=0.0)
+        connection.run(name, dict(params), at=0.0)
         samples.append(time.monotonic() - start)
     return float(np.percentile(samples, 99))
 

@@ -12,7 +12,12 @@ from sim.scenario import loads
 
 
 def queries_for(config: dict) -> dict:
-    """The named statements this run uses: the project's sql/ (a user's queue directory later)."""
+    """The named statements this run uses: the project's sql/, with a user's queue directory's
+    statements in their place (--sql DIR; the runner has checked it on the server already)."""
+    if config.get("sql_dir"):
+        from sim.db.queue_dir import load_queue
+
+        return load_queue(config["sql_dir"]).queries
     return load_queries()
 
 

@@ -74,7 +74,13 @@ class LiveRunner:
         self.scenario = supported(scenario.replace(horizon=duration / time_scale, backend="postgres"))
         self.scale = time_scale
         self.dsn = dsn
-        self.sql_dir = sql_dir
+        self.queue = None
+        if sql_dir is not None:
+            from sim.db.queue_dir import loaded
+
+            self.queue = loaded(sql_dir)
+            self.queue.require(self.scenario)
+        self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
         self._own_folder = folder is None
         self.folder = Path(tempfile.mkdtemp(prefix="leaselab-live-")) if folder is None else Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -254,13 +260,16 @@ class LiveRunner:
         from sim.db.postgres import PostgresBackend
 
         (self.folder / "records").mkdir(exist_ok=True)
-        self.backend = PostgresBackend(self.dsn)
+        self.backend = PostgresBackend(self.dsn, queue=self.queue)  # checks a user's queue on the server
+        if self.queue is not None:
+            self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()
         try:
             probe = LiveConnection(self.backend.dsn, self.backend.schema, "probe", queries_for({"sql_dir": self.sql_dir}),
                                    LiveClock(0.0, self.scale), _NoRecords())
             try:
-                check_scale(self.scenario, self.scale, probe_latency(probe))
+                missing = self.queue.missing if self.queue is not None else {}
+                check_scale(self.scenario, self.scale, probe_latency(probe, missing=missing))
             finally:
                 probe.close()
             self.slots = Slots(self.folder / "slots", self.scenario.policy.workers, create=True)
@@ -331,12 +340,13 @@ def _last_line(path: Path) -> str:
 
 
 def live(scenario: Scenario | str, *, duration: float, time_scale: float = 1.0, dsn: str | None = None,
-         seed: int | None = None, folder: str | Path | None = None, **overrides) -> LiveRun:
+         seed: int | None = None, folder: str | Path | None = None, sql=None, **overrides) -> LiveRun:
     """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
-    seconds). Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
+    seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
+    Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
     scenario = resolve(scenario) if isinstance(scenario, str) else validate(scenario)
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
         scenario = scenario.replace(seed=seed)
-    return LiveRunner(scenario, duration=duration, time_scale=time_scale, dsn=dsn, folder=folder).run()
+    return LiveRunner(scenario, duration=duration, time_scale=time_scale, dsn=dsn, folder=folder, sql_dir=sql).run()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,3 +171,30 @@ def test_quantile_interval_covers_the_true_quantile_about_95_percent_of_the_time
     covered = sum(lo <= true_p90 <= hi for _, lo, hi in (quantile_ci(rng.exponential(size=100), 0.9) for _ in range(400)))
     low, high = stats.binom.interval(0.999, 400, 0.95)
     assert low - 8 <= covered <= high  # the order-statistic interval is conservative (>= 95%)
+
+
+def test_children_take_their_statements_from_the_query_loader(tmp_path):
+    """--sql DIR: every live process runs the queue directory's statements in place of Lease Lab's."""
+    from sim.db.queries import load_queries
+    from sim.live.roles import queries_for
+
+    assert queries_for({"sql_dir": None}) == load_queries()
+    river = queries_for({"sql_dir": "examples/queues/river-like"})
+    assert river["claim_skip_locked"].sql != load_queries()["claim_skip_locked"].sql
+    assert river["claim_skip_locked"].param_names == load_queries()["claim_skip_locked"].param_names
+
+
+def test_cli_live_refuses_bad_input_in_one_line(capsys):
+    from sim.__main__ import main
+
+    assert main(["live", "crash-recovery", "--duration", "0"]) == 2
+    assert main(["live", "crash-recovery", "--duration", "3", "--sql", str(Path("/nonexistent"))]) == 2
+    assert main(["live", "crash-recovery", "--duration", "3", "--compare-seeds", "-1"]) == 2
+    assert main(["live", "crash-recovery", "--duration", "3", "--set", "faults.crash_target=owner"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error: --duration: must be a number of seconds > 0, got 0.0",
+        "error: --sql /nonexistent: not a directory (expected one holding queries.sql and optionally schema.sql)",
+        "error: --compare-seeds: must be a whole number >= 0, got -1",
+        "error: faults.crash_target: must be one of any, holder",
+    ]

@@ -1,0 +1,48 @@
+-- The seed article's queue, as Lease Lab ships it: the claim, heartbeat, completion and watcher
+-- of sql/queries.sql, copied here so that a review quotes them from this file. Clean: the claim is
+-- one conditional UPDATE, heartbeat and completion are fenced by owner + attempt, a watcher exists.
+
+-- name: claim_conditional
+-- The claim: one atomic conditional UPDATE; no row back means someone else holds the job.
+-- params: id int, owner text, now time, lease_until time
+UPDATE payment_jobs
+SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
+    heartbeat_at = %(now)s, attempts = attempts + 1
+WHERE id = %(id)s
+  AND (status = 'Pending' OR (status = 'Processing' AND lease_until < %(now)s))
+RETURNING id, attempts;
+
+-- name: heartbeat
+-- Renew a lease, fenced: only the owner of this attempt of a Processing job extends it.
+-- params: id int, owner text, attempt int, now time, lease_until time
+UPDATE payment_jobs
+SET lease_until = %(lease_until)s, heartbeat_at = %(now)s
+WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id, lease_until;
+
+-- name: complete_fenced
+-- Mark a job Completed only if the caller still owns this attempt (owner + attempt fencing).
+-- params: id int, owner text, attempt int, now time
+UPDATE payment_jobs
+SET status = 'Completed', completed_at = %(now)s
+WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id;
+
+-- name: requeue_expired
+-- The stuck watcher: expired Processing jobs go back to Pending, or Dead at max_attempts.
+-- params: now time, max_attempts int, limit int
+WITH expired AS (
+    SELECT id FROM payment_jobs
+    WHERE status = 'Processing' AND lease_until < %(now)s
+    ORDER BY lease_until, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), requeued AS (
+    UPDATE payment_jobs j
+    SET status = CASE WHEN j.attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
+        last_error = 'lease expired'
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.id, j.status, j.lease_owner, j.attempts
+)
+SELECT id, status, lease_owner, attempts FROM requeued ORDER BY id;

@@ -1,0 +1,120 @@
+"""The contract of each named statement the model calls: what it binds, what it reads back, and
+what "no row" means. A user's queue definition (sim.db.queue_dir) is checked against these.
+
+The parameters are those of the project's statement of the same name in sql/queries.sql: the
+model binds all of them, and a statement may use any of them. The returned columns are what the
+model reads from the rows, by position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.db.queries import load_queries
+
+# column kind -> PostgreSQL type OIDs accepted for it (int2/int4/int8; text/varchar/bpchar/name; ...)
+COLUMN_OIDS: dict[str, frozenset[int]] = {
+    "int": frozenset({20, 21, 23}),
+    "text": frozenset({25, 1043, 1042, 19}),
+    "time": frozenset({1184}),
+    "bool": frozenset({16}),
+}
+SQL_TYPE = {"int": "bigint", "text": "text", "time": "timestamptz", "bool": "boolean"}
+JOB_COLUMNS = (("id", "int"), ("event_id", "text"), ("payload", "text"), ("status", "text"),
+               ("lease_owner", "text"), ("lease_until", "time"), ("attempts", "int"), ("heartbeat_at", "time"),
+               ("created_at", "time"), ("completed_at", "time"), ("last_error", "text"))
+CLAIMED = (("id", "int"), ("attempts", "int"))
+
+
+@dataclass(frozen=True)
+class Contract:
+    """When the model calls a statement, what it reads back and what no row back means."""
+
+    called: str  # when the model calls it
+    returns: tuple[tuple[str, str], ...]  # (column, kind) read by position
+    exact: bool  # exactly these columns (True), or at least these first (False)
+    no_row: str  # what the model does when no row comes back
+    required: tuple[str, ...] = ()  # parameters the statement must use
+    optional: bool = True  # may a queue leave it out (an empty block)?
+
+    def returns_text(self) -> str:
+        cols = ", ".join(f"{c} {SQL_TYPE[k]}" for c, k in self.returns)
+        if not self.returns:
+            return "nothing it reads (rows are ignored)"
+        return f"exactly ({cols})" if self.exact else f"at least ({cols}) first"
+
+
+CONTRACTS: dict[str, Contract] = {
+    "insert_job": Contract("the producer enqueues a job (Pending, attempts 0) with the model's id", (), False,
+                           "rows are ignored", ("id",), optional=False),
+    "select_candidates": Contract("the read of a claim (claim = read_then_write or conditional_update): claimable "
+                                  "jobs, oldest first", (("id", "int"),), False,
+                                  "nothing to claim: the worker sleeps poll_interval"),
+    "claim_conditional": Contract("claim one candidate (claim = conditional_update)", CLAIMED, True,
+                                  "someone else has the job: try the next candidate", ("id",)),
+    "claim_unconditional": Contract("the write of read_then_write, or of select_for_update after the lock", CLAIMED,
+                                    True, "the claim did not happen: try the next candidate", ("id",)),
+    "claim_skip_locked": Contract("claim the next job in one statement (claim = skip_locked)", CLAIMED, True,
+                                  "nothing to claim: the worker sleeps poll_interval"),
+    "lock_next_candidate": Contract("claim = select_for_update, in a transaction: lock the next claimable job",
+                                    (("id", "int"),), False, "nothing to claim: commit, sleep poll_interval"),
+    "lock_job_nowait": Contract("diagnostics and tests only: lock one job or fail at once (55P03)",
+                                (("id", "int"),), False, "no such job", ("id",)),
+    "heartbeat": Contract("renew the lease every heartbeat_interval (policy.heartbeat)",
+                          (("id", "int"), ("lease_until", "time")), True,
+                          "the lease is lost: the worker abandons the job, or carries on as a zombie "
+                          "(abandon_on_lost_lease = false)", ("id",)),
+    "complete_fenced": Contract("complete the job in the transaction of its ledger row (policy.fencing = true)",
+                                (("id", "int"),), False, "refused: the transaction (ledger row, marker) rolls back",
+                                ("id",)),
+    "complete_unfenced": Contract("complete the job in the transaction of its ledger row (policy.fencing = false)",
+                                  (("id", "int"),), False, "refused: the transaction rolls back", ("id",)),
+    "reject_job_fenced": Contract("mark the job Dead with a reason: same event id, other payload (policy.dedup)",
+                                  (("id", "int"),), False, "refused: the transaction rolls back", ("id",)),
+    "requeue_expired": Contract("the watcher's tick every watcher_interval (policy.watcher): make expired jobs "
+                                "claimable; status in Lease Lab's words, Pending or Dead",
+                                (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+                                True, "nothing had expired"),
+    "select_stuck_jobs": Contract("diagnostics: jobs whose lease has expired", (("id", "int"),), False, "none"),
+    "count_jobs_by_status": Contract("diagnostics: jobs per status", (("status", "text"), ("count", "int")), True,
+                                     "no jobs"),
+    "dump_jobs": Contract("once after the run: every job in Lease Lab's words (status Pending, Processing, "
+                          "Completed or Dead; lease_owner = the last claimer; attempts = leases so far)",
+                          JOB_COLUMNS, True, "no jobs", optional=False),
+}
+# Lease Lab's own bookkeeping (dedup markers, ledger): a queue definition cannot override these.
+BOOKKEEPING = frozenset({"insert_dedup_marker", "read_dedup_marker", "purge_dedup_markers", "insert_ledger_entry",
+                         "dump_processed_events", "dump_ledger"})
+
+
+def bound_params(name: str) -> tuple[tuple[str, str], ...]:
+    """(parameter, type) the model binds to statement `name`: those of the project's statement."""
+    return load_queries()[name].params
+
+
+def statements_called(scenario) -> dict[str, str]:
+    """The job-table statements a run of `scenario` calls, each with the setting that calls it."""
+    p = scenario.policy
+    called = {"insert_job": "every run", "dump_jobs": "every run"}
+    claim = {"read_then_write": ("select_candidates", "claim_unconditional"),
+             "conditional_update": ("select_candidates", "claim_conditional"),
+             "skip_locked": ("claim_skip_locked",),
+             "select_for_update": ("lock_next_candidate", "claim_unconditional")}[p.claim]
+    called.update({name: f"policy.claim = {p.claim}" for name in claim})
+    if p.heartbeat:
+        called["heartbeat"] = "policy.heartbeat = true"
+    called["complete_fenced" if p.fencing else "complete_unfenced"] = f"policy.fencing = {str(p.fencing).lower()}"
+    if p.dedup:
+        called["reject_job_fenced"] = "policy.dedup = true"
+    if p.watcher:
+        called["requeue_expired"] = "policy.watcher = true"
+    return called
+
+
+def contracts_markdown() -> str:
+    """The contracts as a Markdown table (README and notebook 09)."""
+    lines = ["| statement | called | binds | returns | no row means |", "|---|---|---|---|---|"]
+    for name, c in CONTRACTS.items():
+        binds = ", ".join(f"{p} {t}" for p, t in bound_params(name)) or "nothing"
+        lines.append(f"| `{name}` | {c.called} | {binds} | {c.returns_text()} | {c.no_row} |")
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""A user's queue directory (sim.db.queue_dir): every bad definition gets one error line naming
+file:line and the statement, before anything runs; good ones merge with Lease Lab's statements."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.db.contracts import CONTRACTS, contracts_markdown, statements_called
+from sim.db.queries import load_queries
+from sim.db.queue_dir import QueueDefinitionError, load_queue
+from sim.scenario import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "queues"
+
+CLAIM = """\
+-- name: claim_conditional
+-- My claim.
+-- params: id int, owner text, now time, lease_until time
+UPDATE payment_jobs
+SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s, attempts = attempts + 1
+WHERE id = %(id)s AND (status = 'Pending' OR lease_until < %(now)s)
+RETURNING id, attempts;
+"""
+
+
+def queue(tmp_path: Path, queries: str, schema: str | None = None) -> Path:
+    d = tmp_path / "myqueue"
+    d.mkdir(exist_ok=True)
+    (d / "queries.sql").write_text(queries, encoding="utf-8")
+    if schema is not None:
+        (d / "schema.sql").write_text(schema, encoding="utf-8")
+    return d
+
+
+def error(tmp_path, queries, schema=None, dsn=None) -> str:
+    with pytest.raises(QueueDefinitionError) as info:
+        q = load_queue(queue(tmp_path, queries, schema))
+        if dsn is not None:
+            q.check_on(dsn)
+    message = str(info.value)
+    assert "\n" not in message
+    return message.replace(str(tmp_path / "myqueue") + "/", "")
+
+
+def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
+    q = load_queue(queue(tmp_path, "-- header comment\n\n" + CLAIM))
+    assert list(q.overrides) == ["claim_conditional"]
+    o = q.overrides["claim_conditional"]
+    assert (o.line, o.sql_line, o.description) == (3, 6, "My claim.")
+    merged = q.queries
+    assert merged["claim_conditional"].sql.startswith("UPDATE payment_jobs\nSET status")
+    assert merged["claim_conditional"].params == load_queries()["claim_conditional"].params
+    assert merged["heartbeat"] is load_queries()["heartbeat"]
+    assert q.where("claim_conditional") == f"{tmp_path}/myqueue/queries.sql:6"
+    assert q.where("heartbeat") == "Lease Lab's sql/queries.sql"
+    assert "CREATE TABLE payment_jobs" in q.schema_sql and "CREATE TABLE ledger" in q.schema_sql
+
+
+@pytest.mark.parametrize("queries, expected", [
+    ("-- name: claim_conditonal\n-- x\n-- params: id int\nUPDATE t SET a = 1 WHERE id = %(id)s RETURNING id, a;\n",
+     "queries.sql:1: claim_conditonal: unknown statement name (did you mean claim_conditional?); a queue can define "),
+    ("-- name: insert_ledger_entry\n-- x\n-- params:\nSELECT 1;\n",
+     "queries.sql:1: insert_ledger_entry: is Lease Lab's bookkeeping (dedup markers and ledger stay Lease Lab's); remove it"),
+    (CLAIM.replace("-- params: id int, owner text, now time, lease_until time\n", ""),
+     "queries.sql:1: claim_conditional: no '-- params:' line after the description"),
+    (CLAIM.replace("lease_until time", "lease_until time, queue text"),
+     "queries.sql:3: claim_conditional: declares queue, which Lease Lab does not bind to claim_conditional; it binds "
+     "id int, owner text, now time, lease_until time"),
+    (CLAIM.replace(", lease_until time", ""),
+     "queries.sql:5: claim_conditional: uses %(lease_until)s, which its -- params: line does not declare (Lease Lab "
+     "binds it as time: add 'lease_until time')"),
+    (CLAIM.replace("owner text", "owner int"),
+     "queries.sql:3: claim_conditional: declares owner int, but Lease Lab binds owner as text"),
+    (CLAIM.replace("lease_owner = %(owner)s, ", ""),
+     "queries.sql:3: claim_conditional: declares owner but never uses %(owner)s"),
+    (CLAIM.replace("id int, ", "").replace("WHERE id = %(id)s AND", "WHERE"),
+     "queries.sql:4: claim_conditional: must use %(id)s (the job Lease Lab means); it uses lease_until, now, owner"),
+    (CLAIM.replace("owner text", "owner string"),
+     "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool or time)"),
+    (CLAIM + "\n" + CLAIM, "queries.sql:9: claim_conditional: defined twice (first at line 1)"),
+    ("-- name: dump_jobs\n-- x\n-- params:\n", "queries.sql:1: dump_jobs: has no statement, and every run needs one"),
+    ("SELECT 1;\n", "queries.sql:1: no '-- name: NAME' block"),
+])
+def test_bad_text_is_one_line_naming_file_line_and_statement(tmp_path, queries, expected):
+    assert error(tmp_path, queries).startswith(expected)
+
+
+def test_a_missing_directory_or_file_is_named(tmp_path):
+    with pytest.raises(QueueDefinitionError, match="not a directory"):
+        load_queue(tmp_path / "nope")
+    with pytest.raises(QueueDefinitionError, match=r"no queries\.sql in it"):
+        load_queue(tmp_path)
+
+
+def test_an_empty_block_leaves_an_optional_statement_out(tmp_path):
+    q = load_queue(queue(tmp_path, "-- name: heartbeat\n-- We have none.\n-- params:\n"))
+    assert q.overrides["heartbeat"].sql == ""
+    assert q.sql_of("heartbeat") is None
+    assert "heartbeat" not in {n for n, o in q.overrides.items() if o.sql}
+
+
+def test_statements_called_follow_the_policy():
+    s = resolve("gc-pause-zombie")
+    assert set(statements_called(s)) == {"insert_job", "dump_jobs", "select_candidates", "claim_conditional",
+                                         "heartbeat", "complete_fenced", "reject_job_fenced", "requeue_expired"}
+    river = resolve("river")
+    assert set(statements_called(river)) == {"insert_job", "dump_jobs", "claim_skip_locked", "complete_unfenced",
+                                             "requeue_expired"}
+
+
+def test_every_contract_is_a_project_statement_and_documented_in_the_readme():
+    assert set(CONTRACTS) <= set(load_queries())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert contracts_markdown() in readme
+
+
+def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
+    import sim
+    from sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--sql .*: the simulated database \(backend memory\) only knows Lease "
+                                          r"Lab's own statements; .* use backend postgres$"):
+        sim.run("baseline", backend="memory", sql=EXAMPLES / "seed")
+    out = subprocess.run([sys.executable, "-m", "sim", "run", "baseline", "--backend", "memory", "--sql",
+                          str(EXAMPLES / "seed")], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+# ---- on a server: PREPARE against the schema, returned columns ------------------------------------
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("queries, schema, expected", [
+    (CLAIM.replace("WHERE id", "WHERE idd"), None,
+     "queries.sql:6: claim_conditional: PostgreSQL cannot PREPARE it against Lease Lab's job table (sql/schema.sql): "
+     "column \"idd\" does not exist"),
+    (CLAIM.replace("RETURNING id, attempts", "RETURNING id"), None,
+     "queries.sql:4: claim_conditional: returns 1 column(s) (id); Lease Lab reads exactly 2: id bigint, attempts bigint"),
+    (CLAIM.replace("RETURNING id, attempts;", ";"), None,
+     "queries.sql:4: claim_conditional: returns 0 column(s) (no columns); Lease Lab reads exactly 2: id bigint, "
+     "attempts bigint (add RETURNING ...)"),
+    (CLAIM.replace("RETURNING id, attempts", "RETURNING id, lease_owner"), None,
+     "queries.sql:4: claim_conditional: column 2 (lease_owner) is text; Lease Lab reads it as attempts bigint "
+     "(cast it: ...::bigint)"),
+    (CLAIM, "CREATE TABLE jobs (id bigint PRIMARY KEY);\nCREATE TABLE oops (x nosuchtype);\n",
+     "schema.sql:2: PostgreSQL cannot run it: type \"nosuchtype\" does not exist"),
+    (CLAIM, "CREATE TABLE jobs (id bigint PRIMARY KEY, state text);\n",
+     "queries.sql:4: claim_conditional: PostgreSQL cannot PREPARE it against "),
+])
+def test_statements_are_prepared_against_the_schema(tmp_path, pg_dsn, queries, schema, expected):
+    assert error(tmp_path, queries, schema, dsn=pg_dsn).startswith(expected)
+
+
+@pytest.mark.postgres
+def test_the_check_leaves_nothing_behind(tmp_path, pg_dsn, admin):
+    before = admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab_check_%'").fetchone()[0]
+    q = load_queue(EXAMPLES / "river-like")
+    q.check_on(pg_dsn)
+    after = admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab_check_%'").fetchone()[0]
+    assert before == after == 0
+    assert q.missing["heartbeat"] == "left out by an empty block"
+    assert q.missing["claim_conditional"].startswith("not in queries.sql, and Lease Lab's text does not fit "
+                                                     "schema.sql: relation \"payment_jobs\" does not exist")
+    assert set(q.missing) == set(CONTRACTS) - {"insert_job", "claim_skip_locked", "complete_unfenced",
+                                               "requeue_expired", "dump_jobs"}
+
+
+@pytest.mark.postgres
+def test_a_scenario_calling_a_missing_statement_is_refused_before_it_runs(pg_dsn):
+    import sim
+
+    with pytest.raises(QueueDefinitionError) as info:
+        sim.run("gc-pause-zombie", sql=EXAMPLES / "river-like", dsn=pg_dsn)
+    assert str(info.value).startswith(f"{EXAMPLES / 'river-like'}/queries.sql: select_candidates: policy.claim = "
+                                      "conditional_update calls it, but this queue has none (not in queries.sql, and "
+                                      "Lease Lab's text does not fit schema.sql: relation \"payment_jobs\" does not "
+                                      "exist); define select_candidates in queries.sql or change policy.claim")
+
+
+@pytest.fixture
+def admin(pg_dsn):
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        yield conn
