@@ -40,10 +40,11 @@ def recovery_parts(run: Run) -> pd.DataFrame:
     """One row per recovered crash: latency = lease_remaining + watcher_wait + poll_wait.
 
     lease_remaining: crash -> the end of the lease the owner last renewed (0 if it had already run
-    out); watcher_wait: the lease's end -> the watcher's requeue of the job (0 when the claim itself
-    took the expired lease); poll_wait: the job claimable -> a poller claimed it."""
+    out); watcher_wait: the lease's end -> the watcher's requeue of the job (0 when the claim takes
+    expired leases: the job is claimable from the lease's end); poll_wait: claimable -> claimed."""
     until = {}
     requeues: dict[int, list[float]] = {}
+    takes_expired = run.scenario.policy.claim_takes_expired
     for t, kind, _worker, job, _attempt, detail in run.log:
         if kind == "crash" and job is not None:
             until[(t, job)] = detail
@@ -55,7 +56,8 @@ def recovery_parts(run: Run) -> pd.DataFrame:
         end = rec.crash_at if end is None else max(float(end), rec.crash_at)
         end = min(end, rec.reclaimed_at)
         requeued = [t for t in requeues.get(rec.job, []) if rec.crash_at <= t <= rec.reclaimed_at]
-        claimable = max(requeued[0], end) if requeued else end
+        # a claim that takes expired leases could have it from the lease's end, requeued or not
+        claimable = max(requeued[0], end) if requeued and not takes_expired else end
         rows.append({"crash_at": rec.crash_at, "job": rec.job, "latency": rec.latency,
                      "lease_remaining": end - rec.crash_at, "watcher_wait": claimable - end,
                      "poll_wait": rec.reclaimed_at - claimable})
