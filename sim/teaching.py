@@ -37,6 +37,7 @@ from sim.db.base import Backend, Blocked
 from sim.db.queries import get_query
 from sim.dists import Dist
 from sim.errors import ConfigError
+from sim.live_lesson import check_largest_part as check_largest_part  # notebook 10 (live mode)
 from sim.scenario import (
     LOCK_TTL,
     Faults,
