@@ -19,6 +19,7 @@ class LiveRun(Run):
     statement_seconds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["name", "seconds"]))
     runner_lag: np.ndarray = field(default_factory=lambda: np.zeros(0))  # wall seconds late, per fault action
     repaired: list[str] = field(default_factory=list)  # records rebuilt from the tables (kills racing commits)
+    incidents: list[str] = field(default_factory=list)  # worker processes that died on their own
     folder: str = ""
 
     def __repr__(self) -> str:

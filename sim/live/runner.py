@@ -86,6 +86,7 @@ class LiveRunner:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
         self.lag: list[float] = []
+        self.incidents: list[str] = []  # workers that died on their own (not killed by the fault schedule)
         self._spawned = 0
 
     # ---- children -----------------------------------------------------------------------------
@@ -232,7 +233,10 @@ class LiveRunner:
             if code is None or (child.role == "producer" and code == 0):
                 continue
             if child.role == "worker" and not child.restarting:
-                self._crashed(child.index, self.clock.now(), schedule)
+                t = self.clock.now()
+                self.incidents.append(f"{child.name} exited on its own at {t:.3f}s with code {code}: "
+                                      f"{_last_line(child.proc.stderr_path)}")
+                self._crashed(child.index, t, schedule)
             elif child.role != "worker" or code != -signal.SIGKILL:
                 raise LiveError(f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}")
 
@@ -257,6 +261,15 @@ class LiveRunner:
     # ---- the run ------------------------------------------------------------------------------
 
     def run(self) -> LiveRun:
+        """Play the run; a failed run leaves no temporary folder behind (a folder given is kept)."""
+        try:
+            return self._run()
+        except BaseException:
+            if self._own_folder:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+
+    def _run(self) -> LiveRun:
         from sim.db.postgres import PostgresBackend
 
         (self.folder / "records").mkdir(exist_ok=True)
@@ -306,7 +319,8 @@ class LiveRunner:
         run = LiveRun(self.scenario, event_log(records), {str(k): int(v) for k, v in counts.items()}, tables, {}, wall,
                       "live", time_scale=self.scale,
                       statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
-                      runner_lag=np.asarray(self.lag), repaired=repaired, folder=str(self.folder))
+                      runner_lag=np.asarray(self.lag), repaired=repaired, incidents=list(self.incidents),
+                      folder=str(self.folder))
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
             run.folder = ""

@@ -23,36 +23,28 @@ from tests.model.scripts import scripted
 pytestmark = [pytest.mark.live, pytest.mark.postgres]
 
 
-def _children() -> list[int]:
-    """Live child processes of this process still around (running, stopped or zombie)."""
-    mine = []
+def _processes():
+    """(pid, state letter, parent pid, comm, cmdline) of every process this user can see."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text().rpartition(")")[2].split()
+            comm = (entry / "comm").read_text().strip()
             cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
+        except OSError:  # gone meanwhile, or not ours to read
             continue
-        if int(stat[1]) == os.getpid() and b"sim.live.process" in cmdline:
-            mine.append(int(entry.name))
-    return mine
+        yield int(entry.name), stat[0], int(stat[1]), comm, cmdline
+
+
+def _children() -> list[int]:
+    """Live child processes of this process still around (running, stopped or zombie)."""
+    return [pid for pid, _, parent, _, cmdline in _processes() if parent == os.getpid() and b"sim.live.process" in cmdline]
 
 
 def _stopped_postgres() -> list[int]:
     """Server processes in the stopped state (T), on this machine."""
-    stopped = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            comm = (entry / "comm").read_text().strip()
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if comm.startswith("postgres") and state == "T":
-            stopped.append(int(entry.name))
-    return stopped
+    return [pid for pid, state, _, comm, _ in _processes() if comm.startswith("postgres") and state == "T"]
 
 
 def _live_backends(pg_dsn) -> int:
@@ -71,7 +63,11 @@ def test_killing_holders_live_recovers_like_the_simulation(pg_dsn):
     assert isinstance(r, sim.LiveRun) and r.backend == "live" and r.scenario.horizon == 15.0
     assert r.summary["crashes"] >= 15  # Poisson(30): P(< 15) ~ 0.0005
     crashes = r.events[r.events.kind == "crash"]
-    assert crashes["job"].notna().all(), "crash_target holder kills holders only"
+    # crash_target holder kills holders only; a kill in the instant after a completion committed is
+    # repaired from the tables, and that worker held nothing any more when it died
+    repaired = sum(note.startswith("completion") for note in r.repaired)
+    assert int(crashes["job"].isna().sum()) == repaired, r.repaired
+    assert r.incidents == []  # no worker process died on its own
     report = sim.check(r)
     assert report.ok, str(report)
     assert duplicate_completions(r) == 0 and r.summary["duplicate_db_effects"] == 0
