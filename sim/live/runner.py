@@ -212,13 +212,11 @@ class LiveRunner:
             child = self._worker(i)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGSTOP)
-                child.paused = True
             self.recorder.add("pause_start", child.name, None, None, action.until - action.t, t=action.t)
         elif kind == "unpause":
             child = self._worker(i)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGCONT)
-            child.paused = False
             self.recorder.add("pause_end", child.name, t=action.t)
         elif kind == "partition":
             self.slots.partition(i, action.until)

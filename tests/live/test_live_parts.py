@@ -125,13 +125,13 @@ def test_fault_schedule_plays_the_models_fault_times():
 def test_time_scale_is_refused_where_statement_latency_would_dominate():
     scenario = preset("crash-recovery")  # poll 2 s is its shortest interval
     assert shortest_interval(scenario) == ("policy.poll_interval", 2.0)
-    check_scale(scenario, 0.05, p99=0.004)  # 4 ms / 0.05 = 0.08 s: 4% of 2 s
-    with pytest.raises(ConfigError, match=r"^--time-scale 0.01: a statement takes 4.0 ms \(p99\) on this server, "
+    check_scale(scenario, 0.05, latency=0.004)  # 4 ms / 0.05 = 0.08 s: 4% of 2 s
+    with pytest.raises(ConfigError, match=r"^--time-scale 0.01: a statement takes 4.0 ms \(median\) on this server, "
                                           r"0.4 s of scenario time, 20% of policy.poll_interval 2 s; above 5% latency, "
                                           r"not the lease policy, would dominate: use --time-scale >= 0.04$"):
-        check_scale(scenario, 0.01, p99=0.004)
+        check_scale(scenario, 0.01, latency=0.004)
     with pytest.raises(ConfigError, match=r"^--time-scale: must be a number > 0"):
-        check_scale(scenario, 0.0, p99=0.004)
+        check_scale(scenario, 0.0, latency=0.004)
 
 
 def test_settings_live_mode_does_not_play_are_refused():

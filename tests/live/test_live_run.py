@@ -104,3 +104,32 @@ def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
     errors = e[(e.worker == "w1") & (e.kind == "db_error")]
     assert len(errors) >= 1 and errors.t.between(1.0, 2.05).all()
     assert _children() == [] and _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
+
+
+def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
+    """SIGKILL of the runner itself: the kernel kills its children (PR_SET_PDEATHSIG), no orphan runs on."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sim; from sim.live.settings import hand_check; "
+            f"sim.live(hand_check(), duration=60.0, dsn={pg_dsn!r}, folder={str(tmp_path)!r})")
+    runner = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (tmp_path / "records" / "runner.jsonl").exists():
+            time.sleep(0.1)  # the runner writes its records once every child has started
+        children = [pid for pid, _, parent, _, cmdline in _processes()
+                    if parent == runner.pid and b"sim.live.process" in cmdline]
+        assert len(children) >= 4 + 4 + 2  # workers, their spares, producer and watcher
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    time.sleep(1.0)
+    running = [pid for pid, state, _, _, _ in _processes() if pid in children and state != "Z"]
+    assert running == []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _live_backends(pg_dsn):
+        time.sleep(0.1)
+    assert _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
