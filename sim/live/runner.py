@@ -272,6 +272,9 @@ class LiveRunner:
 
         (self.folder / "records").mkdir(exist_ok=True)
         self.backend = PostgresBackend(self.dsn, queue=self.queue)  # checks a user's queue on the server
+        (self.folder / "run.json").write_text(json.dumps({  # what a crashed runner leaves to clean up
+            "schema": self.backend.schema, "scenario": self.scenario.name, "horizon": self.scenario.horizon,
+            "time_scale": self.scale}), encoding="utf-8")
         if self.queue is not None:
             self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()

@@ -6,11 +6,19 @@ plays it again through a DSN instead of the embedded server). About 25 s togethe
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
+from psycopg import sql
+from scipy import stats
 
 import sim
 from sim.comparison import compare, duplicate_completions
@@ -48,7 +56,6 @@ def _stopped_postgres() -> list[int]:
 
 
 def _live_backends(pg_dsn) -> int:
-    import psycopg
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'leaselab-live:%'").fetchone()[0]
@@ -75,8 +82,6 @@ def test_killing_holders_live_recovers_like_the_simulation(pg_dsn):
     row = c.table.loc["recovery latency mean (s)"]
     assert row.live_low < row.live_high and row.sim_low < row.sim_high
     mean, values = row.live, c.live_latencies
-    from scipy import stats
-
     low, high = stats.t.interval(0.99, len(values) - 1, loc=mean, scale=stats.sem(values))
     assert low * 0.9 <= row.simulated <= high * 1.1, (row.simulated, low, high)
     parts = c.parts
@@ -108,11 +113,6 @@ def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
 
 def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
     """SIGKILL of the runner itself: the kernel kills its children (PR_SET_PDEATHSIG), no orphan runs on."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     code = ("import sim; from sim.live.settings import hand_check; "
             f"sim.live(hand_check(), duration=60.0, dsn={pg_dsn!r}, folder={str(tmp_path)!r})")
     runner = subprocess.Popen([sys.executable, "-c", code])
@@ -133,3 +133,6 @@ def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
     while time.monotonic() < deadline and _live_backends(pg_dsn):
         time.sleep(0.1)
     assert _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
+    schema = json.loads((tmp_path / "run.json").read_text())["schema"]  # the killed runner could not drop it
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
