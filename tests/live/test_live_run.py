@@ -136,3 +136,19 @@ def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
     schema = json.loads((tmp_path / "run.json").read_text())["schema"]  # the killed runner could not drop it
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_cli_live_runs_compares_and_writes(pg_dsn, tmp_path, capsys):
+    from sim.__main__ import main
+    from sim.scenario import save
+
+    toml = save(hand_check(), tmp_path / "check.toml")
+    out = tmp_path / "out"
+    code = main(["live", str(toml), "--duration", "4", "--dsn", pg_dsn, "--compare-seeds", "2", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "live-check: seed 1, live backend, 4 s played live" in printed
+    assert "invariants: all hold" in printed and "simulated 95% interval widened by 10%" in printed
+    assert {p.name for p in out.iterdir()} >= {"events.csv", "summary.json", "timeline.png", "comparison.csv",
+                                               "comparison.png"}
+    assert _children() == []
