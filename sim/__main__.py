@@ -26,7 +26,7 @@ from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 RUN_FILES = ("events", "leases", "jobs")
 SWEEP_METRICS = ("double_claims", "false_expiries", "duplicate_db_effects", "duplicate_external_effects",
-                 "recovery_latency", "lost_jobs")
+                 "recovery_latency_mean", "lost_jobs")
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 DEMO = (
     # (file stem, label, preset, overrides, what to look at)
@@ -218,7 +218,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_run(args) -> int:
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario = _scenario(args.scenario, args.assignments, args.sql)
     changes = {}
     if args.seed is not None:
         changes["seed"] = args.seed
@@ -312,7 +312,7 @@ def cmd_review(args) -> int:
 
     if args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}: must be at least 1")
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario = _scenario(args.scenario, args.assignments, args.sql)
     if args.out is not None:
         _check_out(args.out, args.force)
     result = review(scenario, seeds=range(1, args.seeds + 1), variants=not args.no_variants, sql=args.sql,
@@ -332,7 +332,7 @@ def cmd_sweep(args) -> int:
 
     if args.replications < 1:
         raise UsageError(f"--replications {args.replications}: must be at least 1")
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario = _scenario(args.scenario, args.assignments, args.sql)
     grid = {}
     for item in args.grid:
         key, sep, values = item.partition("=")
@@ -344,8 +344,7 @@ def cmd_sweep(args) -> int:
     result = sim.sweep(scenario, grid, replications=args.replications, seed=args.seed,
                        executor="serial" if args.serial else None, sql=args.sql, dsn=args.dsn)
     table = result.aggregate()
-    shown = [c for c in table.columns if c in grid or c == "n" or c.split("_mean")[0] in SWEEP_METRICS
-             and c.endswith("_mean")]
+    shown = [c for c in table.columns if c in grid or c == "n" or c.endswith("_mean") and c[:-5] in SWEEP_METRICS]
     print(f"{scenario.name}: {len(result.runs)} runs in {result.wall_seconds:.1f} s"
           + (f" on the queue in {args.sql}" if args.sql is not None else ""))
     print(table[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
@@ -419,8 +418,10 @@ def cmd_live(args) -> int:
     return 0 if report.ok else 1
 
 
-def _scenario(name: str, assignments: list[str]):
+def _scenario(name: str, assignments: list[str], sql=None):
     overrides = parse_assignments(assignments)
+    if sql is not None and overrides.get("backend") == "memory":
+        refuse_memory(sql)
     scenario = resolve(name)
     return scenario.with_overrides(overrides) if overrides else scenario
 
@@ -539,7 +540,8 @@ def format_summary(run) -> str:
     width = max(len(label) for label, _ in rows)
     p = scenario.policy
     played = "played live" if run.backend == "live" else "simulated"
-    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend, {scenario.horizon:g} s {played} "
+    queue = f" (queue {run.queue})" if getattr(run, "queue", None) else ""
+    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend{queue}, {scenario.horizon:g} s {played} "
             f"in {run.wall_seconds:.2f} s; {p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s")
     return "\n".join([head, *(f"  {label:<{width}}  {value}" for label, value in rows)])
 

@@ -70,6 +70,8 @@ class Review:
     measured: dict[str, dict[str, float]]
     runs: list = field(repr=False)
     variants: dict[str, list] = field(repr=False)  # variant name -> its runs (one per seed)
+    queue: str | None = None  # the user's queue directory whose SQL was reviewed (on PostgreSQL)
+    findings: dict = field(default_factory=dict, repr=False)  # check key -> sql_findings.Finding
 
     @property
     def ok(self) -> bool:
@@ -85,7 +87,8 @@ class Review:
         watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
         seeds = ", ".join(map(str, self.seeds))
         runs = count(len(self.runs), "run")
-        return (f"Design review of {s.name}: {runs} (seed{'s' if len(self.seeds) != 1 else ''} {seeds}), "
+        queue = f" on the queue in {self.queue} (PostgreSQL)" if self.queue else ""
+        return (f"Design review of {s.name}{queue}: {runs} (seed{'s' if len(self.seeds) != 1 else ''} {seeds}), "
                 f"{s.horizon:g} s each; "
                 f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
 
@@ -137,8 +140,14 @@ class Review:
         return self.runs[0], "the scenario"
 
 
-def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, **overrides) -> Review:
-    """Run `scenario` for each seed (and its variants) and evaluate the checklist on what happened."""
+def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, sql=None, dsn: str | None = None,
+           **overrides) -> Review:
+    """Run `scenario` for each seed (and its variants) and evaluate the checklist on what happened.
+
+    sql: a queue directory (see sim.db.queue_dir): every run executes its statements on
+    PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
+    say what the SQL text shows, confirmed or refuted by the runs.
+    """
     import sim
 
     if isinstance(scenario, str):
@@ -148,15 +157,64 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ConfigError("seeds: give at least one seed")
-    runs = [sim.run(scenario, seed=s) for s in seeds]
-    checker = _Checker(scenario, runs, variants)
+    on = {}
+    if sql is not None:
+        from sim.db.queue_dir import loaded
+        from sim.db.server import connect_dsn
+        from sim.runner import refuse_memory
+
+        if overrides.get("backend") == "memory":
+            refuse_memory(sql)
+        queue, dsn = loaded(sql), connect_dsn(dsn)
+        queue.check_on(dsn)
+        queue.require(scenario)
+        on = {"sql": queue, "dsn": dsn}
+    runs = [sim.run(scenario, seed=s, **on) for s in seeds]
+    checker = _Checker(scenario, runs, variants, on)
     rows, measured = [], {}
     for key in ITEMS:
         status, evidence, numbers = getattr(checker, key)()
         rows.append({"check": key, "item": ITEMS[key], "status": status, "evidence": evidence})
         measured[key] = numbers
+    found = {}
+    if on:
+        from sim.sql_findings import findings
+
+        found = findings(on["sql"], scenario.policy)
+        for row in rows:
+            if row["check"] in found:
+                row["status"], row["evidence"] = _weigh(found[row["check"]], row["status"], row["evidence"],
+                                                        measured[row["check"]])
     table = pd.DataFrame(rows).set_index("check")
-    return Review(scenario, seeds, table, measured, runs, checker.variants)
+    return Review(scenario, seeds, table, measured, runs, checker.variants,
+                  queue=str(on["sql"].path) if on else None, findings=found)
+
+
+def trouble(key: str, numbers: dict) -> int:
+    """What the runs measured against an item the SQL text speaks to: double claims (claim),
+    completions by a non-owner (fencing), expired jobs never moved or stuck (watcher)."""
+    if key == "claim":
+        return int(numbers.get("double_claims", 0) + (numbers.get("variant_double_claims") or 0))
+    if key == "fencing":
+        return int(numbers.get("non_owner_completions", 0))
+    return int(numbers.get("stuck_processing", 0) + numbers.get("never_moved", 0))
+
+
+def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str]:
+    """An item's status and evidence with the SQL text's finding beside the runs: a flaw the text
+    shows and the runs hit fails; one they did not hit stays a risk; a text that looks right but
+    whose runs went wrong is refuted."""
+    bad = trouble(finding.item, numbers)
+    numbers["sql_safe"] = finding.safe
+    if not finding.safe and bad:
+        verdict, status = "the runs confirm it", FAIL
+    elif not finding.safe:
+        verdict, status = "the runs did not hit it", RISK if status == PASS else status
+    elif bad:
+        verdict = "the runs refute it"
+    else:
+        verdict = "the runs confirm it" if status == PASS else "the runs do not contradict it"
+    return status, f"SQL: {finding.text}; {verdict}. Runs: {evidence}"
 
 
 # ---- measurements --------------------------------------------------------------------------------
@@ -234,8 +292,9 @@ def _total(runs, key: str) -> int:
 class _Checker:
     """Evaluates each item on the runs; builds (and caches) the variants it needs."""
 
-    def __init__(self, scenario: Scenario, runs: list, allow_variants: bool):
+    def __init__(self, scenario: Scenario, runs: list, allow_variants: bool, on: dict | None = None):
         self.scenario = scenario
+        self.on = on or {}  # sql= and dsn= for every run: the user's queue on PostgreSQL
         self.policy = scenario.policy
         self.runs = runs
         self.allow_variants = allow_variants
@@ -256,7 +315,7 @@ class _Checker:
             import sim
 
             self.variants[name] = [r for r in (self._variant_scenario(name, base) for base in self.runs) if r is not None]
-            self.variants[name] = [sim.run(s, seed=s.seed) for s in self.variants[name]]
+            self.variants[name] = [sim.run(s, seed=s.seed, **self.on) for s in self.variants[name]]
         return self.variants[name]
 
     def _variant_scenario(self, name: str, base) -> Scenario | None:
@@ -314,7 +373,8 @@ class _Checker:
         p = self.policy
         doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
         numbers = {"double_claims": doubles, "leases": leases}
-        text = f"{p.claim} ({CLAIMS[p.claim]}): {doubles} double claims in {leases} leases over {self.n_runs}"
+        how = "the queue's statements" if self.on else CLAIMS[p.claim]
+        text = f"{p.claim} ({how}): {doubles} double claims in {leases} leases over {self.n_runs}"
         if doubles:
             text += f" ({_pct(doubles / leases)} of leases)"
         contention = self.variant("contention")
@@ -324,8 +384,10 @@ class _Checker:
             workers = contention[0].scenario.policy.workers
             text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
                      + (f" ({_pct(vd / vl)})" if vd else ""))
-        if p.claim == "read_then_write":
+        if p.claim == "read_then_write" and not self.on:
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
+        if (doubles or numbers.get("variant_double_claims", 0)) and self.on:
+            return FAIL, text + ": two workers held one job at once.", numbers
         if doubles or numbers.get("variant_double_claims", 0):
             cause = " (worker clocks are skewed: policy.clock = worker)" if p.clock == "worker" else ""
             return RISK, text + f"{cause}: the claim is atomic, yet two workers held one job at once.", numbers
@@ -525,7 +587,8 @@ class _Checker:
                            "their lease and carried on)")
         m = {"refused_completions": refused, "non_owner_completions": stolen, "variant": bool(variant)}
         if p.fencing:
-            text = (f"completion checks owner + attempt: {refused} late completions refused, {stolen} completions by a "
+            head = "complete_fenced" if self.on else "completion checks owner + attempt"
+            text = (f"{head}: {refused} late completions refused, {stolen} completions by a "
                     f"non-owner{variant}")
             if stolen:
                 return FAIL, text + ".", m

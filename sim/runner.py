@@ -61,7 +61,7 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     if sql is not None:
         if given:
             raise ConfigError("sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead")
-        if backend == "memory":
+        if backend == "memory" or overrides.get("backend") == "memory":
             refuse_memory(sql)
         from sim.db.queue_dir import loaded
         from sim.db.server import connect_dsn
@@ -81,6 +81,8 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     finally:
         if owned:
             db.close()
+    if queue is not None:
+        queue.check_jobs_table(tables["jobs"])
     skews = {w.name: w.db.skew for w in world.workers}
     return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name,
                queue=str(queue.path) if queue is not None else None)

@@ -265,6 +265,10 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     if sql is not None:
         from sim.db.queue_dir import loaded
         from sim.db.server import connect_dsn
+        from sim.runner import refuse_memory
+
+        if "memory" in grid.get("backend", []):
+            refuse_memory(sql)
 
         sql, dsn = loaded(sql), connect_dsn(dsn)  # started here once, not in every worker process
         sql.check_on(dsn)

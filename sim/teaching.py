@@ -1594,3 +1594,13 @@ def coverage_markdown(frame: pd.DataFrame) -> str:
                           for notebook, section in places)
         lines.append(f"| `{tag}` | {group['meaning'].iloc[0]} | {where} |")
     return "\n".join(lines)
+
+
+def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Verdict:
+    """09: the reader's complete_fenced must refuse the zombie's completion under gc-pause-zombie."""
+    if answer is None or not str(answer).strip():
+        return _unanswered("UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s "
+                           "AND ... RETURNING id; which two facts does only the current lease holder know?")
+    from sim.queue_lab import fenced_completion_verdict
+
+    return Verdict(*fenced_completion_verdict(str(answer), dsn=dsn))

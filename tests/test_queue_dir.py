@@ -126,10 +126,19 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^--sql .*: the simulated database \(backend memory\) only knows Lease "
                                           r"Lab's own statements; .* use backend postgres$"):
         sim.run("baseline", backend="memory", sql=EXAMPLES / "seed")
-    out = subprocess.run([sys.executable, "-m", "sim", "run", "baseline", "--backend", "memory", "--sql",
-                          str(EXAMPLES / "seed")], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 2
-    assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
+        sim.run("baseline", sql=EXAMPLES / "seed", **{"backend": "memory"})
+    with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
+        sim.review("baseline", sql=EXAMPLES / "seed", backend="memory")
+    with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
+        sim.sweep("baseline", {"backend": ["memory", "postgres"]}, sql=EXAMPLES / "seed")
+    for argv in (["run", "baseline", "--backend", "memory"], ["run", "baseline", "--set", "backend=memory"],
+                 ["review", "baseline", "--set", "backend=memory"], ["sweep", "baseline", "--set", "backend=memory"]):
+        out = subprocess.run([sys.executable, "-m", "sim", *argv, "--sql", str(EXAMPLES / "seed")],
+                             capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 2, argv
+        assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1, (argv, out.stderr)
+        assert "backend memory" in out.stderr
 
 
 # ---- on a server: PREPARE against the schema, returned columns ------------------------------------
@@ -151,6 +160,13 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
      "schema.sql:2: PostgreSQL cannot run it: type \"nosuchtype\" does not exist"),
     (CLAIM, "CREATE TABLE jobs (id bigint PRIMARY KEY, state text);\n",
      "queries.sql:4: claim_conditional: PostgreSQL cannot PREPARE it against "),
+    ("-- name: heartbeat\n-- none\n-- params:\n", "CREATE TABLE jobs (id bigint PRIMARY KEY);\n",
+     "queries.sql: insert_job: not in queries.sql, and Lease Lab's text does not fit schema.sql: relation "
+     "\"payment_jobs\" does not exist; every run needs it: define it in queries.sql"),
+    ("-- name: heartbeat\n-- none\n-- params:\n", "CREATE TABLE payment_jobs (id bigint);\n\nCREATE TABLE public.evil (x int);\n",
+     "schema.sql:3: creates public.evil outside the run's own schema; keep names unqualified"),
+    ("-- name: heartbeat\n-- none\n-- params:\n", "SET search_path TO public;\nCREATE TABLE x (id int);\n",
+     "schema.sql:1: moves search_path outside the run's own schema"),
 ])
 def test_statements_are_prepared_against_the_schema(tmp_path, pg_dsn, queries, schema, expected):
     assert error(tmp_path, queries, schema, dsn=pg_dsn).startswith(expected)
@@ -188,3 +204,25 @@ def admin(pg_dsn):
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         yield conn
+
+
+def test_the_seed_example_is_lease_labs_own_text():
+    """examples/queues/seed copies sql/queries.sql's statements on purpose (a template to start
+    from); this keeps the copy from drifting."""
+    seed = load_queue(EXAMPLES / "seed")
+    assert set(seed.overrides) == {"claim_conditional", "heartbeat", "complete_fenced", "requeue_expired"}
+    for name, o in seed.overrides.items():
+        assert " ".join(o.sql.split()) == " ".join(load_queries()[name].sql.split()), name
+        assert o.declared == load_queries()[name].params
+
+
+@pytest.mark.postgres
+def test_a_status_lease_lab_does_not_know_is_named_after_the_run(tmp_path, pg_dsn):
+    import sim
+
+    dump = load_queries()["dump_jobs"].sql.replace("status,", "lower(status),")
+    d = queue(tmp_path, f"-- name: dump_jobs\n-- Lower case.\n-- params:\n{dump};\n")
+    with pytest.raises(QueueDefinitionError) as info:
+        sim.run("gc-pause-zombie", sql=d, dsn=pg_dsn)
+    assert str(info.value) == (f"{d}/queries.sql:4: dump_jobs: returned status 'completed'; Lease Lab reads Pending, "
+                               "Processing, Completed, Dead (map your states with CASE ... END)")

@@ -1,7 +1,9 @@
 """PostgresBackend: the Backend protocol on a real PostgreSQL, through psycopg 3.
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
-close (or at interpreter exit if never closed). Each simulated client owns one connection,
+close (or at interpreter exit if never closed). With `queue=` (a user's queue directory, see
+sim.db.queue_dir) the job table and the statements are the user's, checked on the server first;
+Lease Lab's bookkeeping tables are created beside them as always. Each simulated client owns one connection,
 opened on first use. Everything runs on the driving (SimPy) thread through psycopg's low-level
 libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its parameters
 bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the

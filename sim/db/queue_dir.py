@@ -20,7 +20,6 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -40,12 +39,22 @@ from sim.db.queries import PARAM_TYPES, Query, bookkeeping_sql, job_schema_sql, 
 from sim.errors import ConfigError
 
 QUERIES_FILE = "queries.sql"
+STATUSES = ("Pending", "Processing", "Completed", "Dead")
 SCHEMA_FILE = "schema.sql"
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-_OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}
 _TYPE_NAMES = {16: "boolean", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
                701: "double precision", 1042: "char", 1043: "varchar", 1082: "date", 1114: "timestamp",
                1184: "timestamptz", 1700: "numeric", 2950: "uuid", 3802: "jsonb", 114: "json"}
+
+
+# Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved search_path.
+_ELSEWHERE = """
+SELECT 'search_path' WHERE current_schema() IS DISTINCT FROM $1
+UNION ALL
+(SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.xmin::text = (txid_current() % 4294967296)::text AND n.nspname <> $1
+   AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1 LIMIT 1)
+"""
 
 
 class QueueDefinitionError(ConfigError):
@@ -92,12 +101,8 @@ class QueueDefinition:
     def schema_sql(self) -> str:
         return bookkeeping_sql() + "\n" + (self.job_schema if self.job_schema is not None else job_schema_sql())
 
-    @property
-    def fingerprint(self) -> str:
-        text = repr(sorted((n, o.sql, o.declared) for n, o in self.overrides.items())) + repr(self.job_schema)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
     def file(self, name: str = QUERIES_FILE) -> str:
+        """The path of one of the directory's files, as error messages name it."""
         return str(self.path / name)
 
     def where(self, name: str) -> str:
@@ -132,6 +137,14 @@ class QueueDefinition:
         finally:
             conn.close()
         self._checked.add(dsn)
+
+    def check_jobs_table(self, rows: list[tuple]) -> None:
+        """dump_jobs must speak Lease Lab's words: a status it does not know is the queue's mistake."""
+        found = sorted({row[3] for row in rows} - set(STATUSES), key=str)
+        if found:
+            raise QueueDefinitionError(
+                f"{self.where('dump_jobs')}: dump_jobs: returned status {found[0]!r}; Lease Lab reads "
+                f"{', '.join(STATUSES)} (map your states with CASE ... END)")
 
     def absent(self, name: str) -> QueueDefinitionError:
         """The error for running statement `name`, which this queue leaves out."""
@@ -305,10 +318,25 @@ class _Checker:
                     line = 1 + q.job_schema[:_position(result)].count("\n")
                     raise QueueDefinitionError(f"{q.file('schema.sql')}:{line}: PostgreSQL cannot run it: "
                                                f"{_message(result)}")
-            for name in CONTRACTS:
+                self._own_schema_only(schema)
+            for name in [*q.overrides, *(n for n in CONTRACTS if n not in q.overrides)]:  # the user's first
                 self._statement(name)
         finally:
             self._exec("ROLLBACK")
+
+    def _own_schema_only(self, schema: str) -> None:
+        """schema.sql must create its objects in the run's own schema, and leave search_path there."""
+        result = self.pg.exec_params(_ELSEWHERE.encode(), [schema.encode()])
+        self._ok(result)
+        if result.ntuples:
+            where = result.get_value(0, 0).decode()
+            what = "moves search_path" if where == "search_path" else f"creates {where}"
+            word = where.rpartition(".")[2].lower()
+            lines = self.queue.job_schema.lower().splitlines()
+            line = next((i + 1 for i, text in enumerate(lines) if word in text), 1)
+            raise QueueDefinitionError(f"{self.queue.file(SCHEMA_FILE)}:{line}: {what} outside the run's own schema; "
+                                       "keep names unqualified (Lease Lab creates everything in a schema of its own "
+                                       "and drops it afterwards)")
 
     @staticmethod
     def _ok(result) -> None:
@@ -320,24 +348,22 @@ class _Checker:
         o = q.overrides.get(name)
         if o is not None and not o.sql:
             return
+        from sim.db.postgres import _statement  # the wire form a run sends: $n placeholders, typed
+
         sql = o.sql if o is not None else load_queries()[name].sql
-        kinds = dict(bound_params(name))
-        order: list[str] = []
-
-        def number(match: re.Match) -> str:
-            if match.group(1) not in order:
-                order.append(match.group(1))
-            return f"${order.index(match.group(1)) + 1}"
-
-        text = _PLACEHOLDER.sub(number, sql)
+        wire = _statement(Query(name, "", bound_params(name), sql))
+        text = wire.text.decode()
         self._ok(self._exec("SAVEPOINT leaselab_check"))
         stmt = f"leaselab_check_{name}".encode()
-        result = self.pg.prepare(stmt, text.encode(), [_OIDS[kinds[p]] for p in order])
+        result = self.pg.prepare(stmt, wire.text, list(wire.oids))
         if result.status != pq.ExecStatus.COMMAND_OK:
             self._ok(self._exec("ROLLBACK TO SAVEPOINT leaselab_check"))
             if o is None:  # the project's text under the user's schema: not available, not an error
-                q.missing[name] = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: " \
-                                  f"{_message(result)}"
+                why = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: {_message(result)}"
+                if not CONTRACTS[name].optional:
+                    raise QueueDefinitionError(f"{q.file()}: {name}: {why}; every run needs it: define it in "
+                                               f"{QUERIES_FILE}")
+                q.missing[name] = why
                 return
             line = o.sql_line + text[:_position(result)].count("\n")
             against = q.file(SCHEMA_FILE) if q.job_schema is not None else "Lease Lab's job table (sql/schema.sql)"
