@@ -318,7 +318,7 @@ class LiveRunner:
         records, repaired = repair(records, tables)
         counts = pd.Series([name for name, _ in statements], dtype=object).value_counts().to_dict()
         run = LiveRun(self.scenario, event_log(records), {str(k): int(v) for k, v in counts.items()}, tables, {}, wall,
-                      "live", time_scale=self.scale,
+                      "live", queue=None if self.queue is None else self.queue.name, time_scale=self.scale,
                       statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
                       runner_lag=np.asarray(self.lag), repaired=repaired, incidents=list(self.incidents),
                       folder=str(self.folder))
