@@ -3,6 +3,9 @@
 Each violation names the invariant, the job and what was seen. A scenario lists in `expect` the
 violations it exists to demonstrate (the read-then-write race expects double claims); anything
 else is unexpected.
+
+A check reads a finished run (sim.results.Run: its log, leases, jobs, final tables) and imports
+nothing from sim.results, which calls it for Run.check(); sim.check(run) is the public entry.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sim.results import Run, lost_jobs, recovery_allowance
+from sim.scenario import recovery_allowance
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class Report:
         return "\n".join(lines)
 
 
-def check(run: Run) -> Report:
+def check(run) -> Report:
     """Check every invariant of `run` against its event log and final tables."""
     found: list[Violation] = []
     for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
@@ -64,20 +67,20 @@ def check(run: Run) -> Report:
     return Report(found, tuple(run.scenario.expect))
 
 
-def _lost_jobs(run: Run):
-    for row in lost_jobs(run).itertuples():
+def _lost_jobs(run):
+    for row in run.lost.itertuples():
         yield Violation("lost_job", int(row.job),
                         f"still {row.status} at the horizon although workers found nothing to claim (enqueued at {row.enqueued_at:.3f}s)")
 
 
-def _double_claims(run: Run):
+def _double_claims(run):
     for row in run.leases[run.leases["end_reason"] == "revoked"].itertuples():
         yield Violation("double_claim", int(row.job),
                         f"{row.revoked_by} claimed it at {row.revoked_at:.3f}s while {row.worker}'s lease "
                         f"(attempt {row.attempt}) ran to {row.until:.3f}s")
 
 
-def _non_owner_completions(run: Run):
+def _non_owner_completions(run):
     """A completion committed by a worker that was no longer the job's latest lease holder."""
     latest: dict[int, tuple[str, int]] = {}
     for t, kind, worker, job, attempt, _ in run.log:
@@ -89,7 +92,7 @@ def _non_owner_completions(run: Run):
                             f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})")
 
 
-def _duplicate_db_effects(run: Run):
+def _duplicate_db_effects(run):
     ledger = run.table_ledger.groupby("event_id").size()
     logged = run.events[run.events.kind == "effect"].groupby("detail").size()
     for event_id, count in ledger[ledger > 1].items():
@@ -100,7 +103,7 @@ def _duplicate_db_effects(run: Run):
                         f"log says {logged.get(event_id, 0)} effects of {event_id}, the ledger holds {ledger[event_id]}")
 
 
-def _duplicate_external_effects(run: Run):
+def _duplicate_external_effects(run):
     if run.scenario.policy.idempotency_key:
         return
     events = run.events
@@ -110,7 +113,7 @@ def _duplicate_external_effects(run: Run):
         yield Violation("duplicate_external_effect", None, f"the PSP charged {event_id} {count} times")
 
 
-def _attempts(run: Run):
+def _attempts(run):
     """Every lease increments attempts by one, and the table keeps the count."""
     seen: dict[int, int] = {}
     for t, kind, _worker, job, attempt, _ in run.log:
@@ -125,7 +128,7 @@ def _attempts(run: Run):
             yield Violation("attempts_not_incremented", job, f"{claims} leases, the table says attempts={table.get(job)}")
 
 
-def _stuck_processing(run: Run):
+def _stuck_processing(run):
     """An expired lease left Processing longer than the recovery mechanism allows."""
     allowance = recovery_allowance(run.scenario)
     horizon = run.scenario.horizon

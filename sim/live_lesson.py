@@ -1,6 +1,6 @@
 """What notebook 10 (live mode) computes: the two effects the closed form hides, and its exercise.
 
-Kept out of sim.teaching (a module being split in parallel); sim.teaching re-exports the checker.
+sim.teaching re-exports the checker, as it does every notebook's.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def effects(run, comparison) -> pd.DataFrame:
 
 def check_largest_part(answer, comparison):
     """10: which part of the live recovery is the largest: lease_remaining, watcher_wait or poll_wait?"""
-    from sim.teaching import Verdict, _unanswered
+    from sim.teaching.exercises import Verdict, _unanswered
 
     if answer is None:
         return _unanswered("look at the bars of the right-hand figure, or at `comparison.parts`.")
