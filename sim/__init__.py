@@ -7,6 +7,7 @@
     sim.sweep("crash-recovery", {"policy.watcher_interval": [5, 30]}, replications=10).aggregate()
     print(sim.advise("durations.csv", pause_rate=2))
     print(sim.review("baseline"))          # the design-review checklist, with measured evidence
+    print(sim.review("gc-pause-zombie", sql="myqueue/"))  # ... of YOUR queue's SQL, on real PostgreSQL
     sim.compare_peers(seeds=range(1, 4))   # River, Oban, graphile-worker, pg-boss, Solid Queue, SQS
     r = sim.live("crash-recovery", duration=60, time_scale=0.05)   # real processes on PostgreSQL
     print(sim.compare(r, 20))              # live against 20 simulated seeds

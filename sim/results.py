@@ -120,7 +120,7 @@ class Run:
                 frame.to_csv(path, index=False)
             written.append(path)
         summary = {
-            "scenario": self.scenario.name, "seed": self.scenario.seed, "backend": self.backend,
+            "scenario": self.scenario.name, "seed": self.scenario.seed, "backend": self.backend, "queue": self.queue,
             "horizon": self.scenario.horizon, "wall_seconds": self.wall_seconds,
             "rows": {name: len(getattr(self, name)) for name in RUN_FILES},
             "metrics": {k: json_number(k, v) for k, v in self.summary.items()},

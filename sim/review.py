@@ -18,6 +18,10 @@ scenario alone cannot show a property, on a variant of it (named in the evidence
 - no-heartbeat: the same runs without heartbeats, to show what the heartbeat prevents.
 `Review.measured[key]` holds the numbers behind each evidence line; `Review.runs` and
 `Review.variants` hold the runs themselves.
+
+review(..., sql="myqueue/") reviews a user's own queue (sim.db.queue_dir) on PostgreSQL: the same
+items and variants, and for the claim, fencing and watcher what the SQL text shows
+(sim.sql_findings), put beside the runs that confirm or refute it (`Review.findings`).
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ class Review:
         else:
             table_ax = fig.add_subplot()
         counts = self.counts()
-        fig.suptitle(f"{self.header()}\n{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail; "
+        fig.suptitle(f"{chr(10).join(textwrap.wrap(self.header(), 140))}\n{counts[PASS]} pass, {counts[RISK]} risk, {counts[FAIL]} fail; "
                      "evidence measured on these runs and on the named variants", x=0.01, ha="left", fontsize=9.5)
         _draw_table(table_ax, self.table)
         if timeline and self.runs:

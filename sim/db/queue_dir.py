@@ -348,10 +348,10 @@ class _Checker:
         o = q.overrides.get(name)
         if o is not None and not o.sql:
             return
-        from sim.db.postgres import _statement  # the wire form a run sends: $n placeholders, typed
+        from sim.db.wire import statement  # the wire form a run sends: $n placeholders, typed
 
         sql = o.sql if o is not None else load_queries()[name].sql
-        wire = _statement(Query(name, "", bound_params(name), sql))
+        wire = statement(Query(name, "", bound_params(name), sql))
         text = wire.text.decode()
         self._ok(self._exec("SAVEPOINT leaselab_check"))
         stmt = f"leaselab_check_{name}".encode()

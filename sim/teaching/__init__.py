@@ -32,6 +32,7 @@ from sim.teaching.exercises import (
     check_convoy,
     check_duplicating_peers,
     check_fastest_peer,
+    check_fenced_completion,
     check_lease_end,
     check_ledger_rows,
     check_lock_recovery,
@@ -90,8 +91,9 @@ from sim.wording import count, percent, times  # teaching.percent, teaching.time
 
 __all__ = [
     "ADVICE_AXES", "DEDUP_TAGS", "FAST_ENV", "HEADLESS_ENV", "HEADLESS_RUNNERS", "REQUIRED_TAGS", "STRATEGIES",
-    "Control", "Delivery", "Explorer", "Script", "Verdict", "advice_frame", "busy_window", "check_convoy", "check_largest_part",
-    "check_duplicating_peers", "check_fastest_peer", "check_lease_end", "check_ledger_rows", "check_lock_recovery",
+    "Control", "Delivery", "Explorer", "Script", "Verdict", "advice_frame", "busy_window", "check_convoy",
+    "check_duplicating_peers", "check_fastest_peer", "check_fenced_completion", "check_largest_part",
+    "check_lease_end", "check_ledger_rows", "check_lock_recovery",
     "check_pause_ttl", "check_recovery_prediction", "check_retention", "check_safe_claims", "check_smallest_ttl",
     "check_stuck_query", "check_ttl_without_heartbeat", "check_watcher_interval", "claim", "claim_contention",
     "compare_logs", "contention", "count", "coverage", "coverage_markdown", "deliver", "duration_summary", "executor",

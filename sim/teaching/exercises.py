@@ -456,3 +456,13 @@ def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
                               "lease_until with the bound %(now)s, not with the server's now().")
     return Verdict(False, f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
                           "is before now.")
+
+
+def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Verdict:
+    """09: the reader's complete_fenced must refuse the zombie's completion under gc-pause-zombie."""
+    if answer is None or not str(answer).strip():
+        return _unanswered("UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s "
+                           "AND ... RETURNING id; which two facts does only the current lease holder know?")
+    from sim.queue_lab import fenced_completion_verdict
+
+    return Verdict(*fenced_completion_verdict(str(answer), dsn=dsn))
