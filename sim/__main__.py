@@ -1,4 +1,4 @@
-"""The Lease Lab command line: `python -m sim list | show | run | demo | advise | review | sweep` (also installed as `leaselab`).
+"""The Lease Lab command line: `python -m sim list | show | run | live | demo | advise | review | sweep` (also `leaselab`).
 
 Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one `error:` line).
 """
@@ -55,7 +55,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print the usage and exit; we want one line
         if "COMMAND" in message:
-            message += " (list, show, run, demo, advise, review or sweep; see --help)"
+            message += " (list, show, run, live, demo, advise, review or sweep; see --help)"
         raise UsageError(message)
 
 
@@ -115,6 +115,23 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-heartbeat-records", action="store_true",
                    help="leave heartbeats out of the event log (smaller, faster for long runs)")
     p.set_defaults(command=cmd_run)
+
+    p = sub.add_parser("live", help="run a scenario with real worker processes on PostgreSQL; compare with the simulation")
+    p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
+    _add_set(p)
+    p.add_argument("--duration", type=float, required=True, metavar="SECONDS", help="wall seconds to run")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
+                   help="wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)")
+    p.add_argument("--seed", type=int, help="random seed of the fault schedule and jobs (default: the scenario's)")
+    p.add_argument("--dsn", help="PostgreSQL DSN (default: $LEASELAB_DSN, $DATABASE_URL, else an embedded server)")
+    _add_sql(p)
+    p.add_argument("--compare-seeds", type=int, default=0, metavar="N",
+                   help="also simulate N seeds of the same scenario and compare (default 0: no comparison)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="write the run's tables, summary.json, timeline.png "
+                                                           "(and comparison.csv / comparison.png) here")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="table format for --out")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    p.set_defaults(command=cmd_live)
 
     p = sub.add_parser("demo", help="three teaching scenarios: figures and a summary table")
     p.add_argument("--out", type=Path, default=Path("out/demo"), metavar="DIR",
@@ -415,6 +432,41 @@ def _toml_value(key: str, text: str):
         return text  # a bare word: skip_locked, postgres, data/durations.csv
 
 
+def cmd_live(args) -> int:
+    from sim.comparison import compare
+    from sim.live import LiveError, live
+
+    scenario = _scenario(args.scenario, args.assignments)
+    if args.compare_seeds < 0:
+        raise ConfigError(f"--compare-seeds: must be a whole number >= 0, got {args.compare_seeds}")
+    if args.out is not None:
+        _check_out(args.out, args.force)
+    try:
+        run = live(scenario, duration=args.duration, time_scale=args.time_scale, dsn=args.dsn, seed=args.seed,
+                   sql=args.sql)
+    except LiveError as exc:
+        return _fail(str(exc))
+    report = run.check()
+    print(format_summary(run))
+    print()
+    print(format_report(report))
+    for warning in run.overload():
+        print(f"warning: {warning}")
+    comparison = None
+    if args.compare_seeds:
+        comparison = compare(run, args.compare_seeds)
+        print()
+        print(comparison)
+    if args.out is not None:
+        written = run.save(args.out, format=args.format, report=report)
+        if comparison is not None:
+            comparison.table.to_csv(args.out / "comparison.csv")
+            comparison.figure().savefig(args.out / "comparison.png", dpi=120)
+            written += [args.out / "comparison.csv", args.out / "comparison.png"]
+        print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
+    return 0 if report.ok else 1
+
+
 def _scenario(name: str, assignments: list[str], sql=None):
     overrides = parse_assignments(assignments)
     if sql is not None and overrides.get("backend") == "memory":
@@ -481,8 +533,9 @@ def format_summary(run) -> str:
     rows += [(f"  {kind}", f"{_num(rate)} /s") for kind, rate in kinds]
     width = max(len(label) for label, _ in rows)
     p = scenario.policy
+    played = "played live" if run.backend == "live" else "simulated"
     queue = f" (queue {run.queue})" if getattr(run, "queue", None) else ""
-    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend{queue}, {scenario.horizon:g} s simulated "
+    head = (f"{scenario.name}: seed {scenario.seed}, {run.backend} backend{queue}, {scenario.horizon:g} s {played} "
             f"in {run.wall_seconds:.2f} s; {p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s")
     return "\n".join([head, *(f"  {label:<{width}}  {value}" for label, value in rows)])
 

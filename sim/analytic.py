@@ -12,6 +12,15 @@ when it does the requeue, ticks every W' = W + one latency from a random phase. 
 
 Without heartbeats R is the claim time and E - C = L - (time already worked at the crash).
 
+Where the closed form holds, exactly: (1) jobs much longer than h (else the time since the last
+renewal is shorter than h'/2: time_since_renewal_mean gives it for any job length); (2) k idle
+pollers and no busy worker that could claim first (else the wait for a free poller is the minimum of
+the idle pollers' phases and the busy workers' remaining work: poll_wait_mean, which gives P'/(k + 1)
+with no busy worker); (3) the watcher's phase independent of the heartbeat phase (a watcher interval
+that is a multiple of h' with a fixed phase can lock to it and lengthen repeat recoveries; not
+modelled here). recovery_latency_mean takes `since_renewal` and `busy_workers` + `job_duration` for
+(1) and (2); issue 18's live check (4 busy workers, exponential jobs of mean 1 s, h = 0.5 s) needs both.
+
 Beside the recovery latency (mean, variance, and its distribution by sampling), this module
 predicts the false-expiry probability of a lease under stop-the-world pauses, and the DB load of
 the lease machinery (heartbeats, watcher ticks, idle polls); each function states its assumptions.
@@ -32,11 +41,17 @@ _GRID = 4096  # quantile points used for expectations over a parametric job-dura
 
 def recovery_latency_mean(*, ttl: float, heartbeat_interval: float | None, poll_interval: float,
                           watcher_interval: float | None = None, idle_pollers: int = 1,
-                          latency: float = 0.0, worked_at_crash: float | None = None) -> float:
+                          latency: float = 0.0, worked_at_crash: float | None = None,
+                          since_renewal: float | None = None, busy_workers: int = 0,
+                          job_duration: Dist | None = None) -> float:
     """Mean time from an owner's crash to the job's next claim (see the module docstring).
 
     heartbeat_interval=None means no heartbeat: pass worked_at_crash (mean time worked at the crash).
     watcher_interval=None means the claim itself takes expired leases (no watcher step).
+    since_renewal: the mean time since the last renewal at the crash, for short jobs
+    (time_since_renewal_mean); default h'/2, the long-job limit. busy_workers (with job_duration):
+    workers busy when the job becomes claimable, each of which claims it when its job ends
+    (poll_wait_mean); default none, the light-load case.
     """
     if heartbeat_interval is None:
         if worked_at_crash is None:
@@ -45,10 +60,41 @@ def recovery_latency_mean(*, ttl: float, heartbeat_interval: float | None, poll_
     else:
         if heartbeat_interval >= ttl:
             raise ValueError("the formula needs heartbeat_interval < ttl")
-        lease_left = ttl - (heartbeat_interval + latency) / 2
+        lease_left = ttl - ((heartbeat_interval + latency) / 2 if since_renewal is None else since_renewal)
     watcher_wait = 0.0 if watcher_interval is None else (watcher_interval + latency) / 2 + latency
-    poll_wait = (poll_interval + latency) / (idle_pollers + 1)
+    poll_wait = poll_wait_mean(poll_interval=poll_interval, idle_pollers=idle_pollers, busy_workers=busy_workers,
+                               job_duration=job_duration, latency=latency)
     return lease_left + watcher_wait + poll_wait + latency
+
+
+def poll_wait_mean(*, poll_interval: float, idle_pollers: int = 1, busy_workers: int = 0,
+                   job_duration: Dist | None = None, latency: float = 0.0) -> float:
+    """Mean wait from the moment a job becomes claimable to the claim that takes it.
+
+    Idle pollers poll every P' = P + latency from independent uniform phases; a busy worker claims
+    the job when its current job ends (it polls at once, and the job, older than the backlog, comes
+    first), after the residual of a job in progress, whose survival is S_e(w) = int_w^inf S(t) dt / E[T]
+    (exponential jobs: again exponential, mean E[T]). The wait is the first of them:
+    P(wait > w) = (1 - w/P')^k * S_e(w)^b, so the mean is P'/(k + 1) with no busy worker and
+    E[T]/b for b busy workers with exponential jobs and no idle poller. Assumes the busy workers'
+    jobs are not cut short (by crashes) before they end.
+    """
+    cycle = poll_interval + latency
+    if busy_workers <= 0:
+        return cycle / (idle_pollers + 1)
+    if job_duration is None:
+        raise ValueError("busy workers need job_duration (their remaining work decides when they claim)")
+    mean_job = job_duration.mean_value()
+    if job_duration.kind == "exponential" and idle_pollers == 0:
+        return mean_job / busy_workers
+    upper = cycle if idle_pollers > 0 else _upper(job_duration)
+    w = np.linspace(0.0, upper, 4097)
+    s = survival(job_duration, w)
+    # S_e(w) = (E[T] - int_0^w S) / E[T], the integral by the trapezoid rule on the grid
+    integral = np.concatenate([[0.0], np.cumsum((s[1:] + s[:-1]) / 2 * np.diff(w))])
+    residual = np.clip(1.0 - integral / mean_job, 0.0, 1.0)
+    tail = residual ** busy_workers * (np.clip(1.0 - w / cycle, 0.0, 1.0) ** idle_pollers if idle_pollers else 1.0)
+    return float(np.sum((tail[1:] + tail[:-1]) / 2 * np.diff(w)))
 
 
 def recovery_latency_variance(*, heartbeat_interval: float, poll_interval: float,

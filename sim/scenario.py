@@ -29,6 +29,7 @@ WATCHER_ACTIONS = ("requeue", "dead")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 CRASH_POINTS = ("after_psp", "after_marker")
+CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
 INVARIANTS = (
     "lost_job", "double_claim", "non_owner_completion", "duplicate_db_effect",
@@ -129,6 +130,10 @@ class Faults:
     """What goes wrong: crashes, pauses, heartbeat trouble, partitions, clock skew."""
 
     crash_rate: float = 0.0  # crashes per worker-hour
+    # any: each worker crashes on its own Poisson clock whatever it is doing | holder: one pool-wide
+    # Poisson clock at crash_rate x workers per hour, each tick crashes a worker holding a job (chosen
+    # uniformly among the holders; a tick with no holder crashes nobody), like `kill` of a job holder
+    crash_target: str = "any"
     crashes: tuple[ScriptedCrash, ...] = ()
     restart_delay: Dist = Dist.constant(5.0)
     pause_rate: float = 0.0  # stop-the-world pauses per worker-hour
@@ -210,6 +215,7 @@ def validate(scenario: Scenario) -> Scenario:
         (1 <= p.max_attempts <= limits.MAX_BATCH, "policy.max_attempts", f"must be from 1 to {limits.MAX_BATCH:,}"),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
+        (f.crash_target in CRASH_TARGETS, "faults.crash_target", f"must be one of {', '.join(CRASH_TARGETS)}"),
         (f.pause_rate >= 0, "faults.pause_rate", "must be >= 0 per worker-hour"),
         (f.partition_rate >= 0, "faults.partition_rate", "must be >= 0 per worker-hour"),
         (0 <= f.heartbeat_loss <= 1, "faults.heartbeat_loss", "must be a probability between 0 and 1"),

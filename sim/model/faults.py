@@ -67,6 +67,34 @@ class OutageCalendar:
         return t + remaining
 
 
+def worker_outages(faults, i: int, streams, horizon: float) -> tuple[OutageCalendar, OutageCalendar]:
+    """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and live)."""
+    pauses = OutageCalendar.draw(
+        [(p.at, p.duration) for p in faults.pauses if p.worker == i], faults.pause_rate,
+        faults.pause_duration.sampler(streams.generator(f"worker/{i}/pause-duration")),
+        horizon, streams.generator(f"worker/{i}/pauses"))
+    partitions = OutageCalendar.draw(
+        [(p.at, p.duration) for p in faults.partitions if p.worker == i], faults.partition_rate,
+        faults.partition_duration.sampler(streams.generator(f"worker/{i}/partition-duration")),
+        horizon, streams.generator(f"worker/{i}/partitions"))
+    return pauses, partitions
+
+
+def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:
+    """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is "any"."""
+    times = [c.at for c in faults.crashes if c.worker == i]
+    if faults.crash_target == "any":
+        times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
+    return times
+
+
+def holder_crash_times(faults, workers: int, streams, horizon: float) -> list[float]:
+    """The pool-wide crash clock of crash_target "holder": crash_rate x workers per hour."""
+    if faults.crash_target != "holder":
+        return []
+    return poisson_times(faults.crash_rate * workers, horizon, streams.generator("crashes/holder"))
+
+
 def log_outages(env, log: list, worker: str, calendar: OutageCalendar, kind: str):
     """Process: write `<kind>_start` / `<kind>_end` records at the calendar's times."""
     for start, end in calendar.intervals:
@@ -90,3 +118,12 @@ def crash_owner(env, workers, job: int, at: float):
     for worker in workers:
         if worker.up and worker.lease is not None and worker.lease.job == job:
             worker.process.interrupt("crash")
+
+
+def crash_holders(env, workers, times: list[float], rng):
+    """Process: at each time, crash one worker chosen uniformly among those holding a job (if any)."""
+    for t in times:
+        yield env.timeout(t - env.now)
+        holders = [w for w in workers if w.up and w.lease is not None]
+        if holders:
+            holders[int(rng.integers(len(holders)))].process.interrupt("crash")

@@ -8,7 +8,15 @@ from collections import Counter
 import simpy
 
 from sim.model.events import EventLog
-from sim.model.faults import OutageCalendar, crash_owner, inject_crashes, log_outages, poisson_times
+from sim.model.faults import (
+    crash_holders,
+    crash_owner,
+    holder_crash_times,
+    inject_crashes,
+    log_outages,
+    worker_crash_times,
+    worker_outages,
+)
 from sim.model.producer import JobCatalog, producer
 from sim.model.psp import Psp
 from sim.model.session import TxRegistry
@@ -62,24 +70,19 @@ def build(scenario, backend) -> World:
         skew = 0.0
         if policy.clock == "worker" and faults.clock_skew > 0:
             skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, faults.clock_skew))
-        pauses = OutageCalendar.draw(
-            [(p.at, p.duration) for p in faults.pauses if p.worker == i], faults.pause_rate,
-            faults.pause_duration.sampler(streams.generator(f"worker/{i}/pause-duration")),
-            horizon, streams.generator(f"worker/{i}/pauses"))
-        partitions = OutageCalendar.draw(
-            [(p.at, p.duration) for p in faults.partitions if p.worker == i], faults.partition_rate,
-            faults.partition_duration.sampler(streams.generator(f"worker/{i}/partition-duration")),
-            horizon, streams.generator(f"worker/{i}/partitions"))
+        pauses, partitions = worker_outages(faults, i, streams, horizon)
         worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
         world.workers.append(worker)
-        crash_times = [c.at for c in faults.crashes if c.worker == i]
-        crash_times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
+        crash_times = worker_crash_times(faults, i, streams, horizon)
         if crash_times:
             env.process(inject_crashes(env, worker, crash_times))
         if pauses:
             env.process(log_outages(env, world.log, worker.name, pauses, "pause"))
         if partitions:
             env.process(log_outages(env, world.log, worker.name, partitions, "partition"))
+    if faults.crash_target == "holder" and faults.crash_rate > 0:
+        times = holder_crash_times(faults, policy.workers, world.streams, horizon)
+        env.process(crash_holders(env, world.workers, times, world.streams.generator("crashes/holder-pick")))
     for crash in faults.crashes:
         if crash.job is not None:
             env.process(crash_owner(env, world.workers, crash.job, crash.at))

@@ -26,6 +26,7 @@ PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
 
 from sim.db.inspect import sim_seconds, sql_frame
+from sim.live_lesson import check_largest_part  # notebook 10 (live mode)
 from sim.model.producer import payload_hash
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
@@ -109,8 +110,8 @@ from sim.wording import count, percent, times  # teaching.percent, teaching.time
 __all__ = [
     "ADVICE_AXES", "CHEAT_SHEET_TAGS", "DEDUP_TAGS", "FAST_ENV", "HEADLESS_ENV", "HEADLESS_RUNNERS", "REQUIRED_TAGS", "STRATEGIES",
     "Control", "Delivery", "Explorer", "Script", "Verdict", "advice_frame", "busy_window", "check_convoy",
-    "check_duplicating_peers", "check_fastest_peer", "check_fenced_completion", "check_lease_end",
-    "check_ledger_rows", "check_lock_recovery",
+    "check_duplicating_peers", "check_fastest_peer", "check_fenced_completion", "check_largest_part",
+    "check_lease_end", "check_ledger_rows", "check_lock_recovery",
     "check_pause_ttl", "check_recovery_prediction", "check_retention", "check_safe_claims", "check_smallest_ttl",
     "check_stuck_query", "check_ttl_quantile", "check_watcher_interval", "check_watcher_multiples",
     "cheatsheet", "claim", "claim_contention", "contention_sentence", "duplicate_charge_sentence",

@@ -1,0 +1,26 @@
+"""Live mode: real worker processes, a watcher and a producer on real PostgreSQL, on the wall clock.
+
+    r = sim.live("crash-recovery", duration=60, time_scale=0.05)   # a LiveRun: r.summary, sim.check(r)
+    print(sim.compare(r, 20))                                      # live against 20 simulated seeds
+
+Modules, one job each: clock (the one clock of a run), recorder (records that survive SIGKILL),
+slots (what each worker holds, in shared memory), connection (named statements on a connection),
+plan (the job catalog from the seeded streams), worker / watcher / producer (the child processes,
+started by process and roles), faults (the fault schedule as signal actions), budget (which time
+scales are honest), repair (records a kill cut off), result (LiveRun), runner (sim.live),
+settings (the issue's hand-built check). Names are loaded on first use, so that a child process
+imports only what it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"LiveError": "sim.live.runner", "LiveRun": "sim.live.result", "live": "sim.live.runner"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'sim.live' has no attribute {name!r}")

@@ -1,0 +1,367 @@
+"""sim.live(): run a scenario with real worker processes, a watcher and a producer on real PostgreSQL.
+
+The runner creates the run's schema (through PostgresBackend: embedded server or a DSN), checks the
+time scale against the measured statement latency, starts every child (`python -m sim.live.process`),
+hands them one start instant t0, then plays the fault schedule as signals until the horizon. It then
+kills every child, waits until their server backends are gone (PostgreSQL rolled back whatever they
+left open), reads the final tables and the per-process record files, and returns a LiveRun: the same
+event log, metrics, plots and invariant checks as a simulated run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import sim as sim_package
+from sim.errors import ConfigError
+from sim.live.budget import check_scale, probe_latency
+from sim.live.clock import LiveClock
+from sim.live.connection import APP_PREFIX, LiveConnection
+from sim.live.faults import FaultSchedule
+from sim.live.process import command
+from sim.live.recorder import Recorder, event_log, read_records
+from sim.live.repair import repair
+from sim.live.result import LiveRun
+from sim.live.roles import queries_for
+from sim.live.slots import Slots
+from sim.scenario import Scenario, dumps, resolve, validate
+
+TICK_S = 0.02  # wall seconds between two looks at the children
+BACKENDS_GONE_S = 10.0
+
+
+class LiveError(RuntimeError):
+    """A live run could not go on (a child process failed); the message says which and why."""
+
+
+def supported(scenario: Scenario) -> Scenario:
+    """ConfigError for settings live mode does not play (yet)."""
+    if scenario.faults.crash_points:
+        raise ConfigError("faults.crash_points: not supported in live mode (its run-wide budget of crashes "
+                          "cannot be shared between worker processes); remove them")
+    if scenario.policy.clock != "db":
+        raise ConfigError("policy.clock: live mode binds one clock for every process; must be db")
+    return scenario
+
+
+class _Child:
+    """One role's process (for a worker: the one running now, and its spare, started and waiting)."""
+
+    def __init__(self, name: str, role: str, proc: subprocess.Popen, index: int | None = None):
+        self.name, self.role, self.proc, self.index = name, role, proc, index
+        self.spare: subprocess.Popen | None = None
+        self.incarnation = 0
+        self.restarting = False  # killed; its next process waits for the restart time
+
+
+class LiveRunner:
+    def __init__(self, scenario: Scenario, *, duration: float, time_scale: float = 1.0, dsn: str | None = None,
+                 folder: str | Path | None = None, sql_dir: str | None = None):
+        if not (duration > 0 and np.isfinite(duration)):
+            raise ConfigError(f"--duration: must be a number of seconds > 0, got {duration!r}")
+        if not (time_scale > 0 and np.isfinite(time_scale)):
+            raise ConfigError(f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {time_scale!r}")
+        self.scenario = supported(scenario.replace(horizon=duration / time_scale, backend="postgres"))
+        self.scale = time_scale
+        self.dsn = dsn
+        self.queue = None
+        if sql_dir is not None:
+            from sim.db.queue_dir import loaded
+
+            self.queue = loaded(sql_dir)
+            self.queue.require(self.scenario)
+        self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
+        self._own_folder = folder is None
+        self.folder = Path(tempfile.mkdtemp(prefix="leaselab-live-")) if folder is None else Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.children: dict[str, _Child] = {}
+        self.lag: list[float] = []
+        self.incidents: list[str] = []  # workers that died on their own (not killed by the fault schedule)
+        self._spawned = 0
+
+    # ---- children -----------------------------------------------------------------------------
+
+    def _spawn(self, name: str, role: str, index: int | None = None) -> subprocess.Popen:
+        """Start a child: it imports, connects, says `ready` and waits for its start line."""
+        self._spawned += 1
+        config = {"name": name, "role": role, "index": index, "spare": self._spawned, "dsn": self.backend.dsn,
+                  "schema": self.backend.schema, "folder": str(self.folder / "records"), "slots": str(self.folder / "slots"),
+                  "scale": self.scale, "scenario": dumps(self.scenario), "sql_dir": self.sql_dir}
+        with open(self.folder / f"{name}-{self._spawned}.stderr", "wb") as stderr:
+            proc = subprocess.Popen(command(sys.executable, str(Path(sim_package.__file__).parent)), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=stderr)
+        proc.stderr_path = self.folder / f"{name}-{self._spawned}.stderr"
+        proc.stdin.write((json.dumps(config) + "\n").encode())
+        proc.stdin.flush()
+        return proc
+
+    @staticmethod
+    def _start(proc: subprocess.Popen, t0: float, incarnation: int = 0, start_at: float = 0.0) -> None:
+        try:
+            proc.stdin.write((json.dumps({"t0": t0, "incarnation": incarnation, "start_at": start_at}) + "\n").encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died while starting: _watch_children reports it
+
+    def _await_ready(self, name: str, proc: subprocess.Popen) -> None:
+        line = proc.stdout.readline()
+        proc.stdout.close()
+        if line.strip() != b"ready":
+            proc.wait()
+            raise LiveError(f"live {name} process failed to start: {_last_line(proc.stderr_path)}")
+
+    def _start_all(self) -> float:
+        policy = self.scenario.policy
+        specs = [("producer", "producer", None)] + [(f"w{i}", "worker", i) for i in range(policy.workers)]
+        if policy.watcher:
+            specs.append(("watcher", "watcher", None))
+        for name, role, index in specs:
+            self.children[name] = _Child(name, role, self._spawn(name, role, index), index)
+        for child in self.children.values():
+            if child.role == "worker":
+                child.spare = self._spawn(child.name, "worker", child.index)
+        for child in self.children.values():
+            self._await_ready(child.name, child.proc)
+        t0 = time.monotonic() + 0.05
+        for child in self.children.values():
+            self._start(child.proc, t0)
+        return t0
+
+    def _kill_all(self) -> None:
+        procs = [c.proc for c in self.children.values()] + [c.spare for c in self.children.values() if c.spare]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None and not stream.closed:
+                    try:
+                        stream.close()
+                    except BrokenPipeError:
+                        pass
+
+    # ---- faults -------------------------------------------------------------------------------
+
+    def _worker(self, i: int) -> _Child:
+        return self.children[f"w{i}"]
+
+    def _up(self, i: int) -> bool:
+        child = self._worker(i)
+        return child.proc.poll() is None and not child.restarting
+
+    def _crash(self, i: int, schedule: FaultSchedule) -> None:
+        child = self._worker(i)
+        if not self._up(i):
+            return
+        child.proc.send_signal(signal.SIGKILL)
+        t = self.clock.now()
+        child.proc.wait()
+        self._crashed(i, t, schedule)
+
+    def _crashed(self, i: int, t: float, schedule: FaultSchedule) -> None:
+        """Log the crash with what the worker held; start its spare, due after the restart delay; a new spare."""
+        child = self._worker(i)
+        held = self.slots.held(i)
+        if held is None:
+            self.recorder.add("crash", child.name, t=t)
+        else:
+            self.recorder.add("crash", child.name, held[0], held[1], held[2], t=t)
+        self.slots.release(i)
+        restart_at = t + schedule.restart_delay[i]()
+        child.incarnation += 1
+        if child.spare is None:  # killed again before a new spare was started: start one now (it starts late)
+            child.spare = self._spawn(child.name, "worker", i)
+        child.proc, child.spare = child.spare, None
+        self._start(child.proc, self.clock.t0, child.incarnation, restart_at)
+        child.restarting = True
+        schedule.push(restart_at, "restart", worker=i)
+
+    def _replenish(self) -> None:
+        """A spare for each worker whose spare went into service (started outside the fault actions)."""
+        for child in self.children.values():
+            if child.role == "worker" and child.spare is None:
+                child.spare = self._spawn(child.name, "worker", child.index)
+
+    def _act(self, action, schedule: FaultSchedule) -> None:
+        kind, i = action.kind, action.worker
+        if kind == "crash":
+            self._crash(i, schedule)
+        elif kind == "crash_holder":
+            holders = [j for j in range(self.scenario.policy.workers) if self._up(j) and self.slots.held(j)]
+            if holders:
+                self._crash(holders[int(schedule.pick.integers(len(holders)))], schedule)
+        elif kind == "crash_job":
+            for j in range(self.scenario.policy.workers):
+                held = self.slots.held(j)
+                if self._up(j) and held and held[0] == action.job:
+                    self._crash(j, schedule)
+        elif kind == "restart":
+            self._worker(i).restarting = False
+        elif kind == "pause":
+            child = self._worker(i)
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGSTOP)
+            self.recorder.add("pause_start", child.name, None, None, action.until - action.t, t=action.t)
+        elif kind == "unpause":
+            child = self._worker(i)
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGCONT)
+            self.recorder.add("pause_end", child.name, t=action.t)
+        elif kind == "partition":
+            self.slots.partition(i, action.until)
+            self.recorder.add("partition_start", f"w{i}", None, None, action.until - action.t, t=action.t)
+        elif kind == "heal":
+            self.recorder.add("partition_end", f"w{i}", t=action.t)
+
+    def _watch_children(self, schedule: FaultSchedule) -> None:
+        """A child that died on its own: a worker is logged as crashed and restarted; others end the run."""
+        for child in self.children.values():
+            code = child.proc.poll()
+            if code is None or (child.role == "producer" and code == 0):
+                continue
+            if child.role == "worker" and not child.restarting:
+                t = self.clock.now()
+                self.incidents.append(f"{child.name} exited on its own at {t:.3f}s with code {code}: "
+                                      f"{_last_line(child.proc.stderr_path)}")
+                self._crashed(child.index, t, schedule)
+            elif child.role != "worker" or code != -signal.SIGKILL:
+                raise LiveError(f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}")
+
+    def _play(self, schedule: FaultSchedule) -> None:
+        horizon = self.scenario.horizon
+        end = self.clock.monotonic_at(horizon)
+        while True:
+            t_next = min(schedule.next_time(), horizon)
+            due = self.clock.monotonic_at(t_next)
+            while (now := time.monotonic()) < due:
+                self._watch_children(schedule)
+                if due - now > TICK_S:
+                    self._replenish()
+                time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
+            if t_next >= horizon:
+                return
+            self.lag.append(time.monotonic() - due)
+            self._act(schedule.pop(), schedule)
+            if time.monotonic() >= end:
+                return
+
+    # ---- the run ------------------------------------------------------------------------------
+
+    def run(self) -> LiveRun:
+        """Play the run; a failed run leaves no temporary folder behind (a folder given is kept)."""
+        try:
+            return self._run()
+        except BaseException:
+            if self._own_folder:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+
+    def _run(self) -> LiveRun:
+        from sim.db.postgres import PostgresBackend
+
+        (self.folder / "records").mkdir(exist_ok=True)
+        self.backend = PostgresBackend(self.dsn, queue=self.queue)  # checks a user's queue on the server
+        (self.folder / "run.json").write_text(json.dumps({  # what a crashed runner leaves to clean up
+            "schema": self.backend.schema, "scenario": self.scenario.name, "horizon": self.scenario.horizon,
+            "time_scale": self.scale}), encoding="utf-8")
+        if self.queue is not None:
+            self.queue.require(self.scenario)  # the check on the server may rule statements out
+        wall_start = time.monotonic()
+        try:
+            probe = LiveConnection(self.backend.dsn, self.backend.schema, "probe", queries_for({"sql_dir": self.sql_dir}),
+                                   LiveClock(0.0, self.scale), _NoRecords())
+            try:
+                missing = self.queue.missing if self.queue is not None else {}
+                check_scale(self.scenario, self.scale, probe_latency(probe, missing=missing))
+            finally:
+                probe.close()
+            self.slots = Slots(self.folder / "slots", self.scenario.policy.workers, create=True)
+            schedule = FaultSchedule(self.scenario)
+            try:
+                t0 = self._start_all()
+                self.clock = LiveClock(t0, self.scale)
+                self.recorder = Recorder(self.folder / "records" / "runner.jsonl", self.clock)
+                time.sleep(max(0.0, t0 - time.monotonic()))
+                self._play(schedule)
+            finally:
+                self._kill_all()
+            self._await_backends_gone()
+            self.backend.connect("inspector")
+            tables = {name: self.backend.execute("inspector", f"dump_{name}", {})
+                      for name in ("jobs", "ledger", "processed_events")}
+        finally:
+            self.backend.close()
+        return self._result(tables, time.monotonic() - wall_start)
+
+    def _await_backends_gone(self) -> None:
+        """Every killed child's server backend has ended (and rolled back what it left open)."""
+        deadline = time.monotonic() + BACKENDS_GONE_S
+        while time.monotonic() < deadline:
+            if not server_backends(self.backend, self.backend.schema):
+                return
+            time.sleep(0.02)
+        raise LiveError(f"server backends of the live run still alive after {BACKENDS_GONE_S:g} s")
+
+    def _result(self, tables: dict, wall: float) -> LiveRun:
+        records, statements = read_records(self.folder / "records")
+        records, repaired = repair(records, tables)
+        counts = pd.Series([name for name, _ in statements], dtype=object).value_counts().to_dict()
+        run = LiveRun(self.scenario, event_log(records), {str(k): int(v) for k, v in counts.items()}, tables, {}, wall,
+                      "live", queue=None if self.queue is None else self.queue.name, time_scale=self.scale,
+                      statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
+                      runner_lag=np.asarray(self.lag), repaired=repaired, incidents=list(self.incidents),
+                      folder=str(self.folder))
+        if self._own_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            run.folder = ""
+        return run
+
+
+class _NoRecords:
+    def statement(self, name: str, seconds: float) -> None:
+        pass
+
+
+def server_backends(backend, schema: str) -> list[tuple[int, str]]:
+    """(pid, state letter from /proc when local) of the server backends of a live run's clients still connected."""
+    rows = backend._monitor.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
+        (f"{APP_PREFIX}{schema}:%",)).fetchall()
+    return [(pid, _proc_state(pid)) for (pid,) in rows]
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return "?"
+
+
+def _last_line(path: Path) -> str:
+    text = path.read_text(errors="replace").strip() if path.exists() else ""
+    return text.splitlines()[-1] if text else "no message"
+
+
+def live(scenario: Scenario | str, *, duration: float, time_scale: float = 1.0, dsn: str | None = None,
+         seed: int | None = None, folder: str | Path | None = None, sql=None, **overrides) -> LiveRun:
+    """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
+    seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
+    Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
+    scenario = resolve(scenario) if isinstance(scenario, str) else validate(scenario)
+    if overrides:
+        scenario = scenario.with_overrides(overrides)
+    if seed is not None:
+        scenario = scenario.replace(seed=seed)
+    return LiveRunner(scenario, duration=duration, time_scale=time_scale, dsn=dsn, folder=folder, sql_dir=sql).run()
