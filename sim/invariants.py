@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sim.results import Run, lost_jobs, recovery_allowance
+from sim.results import STATUS_MOVES, Run, lost_jobs, recovery_allowance
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ def check(run: Run) -> Report:
     """Check every invariant of `run` against its event log and final tables."""
     found: list[Violation] = []
     for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
-                    _duplicate_external_effects, _attempts, _stuck_processing):
+                    _duplicate_external_effects, _attempts, _attempts_beyond_max, _stuck_processing,
+                    _held_by_dead_owner, _terminal_overwritten):
         found.extend(checker(run))
     return Report(found, tuple(run.scenario.expect))
 
@@ -142,3 +143,55 @@ def _stuck_processing(run: Run):
         if resolved > deadline and deadline < horizon:
             yield Violation("stuck_processing", int(lease.job),
                             f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s")
+
+
+def _attempts_beyond_max(run: Run):
+    """No claim may take a job that already used max_attempts leases (every claim path checks it)."""
+    cap = run.scenario.policy.max_attempts
+    for t, kind, worker, job, attempt, _ in run.log:
+        if kind == "claim" and attempt > cap:
+            yield Violation("attempts_beyond_max", job, f"{worker} claimed it at {t:.3f}s as attempt {attempt}; max_attempts is {cap}")
+
+
+def _held_by_dead_owner(run: Run):
+    """A job whose owner died holding it, with a lease that outlives the horizon: nothing can take it
+    within the run (a lock, not a lease). Reported when the owner died at least a recovery allowance
+    before the horizon, the time any recovery needs, so a crash just before the end is not a finding."""
+    horizon = run.scenario.horizon
+    allowance = recovery_allowance(run.scenario)
+    status = run.jobs.set_index("job")["status"]
+    for lease in run.leases.itertuples():
+        if (lease.outcome == "crashed" and lease.until >= horizon and lease.released_at + allowance < horizon
+                and status.get(lease.job) == "Processing" and lease.attempt == _last_attempt(run, lease.job)):
+            yield Violation("stuck_processing", int(lease.job),
+                            f"{lease.worker} crashed holding it at {lease.released_at:.3f}s; its lease runs to "
+                            f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner")
+
+
+def _last_attempt(run: Run, job: int) -> int:
+    return int(run.leases.loc[run.leases["job"] == job, "attempt"].max())
+
+
+def _terminal_overwritten(run: Run):
+    """A job Completed or Dead must stay so: a later requeue, release, deadline failure or completion
+    that changes its status overwrote a final outcome (River #1302, Solid Queue #589)."""
+    final: dict[int, tuple[str, float, str]] = {}
+    for t, kind, worker, job, _attempt, detail in run.log:
+        if kind == "complete":
+            new = "Completed"
+        elif kind == "payload_conflict":
+            new = "Dead"
+        elif kind in STATUS_MOVES and detail is not None:
+            new = detail
+        elif kind == "claim":
+            final.pop(job, None)  # only a claim that overwrote it could get here; the races report it
+            continue
+        else:
+            continue
+        before = final.get(job)
+        if before is not None and before[0] != new:
+            yield Violation("terminal_overwritten", job,
+                            f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s")
+        final[job] = (new, t, worker) if new in ("Completed", "Dead") else None
+        if final[job] is None:
+            del final[job]
