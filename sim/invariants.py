@@ -154,10 +154,13 @@ def _attempts_beyond_max(run: Run):
 
 
 def _held_by_dead_owner(run: Run):
-    """A job whose owner died holding it, with a lease that outlives the horizon: nothing can take it
-    within the run (a lock, not a lease). Reported when the owner died at least a recovery allowance
-    before the horizon, the time any recovery needs, so a crash just before the end is not a finding."""
+    """A job whose owner died holding it, with a lease that outlives the horizon because the TTL is
+    longer than the whole run: within the run it is a lock, and nothing can ever take the job.
+    Reported when the owner died at least a recovery allowance before the horizon. A normal TTL that
+    merely runs past the end (a crash shortly before it) is censoring, not a finding."""
     horizon = run.scenario.horizon
+    if run.scenario.policy.lease_ttl < horizon:
+        return
     allowance = recovery_allowance(run.scenario)
     status = run.jobs.set_index("job")["status"]
     for lease in run.leases.itertuples():
