@@ -546,6 +546,11 @@ class MemoryBackend:
             )
             scan = itertools.chain([_resume_at], _merge_sorted(later, older))
         for job_id in scan:
+            if job_id != _resume_at and (_before is None or job_id not in _before.rows):
+                # the scan's own version must match before it locks or waits (a Pending row may be
+                # out of attempts or not yet due); rows from the snapshot were checked above
+                if not self._visible(tx, job_id).claimable(now_us, take_expired, max_attempts):
+                    continue
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 if _before is None:

@@ -188,6 +188,9 @@ class Worker:
             pass  # the worker died under it
         finally:
             lease.done = True
+            if any(orphan is lease for _, orphan in self.orphans):  # past its deadline: close its connection
+                self.orphans = [(h, orphan) for h, orphan in self.orphans if orphan is not lease]
+                lease.db.crash()
 
     # ---- time, frozen by pauses ---------------------------------------------------------------
 

@@ -98,3 +98,17 @@ def test_a_claim_waiting_on_a_row_re_checks_the_cap(db):
     assert blocked.holder == "A"
     db.commit("A")
     assert db.resume("B") == []
+
+
+def test_a_for_update_scan_skips_a_locked_row_out_of_attempts_without_waiting(db):
+    """Found by the differential scripts: PostgreSQL filters on the row version the scan sees before
+    it locks, so a Pending job at the cap that another transaction holds is passed over, not waited on."""
+    db.add_jobs(1, 2)
+    assert db.claim("A", 1, now=0.0, until=1.0) == [(1, 1)]
+    assert db.run("W", "release_job_fenced", id=1, owner="A", attempt=1, max_attempts=5) == [(1, "Pending", 1)]
+    db.begin("C")
+    assert db.run("C", "lock_job_nowait", id=1) == [(1, "Pending")]
+    db.begin("B")
+    assert db.run("B", "lock_next_candidate", now=2.0, take_expired=True, max_attempts=1) == [(2, 0)]
+    db.rollback("B")
+    db.rollback("C")
