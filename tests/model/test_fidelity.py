@@ -10,9 +10,9 @@ import pytest
 
 from sim import run
 from sim.dists import Dist
+from sim.errors import ConfigError
 from sim.invariants import check
 from sim.scenario import CrashPoint, Faults, ScriptedCrash, ScriptedOutage, preset
-from sim.errors import ConfigError
 
 from .scripts import scripted, timeline
 
