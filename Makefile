@@ -31,7 +31,7 @@ bench: $(STAMP)
 html: $(STAMP)
 	mkdir -p out/html
 	unset LEASELAB_FAST; LEASELAB_HEADLESS=1 $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir out/html notebooks/*.ipynb
-	$(PY) -c 'from sim.teaching import link_html; link_html("out/html")'
+	$(PY) tools/link_html.py out/html
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

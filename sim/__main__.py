@@ -6,7 +6,6 @@ Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -19,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.db.errors import DatabaseError
+from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
+from sim.results import json_number
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
-RUN_FILES = ("events", "leases", "jobs")
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 DEMO = (
     # (file stem, label, preset, overrides, what to look at)
@@ -193,12 +192,14 @@ def cmd_run(args) -> int:
     print()
     print(format_report(report))
     if args.out is not None:
-        written = write_run(run, report, args.out, args.format)
+        written = run.save(args.out, format=args.format, report=report)
         print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
     return 0 if report.ok else 1
 
 
 def cmd_demo(args) -> int:
+    from sim.plots.timeline import save_timeline
+
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: exists and is not a directory")
@@ -216,7 +217,7 @@ def cmd_demo(args) -> int:
         save_timeline(run, figure)
         s = run.summary
         rows.append({"scenario": label, "claim": scenario.policy.claim,
-                     **{k: _json_number(k, s[k]) for k in DEMO_COLUMNS if k in s.index},
+                     **{k: json_number(k, s[k]) for k in DEMO_COLUMNS if k in s.index},
                      "invariants": _verdict(report), "figure": figure.name})
         captions.append(f"{figure.name}: {caption}")
     table = pd.DataFrame(rows, columns=list(DEMO_COLUMNS))
@@ -323,8 +324,9 @@ def _simulate(scenario, backend: str, dsn, keep_schema: bool):
             raise ConfigError(f"backend postgres is not available: {exc}") from None
         raise
     except Exception as exc:
-        if backend == "postgres" and type(exc).__module__.startswith("psycopg"):
-            raise ConfigError(f"PostgreSQL: {str(exc).strip()}") from None
+        problem = user_error(exc) if backend == "postgres" else None
+        if problem is not None:
+            raise problem from None
         raise
 
 
@@ -333,73 +335,6 @@ def _check_out(out: Path, force: bool) -> None:
         raise ConfigError(f"--out {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(f"--out {out}: directory is not empty; choose another or pass --force to overwrite")
-
-
-def write_run(run, report, out: Path, fmt: str = "csv") -> list[Path]:
-    """Write a run's tables, summary.json, scenario.toml and timeline.png into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in RUN_FILES:
-        frame = getattr(run, name)
-        path = out / f"{name}.{fmt}"
-        if fmt == "parquet":
-            _for_parquet(frame).to_parquet(path, index=False)
-        else:
-            frame.to_csv(path, index=False)
-        written.append(path)
-    summary = {
-        "scenario": run.scenario.name, "seed": run.scenario.seed, "backend": run.backend,
-        "horizon": run.scenario.horizon, "wall_seconds": run.wall_seconds,
-        "rows": {name: len(getattr(run, name)) for name in RUN_FILES},
-        "metrics": {k: _json_number(k, v) for k, v in run.summary.items()},
-        "invariants": {"ok": report.ok, "counts": report.counts(), "expected": list(report.expected),
-                       "unexpected": [v.__dict__ for v in report.unexpected[:100]]},
-    }
-    path = out / "summary.json"
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    written.append(path)
-    path = out / "scenario.toml"
-    path.write_text(dumps(run.scenario), encoding="utf-8")
-    written.append(path)
-    written.append(save_timeline(run, out / "timeline.png"))
-    return written
-
-
-def save_timeline(run, path: Path) -> Path:
-    """The lease timeline, zoomed to the interesting part of long runs, as a PNG."""
-    from matplotlib.figure import Figure
-
-    from sim.plots import auto_window, lease_timeline
-
-    rows = min(run.scenario.policy.workers, 24) + 1
-    fig = Figure(figsize=(13, 1.9 + 0.42 * rows), layout="constrained")
-    ax = fig.add_subplot()
-    lease_timeline(run, ax, window=auto_window(run), workers=min(run.scenario.policy.workers, 24))
-    fig.savefig(path, dpi=110)
-    return path
-
-
-def _for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
-    """Object columns holding mixed types (the event `detail`) become strings for Arrow."""
-    frame = frame.copy()
-    for column in frame.select_dtypes(include="object").columns:
-        values = frame[column].dropna()
-        if values.map(type).nunique() > 1:
-            frame[column] = frame[column].map(lambda v: None if v is None or v is pd.NA or
-                                              (isinstance(v, float) and math.isnan(v)) else str(v))
-    return frame
-
-
-def _json_number(key: str, value):
-    """Counts as integers, rates and latencies as floats, NaN as null."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        if value.is_integer() and not any(part in key for part in ("_per_s", "latency")):
-            return int(value)
-    return value
 
 
 # ---- text output ---------------------------------------------------------------------------------

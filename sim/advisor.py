@@ -48,7 +48,7 @@ from sim import analytic
 from sim.dists import Dist, read_durations_csv
 from sim.errors import ConfigError
 from sim.scenario import Faults, Policy, Scenario, Workload
-from sim.wording import count
+from sim.wording import count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
@@ -194,29 +194,29 @@ class Advice:
         )
 
     def headline(self) -> str:
-        heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {_s(self.heartbeat_interval)}"
-        return (f"TTL {_s(self.ttl)}, {heartbeat}, watcher every {_s(self.watcher_interval)}: predicted false expiry "
-                f"{_pct(self.predicted_false_expiry)} per job (target {_pct(self.target_false_expiry)}), "
-                f"recovery ~ {_s(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
+        heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {duration(self.heartbeat_interval)}"
+        return (f"TTL {duration(self.ttl)}, {heartbeat}, watcher every {duration(self.watcher_interval)}: predicted false expiry "
+                f"{percent(self.predicted_false_expiry)} per job (target {percent(self.target_false_expiry)}), "
+                f"recovery ~ {duration(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
 
     def __str__(self) -> str:
         i = self.inputs
         lines = [self.headline()]
         floor = i.get("min_ttl")
         if not self.met:
-            above = f" with TTL >= the {_s(floor)} floor (min_ttl)" if floor is not None else ""
+            above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
             lines.append(f"  NOT MET: no candidate{above} is predicted below "
-                         f"{_pct(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
+                         f"{percent(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
                          f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
         lines += [
-            f"  durations: {count(i['durations_n'], 'job')}, median {_s(i['durations_median'])}, p99 {_s(i['durations_p99'])}, "
-            f"max {_s(i['durations_max'])}",
+            f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, p99 {duration(i['durations_p99'])}, "
+            f"max {duration(i['durations_max'])}",
             "  faults: " + (f"{count(i['pause_rate'], 'pause')} per worker-hour ({_dist(i['pause_duration'])}), "
                             if i["pause_rate"] else "no pauses, ")
             + (f"{count(i['crash_rate'], 'crash', 'crashes')} per worker-hour" if i["crash_rate"] else "no crashes"),
-            f"  recovery after a crash: mean {_s(self.predicted_recovery_mean)}, p95 {_s(self.predicted_recovery_p95)} "
-            f"({count(i['workers'], 'worker')} polling every {_s(i['poll_interval'])}; "
+            f"  recovery after a crash: mean {duration(self.predicted_recovery_mean)}, p95 {duration(self.predicted_recovery_p95)} "
+            f"({count(i['workers'], 'worker')} polling every {duration(i['poll_interval'])}; "
             + ("the watcher requeues expired leases)" if not i["claim_takes_expired"]
                else "claims take expired leases)"),
             f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
@@ -225,45 +225,27 @@ class Advice:
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
-            lines.append(f"  TTL floor: {_s(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
+            lines.append(f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
                          f"{'was' if below == 1 else 'were'} ruled out")
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
             for row in self.evidence.itertuples():
                 mark = "*" if row.recommended else " "
                 lines.append(
-                    f"   {mark} TTL {_s(row.ttl)}: false expiry {_pct(row.false_expiry)} "
-                    f"[{_pct(row.false_expiry_ci_low)}, {_pct(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
-                    f"(predicted {_pct(row.predicted_false_expiry)}); recovery {_s(row.recovery_mean)} "
-                    f"[{_s(row.recovery_ci_low)}, {_s(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
-                    f"(predicted {_s(row.predicted_recovery_mean)})")
+                    f"   {mark} TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
+                    f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
+                    f"(predicted {percent(row.predicted_false_expiry)}); recovery {duration(row.recovery_mean)} "
+                    f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
+                    f"(predicted {duration(row.predicted_recovery_mean)})")
         return "\n".join(lines)
-
-
-def _s(seconds) -> str:
-    if seconds is None or not np.isfinite(seconds):
-        return "-"
-    if seconds >= 100:
-        return f"{seconds:.0f} s"
-    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.3g} s"
-
-
-def _pct(p) -> str:
-    if p is None or not np.isfinite(p):
-        return "-"
-    if p == 0:
-        return "0%"
-    if p < 1e-6:
-        return "< 0.0001%"
-    return f"{p * 100:.2g}%"
 
 
 def _dist(d: Dist) -> str:
     if d.kind == "lognormal":
-        return f"median {_s(d.median)}, p99 {_s(d.p99)}"
+        return f"median {duration(d.median)}, p99 {duration(d.p99)}"
     if d.kind == "constant":
-        return f"{_s(d.value)} each"
-    return f"{d.kind}, mean {_s(d.mean_value())}"
+        return f"{duration(d.value)} each"
+    return f"{d.kind}, mean {duration(d.mean_value())}"
 
 
 def advise(durations, *, column: str | None = None, pause_rate: float = 2.0, pause_duration: Dist | None = None,
@@ -440,7 +422,8 @@ def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, s
     Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
     does not enter the predicted recovery latency or false-expiry probability.
     """
-    from sim.sweep import sweep, wilson_interval
+    from sim.stats import wilson_interval
+    from sim.sweep import sweep
 
     i = ttls.index(advice.ttl)
     h = advice.heartbeat_interval

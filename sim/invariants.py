@@ -3,6 +3,9 @@
 Each violation names the invariant, the job and what was seen. A scenario lists in `expect` the
 violations it exists to demonstrate (the read-then-write race expects double claims); anything
 else is unexpected.
+
+A check reads a finished run (sim.results.Run: its log, leases, jobs, final tables) and imports
+nothing from sim.results, which calls it for Run.check(); sim.check(run) is the public entry.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sim.results import STATUS_MOVES, Run, lost_jobs, recovery_allowance
+from sim.model.events import STATUS_MOVES
+from sim.scenario import recovery_allowance
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class Report:
         return "\n".join(lines)
 
 
-def check(run: Run) -> Report:
+def check(run) -> Report:
     """Check every invariant of `run` against its event log and final tables."""
     found: list[Violation] = []
     for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
@@ -65,20 +69,20 @@ def check(run: Run) -> Report:
     return Report(found, tuple(run.scenario.expect))
 
 
-def _lost_jobs(run: Run):
-    for row in lost_jobs(run).itertuples():
+def _lost_jobs(run):
+    for row in run.lost.itertuples():
         yield Violation("lost_job", int(row.job),
                         f"still {row.status} at the horizon although workers found nothing to claim (enqueued at {row.enqueued_at:.3f}s)")
 
 
-def _double_claims(run: Run):
+def _double_claims(run):
     for row in run.leases[run.leases["end_reason"] == "revoked"].itertuples():
         yield Violation("double_claim", int(row.job),
                         f"{row.revoked_by} claimed it at {row.revoked_at:.3f}s while {row.worker}'s lease "
                         f"(attempt {row.attempt}) ran to {row.until:.3f}s")
 
 
-def _non_owner_completions(run: Run):
+def _non_owner_completions(run):
     """A completion committed by a worker that was no longer the job's latest lease holder."""
     latest: dict[int, tuple[str, int]] = {}
     for t, kind, worker, job, attempt, _ in run.log:
@@ -90,7 +94,7 @@ def _non_owner_completions(run: Run):
                             f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})")
 
 
-def _duplicate_db_effects(run: Run):
+def _duplicate_db_effects(run):
     ledger = run.table_ledger.groupby("event_id").size()
     logged = run.events[run.events.kind == "effect"].groupby("detail").size()
     for event_id, count in ledger[ledger > 1].items():
@@ -101,7 +105,7 @@ def _duplicate_db_effects(run: Run):
                         f"log says {logged.get(event_id, 0)} effects of {event_id}, the ledger holds {ledger[event_id]}")
 
 
-def _duplicate_external_effects(run: Run):
+def _duplicate_external_effects(run):
     if run.scenario.policy.idempotency_key:
         return
     events = run.events
@@ -111,7 +115,7 @@ def _duplicate_external_effects(run: Run):
         yield Violation("duplicate_external_effect", None, f"the PSP charged {event_id} {count} times")
 
 
-def _attempts(run: Run):
+def _attempts(run):
     """Every lease increments attempts by one, and the table keeps the count."""
     seen: dict[int, int] = {}
     for t, kind, _worker, job, attempt, _ in run.log:
@@ -126,7 +130,7 @@ def _attempts(run: Run):
             yield Violation("attempts_not_incremented", job, f"{claims} leases, the table says attempts={table.get(job)}")
 
 
-def _stuck_processing(run: Run):
+def _stuck_processing(run):
     """An expired lease left Processing longer than the recovery mechanism allows."""
     allowance = recovery_allowance(run.scenario)
     horizon = run.scenario.horizon
@@ -145,7 +149,7 @@ def _stuck_processing(run: Run):
                             f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s")
 
 
-def _attempts_beyond_max(run: Run):
+def _attempts_beyond_max(run):
     """No claim may take a job that already used max_attempts leases (every claim path checks it)."""
     cap = run.scenario.policy.max_attempts
     for t, kind, worker, job, attempt, _ in run.log:
@@ -153,7 +157,7 @@ def _attempts_beyond_max(run: Run):
             yield Violation("attempts_beyond_max", job, f"{worker} claimed it at {t:.3f}s as attempt {attempt}; max_attempts is {cap}")
 
 
-def _held_by_dead_owner(run: Run):
+def _held_by_dead_owner(run):
     """A job whose owner died holding it, with a lease that outlives the horizon because the TTL is
     longer than the whole run: within the run it is a lock, and nothing can ever take the job.
     Reported when the owner died at least a recovery allowance before the horizon. A normal TTL that
@@ -171,11 +175,11 @@ def _held_by_dead_owner(run: Run):
                             f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner")
 
 
-def _last_attempt(run: Run, job: int) -> int:
+def _last_attempt(run, job: int) -> int:
     return int(run.leases.loc[run.leases["job"] == job, "attempt"].max())
 
 
-def _terminal_overwritten(run: Run):
+def _terminal_overwritten(run):
     """A job Completed or Dead must stay so: a later requeue, release, deadline failure or completion
     that changes its status overwrote a final outcome (River #1302, Solid Queue #589)."""
     final: dict[int, tuple[str, float, str]] = {}

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from sim.results import owner_crashes
 from sim.scenario import preset
 from sim.stats import summarize
 
@@ -75,23 +76,6 @@ def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
             row["watcher_interval"], row["watcher_action"] = OFF, NOT_APPLICABLE
         rows.append(row)
     return pd.DataFrame(rows, columns=["queue", *SETTINGS]).set_index("queue")
-
-
-def owner_crashes(run) -> pd.DataFrame:
-    """Run.recoveries restricted to crashes of the job's current owner.
-
-    A zombie (its lease already expired and the job taken, or even completed, by another worker)
-    that crashes is in Run.recoveries too, but nothing is left to recover: it is left out here.
-    """
-    recoveries = run.recoveries
-    events = run.events
-    moves = events[events["kind"].isin(["claim", "complete", "payload_conflict"])]
-    keep = []
-    for crash in recoveries.itertuples():
-        before = moves[(moves["job"] == crash.job) & (moves["t"] <= crash.crash_at)]
-        last = before.iloc[-1] if len(before) else None
-        keep.append(last is not None and last["kind"] == "claim" and last["worker"] == crash.worker)
-    return recoveries[np.asarray(keep, dtype=bool)].reset_index(drop=True)
 
 
 def peer_metrics(run) -> dict[str, float]:

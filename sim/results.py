@@ -1,23 +1,30 @@
 """A finished run: the event log as tidy DataFrames, one row per lease and per job, and the metrics.
 
 Every summary figure is computed from the event log (DESIGN.md "Metrics"); the final database
-tables are kept beside it so that invariants can cross-check the two.
+tables are kept beside it so that invariants can cross-check the two. `Run.save(directory)` writes
+it all to files (the CLI's `run --out`); `owner_crashes(run)` and `lost_jobs(run)` are the
+recoveries and losses the review, the peers comparison and the invariants count.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from sim.model.events import EventLog, LogArrays
-from sim.scenario import Scenario
+from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
+from sim.errors import ConfigError
+from sim.invariants import Report, check
+from sim.model.events import STATUS_MOVES, EventLog, LogArrays
+from sim.scenario import Scenario, dumps, recovery_allowance
 
 TERMINAL = ("Completed", "Dead")
-JOB_TABLE_COLUMNS = ["id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
-                     "heartbeat_at", "created_at", "completed_at", "last_error"]
+RUN_FILES = ("events", "leases", "jobs")  # the frames Run.save writes
 
 
 @dataclass
@@ -65,12 +72,11 @@ class Run:
     @cached_property
     def table_jobs(self) -> pd.DataFrame:
         """The payment_jobs table as the database holds it at the end of the run."""
-        return pd.DataFrame(self.tables["jobs"], columns=JOB_TABLE_COLUMNS)
+        return pd.DataFrame(self.tables["jobs"], columns=JOB_COLUMNS)
 
     @cached_property
     def table_ledger(self) -> pd.DataFrame:
-        return pd.DataFrame(self.tables["ledger"], columns=["entry_id", "job_id", "event_id", "amount_cents",
-                                                            "worker", "attempt", "applied_at"])
+        return pd.DataFrame(self.tables["ledger"], columns=LEDGER_COLUMNS)
 
     @cached_property
     def recoveries(self) -> pd.DataFrame:
@@ -81,11 +87,53 @@ class Run:
     def summary(self) -> pd.Series:
         return _summary(self)
 
-    def check(self):
-        """The invariant report of this run (see sim.invariants)."""
-        from sim.invariants import check
+    @cached_property
+    def lost(self) -> pd.DataFrame:
+        """The jobs lost at the horizon (see lost_jobs), one row each as in `jobs`."""
+        return lost_jobs(self)
 
+    def check(self) -> Report:
+        """The invariant report of this run: sim.check(run) (see sim.invariants)."""
         return check(self)
+
+    # ---- files ----------------------------------------------------------------------------------
+
+    def save(self, directory: str | Path, format: str = "csv", *, report: Report | None = None) -> list[Path]:
+        """Write the run into `directory` (created if missing): events, leases and jobs as `format`
+        ("csv" or "parquet"), summary.json (metrics and the invariant report, `report` or
+        check()), scenario.toml (reproduces the run) and timeline.png. Returns the files written."""
+        from sim.plots.timeline import save_timeline
+
+        if format not in ("csv", "parquet"):
+            raise ConfigError(f"format: {format!r} is not one of csv, parquet")
+        out = Path(directory)
+        report = self.check() if report is None else report
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name in RUN_FILES:
+            frame = getattr(self, name)
+            path = out / f"{name}.{format}"
+            if format == "parquet":
+                _for_parquet(frame).to_parquet(path, index=False)
+            else:
+                frame.to_csv(path, index=False)
+            written.append(path)
+        summary = {
+            "scenario": self.scenario.name, "seed": self.scenario.seed, "backend": self.backend,
+            "horizon": self.scenario.horizon, "wall_seconds": self.wall_seconds,
+            "rows": {name: len(getattr(self, name)) for name in RUN_FILES},
+            "metrics": {k: json_number(k, v) for k, v in self.summary.items()},
+            "invariants": {"ok": report.ok, "counts": report.counts(), "expected": list(report.expected),
+                           "unexpected": [v.__dict__ for v in report.unexpected[:100]]},
+        }
+        path = out / "summary.json"
+        path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+        path = out / "scenario.toml"
+        path.write_text(dumps(self.scenario), encoding="utf-8")
+        written.append(path)
+        written.append(save_timeline(self, out / "timeline.png"))
+        return written
 
 
 _RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown"})
@@ -192,7 +240,6 @@ def _new_charges(log: LogArrays) -> np.ndarray:
     return charges[[log.detail[i] == "new" for i in charges.tolist()]] if len(charges) else charges
 
 
-STATUS_MOVES = ("requeue", "release", "deadline")  # records whose detail is the job's new status (None: no row)
 _FINAL_STATUS = {"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"}
 
 
@@ -240,16 +287,6 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def recovery_allowance(scenario: Scenario) -> float:
-    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack.
-
-    With neither a watcher nor a claim that takes expired leases nothing ever recovers the job; the
-    allowance is then one poll, so that such a job is reported stuck instead of waiting forever."""
-    p = scenario.policy
-    allowance = p.watcher_interval if p.watcher else p.poll_interval
-    return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)
-
-
 def lost_jobs(run: Run) -> pd.DataFrame:
     """Jobs unfinished at the horizon although a worker found nothing to claim well after they were due.
 
@@ -265,6 +302,46 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
     unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
     return jobs[unfinished & (due < float(idle.max()))]
+
+
+def owner_crashes(run) -> pd.DataFrame:
+    """Run.recoveries restricted to crashes of the job's current owner.
+
+    A zombie (its lease already expired and the job taken, or even completed, by another worker)
+    that crashes is in Run.recoveries too, but nothing is left to recover: it is left out here.
+    """
+    recoveries = run.recoveries
+    events = run.events
+    moves = events[events["kind"].isin(["claim", "complete", "payload_conflict"])]
+    keep = []
+    for crash in recoveries.itertuples():
+        before = moves[(moves["job"] == crash.job) & (moves["t"] <= crash.crash_at)]
+        last = before.iloc[-1] if len(before) else None
+        keep.append(last is not None and last["kind"] == "claim" and last["worker"] == crash.worker)
+    return recoveries[np.asarray(keep, dtype=bool)].reset_index(drop=True)
+
+
+def _for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed types (the event `detail`) become strings for Arrow."""
+    frame = frame.copy()
+    for column in frame.select_dtypes(include="object").columns:
+        values = frame[column].dropna()
+        if values.map(type).nunique() > 1:
+            frame[column] = frame[column].map(lambda v: None if v is None or v is pd.NA or
+                                              (isinstance(v, float) and math.isnan(v)) else str(v))
+    return frame
+
+
+def json_number(key: str, value):
+    """Counts as integers, rates and latencies as floats, NaN as null."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        if value.is_integer() and not any(part in key for part in ("_per_s", "latency")):
+            return int(value)
+    return value
 
 
 def _percentiles(values: pd.Series, prefix: str) -> dict[str, float]:
@@ -294,7 +371,7 @@ def _summary(run: Run) -> pd.Series:
         "jobs": len(jobs),
         "completed": completed,
         "dead": int((status == "Dead").sum()),
-        "lost_jobs": len(lost_jobs(run)),
+        "lost_jobs": len(run.lost),
         "unfinished": int((~terminal).sum()),
         "throughput_per_s": completed / horizon,
         "leases": len(leases),

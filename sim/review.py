@@ -31,10 +31,16 @@ import pandas as pd
 
 from sim.dists import Dist
 from sim.errors import ConfigError
-from sim.peers import owner_crashes
-from sim.results import recovery_allowance
-from sim.scenario import CrashPoint, Scenario, ScriptedCrash, ScriptedOutage, resolve
-from sim.wording import count
+from sim.results import owner_crashes
+from sim.scenario import (
+    CrashPoint,
+    Scenario,
+    ScriptedCrash,
+    ScriptedOutage,
+    recovery_allowance,
+    resolve,
+)
+from sim.wording import count, duration, percent, plural
 
 PASS, FAIL, RISK = "pass", "fail", "risk"
 STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
@@ -85,7 +91,7 @@ class Review:
         watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
         seeds = ", ".join(map(str, self.seeds))
         runs = count(len(self.runs), "run")
-        return (f"Design review of {s.name}: {runs} (seed{'s' if len(self.seeds) != 1 else ''} {seeds}), "
+        return (f"Design review of {s.name}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
                 f"{s.horizon:g} s each; "
                 f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
 
@@ -214,19 +220,6 @@ def attempt_mismatches(run) -> tuple[int, int, int, int]:
     return len(table), int(bad.sum()), int((leases > 1).sum()), int(table.max()) if len(table) else 0
 
 
-def _pct(x: float) -> str:
-    if not np.isfinite(x):
-        return "n/a"
-    if x == 0:
-        return "0%"
-    return f"{x:.2%}" if abs(x) < 0.001 else f"{x:.1%}"
-
-
-def _s(x: float) -> str:
-    """Seconds, 3 significant digits."""
-    return "n/a" if not np.isfinite(x) else (f"{x:.3g} s" if abs(x) < 1000 else f"{x:,.0f} s")
-
-
 def _total(runs, key: str) -> int:
     return int(sum(int(r.summary[key]) for r in runs))
 
@@ -244,7 +237,7 @@ class _Checker:
 
     @property
     def n_runs(self) -> str:
-        return f"{self.n} run{'s' if self.n > 1 else ''}"
+        return count(self.n, 'run')
 
     # -- variants --------------------------------------------------------------------------------
 
@@ -316,14 +309,14 @@ class _Checker:
         numbers = {"double_claims": doubles, "leases": leases}
         text = f"{p.claim} ({CLAIMS[p.claim]}): {doubles} double claims in {leases} leases over {self.n_runs}"
         if doubles:
-            text += f" ({_pct(doubles / leases)} of leases)"
+            text += f" ({percent(doubles / leases)} of leases)"
         contention = self.variant("contention")
         if contention:
             vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
             text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
-                     + (f" ({_pct(vd / vl)})" if vd else ""))
+                     + (f" ({percent(vd / vl)})" if vd else ""))
         if p.claim == "read_then_write":
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
         if doubles or numbers.get("variant_double_claims", 0):
@@ -350,10 +343,10 @@ class _Checker:
         if not np.isfinite(p999):
             return RISK, f"no job finished in {self.n_runs}: processing time not measured.", m
         cmp = "<" if p999 > ttl else ">"
-        head = (f"TTL {ttl:g} s {cmp} p99.9 processing {_s(p999)} (max {_s(m['max_processing'])}, "
-                f"{m['finished_jobs']} jobs finished): {_pct(m['over_ttl_share'])} of jobs outlived the TTL")
-        lost = (f"{m['false_expiries']} leases ({_pct(m['false_expiries'] / m['leases'])}) expired under a live owner; "
-                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({_pct(m['double_processed_share'])}) "
+        head = (f"TTL {ttl:g} s {cmp} p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, "
+                f"{m['finished_jobs']} jobs finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL")
+        lost = (f"{m['false_expiries']} leases ({percent(m['false_expiries'] / m['leases'])}) expired under a live owner; "
+                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
                 "were processed twice")
         if p.heartbeat and p.heartbeat_interval >= ttl:
             return FAIL, f"heartbeat every {p.heartbeat_interval:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
@@ -375,18 +368,18 @@ class _Checker:
         m = {**m, "heartbeats": beats}
         if not p.heartbeat:
             if m["over_ttl_share"] > 0 or m["false_expiries"]:
-                return FAIL, (f"no heartbeat: {_pct(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
+                return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
                               f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
-                              f"{m['jobs']} leased jobs ({_pct(m['double_processed_share'])}) were processed twice."), m
+                              f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
             if np.isfinite(m["p999_processing"]) and m["p999_processing"] > ttl / 2:
-                return RISK, (f"no heartbeat: p99.9 processing {_s(m['p999_processing'])} is over half the {ttl:g} s TTL; "
+                return RISK, (f"no heartbeat: p99.9 processing {duration(m['p999_processing'])} is over half the {ttl:g} s TTL; "
                               "a slower PSP would let leases expire under live owners."), m
-            return PASS, (f"no heartbeat, none needed so far: p99.9 processing {_s(m['p999_processing'])} "
+            return PASS, (f"no heartbeat, none needed so far: p99.9 processing {duration(m['p999_processing'])} "
                           f"< half the {ttl:g} s TTL."), m
         text = (f"heartbeat every {p.heartbeat_interval:g} s (TTL {ttl:g} s): {beats} renewals in {self.n_runs}; "
                 f"{m['false_expiries']} false expiries")
         if m["over_ttl_share"] == 0:
-            text += f"; no job outlived the TTL (max {_s(m['max_processing'])}), so here it is insurance"
+            text += f"; no job outlived the TTL (max {duration(m['max_processing'])}), so here it is insurance"
         status = PASS if p.heartbeat_interval < ttl / 2 else RISK
         if status == RISK:
             text += "; the interval is over half the TTL: one late heartbeat loses the lease"
@@ -397,8 +390,8 @@ class _Checker:
             jobs = sum(leased_jobs(r) for r in without)
             twice = sum(double_processed(r) for r in without)
             m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
-            text += (f"; without it (variant): {fe} leases ({_pct(fe / leases if leases else np.nan)}) would expire under a "
-                     f"live owner and {twice} of {jobs} leased jobs ({_pct(twice / jobs if jobs else np.nan)}) would be processed twice")
+            text += (f"; without it (variant): {fe} leases ({percent(fe / leases if leases else np.nan)}) would expire under a "
+                     f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice")
         return status, text + ".", m
 
     def watcher(self):
@@ -436,14 +429,14 @@ class _Checker:
                  f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
                  if expired else f"no lease expired{variant}")
         if expired and expired > never:
-            moved += f", at most {_s(worst)} after expiry"
+            moved += f", at most {duration(worst)} after expiry"
         if len(recovery):
             moved += f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again"
             if len(recovered):
-                moved += (f", {_s(m['recovery_latency_mean'])} after the crash on average "
-                          f"(max {_s(m['recovery_latency_max'])})")
+                moved += (f", {duration(m['recovery_latency_mean'])} after the crash on average "
+                          f"(max {duration(m['recovery_latency_max'])})")
         if p.watcher:
-            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {_s(gap)}"
+            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {duration(gap)}"
             if p.watcher_action == "dead":
                 return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
             if stuck or never:
@@ -576,7 +569,7 @@ class _Checker:
             text = (f"the event id is the PSP idempotency key: {count} extra charges in {jobs} jobs{variant}; "
                     f"the PSP replayed {replays} repeated calls instead of charging again")
             return (FAIL if count or vcount else PASS), text + ".", m
-        text = (f"no idempotency key: {twice} of {charged} charged payments ({_pct(twice / charged if charged else np.nan)}) "
+        text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
                 f"were charged more than once, {count} extra charges in all{variant}")
         return (FAIL if count else RISK), text + ".", m
 

@@ -391,3 +391,13 @@ def resolve(name_or_path: str) -> Scenario:
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load(name_or_path)
     return preset(name_or_path)
+
+
+def recovery_allowance(scenario: Scenario) -> float:
+    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack.
+
+    With neither a watcher nor a claim that takes expired leases nothing ever recovers the job; the
+    allowance is then one poll, so that such a job is reported stuck instead of waiting forever."""
+    p = scenario.policy
+    allowance = p.watcher_interval if p.watcher else p.poll_interval
+    return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)

@@ -4,7 +4,8 @@
 - `summarize`: a one-row-per-run frame -> one row per group with `n` and `<metric>_mean/_ci_low/_ci_high`;
   the one implementation of per-group intervals (`SweepResult.aggregate` calls it);
 - `add_rates`: derived per-run rates (false-expiry rate, race probability, ...) that the summary
-  does not carry, because their denominators differ.
+  does not carry, because their denominators differ;
+- `wilson_interval`: the interval of a binomial proportion (false expiries per lease), sound at 0.
 
 Interval semantics, everywhere: the mean of a metric and its two-sided Student-t interval at
 `confidence` are over that metric's values in the group; missing values (NaN, e.g. a recovery
@@ -15,6 +16,7 @@ with fewer than two values the interval is NaN; identical values give a zero-wid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -107,3 +109,17 @@ def summarize(runs: pd.DataFrame, by: str | Sequence[str], metrics: Sequence[str
     table = pd.concat(columns, axis=1)
     parts = [table.index.to_frame(index=False)] if keys else []
     return pd.concat([*parts, table.reset_index(drop=True)], axis=1)
+
+
+def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (well behaved at 0 and 1 successes)."""
+    successes, trials = float(successes), float(trials)
+    if trials <= 0:
+        return float("nan"), float("nan")
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= trials else min(1.0, centre + half)
+    return low, high

@@ -348,22 +348,6 @@ def _summary_names(scenario: Scenario) -> set[str]:
         return {n for n in run(tiny, progress=False).summary.index if not n.startswith("db_")}
 
 
-def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (well behaved at 0 and 1 successes)."""
-    from scipy import stats
-
-    successes, trials = float(successes), float(trials)
-    if trials <= 0:
-        return float("nan"), float("nan")
-    z = float(stats.norm.ppf((1 + confidence) / 2))
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    low = 0.0 if successes <= 0 else max(0.0, centre - half)
-    high = 1.0 if successes >= trials else min(1.0, centre + half)
-    return low, high
-
-
 # ---- results -------------------------------------------------------------------------------------
 
 @dataclass

@@ -1,15 +1,60 @@
-"""Counts in words for titles, reports and exercise feedback: '1 crash', '3 leases', 'twice'."""
+"""Numbers in words for titles, reports and exercise feedback: '1 crash', 'twice', '12.3 s', '1.2%'.
+
+One home for every such rule, so that a figure, the review, the advisor and a notebook write the
+same value the same way; a missing value (None, NaN, inf) reads NO_VALUE everywhere.
+"""
 
 from __future__ import annotations
+
+import math
+
+NO_VALUE = "n/a"
+
+
+def plural(n, one: str, many: str | None = None) -> str:
+    """The noun alone, singular for exactly one: plural(2, 'job') -> 'jobs'."""
+    return one if n == 1 else (many or one + "s")
 
 
 def count(n, one: str, many: str | None = None) -> str:
     """'1 crash', '2 crashes', '0.5 crashes', '3000 jobs': the noun is singular for exactly one."""
     number = f"{int(n)}" if float(n).is_integer() else f"{n:g}"
-    return f"{number} {one if n == 1 else (many or one + 's')}"
+    return f"{number} {plural(n, one, many)}"
 
 
 def times(n) -> str:
     """How often, in words: 'once', 'twice', '3 times', '0.5 times' (e.g. 'was charged twice')."""
     n = float(n)
     return {1.0: "once", 2.0: "twice"}.get(n, f"{n:g} times")
+
+
+def _missing(x) -> bool:
+    return x is None or not math.isfinite(float(x))
+
+
+def duration(seconds, digits: int = 3, *, none: str = NO_VALUE) -> str:
+    """'12.3 s', '10 min', '1 h', '2.5 h': seconds up to 2 min, minutes up to 2 h, then hours
+    (whole hours from 1 h on read as hours); `none` for a missing value."""
+    if _missing(seconds):
+        return none
+    x = float(seconds)
+    if abs(x) >= 3600 and x % 3600 == 0:
+        return f"{x / 3600:g} h"
+    if abs(x) >= 7200:
+        return f"{x / 3600:.{digits}g} h"
+    if abs(x) >= 120:
+        return f"{x / 60:.{digits}g} min"
+    return f"{x:.{digits}g} s"
+
+
+def percent(share, digits: int = 2, *, none: str = NO_VALUE) -> str:
+    """A share as a percentage with `digits` significant digits: '1.2%', '0%', '< 0.0001%' (a
+    non-zero share below one in a million); `none` for a missing value."""
+    if _missing(share):
+        return none
+    x = float(share)
+    if x == 0:
+        return "0%"
+    if abs(x) < 1e-6:
+        return "< 0.0001%"
+    return f"{100 * x:.{digits}g}%"

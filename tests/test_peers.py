@@ -17,7 +17,8 @@ import pytest  # noqa: E402
 import sim  # noqa: E402
 from sim import plots  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.peers import METRICS, PEERS, SETTINGS, compare_peers, owner_crashes, settings_table  # noqa: E402
+from sim.peers import METRICS, PEERS, SETTINGS, compare_peers, settings_table  # noqa: E402
+from sim.results import owner_crashes  # noqa: E402
 
 SHARED = ("workload", "faults", "horizon")
 

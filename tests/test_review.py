@@ -10,7 +10,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from sim.__main__ import main  # noqa: E402
-from sim.review import FAIL, ITEMS, PASS, RISK, Review, _pct, review  # noqa: E402
+from sim.review import FAIL, ITEMS, PASS, RISK, Review, review  # noqa: E402
+from sim.wording import percent as _pct  # noqa: E402
 
 SEEDS = (1, 2)
 

@@ -19,6 +19,8 @@ import sim  # noqa: E402
 from sim import plots, teaching  # noqa: E402
 from sim.db.base import Blocked  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
+from sim.teaching import notebook  # noqa: E402
+from tools.link_html import link_html  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -88,11 +90,11 @@ def test_headless_when_a_batch_runner_started_the_kernel(monkeypatch):
 
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
     monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
-    monkeypatch.setattr(teaching, "_parent_cmdline", lambda: "/venv/bin/python -m pytest tests/test_notebooks.py")
+    monkeypatch.setattr(notebook, "_parent_cmdline", lambda: "/venv/bin/python -m pytest tests/test_notebooks.py")
     assert teaching.headless() is True
-    monkeypatch.setattr(teaching, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-nbconvert --execute")
+    monkeypatch.setattr(notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-nbconvert --execute")
     assert teaching.headless() is True
-    monkeypatch.setattr(teaching, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab")
+    monkeypatch.setattr(notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab")
     assert teaching.headless() is False
 
 
@@ -616,7 +618,7 @@ def test_link_html_points_notebook_links_at_pages(tmp_path):
     page.write_text('<a href="01-what-is-a-lease.ipynb">01</a> <a href="04-stuck-watcher-and-recovery.ipynb#Takeaway">'
                     '</a> <a href="https://example.org/x.ipynb">keep</a>')
     (tmp_path / "plain.html").write_text("<p>no links</p>")
-    assert teaching.link_html(tmp_path) == [page]
+    assert link_html(tmp_path) == [page]
     text = page.read_text()
     assert 'href="01-what-is-a-lease.html"' in text
     assert 'href="04-stuck-watcher-and-recovery.html#Takeaway"' in text

@@ -1,4 +1,5 @@
-"""The Backend protocol the model talks to, and the simulated clock's mapping to timestamptz.
+"""The Backend protocol the model talks to, the client bookkeeping both backends share, and the
+simulated clock's mapping to timestamptz.
 
 A statement either returns its rows (a list of tuples, times as float seconds) or a `Blocked`
 marker when it waits on a row lock held by another client's open transaction. The caller
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
+
+from sim.db.errors import ClientCrashedError, ClientStateError
 
 # Simulated second 0 as a timestamptz; every time parameter is EPOCH + simulated seconds.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -70,3 +73,27 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release everything the backend holds (connections, schema unless kept)."""
+
+
+class ClientTable:
+    """Connect and look up clients, shared by MemoryBackend and PostgresBackend: `_clients` maps a
+    client name to its state, a `_new_client()` object with a `crashed` flag."""
+
+    _clients: dict
+    _new_client: type
+
+    def connect(self, client: str) -> None:
+        """Open (or reopen after a crash) the connection of `client`."""
+        state = self._clients.get(client)
+        if state is not None and not state.crashed:
+            raise ClientStateError(f"client {client} is already connected")
+        self._clients[client] = self._new_client()
+
+    def _client(self, client: str, query: str):
+        """The state of a connected, live client (for a statement `query`)."""
+        state = self._clients.get(client)
+        if state is None:
+            raise ClientStateError(f"client {client} is not connected (call connect first)")
+        if state.crashed:
+            raise ClientCrashedError(client, query)
+        return state

@@ -2,9 +2,12 @@
 
 Each keeps its constructor's arguments in `args` (the message comes from __str__), so that
 `type(e)(*e.args)` rebuilds it: SimPy does exactly that when an error escapes a process.
+`user_error()` turns a psycopg error that escaped the backend into the CLI's one-line error.
 """
 
 from __future__ import annotations
+
+from sim.errors import ConfigError
 
 
 class DatabaseError(Exception):
@@ -78,3 +81,11 @@ class ClientStateError(DatabaseError):
 
 class ServerUnavailableError(DatabaseError):
     """The PostgreSQL server cannot be reached or refuses us; the message names the host, never a password."""
+
+
+def user_error(exc: BaseException) -> ConfigError | None:
+    """A psycopg error that escaped the PostgreSQL backend, as the one-line user error the CLI
+    prints ('PostgreSQL: <the server's message>'); None for any other exception."""
+    if type(exc).__module__.startswith("psycopg"):
+        return ConfigError(f"PostgreSQL: {str(exc).strip()}")
+    return None

@@ -1,4 +1,5 @@
-"""The queue's state as the database holds it, read into pandas with the named queries of sql/.
+"""The queue's state as the database holds it, read into pandas: the tables' columns, the named
+dumps of sql/ (query_state), and SQL text of one's own on a PostgresBackend (sql_frame).
 
 This is the "queryable state" seed 1 praises over a broker's visibility timeout: the job's status,
 its attempt history and its stuck leases live in one transactional place that anyone can query.
@@ -12,17 +13,21 @@ its attempt history and its stuck leases live in one transactional place that an
     # or on a schema kept by `python -m sim run ... --backend postgres --keep-schema`
     state = query_state("postgresql://...", schema="leaselab_1a2b3c4d5e6f")
 
-Times are simulated seconds, as everywhere in Lease Lab.
+Times are simulated seconds, as everywhere in Lease Lab; sql_frame returns timestamptz, which
+sim_seconds turns into simulated seconds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from sim.db.base import Backend
+from sim.db.base import Backend, from_timestamp
 from sim.db.errors import ClientStateError
+from sim.errors import ConfigError
 
 CLIENT = "inspector"
 JOB_COLUMNS = ["id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
@@ -30,6 +35,7 @@ JOB_COLUMNS = ["id", "event_id", "payload", "status", "lease_owner", "lease_unti
 LEDGER_COLUMNS = ["entry_id", "job_id", "event_id", "amount_cents", "worker", "attempt", "applied_at"]
 MARKER_COLUMNS = ["event_id", "payload_hash", "processed_at"]
 STUCK_COLUMNS = ["id", "lease_owner", "lease_until", "attempts"]
+TABLE_COLUMNS = {"jobs": JOB_COLUMNS, "ledger": LEDGER_COLUMNS, "processed_events": MARKER_COLUMNS}  # dump_<table>
 STATUSES = ["Pending", "Processing", "Completed", "Dead"]
 
 
@@ -107,3 +113,21 @@ def _latest(jobs: pd.DataFrame, ledger: pd.DataFrame, markers: pd.DataFrame) -> 
     written += [ledger["applied_at"], markers["processed_at"]]
     values = pd.concat(written, ignore_index=True).dropna().to_numpy(dtype=float)
     return float(values.max()) if values.size else 0.0
+
+
+def sql_frame(db, text: str, params: Mapping | None = None) -> pd.DataFrame:
+    """Run SQL text on a PostgresBackend's schema (on the backend's own monitor connection) and
+    return the rows.
+
+    Time parameters are simulated seconds: pass them through sim.db.base.to_timestamp. Times in
+    the result come back as timestamptz; sim_seconds() turns them into simulated seconds.
+    """
+    if getattr(db, "name", None) != "postgres":
+        raise ConfigError("sql_frame: needs a PostgresBackend (sim.make_backend('postgres'))")
+    columns, rows = db.run_sql(text, params)
+    return pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame()
+
+
+def sim_seconds(values) -> pd.Series:
+    """timestamptz values from PostgreSQL -> simulated seconds (NaN for NULL)."""
+    return pd.Series([np.nan if v is None or pd.isna(v) else from_timestamp(v) for v in values], dtype=float)

@@ -22,9 +22,8 @@ import itertools
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
 
-from sim.db.base import MICROS, Blocked, Rows, to_micros
+from sim.db.base import MICROS, Blocked, ClientTable, Rows, to_micros
 from sim.db.errors import (
-    ClientCrashedError,
     ClientStateError,
     DeadlockDetectedError,
     LockNotAvailableError,
@@ -158,10 +157,11 @@ class _Wait(Exception):
         self.row = row
 
 
-class MemoryBackend:
+class MemoryBackend(ClientTable):
     """The simulated PostgreSQL. Not thread-safe; driven by one SimPy environment."""
 
     name = "memory"
+    _new_client = _Client
 
     def __init__(self):
         self.jobs: dict[int, JobRow] = {}
@@ -175,27 +175,13 @@ class MemoryBackend:
         self._ledger_ids = itertools.count(1)  # like a sequence: never rolled back
         self.row_locks: dict[int, Transaction] = {}
         self.marker_locks: dict[str, Transaction] = {}
-        self.clients: dict[str, _Client] = {}
+        self._clients: dict[str, _Client] = {}
         # Row versions replaced since a waiting lock_next_candidate began: its snapshot. Dropped
         # when that statement ends or its client crashes.
         self._snapshots: list[_Versions] = []
         self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
 
     # ---- connections and transactions -------------------------------------------------------
-
-    def connect(self, client: str) -> None:
-        state = self.clients.get(client)
-        if state is not None and not state.crashed:
-            raise ClientStateError(f"client {client} is already connected")
-        self.clients[client] = _Client()
-
-    def _client(self, client: str, query: str) -> _Client:
-        state = self.clients.get(client)
-        if state is None:
-            raise ClientStateError(f"client {client} is not connected (call connect first)")
-        if state.crashed:
-            raise ClientCrashedError(client, query)
-        return state
 
     def begin(self, client: str) -> None:
         state = self._client(client, "BEGIN")
@@ -221,7 +207,7 @@ class MemoryBackend:
             state.tx = None
 
     def crash(self, client: str) -> None:
-        state = self.clients.get(client)
+        state = self._clients.get(client)
         if state is None or state.crashed:
             return
         if state.tx is not None:
@@ -237,11 +223,11 @@ class MemoryBackend:
         state.snapshot = None
 
     def in_transaction(self, client: str) -> bool:
-        state = self.clients.get(client)
+        state = self._clients.get(client)
         return state is not None and state.tx is not None
 
     def close(self) -> None:
-        self.clients.clear()
+        self._clients.clear()
 
     def _apply(self, tx: Transaction) -> None:
         """Commit: install new row versions, maintain the indexes, release locks."""
@@ -331,7 +317,7 @@ class MemoryBackend:
         entry = self._dispatch.get(query)
         if entry is None:
             entry = self._dispatch[query] = (get_query(query), getattr(self, query))
-        state = self.clients.get(client)
+        state = self._clients.get(client)
         if state is None or state.crashed:
             state = self._client(client, query)  # raises the right error
         if state.pending is not None:
@@ -399,7 +385,7 @@ class MemoryBackend:
             if holder.client == client:
                 return True
             seen.add(holder.client)
-            state = self.clients[holder.client]
+            state = self._clients[holder.client]
             if state.tx is not holder or state.pending is None:
                 return False  # that transaction has ended, or its client is not waiting
             holder = state.waits_for

@@ -36,28 +36,20 @@ import atexit
 import contextlib
 import logging
 import os
-import platform
-import re
 import secrets
 import select
 import signal
-import socket
-import struct
-import sys
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import cache
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq, sql
-from psycopg.adapt import Loader, PyFormat, Transformer
+from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict
 
-from sim.db.base import EPOCH, MICROS, Blocked, Rows, to_timestamp
+from sim.db import wire
+from sim.db.base import Blocked, ClientTable, Rows, to_timestamp
 from sim.db.errors import (
-    ClientCrashedError,
     ClientStateError,
     DatabaseError,
     DeadlockDetectedError,
@@ -66,7 +58,8 @@ from sim.db.errors import (
     TransactionAbortedError,
     UniqueViolationError,
 )
-from sim.db.queries import Query, get_query, load_queries, schema_sql
+from sim.db.processes import asleep_in_epoll, may_signal, process_state
+from sim.db.queries import get_query, load_queries, schema_sql
 from sim.db.server import (
     connect_dsn,
     connection_error,
@@ -102,12 +95,8 @@ ORDER BY b.pid
 _TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)"
 _ALIVE = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s::int[])"
 _CANCEL = "SELECT pg_cancel_backend(%s)"
-_CLIENT_ADDRESS = "SELECT host(inet_client_addr()), inet_client_port()"
 
 _yield = getattr(os, "sched_yield", lambda: None)
-_OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}  # int8, text, bool, timestamptz
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
-_PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
 _PRIMARY = pq.DiagnosticField.MESSAGE_PRIMARY
@@ -124,49 +113,6 @@ class ServerStatementError(StatementError):
         self.sqlstate = sqlstate
         super().__init__(query, message)
         self.args = (query, message, sqlstate)
-
-
-class _SimTimeLoader(Loader):
-    """timestamptz (binary: microseconds since 2000-01-01) -> simulated seconds, like MemoryBackend."""
-
-    format = pq.Format.BINARY
-
-    def load(self, data) -> float:
-        return (int.from_bytes(data, "big", signed=True) - _PG_EPOCH_US) / MICROS
-
-
-@dataclass(frozen=True)
-class _Statement:
-    """A named query as the wire sees it: $n placeholders, parameter order and types."""
-
-    name: bytes
-    text: bytes
-    order: tuple[str, ...]
-    times: frozenset[str]
-    oids: tuple[int, ...]
-    formats: tuple[PyFormat, ...]
-
-
-@cache
-def _statement(q: Query) -> _Statement:
-    order: list[str] = []
-    kinds = dict(q.params)
-
-    def number(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in order:
-            order.append(name)
-        return f"${order.index(name) + 1}"
-
-    text = _PLACEHOLDER.sub(number, q.sql)
-    return _Statement(
-        name=f"leaselab_{q.name}".encode(),
-        text=text.encode(),
-        order=tuple(order),
-        times=frozenset(n for n in order if kinds[n] == "time"),
-        oids=tuple(_OIDS[kinds[n]] for n in order),
-        formats=(PyFormat.TEXT,) * len(order),
-    )
 
 
 class _Client:
@@ -196,10 +142,11 @@ class _Client:
         self.order = 0  # when it began to wait: waiters are settled in this order
 
 
-class PostgresBackend:
+class PostgresBackend(ClientTable):
     """The Backend protocol on a real server, in a schema of its own. Driven by one thread."""
 
     name = "postgres"
+    _new_client = _Client
 
     def __init__(self, dsn: str | None = None, *, keep_schema: bool = False, schema: str | None = None,
                  _existing: bool = False):
@@ -207,7 +154,7 @@ class PostgresBackend:
         self.schema = schema or f"leaselab_{secrets.token_hex(6)}"
         self.keep_schema = keep_schema or _existing
         self._queries = load_queries()
-        self._statements: dict[str, _Statement] = {}
+        self._statements: dict[str, wire.Statement] = {}
         self._clients: dict[str, _Client] = {}
         self._pids: dict[int, str] = {}  # backend pid -> client, for naming lock holders
         self._waits = 0  # counter giving each wait its place in line
@@ -228,7 +175,7 @@ class PostgresBackend:
         except BaseException:
             self._monitor.close()
             raise
-        self.pauses_waiters = _may_signal(self._monitor, self._monitor.info.backend_pid)
+        self.pauses_waiters = may_signal(self._monitor, self._monitor.info.backend_pid)
         atexit.register(self.close)  # a backend never closed still drops its schema at exit
         if not self.pauses_waiters:
             log.info("server at %s is not local: lock waiters are settled in order without pausing "
@@ -281,20 +228,6 @@ class PostgresBackend:
 
     # ---- connections and transactions -------------------------------------------------------
 
-    def connect(self, client: str) -> None:
-        state = self._clients.get(client)
-        if state is not None and not state.crashed:
-            raise ClientStateError(f"client {client} is already connected")
-        self._clients[client] = _Client()
-
-    def _client(self, client: str, query: str) -> _Client:
-        state = self._clients.get(client)
-        if state is None:
-            raise ClientStateError(f"client {client} is not connected (call connect first)")
-        if state.crashed:
-            raise ClientCrashedError(client, query)
-        return state
-
     def _open(self, client: str, state: _Client) -> None:
         """Open the client's connection on first use, with the search_path of this run's schema."""
         if state.conn is not None:
@@ -309,8 +242,8 @@ class PostgresBackend:
             conn.execute("SET synchronous_commit TO off")
             if self._superuser:
                 conn.execute(sql.SQL("SET deadlock_timeout TO {}").format(sql.Literal(CLIENT_DEADLOCK_TIMEOUT)))
-            conn.adapters.register_loader("timestamptz", _SimTimeLoader)
-            signals = self.pauses_waiters and _may_signal(conn, conn.info.backend_pid)
+            conn.adapters.register_loader("timestamptz", wire.SimTimeLoader)
+            signals = self.pauses_waiters and may_signal(conn, conn.info.backend_pid)
         except psycopg.OperationalError as exc:
             conn.close()
             raise connection_error(self.dsn, exc) from None
@@ -457,6 +390,17 @@ class PostgresBackend:
             raise connection_error(self.dsn, exc) from None
         return cur.fetchall() if cur.description else []
 
+    def run_sql(self, text: str, params=None) -> tuple[list[str], list[tuple]]:
+        """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema on
+        its monitor connection: (column names, rows), times as timestamptz. Nothing is kept: the
+        statement runs in a transaction of its own, rolled back if it fails."""
+        with self._monitor.transaction():
+            self._monitor.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
+            cur = self._monitor.execute(text, params)
+            if cur.description is None:
+                return [], []
+            return [d.name for d in cur.description], cur.fetchall()
+
     # ---- statements ---------------------------------------------------------------------------
 
     def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
@@ -465,7 +409,7 @@ class PostgresBackend:
         self._idle(client, state, query)
         q.check(params)
         self._open(client, state)
-        st = self._statements.get(query) or self._statements.setdefault(query, _statement(q))
+        st = self._statements.get(query) or self._statements.setdefault(query, wire.statement(q))
         pg = state.pg
         try:
             if st.name not in state.prepared:
@@ -489,7 +433,7 @@ class PostgresBackend:
         state.since = time.monotonic()
         return self._outcome(client, state, query)
 
-    def _prepare(self, state: _Client, st: _Statement, query: str) -> None:
+    def _prepare(self, state: _Client, st: wire.Statement, query: str) -> None:
         result = state.pg.prepare(st.name, st.text, st.oids)
         if result.status != pq.ExecStatus.COMMAND_OK:
             raise self._error(query, result, False)
@@ -695,9 +639,9 @@ class PostgresBackend:
             except OSError:
                 return False
             deadline = time.monotonic() + 0.05
-            while _state(pid) not in ("T", "") and time.monotonic() < deadline:
+            while process_state(pid) not in ("T", "") and time.monotonic() < deadline:
                 time.sleep(0)  # a signal takes effect when its target next runs
-            if _asleep_in_epoll(pid):
+            if asleep_in_epoll(pid):
                 return True
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
@@ -763,68 +707,3 @@ class PostgresBackend:
         if not sqlstate:
             return unavailable(self.dsn, f"lost the connection during {query} ({message})")
         return ServerStatementError(query, message, sqlstate)
-
-
-def _may_signal(conn: psycopg.Connection, pid: int) -> bool:
-    """Is `pid`, the server process of `conn`, a process on this machine that we may pause?
-
-    Proven by the socket itself: over a Unix socket the kernel names the peer that accepted the
-    connection, the postmaster, which must be the parent of `pid`; over TCP the server must see
-    our very address and port, and `pid` must be a postgres process. Set LEASELAB_PAUSE_WAITERS=0
-    to never pause.
-    """
-    if (not hasattr(signal, "SIGSTOP") or not sys.platform.startswith("linux") or not _EPOLL_SYSCALLS
-            or os.environ.get("LEASELAB_PAUSE_WAITERS", "1") == "0"):
-        return False
-    try:
-        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
-        try:
-            if sock.family == socket.AF_UNIX:
-                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-                local = struct.unpack("3i", creds)[0] == _parent(pid) and _is_postgres(pid)
-            else:
-                address, port = sock.getsockname()[:2]
-                seen = conn.execute(_CLIENT_ADDRESS).fetchone()
-                local = seen == (address, port) and _is_postgres(pid)
-        finally:
-            sock.close()  # our duplicate of the descriptor
-        if local:
-            os.kill(pid, 0)
-        return local
-    except (OSError, psycopg.Error):
-        return False
-
-
-def _proc(pid: int, name: str) -> str:
-    with open(f"/proc/{pid}/{name}", encoding="ascii", errors="replace") as f:
-        return f.read()
-
-
-_EPOLL_SYSCALLS = {"x86_64": {"232", "281", "441"}, "aarch64": {"22", "441"}}.get(platform.machine(), set())
-
-
-def _asleep_in_epoll(pid: int) -> bool:
-    """Was the (stopped) process blocked in epoll_wait, i.e. in PostgreSQL's WaitLatch?"""
-    try:
-        return _proc(pid, "syscall").split(maxsplit=1)[0] in _EPOLL_SYSCALLS
-    except (OSError, IndexError):
-        return False
-
-
-def _state(pid: int) -> str:
-    """The process state letter (R, S, T, ...), or '' if it is gone."""
-    try:
-        return _proc(pid, "stat").rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def _is_postgres(pid: int) -> bool:
-    return _proc(pid, "comm").strip() == "postgres"
-
-
-def _parent(pid: int) -> int:
-    for line in _proc(pid, "status").splitlines():
-        if line.startswith("PPid:"):
-            return int(line.split()[1])
-    return -1

@@ -38,6 +38,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+STATUS_MOVES = ("requeue", "release", "deadline")  # records whose detail is the job's new status (None: no row)
+
 
 class Event(NamedTuple):
     t: float

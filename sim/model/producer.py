@@ -45,12 +45,16 @@ class JobCatalog:
         event_id = event_name(self._event[i])
         amount = self._amount[i]
         payload = payload_json(event_id, amount)
-        digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-        return JobSpec(job_id, event_id, payload, digest, amount, self._work[i])
+        return JobSpec(job_id, event_id, payload, payload_hash(payload), amount, self._work[i])
 
 
 def event_name(event_no: int) -> str:
     return f"evt-{event_no}"
+
+
+def payload_hash(payload: str) -> str:
+    """The hash stored with a dedup marker: a redelivery with another payload has another hash."""
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def payload_json(event_id: str, amount_cents: int) -> str:

@@ -14,7 +14,8 @@ from sim.__main__ import main
 from sim.advisor import CANDIDATE_COLUMNS, Advice, advise, sample_durations, sample_durations_path
 from sim.dists import Dist
 from sim.errors import ConfigError
-from sim.sweep import sweep, wilson_interval
+from sim.stats import wilson_interval
+from sim.sweep import sweep
 
 TARGET = 0.01
 WORKERS = 20

@@ -13,7 +13,8 @@ from scipy import stats
 from sim import analytic, run
 from sim.dists import Dist
 from sim.scenario import Faults, Policy, Scenario, Workload
-from sim.sweep import sweep, wilson_interval
+from sim.stats import wilson_interval
+from sim.sweep import sweep
 from tests.model import test_recovery_theory as recovery_setup
 
 LAT = 0.002

@@ -12,7 +12,8 @@ from scipy import stats
 
 import sim
 from sim.errors import ConfigError
-from sim.sweep import SweepResult, point_key, run_seed, sweep, wilson_interval
+from sim.stats import wilson_interval
+from sim.sweep import SweepResult, point_key, run_seed, sweep
 
 # a small crash-recovery: 15 simulated minutes, ~135 jobs, a few crashes per run
 SMALL = sim.preset("crash-recovery").with_overrides({"horizon": 900.0, "workload.jobs": 150})

@@ -1,0 +1,523 @@
+"""Analysis figures of sweeps: claims and charges per job by claim strategy, race probability,
+recovery latency vs an interval (with the analytic curve), heatmap (TTL x heartbeat), the
+trade-off (Pareto) chart, and the histogram of observed durations.
+
+These take DataFrames shaped like sim.sweep's: `SweepResult.runs` (one row per run: a column per
+grid key named by its dotted key, `replication`, `seed`, the summary metrics) or
+`SweepResult.aggregate()` (one row per grid point: the keys, `n`, `<metric>_mean`, `_ci_low`,
+`_ci_high`). Given per-run rows they compute the mean and its CI themselves; rates the summary
+does not carry (false_expiry_rate, race_probability, ...) come from sim.stats.RATES.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from sim.errors import ConfigError
+from sim.plots.style import (
+    INK,
+    KEY_LABELS,
+    LINESTYLES,
+    MARKERS,
+    METRIC_LABELS,
+    MULTIPLICITY,
+    PALETTE,
+    finish,
+    format_value,
+    is_percent,
+    key_label,
+    metric_label,
+    n_text,
+    new_axes,
+    setting_text,
+)
+from sim.wording import count
+
+
+def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: float = 0.95) -> pd.DataFrame:
+    """`keys` + mean, low, high of `metric`, one row per key combination, sorted by the keys.
+
+    Reads `<metric>_mean/_ci_low/_ci_high` of an aggregated frame, or averages per-run rows; a rate
+    missing from an aggregated frame is the ratio of the means of its counts (no interval then).
+    Every metric here is >= 0 and rates are <= 1, so the intervals are clipped to that range. `n`
+    is the number of runs behind each row (NaN if the frame does not say).
+    """
+    from sim.stats import RATES, add_rates, summarize
+
+    missing = [k for k in keys if k not in frame.columns]
+    if missing:
+        raise ConfigError(f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, frame.columns))})")
+    if f"{metric}_mean" in frame.columns:
+        out = frame[keys].copy()
+        out["n"] = frame["n"] if "n" in frame.columns else np.nan
+        out["mean"] = frame[f"{metric}_mean"].astype(float)
+        for side in ("low", "high"):
+            column = f"{metric}_ci_{side}"
+            out[side] = frame[column].astype(float) if column in frame.columns else np.nan
+        if keys and out.duplicated(keys).any():
+            raise ConfigError(f"{metric}: several rows per {', '.join(keys)}; filter the other grid keys first")
+    else:
+        per_run = add_rates(frame)
+        if metric in per_run.columns:
+            agg = summarize(per_run, keys, [metric], confidence)
+            out = agg[keys + ["n"]].copy()
+            out["mean"], out["low"], out["high"] = (agg[f"{metric}_{s}"] for s in ("mean", "ci_low", "ci_high"))
+        elif metric in RATES and all(f"{c}_mean" in frame.columns for c in RATES[metric]):
+            num, den = RATES[metric]
+            out = frame[keys].copy()
+            out["n"] = frame["n"] if "n" in frame.columns else np.nan
+            denominator = frame[f"{den}_mean"].astype(float)
+            out["mean"] = frame[f"{num}_mean"].astype(float) / denominator.where(denominator > 0)
+            out["low"] = out["high"] = np.nan
+        else:
+            raise ConfigError(f"{metric}: the frame has neither {metric}_mean nor per-run {metric} values")
+    out["low"] = out["low"].clip(lower=0.0)
+    if is_percent(metric):
+        out["high"] = out["high"].clip(upper=1.0)
+    return out.sort_values(keys).reset_index(drop=True) if keys else out.reset_index(drop=True)
+
+
+# ---- claims and charges per job, by claim strategy ---------------------------------------------
+
+def multiplicity(run) -> dict[str, float]:
+    """How many times each job was claimed, and each payment charged and booked (1.0 = exactly once).
+
+    Averaged over the jobs (payments) that were claimed (charged, booked) at least once.
+    """
+    leases = run.leases.groupby("job").size()
+    events = run.events
+    charges = events[(events["kind"] == "psp_charge") & (events["detail"] == "new")]
+    charges = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    ledger = run.table_ledger.groupby("event_id").size()
+    mean = lambda s: float(s.mean()) if len(s) else np.nan  # noqa: E731
+    return {"leases_per_job": mean(leases), "charges_per_payment": mean(charges), "ledger_rows_per_payment": mean(ledger)}
+
+
+def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
+    """Grouped bars per claim strategy: leases per job, PSP charges and ledger rows per payment.
+
+    `runs_by_strategy` maps a label (e.g. the claim strategy) to a Run or a list of Runs (the
+    replications). Bars rise from the ideal 1.0 (exactly once), so their height is the excess;
+    whiskers are the CI of the mean over replications.
+    """
+    if not hasattr(runs_by_strategy, "items") or not len(runs_by_strategy):
+        raise ConfigError("runs_by_strategy: expected a non-empty mapping of label -> Run or list of Runs")
+    from sim.stats import mean_ci
+
+    ax = new_axes(ax, (9, 4.8))
+    labels, counts, tops = [], [], [1.0]
+    width = 0.8 / len(MULTIPLICITY)
+    for g, (label, runs) in enumerate(runs_by_strategy.items()):
+        runs = [runs] if hasattr(runs, "leases") else list(runs)
+        if not runs:
+            raise ConfigError(f"runs_by_strategy[{label!r}]: no runs")
+        values = [multiplicity(r) for r in runs]
+        labels.append(f"{label}\n({count(len(runs), 'run')})")
+        counts.append(len(runs))
+        for k, (metric, (name, colour, hatch)) in enumerate(MULTIPLICITY.items()):
+            mean, low, high, _ = mean_ci([v[metric] for v in values], confidence)
+            if not np.isfinite(mean):
+                continue
+            x = g - 0.4 + width * (k + 0.5)
+            bar = ax.bar(x, mean - 1.0, bottom=1.0, width=width * 0.92, color=colour, hatch=hatch,
+                         edgecolor=INK, lw=0.7, label=name if g == 0 else None, zorder=3)
+            for patch in bar.patches:
+                patch.set_gid("bar")
+            top = mean
+            if np.isfinite(low) and high > low:
+                ax.plot([x, x], [low, high], color=INK, lw=1.1, marker="_", ms=7, mew=1.1, zorder=4, gid="ci")
+                top = high
+            ax.text(x, top, f"{mean:.2f}", ha="center", va="bottom", fontsize=7.5, color=INK, zorder=5,
+                    gid="bar-label")
+            tops.append(top)
+    ax.axhline(1.0, color=INK, ls="--", lw=1.2, zorder=2, gid="ideal", label="1.0 = exactly once (ideal)")
+    ax.set_xticks(range(len(labels)), labels)
+    span = max(tops) - 1.0
+    ax.set_ylim(1.0 - max(0.03, 0.08 * span), max(tops) + max(0.05, 0.12 * span))
+    ax.set_ylabel("count per job or payment")
+    ax.set_xlabel("claim strategy")
+    whisk = f"whiskers: {confidence:.0%} CI of the mean" if max(counts) > 1 else "one run each"
+    finish(ax, "Double processing by claim strategy: how often each job ran, was charged and booked",
+            f"bars rise from 1.0 (exactly once): their height is the excess; {whisk}")
+    ax.grid(axis="x", visible=False)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    return ax
+
+
+# ---- race probability vs workers ---------------------------------------------------------------
+
+def race_probability(frame: pd.DataFrame, ax=None, *, x: str = "policy.workers",
+                     by: str | None = "policy.select_to_update_gap", confidence: float = 0.95):
+    """Double claims per lease vs `x` (workers), one line per `by` value (select-to-update gap).
+
+    `frame`: per-run rows with double_claims and leases (or race_probability), or an aggregated frame
+    with race_probability_mean (and _ci_low/_ci_high for the bands).
+    """
+    keys = [x] + ([by] if by else [])
+    table = metric_table(frame, keys, "race_probability", confidence)
+    ax = new_axes(ax, (8, 4.8))
+    groups = list(table.groupby(by, sort=True)) if by else [(None, table)]
+    banded = False
+    for i, (value, group) in enumerate(groups):
+        colour, marker, ls = PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)]
+        label = setting_text(by, value) if by else "simulated"
+        ax.plot(group[x], 100 * group["mean"], color=colour, marker=marker, ls=ls, lw=1.6, ms=6,
+                mec=INK, mew=0.6, label=label, zorder=3, gid="line")
+        ci = group[["low", "high"]].notna().all(axis=1)
+        if ci.any():
+            ax.fill_between(group.loc[ci, x], 100 * group.loc[ci, "low"], 100 * group.loc[ci, "high"],
+                            color=colour, alpha=0.16, lw=0, zorder=2, gid="ci-band")
+            banded = True
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(100, decimals=None))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel("race probability (double claims / leases)")
+    band = f"; bands: {confidence:.0%} CI of the mean" if banded else ""
+    finish(ax, "Read-then-write race: share of leases that were double claims", f"{n_text(table)}{band}")
+    if by:
+        ax.legend(title=KEY_LABELS.get(by, (by,))[0], fontsize=8, title_fontsize=8, frameon=False, loc="upper left")
+    return ax
+
+
+# ---- recovery latency vs an interval, with the theory -------------------------------------------
+
+def recovery_vs_interval(agg: pd.DataFrame, x: str = "policy.watcher_interval", ax=None, theory=None, *,
+                         metric: str = "recovery_latency_mean", theory_label: str = "theory (sim.analytic)",
+                         confidence: float = 0.95):
+    """Simulated recovery latency (mean, CI band) vs `x` (watcher interval or TTL), beside the theory.
+
+    `theory`: a callable x -> seconds (e.g. a lambda around sim.analytic.recovery_latency_mean),
+    drawn as a smooth dashed curve over the swept range; or precomputed values (a Series indexed
+    by x, a dict, or a sequence aligned with the sorted x values).
+    """
+    table = metric_table(agg, [x], metric, confidence)
+    ax = new_axes(ax, (8, 4.8))
+    ci = table[["low", "high"]].notna().all(axis=1)
+    if ci.any():
+        ax.fill_between(table.loc[ci, x], table.loc[ci, "low"], table.loc[ci, "high"], color=PALETTE[0],
+                        alpha=0.18, lw=0, zorder=2, gid="ci-band", label=f"{confidence:.0%} CI of the mean")
+    ax.plot(table[x], table["mean"], color=PALETTE[0], marker="o", ms=6, mec=INK, mew=0.6, lw=1.6,
+            zorder=3, gid="simulated", label="simulated")
+    if theory is not None:
+        tx, ty = _theory_points(theory, table[x])
+        ax.plot(tx, ty, color=PALETTE[5], ls="--", lw=1.8, zorder=4, gid="theory", label=theory_label)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel(metric_label(metric))
+    what = METRIC_LABELS.get(metric, (metric,))[0]
+    finish(ax, f"Recovery after a crash: {what} vs {KEY_LABELS.get(x, (x,))[0]}",
+            f"crash of the owner -> the job claimed again; {n_text(table)}")
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    return ax
+
+
+def _theory_points(theory, xs: pd.Series):
+    xs = np.asarray(xs, dtype=float)
+    if callable(theory):
+        grid = np.linspace(xs.min(), xs.max(), 200) if len(xs) > 1 else xs
+        return grid, np.array([float(theory(v)) for v in grid])
+    if isinstance(theory, pd.Series):
+        ordered = theory.sort_index()
+        return ordered.index.to_numpy(dtype=float), ordered.to_numpy(dtype=float)
+    if hasattr(theory, "items"):
+        pairs = sorted((float(k), float(v)) for k, v in theory.items())
+        return np.array([k for k, _ in pairs]), np.array([v for _, v in pairs])
+    values = np.asarray(theory, dtype=float)
+    if values.shape != xs.shape:
+        raise ConfigError(f"theory: expected a callable, a Series, a dict or {len(xs)} values, got {values.shape}")
+    return xs, values
+
+
+# ---- heatmap of one metric over two settings ----------------------------------------------------
+
+def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.heartbeat_interval",
+            value: str = "false_expiry_rate", ax=None, *, cmap: str | None = None, confidence: float = 0.95):
+    """One annotated cell per (x, y) setting, coloured by `value` on a perceptually uniform map.
+
+    Typical values: false_expiry_rate, recovery_latency_p99. Cells without data are hatched grey.
+    """
+    import matplotlib as mpl
+    from matplotlib.colors import Normalize
+
+    table = metric_table(agg, [x, y], value, confidence)
+    ax = new_axes(ax, (7.5, 5.5))
+    xs, ys = sorted(table[x].unique()), sorted(table[y].unique())
+    cells = {(row[x], row[y]): row for row in table.to_dict("records")}
+    finite = table["mean"][np.isfinite(table["mean"])]
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    if high <= low:
+        high = low + (abs(low) * 0.1 or 1.0)
+    norm = Normalize(vmin=low, vmax=high)
+    colours = mpl.colormaps[cmap or ("cividis" if "latency" in value else "viridis")]
+    big = len(xs) * len(ys) > 42
+    for i, xv in enumerate(xs):
+        for j, yv in enumerate(ys):
+            row = cells.get((xv, yv))
+            v = np.nan if row is None else row["mean"]
+            if np.isfinite(v):
+                face = colours(norm(v))
+                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor=face, edgecolor="white", lw=1.5, gid="cell"))
+                text = format_value(value, v)
+                if not big and np.isfinite(row["low"]) and np.isfinite(row["high"]):
+                    text += f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
+                lum = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
+                ax.text(i, j, text, ha="center", va="center", fontsize=7 if big else 8.5, linespacing=1.3,
+                        color="white" if lum < 0.45 else INK, gid="cell-label")
+            else:
+                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor="#f4f4f4", edgecolor="#bbbbbb",
+                                       hatch="////", lw=0.8, gid="cell-missing"))
+                ax.text(i, j, "no data", ha="center", va="center", fontsize=7, color="#666666", gid="cell-label")
+    ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set_ylim(-0.5, len(ys) - 0.5)
+    ax.set_xticks(range(len(xs)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in ys])
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_xlabel(key_label(x))
+    ax.set_ylabel(key_label(y))
+    bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(metric_label(value))
+    if is_percent(value):
+        from matplotlib.ticker import PercentFormatter
+
+        bar.ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
+    what = METRIC_LABELS.get(value, (value,))[0]
+    ci = "" if big or not table[["low", "high"]].notna().any().any() else f" [{confidence:.0%} CI]"
+    finish(ax, f"{what[:1].upper()}{what[1:]} by {KEY_LABELS.get(x, (x,))[0]} and {KEY_LABELS.get(y, (y,))[0]}",
+            f"cell: mean{ci}; {n_text(table, 'cell')}")
+    ax.grid(False)
+    return ax
+
+
+# ---- the trade-off: recovery latency vs false-expiry risk, sized by DB load ---------------------
+
+def pareto_front(x, y) -> np.ndarray:
+    """Boolean mask of the points no other point beats on both x and y (lower is better; NaN: never)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    front = ok.copy()
+    for i in np.flatnonzero(ok):
+        better = ok & (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
+        front[i] = not better.any()
+    return front
+
+
+LOG_DECADES = 2.0  # tradeoff(logx=None) turns to a log x axis when positive x values span more decades
+
+
+def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str = "recovery_latency_mean",
+             size: str = "statements_per_s", keys: list[str] | None = None, confidence: float = 0.95,
+             logx: bool | None = None):
+    """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
+
+    Each point is one setting (a row of a sweep's aggregate, identified by its dotted grid keys or
+    `keys`), labelled with those settings. The frontier (settings no other setting beats on both
+    axes) is circled and joined by a dashed staircase; whiskers show CIs when the frame has them.
+    logx: a log x axis; None (default) chooses one when the positive x values span more than two
+    decades. A log axis has no 0, so settings with x = 0 (and intervals reaching 0) are drawn on a
+    dotted line at its left edge, labelled 0 on the axis and in the legend, rather than dropped;
+    the frontier is computed on the true values.
+    """
+    import matplotlib as mpl
+    from matplotlib.colors import Normalize
+
+    if logx is not None and not isinstance(logx, bool | np.bool_):
+        raise ConfigError(f"logx: expected True, False or None (automatic), got {logx!r}")
+    keys = keys if keys is not None else [c for c in agg.columns if isinstance(c, str) and "." in c]
+    if not keys:
+        raise ConfigError("tradeoff: the frame has no dotted grid-key columns; pass keys=[...]")
+    tx = metric_table(agg, keys, x, confidence)
+    ty = metric_table(agg, keys, y, confidence)
+    ts = metric_table(agg, keys, size, confidence)
+    points = tx.rename(columns={c: f"{c}_x" for c in ("mean", "low", "high")})
+    for table, tag in ((ty, "y"), (ts, "s")):
+        points = points.merge(table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys)
+    px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
+    shown = np.isfinite(px) & np.isfinite(py)
+    log = _spans_decades(px[shown], LOG_DECADES) if logx is None else bool(logx)
+    if log and not (px[shown] > 0).any():
+        raise ConfigError(f"logx: no setting has a positive {x}; a log axis needs some")
+    edge = _zero_edge(px[shown], points.loc[shown, ["low_x", "high_x"]].to_numpy(dtype=float)) if log else None
+    dx = np.where(px > 0, px, edge) if edge is not None else px  # where each point is drawn
+    ax = new_axes(ax, (9, 6))
+    if log:
+        ax.set_xscale("log")
+    finite_s = ps[np.isfinite(ps)]
+    s_low, s_high = (finite_s.min(), finite_s.max()) if len(finite_s) else (0.0, 1.0)
+    if s_high <= s_low:
+        s_high = s_low + (abs(s_low) * 0.1 or 1.0)
+    areas = 40 + 360 * np.clip((np.nan_to_num(ps, nan=s_low) - s_low) / (s_high - s_low), 0, 1)
+    norm = Normalize(s_low, s_high)
+    colours = mpl.colormaps["cividis"]
+    for i in np.flatnonzero(shown):
+        if np.isfinite(points["low_y"].iat[i]) and np.isfinite(points["high_y"].iat[i]):
+            ax.plot([dx[i]] * 2, [points["low_y"].iat[i], points["high_y"].iat[i]], color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+        if np.isfinite(points["low_x"].iat[i]) and np.isfinite(points["high_x"].iat[i]):
+            ends = [points["low_x"].iat[i], points["high_x"].iat[i]]
+            if log:  # an interval reaching 0 reaches the dotted line
+                ends = [v if v > 0 else edge for v in ends]
+            ax.plot(ends, [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+    ax.scatter(dx[shown], py[shown], s=areas[shown], c=ps[shown], cmap=colours, norm=norm, edgecolors=INK,
+               linewidths=0.7, alpha=0.9, zorder=3, gid="point")
+    front = pareto_front(px, py)
+    order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
+    if len(order):
+        ax.plot(dx[order], py[order], drawstyle="steps-post", color=INK, ls="--", lw=1.2, zorder=2, gid="frontier")
+        ax.scatter(dx[order], py[order], s=areas[order] + 160, facecolors="none", edgecolors=INK, linewidths=1.8,
+                   zorder=4, gid="frontier-point")
+    bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(f"{metric_label(size)}: marker size and shade")
+    ax.set_xlabel(metric_label(x) + "  (risk: lower is better" + ("; log scale)" if log else ")"))
+    ax.set_ylabel(metric_label(y) + "  (lower is better)")
+    ax.set_ylim(bottom=0)
+    if shown.any():  # room on the right for the labels
+        if log:
+            low, high = np.log10(min(dx[shown].min(), edge or np.inf)), np.log10(dx[shown].max())
+            span = max(high - low, 1.0)
+            ax.set_xlim(10 ** (low - 0.06 * span), 10 ** (high + 0.24 * span))
+        else:
+            ax.set_xlim(min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown]))
+    _x_ticks(ax, x, log, edge)
+    label_all = shown.sum() <= 24
+    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
+    texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
+    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen])
+    handles = [Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
+               Line2D([], [], color=INK, ls="--", lw=1.2)]
+    names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
+    if edge is not None:
+        ax.axvline(edge, color="#888888", ls=":", lw=1.2, zorder=1, gid="zero-line")
+        handles.append(Line2D([], [], color="#888888", ls=":", lw=1.2))
+        sign = "=" if (px[shown] >= 0).all() else "<="
+        names.append(f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
+                     "(a log axis has no 0)")
+    ax.legend(handles, names, fontsize=8, frameon=False, loc="upper right")
+    finish(ax, "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
+            f"each point is one setting; {n_text(ty)}" + ("; grey whiskers: 95% CIs" if any(
+                a.get_gid() == "ci" for a in ax.lines) else ""))
+    return ax
+
+
+def _spans_decades(values, decades: float) -> bool:
+    """Whether the positive finite values span more than `decades` powers of ten."""
+    values = np.asarray(values, dtype=float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    return len(positive) >= 2 and positive.max() > positive.min() * 10 ** decades
+
+
+def _zero_edge(means, interval_ends) -> float | None:
+    """Where a log axis draws x <= 0: half a decade left of every positive mean and interval end
+    (so that order is kept); None when no mean or interval reaches 0."""
+    values = np.concatenate([np.ravel(means), np.ravel(interval_ends)]).astype(float)
+    values = values[np.isfinite(values)]
+    if not (values <= 0).any():
+        return None
+    return float(values[values > 0].min()) / 10 ** 0.5
+
+
+def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
+    """Percent tick labels for rates. A log axis labels decades (also 2 and 5 when it spans fewer
+    than two), and a dotted line for x = 0 at `edge` is labelled 0 instead of the ticks near it."""
+    percent = is_percent(metric)
+    if not log:
+        if percent:
+            from matplotlib.ticker import PercentFormatter
+
+            ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
+        return
+    import matplotlib as mpl
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0,) if high > 100 * low else (1.0, 2.0, 5.0)))
+    cut = edge * 10 ** 0.25 if edge is not None else 0.0  # halfway to the smallest positive value
+
+    def label(v, _):
+        return "" if v < cut else (f"{100 * v:.4g}%" if percent else f"{v:g}")
+
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if edge is not None:
+        ax.annotate("0%" if percent else "0", (edge, 0), xycoords=ax.get_xaxis_transform(), xytext=(0, -7),
+                    textcoords="offset points", ha="center", va="top", fontsize=mpl.rcParams["xtick.labelsize"],
+                    color=INK, gid="zero-label")
+
+
+def _place_labels(ax, xs, ys, texts, bold) -> None:
+    """Label points to their right, stacking labels that would overlap (greedy, in display space)."""
+    if not len(texts):
+        return
+    scale = 72.0 / ax.figure.dpi  # display pixels -> points
+    where = ax.transData.transform(np.column_stack([xs, ys]))
+    step = 11.0 / scale  # one 7.5 pt label line, in pixels
+    placed: list[tuple[float, float]] = []
+    for i in np.argsort(where[:, 1], kind="stable"):
+        x, y = where[i]
+        level = y + 4.0 / scale
+        for px_, py_ in placed:
+            if abs(px_ - x) < 160.0 / scale and py_ - step < level < py_ + step:
+                level = py_ + step
+        placed.append((x, level))
+        dy = (level - y) * scale
+        ax.annotate(texts[i], (xs[i], ys[i]), xytext=(10, dy), textcoords="offset points", fontsize=7.5,
+                    va="center", fontweight="bold" if bold[i] else "normal", color=INK, zorder=5, gid="point-label",
+                    bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
+                    arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 0, "shrinkB": 4}
+                    if dy > 12 else None)
+
+
+def _pad(values) -> float:
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if not len(finite):
+        return 0.01
+    span = finite.max() - finite.min()
+    return 0.06 * span if span > 0 else 0.06 * (abs(finite.max()) or 1.0)
+
+
+# ---- observed durations (sim.advise's input) ------------------------------------------------
+
+def duration_summary(values) -> pd.Series:
+    """Count, median, p90, p99, p99.9 and max of observed durations (seconds)."""
+    values = np.asarray(values, dtype=float)
+    q = np.quantile(values, [0.5, 0.9, 0.99, 0.999])
+    return pd.Series({"jobs": len(values), "median": q[0], "p90": q[1], "p99": q[2], "p99.9": q[3],
+                      "max": float(values.max())})
+
+
+def plot_durations(values, *, ttl: float | None = None, heartbeat_interval: float | None = None, ax=None):
+    """Histogram of durations on a log axis, with the median, p99, p99.9 and max marked; optionally
+    the TTL and heartbeat interval of a recommendation, to see what each has to cover."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(10, 4), layout="constrained")
+    values = np.asarray(values, dtype=float)
+    positive = values[values > 0]
+    bins = np.geomspace(positive.min(), positive.max(), 60)
+    ax.hist(positive, bins=bins, color=PALETTE[0], alpha=0.75, edgecolor="white", lw=0.4, gid="histogram")
+    ax.set_xscale("log")
+    summary = duration_summary(values)
+    for k, name in enumerate(("median", "p99", "p99.9", "max")):
+        ax.axvline(summary[name], color=INK, ls=(0, (1 + k, 2)), lw=1.0)
+        right = k < 2  # the last labels go left of their line, inside the axes
+        ax.annotate(f"{name} {summary[name]:.3g} s", (summary[name], 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3 if right else -3, -4 - 11 * k), textcoords="offset points", fontsize=8, color=INK,
+                    va="top", ha="left" if right else "right")
+    for value, label, colour in ((ttl, "TTL", PALETTE[5]), (heartbeat_interval, "heartbeat", PALETTE[2])):
+        if value is not None:
+            ax.axvline(value, color=colour, lw=2.0)
+            ax.annotate(f"{label} {value:g} s", (value, 0.5), xycoords=("data", "axes fraction"), xytext=(4, 0),
+                        textcoords="offset points", fontsize=8, color=colour, rotation=90, va="center")
+    ax.set_xlabel("processing time (s, log scale)")
+    ax.set_ylabel("jobs")
+    ax.set_title(f"Observed processing times: {int(summary['jobs'])} jobs", loc="left", fontsize=10)
+    ax.grid(color="#e6e6e6", lw=0.6)
+    return ax

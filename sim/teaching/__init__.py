@@ -1,0 +1,102 @@
+"""What the teaching notebooks (notebooks/NN-*.ipynb) need beyond the rest of `sim`, as `teaching.X`.
+
+The notebooks narrate and call; everything with logic lives in these modules, with tests
+(tests/test_teaching.py):
+
+- notebook: `fast_mode()`, `size(full, fast)` and `sizes()` shrink horizons, jobs and replications
+  when LEASELAB_FAST=1 (CI); `setup()` sets the plotting defaults; `headless()`, `progress()`,
+  `executor()`; prose computed from variables: `md()`, `claim()`, `seconds()`, `percent()`;
+- lessons: the scenarios and experiments the lessons share: `one_job()`, `recovery_experiment()`,
+  `stalling_queue()`, `advice_frame()`, `retention_experiment()`, `claim_contention()`, `compare_logs()`;
+- figures: the lesson figures `plot_false_expiry()`, `plot_retention()`, `plot_contention()`
+  (general ones, `lease_clock()`, `plot_durations()`, `busy_window()`, live in sim.plots);
+- explore: `explore()` re-runs a small scenario when a slider moves and redraws its timeline;
+  headless (no widget frontend) it runs once with the defaults and shows a static figure;
+- by_hand: `Script` drives a Backend statement by statement with a transcript, `Delivery` is
+  seed 2's dedup transaction;
+- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`);
+- coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells.
+
+PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
+"""
+
+from sim.db.inspect import sim_seconds, sql_frame
+from sim.model.producer import payload_hash
+from sim.plots.analysis import duration_summary, plot_durations
+from sim.plots.timeline import busy_window, lease_clock
+from sim.teaching.by_hand import Delivery, Script, deliver, ledger_counts
+from sim.teaching.coverage import DEDUP_TAGS, REQUIRED_TAGS, coverage, coverage_markdown
+from sim.teaching.exercises import (
+    Verdict,
+    check_convoy,
+    check_duplicating_peers,
+    check_fastest_peer,
+    check_lease_end,
+    check_ledger_rows,
+    check_lock_recovery,
+    check_pause_ttl,
+    check_recovery_prediction,
+    check_retention,
+    check_safe_claims,
+    check_smallest_ttl,
+    check_stuck_query,
+    check_ttl_without_heartbeat,
+    check_watcher_interval,
+    pause_survival,
+    redelivery_puzzle,
+    stuck_jobs_fixture,
+)
+from sim.teaching.explore import Control, Explorer, explore
+from sim.teaching.figures import (
+    false_expiry_table,
+    plot_contention,
+    plot_false_expiry,
+    plot_retention,
+)
+from sim.teaching.lessons import (
+    ADVICE_AXES,
+    STRATEGIES,
+    advice_frame,
+    claim_contention,
+    compare_logs,
+    contention,
+    followed_job,
+    one_job,
+    phase_bias,
+    recovery_experiment,
+    retention_curve,
+    retention_experiment,
+    stalling_queue,
+)
+from sim.teaching.notebook import (
+    FAST_ENV,
+    HEADLESS_ENV,
+    HEADLESS_RUNNERS,
+    claim,
+    executor,
+    fast_mode,
+    headless,
+    md,
+    progress,
+    release_workers,
+    seconds,
+    setup,
+    size,
+    sizes,
+    widgets_available,
+)
+from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
+
+__all__ = [
+    "ADVICE_AXES", "DEDUP_TAGS", "FAST_ENV", "HEADLESS_ENV", "HEADLESS_RUNNERS", "REQUIRED_TAGS", "STRATEGIES",
+    "Control", "Delivery", "Explorer", "Script", "Verdict", "advice_frame", "busy_window", "check_convoy",
+    "check_duplicating_peers", "check_fastest_peer", "check_lease_end", "check_ledger_rows", "check_lock_recovery",
+    "check_pause_ttl", "check_recovery_prediction", "check_retention", "check_safe_claims", "check_smallest_ttl",
+    "check_stuck_query", "check_ttl_without_heartbeat", "check_watcher_interval", "claim", "claim_contention",
+    "compare_logs", "contention", "count", "coverage", "coverage_markdown", "deliver", "duration_summary", "executor",
+    "explore", "false_expiry_table", "fast_mode", "followed_job", "headless", "lease_clock", "ledger_counts", "md",
+    "one_job", "pause_survival", "payload_hash", "percent", "phase_bias", "plot_contention", "plot_durations",
+    "plot_false_expiry", "plot_retention", "progress", "recovery_experiment", "redelivery_puzzle", "release_workers",
+    "retention_curve", "retention_experiment", "seconds", "setup", "sim_seconds", "size", "sizes", "sql_frame",
+    "stalling_queue", "stuck_jobs_fixture", "times", "widgets_available",
+]

@@ -1,0 +1,458 @@
+"""The notebooks' "try it" exercises: every `check_*` tells the reader whether an answer is right,
+as a `Verdict`; with the fixtures some of them need."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import pandas as pd
+
+from sim.db.base import Backend
+from sim.db.inspect import sql_frame
+from sim.errors import ConfigError
+from sim.teaching.by_hand import Delivery, Script, ledger_counts
+from sim.teaching.lessons import STRATEGIES, one_job, retention_experiment
+from sim.teaching.notebook import seconds
+from sim.wording import percent
+
+
+@dataclass
+class Verdict:
+    """The answer to a "try it" exercise: right or not, and why. Shows as Markdown in a notebook."""
+
+    ok: bool | None  # None: not answered yet
+    message: str
+
+    def __bool__(self) -> bool:
+        return bool(self.ok)
+
+    def _repr_markdown_(self) -> str:
+        mark = {True: "**Right.**", False: "**Not quite.**", None: "**Not answered yet.**"}[self.ok]
+        return f"{mark} {self.message}"
+
+    def __repr__(self) -> str:
+        mark = {True: "Right.", False: "Not quite.", None: "Not answered yet."}[self.ok]
+        return f"{mark} {self.message}"
+
+
+def _unanswered(hint: str) -> Verdict:
+    return Verdict(None, f"Replace `None` with your answer and run the cell again. Hint: {hint}")
+
+
+def _number(answer) -> float | None:
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) or math.isinf(value) else None
+
+
+def check_lease_end(answer, run) -> Verdict:
+    """01: when does the crashed owner's lease run out in the database? (within half a second)"""
+    hint = "the last renewal before the crash set lease_until; the crash does not change it."
+    if answer is None:
+        return _unanswered(hint)
+    crashed = run.leases[run.leases["end_reason"] == "crashed"]
+    if crashed.empty:
+        raise ConfigError("check_lease_end: this run has no crashed lease")
+    lease = crashed.iloc[0]
+    truth = float(lease["until"])
+    renewed = run.events[(run.events["worker"] == lease["worker"]) & (run.events["job"] == lease["job"])
+                         & run.events["kind"].isin(["claim", "heartbeat"])]
+    last = float(renewed["t"].max())
+    value = _number(answer)
+    if value is not None and abs(value - truth) <= 0.5:
+        return Verdict(True, f"The lease was last renewed at {last:.3g} s and runs out at {truth:.4g} s = "
+                             f"{last:.3g} s + TTL {run.scenario.policy.lease_ttl:g} s, however early the owner died.")
+    return Verdict(False, f"Look for the last claim or heartbeat of {lease['worker']} before the crash "
+                          f"at {lease['end']:.3g} s in `run.events`; {hint}")
+
+
+def check_lock_recovery(answer, run) -> Verdict:
+    """01: with a lock (no expiry), when is the crashed owner's job claimed again? ('never')"""
+    if answer is None:
+        return _unanswered("what would have to happen for another worker to take a lock nobody releases?")
+    recovered = run.recoveries["latency"].notna().any()
+    never = (isinstance(answer, str) and answer.strip().lower() in ("never", "none", "inf", "infinity")) or \
+        (_number(answer) is not None and math.isinf(_number(answer)))
+    if recovered:
+        raise ConfigError("check_lock_recovery: in this run the job was claimed again; pass the lock run")
+    if never:
+        return Verdict(True, f"In this run the job is still {run.jobs['status'].iloc[0]} at the horizon "
+                             f"({run.scenario.horizon:g} s): a lock has no expiry, so nobody may take it.")
+    return Verdict(False, "Nothing ever releases the lock: the dead owner cannot, and no clock runs out. "
+                          "Answer 'never' (or math.inf).")
+
+
+@cache
+def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, int]:
+    import sim
+
+    out = {}
+    for strategy in STRATEGIES:
+        out[strategy] = sum(int(sim.run("read-then-write-race", seed=s, **{
+            "policy.claim": strategy, "workload.jobs": 120, "horizon": 90.0, "expect": []}).summary["double_claims"])
+            for s in seeds)
+    return out
+
+
+def _strategy(answer) -> str:
+    """A claim strategy as typed by a reader: ' Skip-Locked' -> 'skip_locked'."""
+    return "_".join(str(answer).strip().lower().replace("-", " ").split())
+
+
+def check_safe_claims(answer) -> Verdict:
+    """02: which claim strategies never let two workers hold one job? (a set of names)"""
+    if answer is None:
+        return _unanswered(f"choose among {', '.join(STRATEGIES)}.")
+    if isinstance(answer, str):
+        answer = {answer}
+    chosen = {_strategy(a) for a in answer}
+    unknown = chosen - set(STRATEGIES)
+    if unknown:
+        return Verdict(False, f"{', '.join(sorted(unknown))}: not a claim strategy; choose among {', '.join(STRATEGIES)}.")
+    counts = _double_claims_by_strategy()
+    safe = {s for s, n in counts.items() if n == 0}
+    evidence = "; ".join(f"{s}: {n} double claims" for s, n in counts.items())
+    if chosen == safe:
+        return Verdict(True, f"Measured on three contended runs each: {evidence}. The safe ones decide "
+                             "and write in one atomic step (or hold the row lock from the read to the write).")
+    missing, wrong = safe - chosen, chosen - safe
+    parts = []
+    if wrong:
+        parts.append(f"{', '.join(sorted(wrong))} let two workers win")
+    if missing:
+        parts.append(f"{', '.join(sorted(missing))} is safe too")
+    return Verdict(False, "; ".join(parts) + f". Measured: {evidence}.")
+
+
+def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
+    """02: which strategy makes workers queue behind each other's row locks? (from claim_contention)"""
+    if answer is None:
+        return _unanswered("look at the middle panel: who spends time waiting on row locks?")
+    waits = frame.groupby("claim")["lock_wait_seconds"].sum()
+    truth = str(waits.idxmax())
+    chosen = _strategy(answer)
+    if chosen == truth:
+        return Verdict(True, f"{truth} waited {waits[truth]:.3g} s on row locks in these runs: every worker "
+                             "blocks on the same oldest row until its holder commits, one after another.")
+    if chosen not in waits.index:
+        return Verdict(False, f"{answer!r} is not a strategy of this experiment; choose among {', '.join(waits.index)}.")
+    return Verdict(False, f"{chosen} waited {waits[chosen]:.3g} s on row locks; one strategy "
+                          "waited far longer. A blocking lock makes the others wait, a skipped one does not.")
+
+
+def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> bool:
+    """Does a lease survive a stop-the-world pause of `pause` s that starts at the worst moment
+    (just before a heartbeat is sent, so the last renewal is a full interval old)? Simulated."""
+    import sim
+
+    probe = sim.run(one_job(ttl=ttl, heartbeat_interval=heartbeat_interval, work=1000.0, workers=1, horizon=60.0,
+                            name="pause-probe"))
+    beats = probe.events.loc[probe.events["kind"] == "heartbeat", "t"].to_numpy(float)
+    wake = (beats[1] if len(beats) > 1 else beats[0]) - 0.002  # the heartbeat statement takes 2 ms
+    run = sim.run(one_job(ttl=ttl, heartbeat_interval=heartbeat_interval, work=1000.0, workers=1,
+                          pause=(wake - 0.001, pause), horizon=wake + pause + ttl + 10.0, name="pause-probe"))
+    return int(run.summary["false_expiries"]) == 0
+
+
+def check_pause_ttl(answer, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> Verdict:
+    """03: the smallest whole-second TTL whose lease survives the worst-placed pause."""
+    if answer is None:
+        return _unanswered("the pause can start just before a heartbeat, when the lease is already one interval old.")
+    value = _number(answer)
+    if value is None or isinstance(answer, bool):
+        return Verdict(False, f"Give the TTL as a whole number of seconds, e.g. 20; {answer!r} is not a number.")
+    if not value.is_integer():
+        return Verdict(False, f"The exercise asks for whole seconds, and {value:g} s is not a whole number: give "
+                              "the shortest TTL, in whole seconds, with which the lease never lapses.")
+    if value <= heartbeat_interval:
+        return Verdict(False, f"The TTL must at least exceed the heartbeat interval ({heartbeat_interval:g} s), "
+                              "or the lease lapses between two renewals even without a pause.")
+    survives = pause_survival(value, heartbeat_interval=heartbeat_interval, pause=pause)
+    if not survives:
+        return Verdict(False, f"With TTL {value:g} s the lease expired during the {pause:g} s pause: "
+                              f"it was already about {heartbeat_interval:g} s old when the pause began.")
+    smaller = pause_survival(value - 1, heartbeat_interval=heartbeat_interval, pause=pause)
+    if smaller:
+        return Verdict(False, f"TTL {value:g} s survives, but so does {value - 1:g} s: a longer TTL than needed "
+                              "delays recovery after a real crash. Try smaller.")
+    return Verdict(True, f"TTL {value:g} s survives and {value - 1:g} s does not: the TTL must exceed the "
+                         f"longest stall ({pause:g} s) plus one heartbeat interval ({heartbeat_interval:g} s).")
+
+
+def check_ttl_without_heartbeat(answer, *, seed: int = 1) -> Verdict:
+    """03: a TTL with which no job of no-heartbeat-long-jobs loses its lease (and not wastefully long)."""
+    import sim
+
+    if answer is None:
+        return _unanswered("without heartbeats the lease must outlast the whole job, PSP call included.")
+    value = _number(answer)
+    if value is None or value <= 0:
+        return Verdict(False, "Give a TTL in seconds.")
+    base = sim.preset("no-heartbeat-long-jobs")
+    run = sim.run(base, seed=seed, **{"policy.lease_ttl": float(value)})
+    longest = float((run.leases["released_at"] - run.leases["start"]).max())
+    false = int(run.summary["false_expiries"])
+    if false:
+        return Verdict(False, f"With TTL {value:g} s, {false} leases still expired under a live owner; "
+                              "the longest jobs take longer than that.")
+    if value > 3 * longest:
+        return Verdict(False, f"No false expiry, but the longest job in this run took {longest:.3g} s: a TTL of "
+                              f"{value:g} s means a crashed job waits that long before anyone may retry it.")
+    return Verdict(True, f"No lease expired under a live owner; the longest job here took {longest:.3g} s. "
+                         "Without a heartbeat this is checklist item 2: TTL above the longest processing. "
+                         "Note what it costs: a crash now waits out the whole TTL.")
+
+
+def check_recovery_prediction(answer, *, ttl: float, heartbeat_interval: float, watcher_interval: float | None,
+                              poll_interval: float, idle_pollers: int = 1) -> Verdict:
+    """04: predict the mean recovery latency (within 5% of the formula)."""
+    from sim.analytic import recovery_latency_mean
+
+    if answer is None:
+        return _unanswered("lease left at the crash, plus the wait for the watcher, plus the wait for a poller.")
+    truth = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval,
+                                  watcher_interval=watcher_interval, idle_pollers=idle_pollers)
+    value = _number(answer)
+    parts = f"L - h/2 = {ttl - heartbeat_interval / 2:g} s"
+    if watcher_interval is not None:
+        parts += f", + W/2 = {watcher_interval / 2:g} s"
+    parts += f", + P/(k+1) = {poll_interval / (idle_pollers + 1):.3g} s"
+    if value is not None and abs(value - truth) <= 0.05 * truth:
+        return Verdict(True, f"The formula gives {truth:.3g} s ({parts}).")
+    return Verdict(False, "Add the three waits: the lease still has about L - h/2 to run, the watcher ticks "
+                          "on average half an interval later, then an idle worker polls.")
+
+
+def check_watcher_interval(answer, *, target: float, ttl: float, heartbeat_interval: float,
+                           poll_interval: float) -> Verdict:
+    """04: the longest watcher interval whose predicted mean recovery stays within `target` seconds
+    (within 10% below the exact limit); longer intervals cost fewer statements."""
+    from sim.analytic import recovery_latency_mean, watcher_load
+
+    if answer is None:
+        return _unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
+    value = _number(answer)
+    fixed = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval)
+    limit = 2 * (target - fixed)
+    if limit <= 0:  # even an instant watcher misses the target: the right answer is "none"
+        none = isinstance(answer, str) and answer.strip().lower() in ("none", "no", "never", "impossible")
+        return Verdict(none, f"No watcher interval can reach a {target:g} s target: without any watcher wait the "
+                             f"recovery already takes {fixed:.3g} s. Shorten the TTL instead (answer 'none').")
+    if value is None or value <= 0:
+        return Verdict(False, "Give a watcher interval in seconds.")
+    predicted = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval,
+                                      watcher_interval=value)
+    if predicted > target:
+        return Verdict(False, f"W = {value:g} s gives {predicted:.3g} s on average, over the {target:g} s target.")
+    if value < 0.9 * limit:
+        return Verdict(False, f"W = {value:g} s meets the target ({predicted:.3g} s), but a longer interval would too, "
+                              f"for fewer watcher statements ({watcher_load(watcher_interval=value):.3g}/s now).")
+    return Verdict(True, f"W = {value:g} s gives {predicted:.3g} s on average, within {target:g} s, for "
+                         f"{watcher_load(watcher_interval=value):.3g} watcher statements per second.")
+
+
+def redelivery_puzzle(db: Backend | None = None) -> tuple[pd.Series, pd.DataFrame]:
+    """05's puzzle: evt-7 is delivered three times. The first delivery's consumer crashes right
+    after its marker insert; then two deliveries arrive at once (B inserts its marker first, C's
+    insert waits on it). Returns (ledger rows per event, the transcript)."""
+    script = Script(db)
+    first = Delivery(script, "A", "evt-7")
+    first.start()
+    first.crash()
+    b, c = Delivery(script, "B", "evt-7", attempt=2), Delivery(script, "C", "evt-7", attempt=3)
+    script.at(1.0)
+    b.start()
+    c.start()
+    b.finish()
+    c.finish()
+    counts = ledger_counts(script)
+    transcript = script.transcript
+    script.close()
+    return counts, transcript
+
+
+def check_ledger_rows(answer) -> Verdict:
+    """05: how many ledger rows does evt-7 end with? (computed by redelivery_puzzle())"""
+    if answer is None:
+        return _unanswered("what happens to a marker whose transaction never commits?")
+    counts, _ = redelivery_puzzle()
+    truth = int(counts.get("evt-7", 0))
+    value = _number(answer)
+    if value is not None and value == truth:
+        return Verdict(True, f"{truth} ledger row: A's crash rolled its marker back, so the event stayed eligible; "
+                             "B's marker and effect committed together; C waited on B's uncommitted marker, "
+                             "then found it and skipped the effect.")
+    return Verdict(False, "Follow the marker: the crash rolls back everything A's transaction did; of B and C, "
+                          "the second insert waits for the first transaction to end, then sees its marker.")
+
+
+def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, events: int = 200) -> Verdict:
+    """05: the shortest retention that lets no duplicate through, whatever the sample: `window`.
+
+    The purge deletes markers older than the retention, so a retention >= window keeps every
+    marker until its last redelivery; a shorter one loses the latest redeliveries, even when a
+    sample of `events` happens to have none that late (the simulation is shown as evidence).
+    Retentions more than one purge interval above the window are correct but not the shortest.
+    """
+    if answer is None:
+        return _unanswered("a redelivery can come as late as the redelivery window allows.")
+    value = _number(answer)
+    if value is None or value < 0 or math.isinf(value):
+        return Verdict(False, "Give a retention in seconds.")
+    frame = retention_experiment(value, window=window, purge_every=purge_every, events=events)
+    dupes = int(frame["duplicate"].sum())
+    if dupes:
+        late = float(frame.loc[frame["duplicate"], "delay"].min())
+        return Verdict(False, f"With {value:g} s of retention, {dupes} of {events} redeliveries found no marker "
+                              f"and were applied again (the earliest came {late:.3g} s after the first delivery).")
+    if value < window:
+        return Verdict(False, f"No duplicate in this sample of {events} events, but only because none came late "
+                              f"enough: a redelivery may arrive up to {window:g} s after the first delivery, and "
+                              f"with {value:g} s of retention its marker may already be purged. Test against the "
+                              "worst case, not a sample.")
+    if value > window + purge_every:
+        return Verdict(False, f"No duplicate, but {value:g} s keeps markers longer than the {window:g} s "
+                              "redelivery window needs: the table only grows. Try shorter.")
+    return Verdict(True, f"No duplicate in {events} events with {value:g} s of retention, and none possible: "
+                         f"every marker outlives the latest redelivery ({window:g} s). Keep dedup state at least "
+                         "as long as redeliveries may come.")
+
+
+def _infeasible_because(row: pd.DataFrame, advice) -> str:
+    """Why the advisor left a candidate (a one-row frame of its table) out: the rules it fails
+    (advisor.feasibility_rules), in words."""
+    from sim.advisor import feasibility_rules
+
+    passed = feasibility_rules(row, advice.target_false_expiry, advice.inputs).iloc[0]
+    inputs, row = advice.inputs, row.iloc[0]
+    margin, per_ttl, latency = inputs["margin"], inputs["heartbeats_per_ttl"], inputs["statement_latency"]
+    hb = row["heartbeat_interval"]
+    words = {
+        "target": lambda: (f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
+                           f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})"),
+        "heartbeats_per_ttl": lambda: (
+            f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
+            f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
+            "that one lost heartbeat does not lapse the lease"),
+        "max_db_load": lambda: f"it costs {row['db_load']:.3g} statements/s, over max_db_load",
+        "min_ttl": lambda: f"it is below the TTL floor of {inputs['min_ttl']:g} s",
+    }
+    return "; ".join(words[rule]() for rule, ok in passed.items() if not ok) or "the advisor marked it infeasible"
+
+
+def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watcher_interval: float) -> Verdict:
+    """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval.
+
+    Feasible is the advisor's rule, not only the target: predicted false expiry within target /
+    margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement latency). A
+    wrong answer on the ladder is told which rule its row breaks.
+    """
+    if answer is None:
+        return _unanswered("filter advice.candidates on heartbeat_interval, watcher_interval and feasible.")
+    table = advice.candidates
+    hb = table["heartbeat_interval"].isna() if heartbeat_interval is None else table["heartbeat_interval"] == heartbeat_interval
+    mine = table[hb & (table["watcher_interval"] == watcher_interval)]
+    rows = mine[mine["feasible"]]
+    if rows.empty:
+        never = isinstance(answer, str) and answer.strip().lower() in ("none", "never")
+        return Verdict(never or answer == math.inf, "No TTL is feasible for that heartbeat and watcher interval.")
+    truth = float(rows["ttl"].min())
+    value = _number(answer)
+    best = rows.loc[rows["ttl"].idxmin()]
+    if value is not None and value == truth:
+        return Verdict(True, f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} per job, "
+                             f"recovery {seconds(best['predicted_recovery_mean'])}.")
+    same = mine[mine["ttl"] == value] if value is not None else mine.iloc[0:0]
+    if len(same) and not bool(same["feasible"].iloc[0]):
+        return Verdict(False, f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[[0]], advice)}. "
+                              "Keep only the rows with feasible == True.")
+    if len(same):
+        return Verdict(False, f"TTL {value:g} s is feasible, but a smaller TTL on the ladder is too.")
+    return Verdict(False, "Keep only the feasible rows for that heartbeat and watcher interval, then take the "
+                          "smallest ttl.")
+
+
+def check_fastest_peer(answer, frame: pd.DataFrame) -> Verdict:
+    """07: which peer claims a crashed job again soonest? (from compare_peers)"""
+    if answer is None:
+        return _unanswered("compare the bars; a missing bar means never.")
+    means = frame.set_index("label")["recovery_latency_mean_mean"]
+    truth = str(means.idxmin())
+    names = {str(x).lower(): str(x) for x in frame["label"]} | {str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)}
+    chosen = names.get(str(answer).strip().lower())
+    if chosen == truth:
+        return Verdict(True, f"{truth}: {seconds(means[truth])} on average. Its lease is short and nothing "
+                             "else has to happen before the next claim.")
+    if chosen is None:
+        return Verdict(False, f"{answer!r} is not one of {', '.join(frame['label'])}.")
+    return Verdict(False, f"{chosen} takes {seconds(means.get(chosen, np.nan))} on average; look for the shortest bar.")
+
+
+def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
+    """07: which peers ran some job twice because a live owner's lease expired? (set of labels)"""
+    if answer is None:
+        return _unanswered("look at the 'jobs run twice' column.")
+    if isinstance(answer, str):
+        answer = {answer}
+    names = {str(x).lower(): str(x) for x in frame["label"]} | {str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)}
+    chosen = {names.get(str(a).strip().lower(), str(a)) for a in answer}
+    twice = frame.set_index("label")["double_processed_jobs_mean"]
+    truth = set(twice[twice > 0].index)
+    if chosen == truth:
+        return Verdict(True, f"{', '.join(sorted(truth)) or 'none'}: their lease ran out while a slow job "
+                             "was still running, and nothing renewed it.")
+    return Verdict(False, "Read the 'jobs run twice' column: any peer with a mean above 0 belongs in the set.")
+
+
+def stuck_jobs_fixture(db, *, jobs: int = 6, now: float = 100.0) -> dict:
+    """Fill a backend's tables with jobs in every state, some of them stuck (Processing, lease
+    expired at `now`) and one Processing with a lease still valid at `now` (claimed `ttl` / 3
+    before it), so that a query that forgets the lease condition, or reads the server's own
+    now() instead of the bound clock, returns a wrong set. Returns {"now": now, "stuck": [ids],
+    "alive": [ids]} for check_stuck_query()."""
+    if jobs < 5:
+        raise ConfigError(f"stuck_jobs_fixture: need at least 5 jobs for every state, got {jobs}")
+    ttl = 30.0
+    script = Script(db)
+    script.connect("setup")
+    for i in range(1, jobs + 1):
+        script.at(0.0).sql("setup", "insert_job", id=i, event_id=f"evt-{i}", payload="{}")
+    claimed = [i for i in range(1, jobs + 1) if i % 3 != 0]  # the others stay Pending
+    for i in claimed:
+        live = i == claimed[-1]  # its owner is still working: claimed shortly before `now`
+        at = now - ttl / 3 if live else min(float(10 * i), now - ttl - 1.0)
+        script.at(at).sql("setup", "claim_conditional", id=i, owner=f"w{i % 2}", ttl=ttl)
+        if i % 3 == 1 and i > 2 and not live:
+            script.sql("setup", "complete_fenced", id=i, owner=f"w{i % 2}", attempt=1)
+    stuck = [row[0] for row in script.at(now).sql("setup", "select_stuck_jobs")]
+    return {"now": now, "stuck": stuck, "alive": [claimed[-1]]}
+
+
+def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
+    """08: the reader's SQL for "stuck jobs" (bind %(now)s) must return the stuck ids first column."""
+    if answer is None or not str(answer).strip():
+        return _unanswered("status = 'Processing' AND lease_until < %(now)s; the clock is a bound parameter.")
+    from sim.db.base import to_timestamp
+
+    try:
+        frame = sql_frame(db, answer, {"now": to_timestamp(fixture["now"])} if "%(now)s" in answer else None)
+    except Exception as exc:  # the reader's SQL: any server error is the feedback
+        return Verdict(False, f"PostgreSQL said: {str(exc).strip().splitlines()[0]}")
+    if frame.empty and fixture["stuck"]:
+        return Verdict(False, "Your query returned no rows, but some jobs are stuck.")
+    got = sorted(int(v) for v in frame.iloc[:, 0]) if len(frame) else []
+    if got == sorted(fixture["stuck"]):
+        return Verdict(True, f"Jobs {got}: Processing with an expired lease. This is what the watcher looks "
+                             "for; an index on lease_until keeps it cheap.")
+    alive = sorted(set(got) & set(fixture.get("alive", [])))
+    if alive:
+        return Verdict(False, f"Your query returned ids {got}, including {alive}: Processing, but with a lease still "
+                              f"valid at the clock's {fixture['now']:g} s, so its owner may still be working. Compare "
+                              "lease_until with the bound %(now)s, not with the server's now().")
+    return Verdict(False, f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
+                          "is before now.")
