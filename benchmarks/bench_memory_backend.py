@@ -16,6 +16,7 @@ import statistics
 import time
 
 from sim.db.memory import MemoryBackend
+from sim.db.queries import QUERY_DEFAULTS, get_query
 
 SIZES = (10_000, 1_000_000)
 BUDGET = 1.3
@@ -25,6 +26,12 @@ BLOCK = 5  # consecutive rounds on one size before the other size's turn
 WATCHER_CALLS, EXPIRED = 20, 5  # per round: watcher calls, each finding EXPIRED lapsed leases
 TTL, TICK = 30.0, 0.001  # lease length; simulated seconds between statements
 MAX_ATTEMPTS = 25
+def _with_defaults(query: str, params: dict) -> dict:
+    """The attempts cap and retry backoff the bench does not vary: Policy's defaults."""
+    names = get_query(query).param_names
+    return {**{k: v for k, v in QUERY_DEFAULTS.items() if k in names}, **params}
+
+
 OPS = ("claim_skip_locked", "claim_conditional", "heartbeat", "complete_fenced", "requeue_expired")
 CLIENT = "w1"
 
@@ -46,9 +53,10 @@ class Bench:
         return self.now
 
     def run(self, query: str, **params) -> list[tuple]:
-        return self.db.execute(CLIENT, query, params)
+        return self.db.execute(CLIENT, query, _with_defaults(query, params))
 
     def timed(self, query: str, **params) -> list[tuple]:
+        params = _with_defaults(query, params)
         started = time.perf_counter()
         rows = self.db.execute(CLIENT, query, params)
         self.seconds[query][-1] += time.perf_counter() - started

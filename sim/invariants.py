@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sim.errors import ConfigError
+from sim.model.events import STATUS_MOVES
 from sim.scenario import recovery_allowance
 
 
@@ -67,7 +68,8 @@ def check(run) -> Report:
         raise ConfigError(f"run: expected the result of sim.run(...), got {type(run).__name__} {run!r:.60}")
     found: list[Violation] = []
     for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
-                    _duplicate_external_effects, _attempts, _stuck_processing):
+                    _duplicate_external_effects, _attempts, _attempts_beyond_max, _stuck_processing,
+                    _held_by_dead_owner, _terminal_overwritten):
         found.extend(checker(run))
     return Report(found, tuple(run.scenario.expect))
 
@@ -150,3 +152,58 @@ def _stuck_processing(run):
         if resolved > deadline and deadline < horizon:
             yield Violation("stuck_processing", int(lease.job),
                             f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s")
+
+
+def _attempts_beyond_max(run):
+    """No claim may take a job that already used max_attempts leases (every claim path checks it)."""
+    cap = run.scenario.policy.max_attempts
+    for t, kind, worker, job, attempt, _ in run.log:
+        if kind == "claim" and attempt > cap:
+            yield Violation("attempts_beyond_max", job, f"{worker} claimed it at {t:.3f}s as attempt {attempt}; max_attempts is {cap}")
+
+
+def _held_by_dead_owner(run):
+    """A job whose owner died holding it, with a lease that outlives the horizon because the TTL is
+    longer than the whole run: within the run it is a lock, and nothing can ever take the job.
+    Reported when the owner died at least a recovery allowance before the horizon. A normal TTL that
+    merely runs past the end (a crash shortly before it) is censoring, not a finding."""
+    horizon = run.scenario.horizon
+    if run.scenario.policy.lease_ttl < horizon:
+        return
+    allowance = recovery_allowance(run.scenario)
+    status = run.jobs.set_index("job")["status"]
+    for lease in run.leases.itertuples():
+        if (lease.outcome == "crashed" and lease.until >= horizon and lease.released_at + allowance < horizon
+                and status.get(lease.job) == "Processing" and lease.attempt == _last_attempt(run, lease.job)):
+            yield Violation("stuck_processing", int(lease.job),
+                            f"{lease.worker} crashed holding it at {lease.released_at:.3f}s; its lease runs to "
+                            f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner")
+
+
+def _last_attempt(run, job: int) -> int:
+    return int(run.leases.loc[run.leases["job"] == job, "attempt"].max())
+
+
+def _terminal_overwritten(run):
+    """A job Completed or Dead must stay so: a later requeue, release, deadline failure or completion
+    that changes its status overwrote a final outcome (River #1302, Solid Queue #589)."""
+    final: dict[int, tuple[str, float, str]] = {}
+    for t, kind, worker, job, _attempt, detail in run.log:
+        if kind == "complete":
+            new = "Completed"
+        elif kind == "payload_conflict":
+            new = "Dead"
+        elif kind in STATUS_MOVES and detail is not None:
+            new = detail
+        elif kind == "claim":
+            final.pop(job, None)  # only a claim that overwrote it could get here; the races report it
+            continue
+        else:
+            continue
+        before = final.get(job)
+        if before is not None and before[0] != new:
+            yield Violation("terminal_overwritten", job,
+                            f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s")
+        final[job] = (new, t, worker) if new in ("Completed", "Dead") else None
+        if final[job] is None:
+            del final[job]

@@ -20,7 +20,7 @@ import pandas as pd
 from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.errors import ConfigError
 from sim.invariants import Report, check
-from sim.model.events import EventLog, LogArrays
+from sim.model.events import STATUS_MOVES, EventLog, LogArrays
 from sim.scenario import Scenario, dumps, recovery_allowance
 
 TERMINAL = ("Completed", "Dead")
@@ -138,7 +138,7 @@ class Run:
         return written
 
 
-_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash"})
+_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown"})
 
 
 def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
@@ -190,6 +190,10 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
             release(lease, t, "abandoned")
         elif kind == "crash":
             release(lease, t, "crashed")
+        elif kind == "shutdown":
+            release(lease, t, "shutdown")
+        elif kind == "deadline":
+            release(lease, t, "deadline")
         elif kind == "db_error" and detail not in ("claim", "heartbeat"):
             release(lease, t, "db_error")
 
@@ -258,12 +262,13 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
     completed_at[np.isinf(completed_at)] = np.nan
     attempts = per_job(log.rows("claim"))
     status = np.where(attempts > 0, "Processing", "Pending").astype(object)
-    changes = log.rows("claim", "complete", "payload_conflict", "requeue")[::-1]
+    changes = log.rows("claim", "complete", "payload_conflict", *STATUS_MOVES)
+    changes = changes[[log.detail[i] is not None for i in changes.tolist()]][::-1]  # a move that found no row
     changed, latest = np.unique(log.job[changes], return_index=True)  # each job's last change
     final = {}
     for job, i in zip(changed.tolist(), changes[latest].tolist(), strict=True):
         kind = log.names[log.kind[i]]
-        final[job] = log.detail[i] if kind == "requeue" else _FINAL_STATUS[kind]
+        final[job] = log.detail[i] if kind in STATUS_MOVES else _FINAL_STATUS[kind]
     owners: dict[int, dict[str, None]] = {}
     for job, worker in zip(leases["job"].tolist(), leases["worker"].tolist(), strict=True):
         owners.setdefault(job, {})[worker] = None

@@ -28,12 +28,14 @@ ARRIVALS = ("batch", "poisson")
 WATCHER_ACTIONS = ("requeue", "dead")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
+SHUTDOWNS = ("crash", "graceful")
 CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
 INVARIANTS = (
     "lost_job", "double_claim", "non_owner_completion", "duplicate_db_effect",
-    "duplicate_external_effect", "attempts_not_incremented", "stuck_processing",
+    "duplicate_external_effect", "attempts_not_incremented", "stuck_processing", "attempts_beyond_max",
+    "terminal_overwritten",
 )
 
 
@@ -77,7 +79,10 @@ class Policy:
     watcher_interval: float = 30.0
     watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
     watcher_batch: int = 1000
-    max_attempts: int = 25
+    watcher_gap: float = 0.0  # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
+    max_attempts: int = 25  # every claim path skips a job with this many attempts; the watcher marks it Dead
+    retry_backoff: float = 0.0  # a requeued job is due again after retry_backoff x attempts^4 seconds (River's policy)
+    deadline: float = 0.0  # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
     fencing: bool = True  # completion checks owner + attempt
     dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
     idempotency_key: bool = False  # PSP calls carry the payment's event id
@@ -147,6 +152,7 @@ class Faults:
     partition_mode: str = "fail"  # fail: DB calls error out | hang: they wait until healed
     crash_points: tuple[CrashPoint, ...] = ()
     clock_skew: float = 0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
+    shutdown: str = "crash"  # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
 
     def __post_init__(self):
         _check_types(self, "faults.")
@@ -213,6 +219,10 @@ def validate(scenario: Scenario) -> Scenario:
         (p.watcher_action in WATCHER_ACTIONS, "policy.watcher_action", f"must be one of {', '.join(WATCHER_ACTIONS)}"),
         (1 <= p.watcher_batch <= limits.MAX_BATCH, "policy.watcher_batch", f"must be from 1 to {limits.MAX_BATCH:,}"),
         (1 <= p.max_attempts <= limits.MAX_BATCH, "policy.max_attempts", f"must be from 1 to {limits.MAX_BATCH:,}"),
+        (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
+        (0 <= p.retry_backoff and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= 1e9, "policy.retry_backoff",
+         "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s"),
+        (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
         (f.crash_target in CRASH_TARGETS, "faults.crash_target", f"must be one of {', '.join(CRASH_TARGETS)}"),
@@ -221,11 +231,12 @@ def validate(scenario: Scenario) -> Scenario:
         (0 <= f.heartbeat_loss <= 1, "faults.heartbeat_loss", "must be a probability between 0 and 1"),
         (f.partition_mode in PARTITION_MODES, "faults.partition_mode", f"must be one of {', '.join(PARTITION_MODES)}"),
         (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
+        (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
     ]
     times = {"horizon": scenario.horizon, "policy.poll_interval": p.poll_interval,
              "policy.select_to_update_gap": p.select_to_update_gap, "policy.lease_ttl": p.lease_ttl,
              "policy.heartbeat_interval": p.heartbeat_interval, "policy.watcher_interval": p.watcher_interval,
-             "faults.clock_skew": f.clock_skew}
+             "policy.watcher_gap": p.watcher_gap, "policy.deadline": p.deadline, "faults.clock_skew": f.clock_skew}
     for i, crash in enumerate(f.crashes):
         rules.append(((crash.worker is None) != (crash.job is None), f"faults.crashes[{i}]", "give either worker or job, not both"))
         if crash.worker is not None:

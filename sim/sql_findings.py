@@ -15,6 +15,7 @@ from sim.db.queue_dir import QueueDefinition
 
 _TOKEN = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)  # literals and comments, left to right
 _ID_MATCH = re.compile(r"^\(*\s*(?:\w+\.)?id\s*=\s*(?:%\(id\)s|\w+\.id|\(.*\))\s*\)*$", re.S | re.I)
+_ATTEMPTS_CAP = re.compile(r"^(\w+\.)?attempts\s*<\s*%\(max_attempts\)s$", re.I)  # the cap, not the claim's state check
 _CLAIMS = {"read_then_write": ("select_candidates", "claim_unconditional"),
            "conditional_update": ("select_candidates", "claim_conditional"),
            "skip_locked": ("claim_skip_locked",),
@@ -42,7 +43,7 @@ class Statement:
 
     def rechecks(self) -> list[str]:
         """The WHERE terms beyond matching the id: conditions on the row's state at write time."""
-        return [c for c in self.conditions if not _ID_MATCH.match(c)]
+        return [c for c in self.conditions if not (_ID_MATCH.match(c) or _ATTEMPTS_CAP.match(c))]
 
     def uses(self, param: str) -> bool:
         """Is %(param)s used outside the SET clause (in a WHERE or a join condition)?"""

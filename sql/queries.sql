@@ -10,41 +10,44 @@ INSERT INTO payment_jobs (id, event_id, payload, status, attempts, created_at)
 VALUES (%(id)s, %(event_id)s, %(payload)s, 'Pending', 0, %(now)s);
 
 -- name: select_candidates
--- The read of a claim: up to `limit` claimable jobs oldest first (Pending, or an expired lease when take_expired); never waits.
--- params: now time, take_expired bool, limit int
+-- The read of a claim: up to `limit` claimable jobs oldest first (Pending and due, or an expired lease when take_expired; attempts left); never waits.
+-- params: now time, take_expired bool, max_attempts int, limit int
 SELECT id, status, lease_owner, lease_until, attempts
 FROM payment_jobs
-WHERE status = 'Pending'
-   OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s)
+WHERE attempts < %(max_attempts)s
+  AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+       OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s))
 ORDER BY id
 LIMIT %(limit)s;
 
 -- name: claim_conditional
--- The seed's claim: one atomic conditional UPDATE; no row back means someone else holds the job.
--- params: id int, owner text, now time, lease_until time
+-- The seed's claim: one atomic conditional UPDATE; no row back means someone else holds the job (or it is out of attempts).
+-- params: id int, owner text, now time, lease_until time, max_attempts int
 UPDATE payment_jobs
 SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
     heartbeat_at = %(now)s, attempts = attempts + 1
-WHERE id = %(id)s
-  AND (status = 'Pending' OR (status = 'Processing' AND lease_until < %(now)s))
+WHERE id = %(id)s AND attempts < %(max_attempts)s
+  AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+       OR (status = 'Processing' AND lease_until < %(now)s))
 RETURNING id, attempts;
 
 -- name: claim_unconditional
--- The write of read-then-write (or of a row locked FOR UPDATE): takes the job whatever its state.
--- params: id int, owner text, now time, lease_until time
+-- The write of read-then-write (or of a row locked FOR UPDATE): takes the job whatever its state, within its attempts.
+-- params: id int, owner text, now time, lease_until time, max_attempts int
 UPDATE payment_jobs
 SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
     heartbeat_at = %(now)s, attempts = attempts + 1
-WHERE id = %(id)s
+WHERE id = %(id)s AND attempts < %(max_attempts)s
 RETURNING id, attempts;
 
 -- name: claim_skip_locked
 -- Claim the oldest claimable job in one statement, skipping rows other transactions have locked.
--- params: owner text, now time, lease_until time, take_expired bool
+-- params: owner text, now time, lease_until time, take_expired bool, max_attempts int
 WITH next_job AS (
     SELECT id FROM payment_jobs
-    WHERE status = 'Pending'
-       OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s)
+    WHERE attempts < %(max_attempts)s
+      AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+           OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s))
     ORDER BY id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -58,11 +61,12 @@ RETURNING j.id, j.attempts;
 
 -- name: lock_next_candidate
 -- Blocking claim, step 1 (inside a transaction): lock the oldest claimable job, waiting for its holder.
--- params: now time, take_expired bool
+-- params: now time, take_expired bool, max_attempts int
 SELECT id, attempts
 FROM payment_jobs
-WHERE status = 'Pending'
-   OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s)
+WHERE attempts < %(max_attempts)s
+  AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+       OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s))
 ORDER BY id
 LIMIT 1
 FOR UPDATE;
@@ -105,8 +109,8 @@ WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND atte
 RETURNING id;
 
 -- name: requeue_expired
--- The stuck watcher: Processing jobs whose lease expired go back to Pending, or Dead at max_attempts; skips locked rows.
--- params: now time, max_attempts int, limit int
+-- The stuck watcher: Processing jobs whose lease expired go back to Pending (due after retry_backoff us x attempts^4), or Dead at max_attempts; skips locked rows.
+-- params: now time, max_attempts int, limit int, retry_backoff int
 WITH expired AS (
     SELECT id FROM payment_jobs
     WHERE status = 'Processing' AND lease_until < %(now)s
@@ -116,12 +120,42 @@ WITH expired AS (
 ), requeued AS (
     UPDATE payment_jobs j
     SET status = CASE WHEN j.attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
-        last_error = 'lease expired'
+        last_error = 'lease expired',
+        run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
     FROM expired
     WHERE j.id = expired.id
     RETURNING j.id, j.status, j.lease_owner, j.attempts
 )
 SELECT id, status, lease_owner, attempts FROM requeued ORDER BY id;
+
+-- name: rescue_job
+-- The write of a read-then-write watcher (River's rescuer before PR #1373): requeues the job by id, whatever it became since the read.
+-- params: id int, now time, max_attempts int, retry_backoff int
+UPDATE payment_jobs j
+SET status = CASE WHEN j.attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
+    last_error = 'lease expired',
+    run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
+WHERE j.id = %(id)s
+RETURNING j.id, j.status, j.lease_owner, j.attempts;
+
+-- name: fail_job_fenced
+-- A worker-side deadline (pg-boss's expireIn in work()): the owner fails its job for a retry (Dead at max_attempts) while its handler may still run.
+-- params: id int, owner text, attempt int, now time, max_attempts int, retry_backoff int
+UPDATE payment_jobs j
+SET status = CASE WHEN j.attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
+    last_error = 'deadline exceeded',
+    run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
+WHERE j.id = %(id)s AND j.status = 'Processing' AND j.lease_owner = %(owner)s AND j.attempts = %(attempt)s
+RETURNING j.id, j.status, j.attempts;
+
+-- name: release_job_fenced
+-- Graceful shutdown (Solid Queue releases claimed executions): the owner gives its job back at once, Pending (Dead at max_attempts).
+-- params: id int, owner text, attempt int, max_attempts int
+UPDATE payment_jobs
+SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
+    last_error = 'released at shutdown'
+WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id, status, attempts;
 
 -- name: select_stuck_jobs
 -- What the watcher looks for: Processing jobs whose lease has expired (a direct diagnostic query).

@@ -12,6 +12,7 @@ CREATE TABLE payment_jobs (
     lease_owner   text,                               -- kept after the lease, for diagnosis
     lease_until   timestamptz,
     attempts      integer     NOT NULL DEFAULT 0,     -- incremented on every lease, never reset
+    run_after     timestamptz,                        -- a requeued job waits for its retry backoff
     heartbeat_at  timestamptz,
     created_at    timestamptz NOT NULL,
     completed_at  timestamptz,

@@ -39,10 +39,12 @@ def test_peer_preset_documents_what_it_approximates(name):
     text = (resources.files("sim") / "scenarios" / f"{name}.toml").read_text(encoding="utf-8")
     assert text.startswith("#")
     header = text.split("\nname = ")[0]
+    assert "Follows:" in header  # the peer version the preset describes
     assert "Approximates:" in header and "Cannot express:" in header and "fair comparison" in header
     scenario = sim.preset(name)
     assert scenario.name == name and scenario.description
-    assert scenario.policy.fencing is False  # none of them fences completion by owner + attempt
+    # only Solid Queue (v1.5.0+, #761) refuses a finish by a process that no longer holds the job
+    assert scenario.policy.fencing is (name == "solid-queue")
     assert not scenario.policy.dedup and not scenario.policy.idempotency_key
 
 

@@ -31,9 +31,9 @@ def test_autocommit_select_leaves_no_trace_and_sees_only_committed_rows():
     db.execute("a", "insert_job", {"id": 1, "event_id": "e1", "payload": "{}", "now": 0.0})
     db.begin("b")
     db.execute("b", "insert_job", {"id": 2, "event_id": "e2", "payload": "{}", "now": 0.0})
-    rows = db.execute("a", "select_candidates", {"now": 1.0, "take_expired": True, "limit": 5})
+    rows = db.execute("a", "select_candidates", {"now": 1.0, "take_expired": True, "max_attempts": 25, "limit": 5})
     assert [r[0] for r in rows] == [1]  # b's uncommitted insert is invisible, and nothing waited
     assert not db.in_transaction("a") and db.row_locks.keys() == {2}
     db.commit("b")
-    rows = db.execute("a", "select_candidates", {"now": 1.0, "take_expired": True, "limit": 5})
+    rows = db.execute("a", "select_candidates", {"now": 1.0, "take_expired": True, "max_attempts": 25, "limit": 5})
     assert [r[0] for r in rows] == [1, 2]

@@ -54,7 +54,7 @@ def test_no_watcher_and_a_claim_that_skips_expired_jobs_is_unsafe():
     s = resolve("baseline").with_overrides({"policy.watcher": False, "policy.claim_takes_expired": False})
     finding = findings(load_queue(EXAMPLES / "seed"), s.policy)["watcher"]
     assert not finding.safe
-    assert finding.text.startswith(f"requeue_expired exists ({EXAMPLES / 'seed'}/queries.sql:34) but "
+    assert finding.text.startswith(f"requeue_expired exists ({EXAMPLES / 'seed'}/queries.sql:35) but "
                                    "policy.watcher = false does not run it, and the claim skips expired jobs")
 
 

@@ -75,7 +75,17 @@ CONTRACTS: dict[str, Contract] = {
                                 "claimable; status in Lease Lab's words, Pending or Dead",
                                 (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
                                 True, "nothing had expired"),
-    "select_stuck_jobs": Contract("diagnostics: jobs whose lease has expired", (("id", "int"),), False, "none"),
+    "select_stuck_jobs": Contract("the read of a read-then-write watcher (policy.watcher_gap > 0), and diagnostics: "
+                                  "jobs whose lease has expired", (("id", "int"),), False, "none"),
+    "rescue_job": Contract("the write of a read-then-write watcher (policy.watcher_gap > 0), watcher_gap after the "
+                           "read: requeue one job by id; status in Lease Lab's words, Pending or Dead",
+                           (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")), True,
+                           "the job was not requeued", ("id",)),
+    "fail_job_fenced": Contract("a worker-side deadline (policy.deadline > 0): the owner fails its job for a retry "
+                                "while its handler may still run", (("id", "int"), ("status", "text")), False,
+                                "refused: the worker no longer held the job", ("id",)),
+    "release_job_fenced": Contract("graceful shutdown (faults.shutdown = graceful): the owner gives its job back",
+                                   (("id", "int"), ("status", "text")), False, "refused: the worker no longer held the job", ("id",)),
     "count_jobs_by_status": Contract("diagnostics: jobs per status", (("status", "text"), ("count", "int")), True,
                                      "no jobs"),
     "dump_jobs": Contract("once after the run: every job in Lease Lab's words (status Pending, Processing, "
@@ -106,8 +116,14 @@ def statements_called(scenario) -> dict[str, str]:
     called["complete_fenced" if p.fencing else "complete_unfenced"] = f"policy.fencing = {str(p.fencing).lower()}"
     if p.dedup:
         called["reject_job_fenced"] = "policy.dedup = true"
-    if p.watcher:
+    if p.watcher and p.watcher_gap:
+        called.update(dict.fromkeys(("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0"))
+    elif p.watcher:
         called["requeue_expired"] = "policy.watcher = true"
+    if p.deadline:
+        called["fail_job_fenced"] = "policy.deadline > 0"
+    if scenario.faults.shutdown == "graceful":
+        called["release_job_fenced"] = "faults.shutdown = graceful"
     return called
 
 

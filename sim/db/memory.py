@@ -42,7 +42,7 @@ class JobRow:
 
     __slots__ = (
         "id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
-        "heartbeat_at", "created_at", "completed_at", "last_error",
+        "heartbeat_at", "created_at", "completed_at", "last_error", "run_after",
     )
 
     def __init__(self, id, event_id, payload, created_at):
@@ -57,19 +57,30 @@ class JobRow:
         self.created_at = created_at
         self.completed_at = None
         self.last_error = None
+        self.run_after = None
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
         new.id, new.event_id, new.payload, new.status = self.id, self.event_id, self.payload, self.status
         new.lease_owner, new.lease_until, new.attempts = self.lease_owner, self.lease_until, self.attempts
         new.heartbeat_at, new.created_at, new.completed_at = self.heartbeat_at, self.created_at, self.completed_at
-        new.last_error = self.last_error
+        new.last_error, new.run_after = self.last_error, self.run_after
         return new
 
-    def claimable(self, now: int, take_expired: bool) -> bool:
-        return self.status == PENDING or (
-            take_expired and self.status == PROCESSING and self.lease_until < now
-        )
+    def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
+        """Pending and due, or (when take_expired) Processing with an expired lease; attempts left."""
+        if self.attempts >= max_attempts:
+            return False
+        if self.status == PENDING:
+            return self.run_after is None or self.run_after <= now
+        return take_expired and self.status == PROCESSING and self.lease_until < now
+
+    def retry(self, max_attempts: int, error: str, run_after: int | None, backoff: int = 0) -> None:
+        """Back to Pending, due after backoff x attempts^4 (or Dead when out of attempts)."""
+        self.status = DEAD if self.attempts >= max_attempts else PENDING
+        self.last_error = error
+        if run_after is not None:
+            self.run_after = run_after + backoff * self.attempts ** 4
 
     def owned_by(self, owner: str, attempt: int) -> bool:
         return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
@@ -422,7 +433,7 @@ class MemoryBackend(ClientTable):
             own = tx.jobs[job_id] = row.copy()
         return own
 
-    def _candidates(self, tx: Transaction, now: int, take_expired: bool) -> Iterator[int]:
+    def _candidates(self, tx: Transaction, now: int, take_expired: bool, max_attempts: int) -> Iterator[int]:
         """Claimable job ids in id order: committed Pending merged with expired leases, plus rows
         `tx` itself made claimable. Callers re-check the version `tx` sees."""
         scan: Iterator[int] = self._pending_in_order()
@@ -431,7 +442,7 @@ class MemoryBackend(ClientTable):
             if expired:
                 scan = _merge_sorted(scan, expired)
         if tx.jobs:
-            own = sorted(job_id for job_id, row in tx.jobs.items() if row.claimable(now, take_expired))
+            own = sorted(job_id for job_id, row in tx.jobs.items() if row.claimable(now, take_expired, max_attempts))
             scan = _merge_sorted(scan, own)
         return scan
 
@@ -470,57 +481,62 @@ class MemoryBackend(ClientTable):
         tx.jobs[id] = row
         return []
 
-    def select_candidates(self, tx: Transaction, *, now, take_expired, limit) -> Rows:
+    def select_candidates(self, tx: Transaction, *, now, take_expired, max_attempts, limit) -> Rows:
         now = to_micros(now)
         out = []
-        for job_id in self._candidates(tx, now, take_expired):
+        for job_id in self._candidates(tx, now, take_expired, max_attempts):
             if len(out) >= limit:
                 break
             row = self._visible(tx, job_id)
-            if row.claimable(now, take_expired):
+            if row.claimable(now, take_expired, max_attempts):
                 out.append((row.id, row.status, row.lease_owner, _seconds(row.lease_until), row.attempts))
         return out
 
-    def claim_conditional(self, tx: Transaction, *, id, owner, now, lease_until) -> Rows:
+    def claim_conditional(self, tx: Transaction, *, id, owner, now, lease_until, max_attempts) -> Rows:
         now = to_micros(now)
-        row = self._writable(tx, id, lambda r: r.claimable(now, True))
+        row = self._writable(tx, id, lambda r: r.claimable(now, True, max_attempts))
         if row is None:
             return []
         self._take(row, owner, now, to_micros(lease_until))
         return [(row.id, row.attempts)]
 
-    def claim_unconditional(self, tx: Transaction, *, id, owner, now, lease_until) -> Rows:
-        row = self._writable(tx, id)
+    def claim_unconditional(self, tx: Transaction, *, id, owner, now, lease_until, max_attempts) -> Rows:
+        row = self._writable(tx, id, lambda r: r.attempts < max_attempts)
         if row is None:
             return []
         self._take(row, owner, to_micros(now), to_micros(lease_until))
         return [(row.id, row.attempts)]
 
-    def claim_skip_locked(self, tx: Transaction, *, owner, now, lease_until, take_expired) -> Rows:
+    def claim_skip_locked(self, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts) -> Rows:
         now_us = to_micros(now)
-        for job_id in self._candidates(tx, now_us, take_expired):
+        for job_id in self._candidates(tx, now_us, take_expired, max_attempts):
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 continue
-            row = self._writable(tx, job_id, lambda r: r.claimable(now_us, take_expired))
+            row = self._writable(tx, job_id, lambda r: r.claimable(now_us, take_expired, max_attempts))
             if row is not None:  # the scan stops here: it changed the index it was reading
                 self._take(row, owner, now_us, to_micros(lease_until))
                 return [(row.id, row.attempts)]
         return []
 
     def lock_next_candidate(
-        self, tx: Transaction, *, now, take_expired, _resume_at=None, _before=None
+        self, tx: Transaction, *, now, take_expired, max_attempts, _resume_at=None, _before=None
     ) -> Rows:
         now_us = to_micros(now)
-        scan = self._candidates(tx, now_us, take_expired)
+        scan = self._candidates(tx, now_us, take_expired, max_attempts)
         if _resume_at is not None:  # the row we waited for, then the statement's snapshot after it
             later = (i for i in scan if i > _resume_at and i not in _before.rows)
             older = sorted(
                 i for i, r in _before.rows.items()
-                if i > _resume_at and r is not None and r.claimable(now_us, take_expired)
+                if i > _resume_at and r is not None and r.claimable(now_us, take_expired, max_attempts)
             )
             scan = itertools.chain([_resume_at], _merge_sorted(later, older))
         for job_id in scan:
+            if job_id != _resume_at and (_before is None or job_id not in _before.rows):
+                # the scan's own version must match before it locks or waits (a Pending row may be
+                # out of attempts or not yet due); rows from the snapshot were checked above
+                if not self._visible(tx, job_id).claimable(now_us, take_expired, max_attempts):
+                    continue
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 if _before is None:
@@ -529,7 +545,7 @@ class MemoryBackend(ClientTable):
                 raise _Wait(holder, {"_resume_at": job_id, "_before": _before})
             self._lock(tx, job_id)
             row = self._visible(tx, job_id)
-            if row.claimable(now_us, take_expired):
+            if row.claimable(now_us, take_expired, max_attempts):
                 return [(row.id, row.attempts)]
             # EvalPlanQual: the new version no longer matches; it stays locked, as in PostgreSQL
         return []
@@ -577,7 +593,7 @@ class MemoryBackend(ClientTable):
         row.last_error = error
         return [(row.id,)]
 
-    def requeue_expired(self, tx: Transaction, *, now, max_attempts, limit) -> Rows:
+    def requeue_expired(self, tx: Transaction, *, now, max_attempts, limit, retry_backoff) -> Rows:
         now_us = to_micros(now)
         out = []
         for job_id in self._expired(tx, now_us):
@@ -590,11 +606,31 @@ class MemoryBackend(ClientTable):
         rows = []
         for job_id in out:
             row = self._writable(tx, job_id)
-            row.status = DEAD if row.attempts >= max_attempts else PENDING
-            row.last_error = "lease expired"
+            row.retry(max_attempts, "lease expired", now_us, retry_backoff)
             rows.append((row.id, row.status, row.lease_owner, row.attempts))
         rows.sort()
         return rows
+
+    def rescue_job(self, tx: Transaction, *, id, now, max_attempts, retry_backoff) -> Rows:
+        row = self._writable(tx, id)
+        if row is None:
+            return []
+        row.retry(max_attempts, "lease expired", to_micros(now), retry_backoff)
+        return [(row.id, row.status, row.lease_owner, row.attempts)]
+
+    def fail_job_fenced(self, tx: Transaction, *, id, owner, attempt, now, max_attempts, retry_backoff) -> Rows:
+        row = self._writable(tx, id, lambda r: r.owned_by(owner, attempt))
+        if row is None:
+            return []
+        row.retry(max_attempts, "deadline exceeded", to_micros(now), retry_backoff)
+        return [(row.id, row.status, row.attempts)]
+
+    def release_job_fenced(self, tx: Transaction, *, id, owner, attempt, max_attempts) -> Rows:
+        row = self._writable(tx, id, lambda r: r.owned_by(owner, attempt))
+        if row is None:
+            return []
+        row.retry(max_attempts, "released at shutdown", None)
+        return [(row.id, row.status, row.attempts)]
 
     def select_stuck_jobs(self, tx: Transaction, *, now) -> Rows:
         now_us = to_micros(now)

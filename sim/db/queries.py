@@ -16,6 +16,8 @@ PARAM_TYPES: dict[str, frozenset[type]] = {  # exact classes: True is not an int
     "bool": frozenset({bool}),
     "time": frozenset({int, float}),
 }
+# What a caller that does not model them (a lesson, a hand-written script) binds: Policy's defaults.
+QUERY_DEFAULTS: dict[str, int] = {"max_attempts": 25, "retry_backoff": 0}
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from sim.db.queries import QUERY_DEFAULTS
 from sim.errors import ConfigError
 
 MAX_SHARE = 0.05
@@ -35,7 +36,7 @@ def shortest_interval(scenario) -> tuple[str, float]:
 def probe_latency(connection, probes: int = PROBES, *, missing=()) -> float:
     """Median wall seconds of a named read-only statement on this server: the claim's read
     (select_candidates), or the dump of Lease Lab's own dedup table when a user's queue has no such read."""
-    name, params = ("select_candidates", {"take_expired": True, "limit": 1})
+    name, params = ("select_candidates", {"take_expired": True, "max_attempts": QUERY_DEFAULTS["max_attempts"], "limit": 1})
     if name in missing:
         name, params = "dump_processed_events", {}
     samples = []

@@ -51,6 +51,12 @@ def supported(scenario: Scenario) -> Scenario:
                           "cannot be shared between worker processes); remove them")
     if scenario.policy.clock != "db":
         raise ConfigError("policy.clock: live mode binds one clock for every process; must be db")
+    p, f = scenario.policy, scenario.faults
+    for key, value in (("policy.watcher_gap", p.watcher_gap), ("policy.deadline", p.deadline)):
+        if value:
+            raise ConfigError(f"{key}: not supported in live mode yet (the simulation models it); set it to 0")
+    if f.shutdown != "crash":
+        raise ConfigError("faults.shutdown: live mode stops workers with SIGKILL; must be crash")
     return scenario
 
 

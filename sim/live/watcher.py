@@ -23,7 +23,8 @@ class LiveWatcher:
         self.clock.sleep(self.phase)
         while True:
             try:
-                rows = self.db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch})
+                rows = self.db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch,
+                                                          "retry_backoff": round(policy.retry_backoff * 1e6)})
             except DbUnavailable:
                 rows = []
             now = self.clock.now()

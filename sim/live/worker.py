@@ -94,30 +94,30 @@ class LiveWorker:
 
     def _claim(self):
         policy, db = self.policy, self.db
-        ttl = policy.lease_ttl
+        ttl, cap = policy.lease_ttl, policy.max_attempts
         if policy.claim == "skip_locked":
-            params = {"owner": self.name, "take_expired": policy.claim_takes_expired}
+            params = {"owner": self.name, "take_expired": policy.claim_takes_expired, "max_attempts": cap}
             return _claimed(db.run("claim_skip_locked", params, ttl=ttl), params)
         if policy.claim == "select_for_update":
             db.control("BEGIN")
-            rows = db.run("lock_next_candidate", {"take_expired": policy.claim_takes_expired})
+            rows = db.run("lock_next_candidate", {"take_expired": policy.claim_takes_expired, "max_attempts": cap})
             if not rows:
                 db.control("COMMIT")
                 return None
             self.clock.sleep(policy.select_to_update_gap)
-            params = {"id": rows[0][0], "owner": self.name}
+            params = {"id": rows[0][0], "owner": self.name, "max_attempts": cap}
             rows = db.run("claim_unconditional", params, ttl=ttl)
             db.control("COMMIT")
             return _claimed(rows, params)
         query = "claim_conditional" if policy.claim == "conditional_update" else "claim_unconditional"
         while True:
             candidates = db.run("select_candidates", {"take_expired": policy.claim_takes_expired,
-                                                      "limit": policy.candidates})
+                                                      "max_attempts": cap, "limit": policy.candidates})
             if not candidates:
                 return None
             self.clock.sleep(policy.select_to_update_gap)
             for row in candidates:
-                params = {"id": row[0], "owner": self.name}
+                params = {"id": row[0], "owner": self.name, "max_attempts": cap}
                 claimed = _claimed(db.run(query, params, ttl=ttl), params)
                 if claimed:
                     return claimed

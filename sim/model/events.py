@@ -23,6 +23,10 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   pause_start / pause_end, partition_start / partition_end
   watcher_tick       the watcher ran; detail = number of jobs it requeued or killed
   requeue            the watcher moved a job; attempt = attempts; detail = new status (Pending/Dead)
+  shutdown           a worker stopped gracefully (faults.shutdown = graceful), like crash otherwise
+  release            ... and gave its job back; detail = new status (Pending/Dead), None if it had lost it
+  deadline           the worker-side deadline failed the job for a retry while its handler runs on;
+                     detail = new status (Pending/Dead), None if the worker no longer owned it
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+
+STATUS_MOVES = ("requeue", "release", "deadline")  # records whose detail is the job's new status (None: no row)
 
 
 class Event(NamedTuple):

@@ -1,4 +1,9 @@
-"""The stuck watcher: periodically makes Processing jobs with an expired lease claimable again."""
+"""The stuck watcher: periodically makes Processing jobs with an expired lease claimable again.
+
+By default one statement finds and requeues them, re-checking each row as it updates it. With a
+watcher_gap it reads the stuck jobs first and updates each by id later, whatever the job became
+meanwhile: River's JobRescuer before PR #1373 (issue #1302), which could requeue a completed job.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,21 @@ def watcher(world):
     latency = world.scenario.workload.statement_latency.sampler(world.streams.generator("latency/watcher"))
     db = DbSession(world, "watcher", latency)
     max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
+    backoff = round(policy.retry_backoff * 1e6)  # microseconds x attempts^4
+    gap = policy.watcher_gap
     if policy.random_phase:
         yield env.timeout(float(world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval)))
     while True:
-        rows = yield from db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch})
+        if gap:
+            stuck = yield from db.run("select_stuck_jobs", {})
+            yield env.timeout(gap)
+            rows = []
+            for job, *_ in stuck[:policy.watcher_batch]:
+                rows += yield from db.run("rescue_job", {"id": job, "max_attempts": max_attempts,
+                                                         "retry_backoff": backoff}, job=job)
+        else:
+            rows = yield from db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch,
+                                                         "retry_backoff": backoff})
         now = env.now
         log.add(now, "watcher_tick", "watcher", None, None, len(rows))
         for job, status, _owner, attempts in rows:

@@ -3,7 +3,10 @@
 The worker is a SimPy process; a crash is an interrupt. Stop-the-world pauses freeze its
 progress and its heartbeat (both resume when the pause ends). A rejected heartbeat tells the
 worker its lease is gone; it abandons the job at its next checkpoint (or, as a zombie with
-abandon_on_lost_lease off, goes on and relies on fencing).
+abandon_on_lost_lease off, goes on and relies on fencing). With a worker-side deadline the job's
+handler runs as a process of its own: at the deadline the worker fails the job for a retry and
+moves on, the handler keeping its connection and running to its end (pg-boss #555). A graceful
+shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ class _CrashPoint(Exception):
 class Lease:
     """The worker's own view of the lease it holds."""
 
-    __slots__ = ("job", "attempt", "until", "lost", "done")
+    __slots__ = ("job", "attempt", "until", "lost", "done", "db")
 
-    def __init__(self, job: int, attempt: int, until: float):
+    def __init__(self, job: int, attempt: int, until: float, db: DbSession):
         self.job = job
         self.attempt = attempt
         self.until = until
         self.lost = False
         self.done = False
+        self.db = db  # the connection its handler completes on
 
 
 class Worker:
@@ -56,6 +60,9 @@ class Worker:
         self.up = True
         self.lease: Lease | None = None
         self.heartbeat_proc: simpy.Process | None = None
+        self.handler: simpy.Process | None = None  # the job's handler, when it runs as a process (deadline)
+        self.orphans: list[tuple[simpy.Process, Lease]] = []  # handlers still running past their deadline
+        self._sessions = 0  # connections opened for the worker after a deadline
         self.process = self.env.process(self.run())
 
     # ---- life cycle ---------------------------------------------------------------------------
@@ -66,8 +73,12 @@ class Worker:
             try:
                 yield self.env.timeout(delay)
                 yield from self._serve()
-            except (simpy.Interrupt, _CrashPoint):
-                self._die()
+            except (simpy.Interrupt, _CrashPoint) as stop:
+                lease = self.lease
+                graceful = isinstance(stop, simpy.Interrupt) and self.world.scenario.faults.shutdown == "graceful"
+                self._die("shutdown" if graceful else "crash")
+                if graceful and lease is not None:
+                    yield from self._release(lease)
                 yield self.env.timeout(self._restart_delay())
                 self.db.reconnect()
                 self.hb_db.reconnect()
@@ -75,20 +86,40 @@ class Worker:
                 self.log.add(self.env.now, "restart", self.name)
                 delay = 0.0
 
-    def _die(self) -> None:
+    def _die(self, kind: str = "crash") -> None:
         lease = self.lease
         self.up = False
         if lease is None:
-            self.log.add(self.env.now, "crash", self.name)
+            self.log.add(self.env.now, kind, self.name)
         else:
-            self.log.add(self.env.now, "crash", self.name, lease.job, lease.attempt, lease.until)
+            self.log.add(self.env.now, kind, self.name, lease.job, lease.attempt, lease.until)
         if lease is not None:
             lease.done = True
         if self.heartbeat_proc is not None and self.heartbeat_proc.is_alive:
             self.heartbeat_proc.interrupt("crash")
+        if self.handler is not None and self.handler.is_alive:
+            self.handler.interrupt("crash")
+        self.handler = None
+        for handler, orphan in self.orphans:  # handlers past their deadline die with the process
+            orphan.done = True
+            if handler.is_alive:
+                handler.interrupt("crash")
+            orphan.db.crash()
+        self.orphans.clear()
         self.db.crash()
         self.hb_db.crash()
         self.lease = None
+
+    def _release(self, lease: Lease):
+        """Graceful shutdown: on a fresh connection, give the job back (fenced) before the process exits."""
+        self.db.reconnect()
+        try:
+            rows = yield from self.db.run("release_job_fenced", {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
+                                                                 "max_attempts": self.policy.max_attempts}, job=lease.job)
+        except DbUnavailable:
+            rows = []
+        self.log.add(self.env.now, "release", self.name, lease.job, lease.attempt, rows[0][1] if rows else None)
+        self.db.crash()  # the process exits; the restart opens a new connection
 
     def _serve(self):
         poll = self.policy.poll_interval
@@ -104,17 +135,62 @@ class Worker:
                 yield from self._sleep(poll)
                 continue
             job, attempt, until = claimed
-            self.lease = lease = Lease(job, attempt, until)
+            self.lease = lease = Lease(job, attempt, until, self.db)
             if self.policy.heartbeat:
                 # a plain timer, not a process: most jobs end before their first heartbeat is due
                 self.env.timeout(self.policy.heartbeat_interval).callbacks.append(
                     lambda _, lease=lease: self._start_heartbeat(lease))
+            if self.policy.deadline:
+                yield from self._process_within_deadline(lease)
+                continue
             try:
                 yield from self._process(lease)
             except DbUnavailable as exc:
                 self.log.add(self.env.now, "db_error", self.name, job, attempt, str(exc))
             lease.done = True
             self.lease = None
+
+    # ---- worker-side deadline (pg-boss's expireIn in work()) ----------------------------------
+
+    def _process_within_deadline(self, lease: Lease):
+        """Run the handler as a process; at the deadline fail the job for a retry and move on,
+        leaving the handler running on its own connection (the slot is freed, the work is not)."""
+        self.handler = handler = self.env.process(self._handler(lease))
+        yield handler | self.env.timeout(self.policy.deadline)
+        self.lease = self.handler = None
+        if not handler.is_alive:
+            return
+        self.orphans.append((handler, lease))
+        self._sessions += 1
+        self.db = DbSession(self.world, f"{self.name}/{self._sessions}", self.db.latency, skew=self.db.skew,
+                            partitions=self.db.partitions)
+        params = {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
+                  "max_attempts": self.policy.max_attempts, "retry_backoff": round(self.policy.retry_backoff * 1e6)}
+        try:
+            rows = yield from self.db.run("fail_job_fenced", params, job=lease.job)
+        except DbUnavailable:
+            self.log.add(self.env.now, "db_error", self.name, lease.job, lease.attempt, "fail_job_fenced")
+            return
+        self.log.add(self.env.now, "deadline", self.name, lease.job, lease.attempt, rows[0][1] if rows else None)
+
+    def _handler(self, lease: Lease):
+        """Process: the job's handler; a crash point in a handler past its deadline kills the worker too."""
+        try:
+            yield from self._process(lease)
+        except DbUnavailable as exc:
+            self.log.add(self.env.now, "db_error", self.name, lease.job, lease.attempt, str(exc))
+        except _CrashPoint:
+            if lease is self.lease:
+                raise
+            if self.up:
+                self.process.interrupt("crash")
+        except (simpy.Interrupt, DatabaseError):
+            pass  # the worker died under it
+        finally:
+            lease.done = True
+            if any(orphan is lease for _, orphan in self.orphans):  # past its deadline: close its connection
+                self.orphans = [(h, orphan) for h, orphan in self.orphans if orphan is not lease]
+                lease.db.crash()
 
     # ---- time, frozen by pauses ---------------------------------------------------------------
 
@@ -142,13 +218,15 @@ class Worker:
         """Generator: returns (job, attempt, lease_until) or None when nothing could be claimed."""
         strategy = self.policy.claim
         if strategy == "skip_locked":
-            params = {"owner": self.name, "take_expired": self.policy.claim_takes_expired}
+            params = {"owner": self.name, "take_expired": self.policy.claim_takes_expired,
+                      "max_attempts": self.policy.max_attempts}
             rows = yield from self.db.run("claim_skip_locked", params, ttl=self.policy.lease_ttl)
             return self._claimed(rows, params)
         if strategy == "select_for_update":
             return (yield from self._claim_select_for_update())
         while True:
             candidates = yield from self.db.run("select_candidates", {"take_expired": self.policy.claim_takes_expired,
+                                                                       "max_attempts": self.policy.max_attempts,
                                                                        "limit": self.policy.candidates})
             if not candidates:
                 return None
@@ -156,7 +234,7 @@ class Worker:
                 yield self._busy(self.policy.select_to_update_gap)
             for row in candidates:
                 query = "claim_conditional" if strategy == "conditional_update" else "claim_unconditional"
-                params = {"id": row[0], "owner": self.name}
+                params = {"id": row[0], "owner": self.name, "max_attempts": self.policy.max_attempts}
                 rows = yield from self.db.run(query, params, job=row[0], ttl=self.policy.lease_ttl)
                 if rows:
                     return self._claimed(rows, params)
@@ -164,14 +242,15 @@ class Worker:
 
     def _claim_select_for_update(self):
         self.db.begin()
-        rows = yield from self.db.run("lock_next_candidate", {"take_expired": self.policy.claim_takes_expired})
+        rows = yield from self.db.run("lock_next_candidate", {"take_expired": self.policy.claim_takes_expired,
+                                                               "max_attempts": self.policy.max_attempts})
         if not rows:
             yield from self.db.commit()
             return None
         job = rows[0][0]
         if self.policy.select_to_update_gap:
             yield self._busy(self.policy.select_to_update_gap)
-        params = {"id": job, "owner": self.name}
+        params = {"id": job, "owner": self.name, "max_attempts": self.policy.max_attempts}
         rows = yield from self.db.run("claim_unconditional", params, job=job, ttl=self.policy.lease_ttl)
         yield from self.db.commit()
         return self._claimed(rows, params)
@@ -216,7 +295,7 @@ class Worker:
     def _complete(self, lease: Lease, spec):
         """One transaction: [dedup marker], ledger effect, completion (fenced or not)."""
         lease.done = True  # no heartbeats while the completion transaction holds the row
-        db, job, attempt = self.db, lease.job, lease.attempt
+        db, job, attempt = lease.db, lease.job, lease.attempt
         db.begin()
         apply_effect = True
         if self.policy.dedup:
@@ -253,13 +332,14 @@ class Worker:
             raise _CrashPoint(point)
 
     def _reject(self, lease: Lease, reason: str):
-        rows = yield from self.db.run("reject_job_fenced", {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
+        db = lease.db
+        rows = yield from db.run("reject_job_fenced", {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
                                                             "error": reason}, job=lease.job)
         if rows:
-            yield from self.db.commit()
+            yield from db.commit()
             self.log.add(self.env.now, "payload_conflict", self.name, lease.job, lease.attempt, reason)
         else:
-            yield from self.db.rollback()
+            yield from db.rollback()
             self.log.add(self.env.now, "complete_rejected", self.name, lease.job, lease.attempt, lease.until)
 
     # ---- heartbeat ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pandas as pd
 
 from sim.db.base import Backend, Blocked
 from sim.db.inspect import TABLE_COLUMNS
-from sim.db.queries import get_query
+from sim.db.queries import QUERY_DEFAULTS, get_query
 from sim.errors import ConfigError
 from sim.model.producer import payload_hash
 from sim.wording import count
@@ -66,6 +66,9 @@ class Script:
             params.setdefault("now", self.now)
         if "lease_until" in q.param_names and ttl is not None:
             params["lease_until"] = self.now + float(ttl)
+        for name, value in QUERY_DEFAULTS.items():  # Policy's defaults: 25 attempts, no retry backoff
+            if name in q.param_names:
+                params.setdefault(name, value)
         if client not in self._connected:
             self.connect(client)
         result = self.db.execute(client, query, params)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sim.db.queries import QUERY_DEFAULTS, get_query
+
 CLIENTS = ("A", "B", "C", "W")  # W: the watcher / observer, never in a transaction
 
 
@@ -25,6 +27,11 @@ class Script:
             backend.connect(client)
 
     def run(self, client: str, query: str, **params):
+        """Execute; the attempts cap and retry backoff default to Policy's (25 attempts, no backoff)."""
+        names = get_query(query).param_names
+        for name, value in QUERY_DEFAULTS.items():
+            if name in names:
+                params.setdefault(name, value)
         return self.backend.execute(client, query, params)
 
     def add_jobs(self, *ids: int, now: float = 0.0) -> None:

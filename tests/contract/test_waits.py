@@ -113,7 +113,7 @@ def test_a_resumed_for_update_scan_keeps_its_snapshot(db):
             db.run("W", "lock_job_nowait", id=job_id)
     assert db.run("W", "lock_job_nowait", id=3) == [(3, "Pending")]
     db.commit("C")
-    assert db.run("C", "lock_next_candidate", **lock) == [(3, 1)]
+    assert db.run("C", "lock_next_candidate", **{**lock, "now": 20.0}) == [(3, 1)]  # requeued at 12: due since
 
 
 def test_an_error_releases_the_transaction_s_locks_at_once(db):

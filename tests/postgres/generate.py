@@ -1,5 +1,6 @@
 """Random scenarios for the differential tests: small, contended and faulty, so that lock waits,
-EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen."""
+EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
+the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,9 @@ def scenarios(draw) -> Scenario:
         abandon_on_lost_lease=draw(st.booleans()),
         clock=draw(st.sampled_from(["db", "db", "worker"])),
         random_phase=draw(st.booleans()),
+        watcher_gap=draw(st.sampled_from([0.0, 0.0, 0.05, 0.5])),  # read-then-write watcher (River #1302)
+        retry_backoff=draw(st.sampled_from([0.0, 0.0, 0.01, 0.2])),  # seconds x attempts^4
+        deadline=draw(st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])),  # worker-side deadline (pg-boss #555)
     )
     at = st.floats(0.0, horizon)
     worker = st.integers(0, workers - 1)
@@ -103,6 +107,7 @@ def scenarios(draw) -> Scenario:
             probability=st.sampled_from([0.3, 1.0]), limit=st.integers(1, 3)), max_size=2,
             unique_by=lambda c: c.point))),
         clock_skew=draw(st.sampled_from([0.0, 0.1, 1.0])),
+        shutdown=draw(st.sampled_from(["crash", "crash", "graceful"])),
     )
     scenario = Scenario(name="generated", workload=workload, policy=policy, faults=faults,
                         horizon=horizon, seed=draw(st.integers(0, 2**31)))

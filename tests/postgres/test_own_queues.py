@@ -32,8 +32,8 @@ def test_seed_is_clean_and_runs_exactly_like_the_project(pg_dsn):
     assert statuses(r) == {"claim": PASS, "fencing": PASS, "watcher": PASS}
     assert all(f.safe for f in r.findings.values())
     assert r.table.loc["fencing", "evidence"].startswith(
-        f"SQL: complete_fenced ({QUEUES / 'seed'}/queries.sql:26) checks owner and attempt; heartbeat "
-        f"({QUEUES / 'seed'}/queries.sql:18) checks owner and attempt; the runs confirm it. Runs: complete_fenced: "
+        f"SQL: complete_fenced ({QUEUES / 'seed'}/queries.sql:27) checks owner and attempt; heartbeat "
+        f"({QUEUES / 'seed'}/queries.sql:19) checks owner and attempt; the runs confirm it. Runs: complete_fenced: "
         "3 late completions refused, 0 completions by a non-owner")
     assert r.measured["claim"]["variant_double_claims"] == 0
     assert [run.check().counts() for run in r.runs] == [{"duplicate_external_effect": 1}] * 3

@@ -85,7 +85,7 @@ def test_paused_waiters_are_let_go_when_the_backend_closes(pg_dsn, admin):
         db.connect(client)
     db.execute("W", "insert_job", {"id": 1, "event_id": "e1", "payload": "{}", "now": 0.0})
     db.begin("A")
-    claim = {"id": 1, "now": 1.0, "lease_until": 31.0}
+    claim = {"id": 1, "now": 1.0, "lease_until": 31.0, "max_attempts": 25}
     assert db.execute("A", "claim_unconditional", {**claim, "owner": "A"}) == [(1, 1)]
     assert db.execute("B", "claim_unconditional", {**claim, "owner": "B"}) == Blocked("B", "claim_unconditional", "A")
     assert db.execute("C", "claim_unconditional", {**claim, "owner": "C"}) == Blocked("C", "claim_unconditional", "A")
@@ -108,7 +108,7 @@ def test_waiters_resume_in_the_order_they_began_to_wait(pg_dsn):
         db.execute("W", "insert_job", {"id": 1, "event_id": "e1", "payload": "{}", "now": 0.0})
         for client in ("A", "B", "C"):
             db.begin(client)
-        claim = {"id": 1, "now": 1.0, "lease_until": 31.0}
+        claim = {"id": 1, "now": 1.0, "lease_until": 31.0, "max_attempts": 25}
         assert db.execute("A", "claim_unconditional", {**claim, "owner": "A"}) == [(1, 1)]
         assert isinstance(db.execute("B", "claim_unconditional", {**claim, "owner": "B"}), Blocked)
         assert isinstance(db.execute("C", "claim_unconditional", {**claim, "owner": "C"}), Blocked)
@@ -143,14 +143,14 @@ def test_a_statement_queued_behind_a_paused_waiter_is_not_stuck(pg_dsn, monkeypa
             db.connect(client)
         db.execute("X", "insert_job", {"id": 1, "event_id": "e1", "payload": "{}", "now": 0.0})
         db.begin("H")
-        assert db.execute("H", "lock_next_candidate", {"now": 1.0, "take_expired": False}) == [(1, 0)]
+        assert db.execute("H", "lock_next_candidate", {"now": 1.0, "take_expired": False, "max_attempts": 25}) == [(1, 0)]
         db.begin("W")
-        assert db.execute("W", "lock_next_candidate", {"now": 1.0, "take_expired": False}) == Blocked(
+        assert db.execute("W", "lock_next_candidate", {"now": 1.0, "take_expired": False, "max_attempts": 25}) == Blocked(
             "W", "lock_next_candidate", "H")
         db.rollback("H")
         db.begin("X")
         assert db.execute("X", "lock_job_nowait", {"id": 1}) == [(1, "Pending")]
-        claim = {"id": 1, "owner": "F", "now": 2.0, "lease_until": 9.0}
+        claim = {"id": 1, "owner": "F", "now": 2.0, "lease_until": 9.0, "max_attempts": 25}
         assert db.execute("F", "claim_unconditional", claim) == Blocked("F", "claim_unconditional", "X")
         assert db.resume("W") == Blocked("W", "lock_next_candidate", "X")
         db.commit("X")

@@ -24,7 +24,8 @@ QUERIES = ["insert_job"] * 3 + ["claim_conditional", "claim_unconditional", "ins
                                 "lock_next_candidate", "complete_fenced"] * 2 + [
     "select_candidates", "claim_skip_locked", "lock_job_nowait", "heartbeat", "complete_unfenced",
     "reject_job_fenced", "requeue_expired", "select_stuck_jobs", "read_dedup_marker",
-    "purge_dedup_markers", "insert_ledger_entry", "count_jobs_by_status",
+    "purge_dedup_markers", "insert_ledger_entry", "count_jobs_by_status", "rescue_job", "fail_job_fenced",
+    "release_job_fenced",
 ]
 
 

@@ -21,7 +21,7 @@ def test_an_error_inside_a_transaction_wakes_its_waiters_at_once(backend):
     def holder():
         yield from a.run("insert_job", dict(job))
         a.begin()
-        yield from a.run("claim_conditional", {"id": 1, "owner": "A"}, ttl=30.0)
+        yield from a.run("claim_conditional", {"id": 1, "owner": "A", "max_attempts": 25}, ttl=30.0)
         yield env.timeout(1.0)
         try:
             yield from a.run("insert_job", dict(job))  # the same id again: 23505, A's block aborts
@@ -32,7 +32,7 @@ def test_an_error_inside_a_transaction_wakes_its_waiters_at_once(backend):
 
     def waiter():
         yield env.timeout(0.5)
-        seen["rows"] = yield from b.run("claim_conditional", {"id": 1, "owner": "B"}, ttl=30.0)
+        seen["rows"] = yield from b.run("claim_conditional", {"id": 1, "owner": "B", "max_attempts": 25}, ttl=30.0)
         seen["claimed_at"] = env.now
 
     env.process(holder())

@@ -3,13 +3,14 @@
 -- one conditional UPDATE, heartbeat and completion are fenced by owner + attempt, a watcher exists.
 
 -- name: claim_conditional
--- The claim: one atomic conditional UPDATE; no row back means someone else holds the job.
--- params: id int, owner text, now time, lease_until time
+-- The seed's claim: one atomic conditional UPDATE; no row back means someone else holds the job (or it is out of attempts).
+-- params: id int, owner text, now time, lease_until time, max_attempts int
 UPDATE payment_jobs
 SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
     heartbeat_at = %(now)s, attempts = attempts + 1
-WHERE id = %(id)s
-  AND (status = 'Pending' OR (status = 'Processing' AND lease_until < %(now)s))
+WHERE id = %(id)s AND attempts < %(max_attempts)s
+  AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+       OR (status = 'Processing' AND lease_until < %(now)s))
 RETURNING id, attempts;
 
 -- name: heartbeat
@@ -29,8 +30,8 @@ WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s AND atte
 RETURNING id;
 
 -- name: requeue_expired
--- The stuck watcher: expired Processing jobs go back to Pending, or Dead at max_attempts.
--- params: now time, max_attempts int, limit int
+-- The stuck watcher: Processing jobs whose lease expired go back to Pending (due after retry_backoff us x attempts^4), or Dead at max_attempts; skips locked rows.
+-- params: now time, max_attempts int, limit int, retry_backoff int
 WITH expired AS (
     SELECT id FROM payment_jobs
     WHERE status = 'Processing' AND lease_until < %(now)s
@@ -40,7 +41,8 @@ WITH expired AS (
 ), requeued AS (
     UPDATE payment_jobs j
     SET status = CASE WHEN j.attempts >= %(max_attempts)s THEN 'Dead' ELSE 'Pending' END,
-        last_error = 'lease expired'
+        last_error = 'lease expired',
+        run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
     FROM expired
     WHERE j.id = expired.id
     RETURNING j.id, j.status, j.lease_owner, j.attempts
