@@ -13,6 +13,7 @@
     print(sim.compare(r, 20))              # live against 20 simulated seeds
 """
 
+from sim import report  # noqa: F401  (registers the writers of Review.save_report and Advice.save_report)
 from sim.advisor import Advice, advise
 from sim.comparison import Comparison, compare
 from sim.dists import Dist

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from sim import report_writers
+from sim.advisor import ADVICE_AXES, advice_frame
+from sim.review import STATUS_STYLE
 from sim.scenario import dumps
 from sim.wording import duration, percent
 
@@ -72,11 +75,13 @@ def advice_report(advice, path: str | Path, *, review=None, timeline_jobs: int =
     return _write(path, title, body)
 
 
+report_writers.register("review", review_report)  # Review.save_report
+report_writers.register("advice", advice_report)  # Advice.save_report
+
+
 # ---- sections ------------------------------------------------------------------------------------
 
 def _review_sections(review) -> str:
-    from sim.review import STATUS_STYLE
-
     rows = []
     for _key, row in review.table.iterrows():
         symbol = STATUS_STYLE[row["status"]][0]
@@ -200,7 +205,6 @@ def _tradeoff_figure(advice):
     from matplotlib.figure import Figure
 
     from sim.plots import tradeoff
-    from sim.teaching import ADVICE_AXES, advice_frame
 
     beats = [None] + ([advice.heartbeat_interval] if advice.heartbeat_interval is not None else [5.0])
     ttls = [t for t in advice.inputs["searched"]["ttl"] if t <= max(120, 4 * advice.ttl)]

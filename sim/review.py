@@ -38,6 +38,7 @@ import pandas as pd
 from sim import limits
 from sim.dists import Dist
 from sim.errors import ConfigError
+from sim.report_writers import writer
 from sim.results import owner_crashes
 from sim.scenario import (
     CrashPoint,
@@ -105,10 +106,8 @@ class Review:
 
     def save_report(self, path, *, advice=None):
         """One self-contained HTML file: settings, verdicts with their evidence, the lease timeline
-        (and the advice, if given). See sim.report."""
-        from sim.report import review_report
-
-        return review_report(self, path, advice=advice)
+        (and the advice, if given). sim.report writes it (registered in sim.report_writers)."""
+        return writer("review")(self, path, advice=advice)
 
     def header(self) -> str:
         s, p = self.scenario, self.scenario.policy

@@ -7,7 +7,8 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   when LEASELAB_FAST=1 (CI); `setup()` sets the plotting defaults; `headless()`, `progress()`,
   `executor()`; prose computed from variables: `md()`, `claim()`, `seconds()`, `percent()`;
 - lessons: the scenarios and experiments the lessons share: `one_job()`, `recovery_experiment()`,
-  `stalling_queue()`, `advice_frame()`, `retention_experiment()`, `claim_contention()`, `compare_logs()`;
+  `stalling_queue()`, `retention_experiment()`, `claim_contention()`, `compare_logs()`
+  (`advice_frame()` and `ADVICE_AXES`, which chart an advice, come from sim.advisor);
 - figures: the lesson figures `plot_false_expiry()`, `plot_retention()`, `plot_contention()`
   (general ones, `lease_clock()`, `plot_durations()`, `busy_window()`, live in sim.plots);
 - explore: `explore()` re-runs a small scenario when a slider moves and redraws its timeline;
@@ -19,14 +20,16 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
 - caveats: sentences that follow their numbers when a reader's values or fast mode's small runs
   cannot support the lesson's sentence (`contention_sentence()`, `recovery_theory_sentence()`,
   `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`);
+- queue_lab (notebook 09: example queues, a queue beside its review, the fenced-completion exercise)
+  and live_lesson (notebook 10: the effects the closed form hides, `check_largest_part()`);
 - cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, and the
   rules of thumb measured by `rules_of_thumb`.
 
 PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
 
+from sim.advisor import ADVICE_AXES, advice_frame  # notebook 06's trade-off chart of the advice
 from sim.db.inspect import sim_seconds, sql_frame
-from sim.live_lesson import check_largest_part  # notebook 10 (live mode)
 from sim.model.producer import payload_hash
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
@@ -74,9 +77,7 @@ from sim.teaching.figures import (
     plot_retention,
 )
 from sim.teaching.lessons import (
-    ADVICE_AXES,
     STRATEGIES,
-    advice_frame,
     claim_contention,
     compare_logs,
     contention,
@@ -88,6 +89,7 @@ from sim.teaching.lessons import (
     retention_experiment,
     stalling_queue,
 )
+from sim.teaching.live_lesson import check_largest_part  # notebook 10 (live mode)
 from sim.teaching.notebook import (
     FAST_ENV,
     HEADLESS_ENV,

@@ -440,7 +440,7 @@ def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Ve
     if answer is None or not str(answer).strip():
         return _unanswered("UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s "
                            "AND ... RETURNING id; which two facts does only the current lease holder know?")
-    from sim.queue_lab import fenced_completion_verdict
+    from sim.teaching.queue_lab import fenced_completion_verdict
 
     return Verdict(*fenced_completion_verdict(str(answer), dsn=dsn))
 

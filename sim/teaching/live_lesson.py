@@ -9,6 +9,7 @@ import pandas as pd
 
 from sim import analytic
 from sim.comparison import PARTS
+from sim.teaching.exercises import Verdict, _unanswered
 
 
 def effects(run, comparison) -> pd.DataFrame:
@@ -41,8 +42,6 @@ def effects(run, comparison) -> pd.DataFrame:
 
 def check_largest_part(answer, comparison):
     """10: which part of the live recovery is the largest: lease_remaining, watcher_wait or poll_wait?"""
-    from sim.teaching.exercises import Verdict, _unanswered
-
     if answer is None:
         return _unanswered("look at the bars of the right-hand figure, or at `comparison.parts`.")
     if answer not in PARTS:

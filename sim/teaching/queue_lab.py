@@ -12,7 +12,7 @@ import pandas as pd
 from sim.db.contracts import bound_params
 from sim.db.queue_dir import QueueDefinition, QueueDefinitionError, load_queue
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "queues"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "queues"
 _PLACEHOLDER = "%({})s"
 
 
