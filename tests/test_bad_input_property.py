@@ -31,8 +31,10 @@ from sim.scenario import (
     CLAIM_STRATEGIES,
     CLOCKS,
     CRASH_POINTS,
+    CRASH_TARGETS,
     INVARIANTS,
     PARTITION_MODES,
+    SHUTDOWNS,
     WATCHER_ACTIONS,
     Faults,
     Policy,
@@ -160,6 +162,9 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "policy.watcher_action": enum(WATCHER_ACTIONS),
     "policy.watcher_batch": st.one_of(st.integers(max_value=0), st.integers(limits.MAX_BATCH + 1, 2**62)),
     "policy.max_attempts": st.one_of(st.integers(max_value=0), st.integers(limits.MAX_BATCH + 1, 2**62)),
+    "policy.watcher_gap": st.one_of(negative, too_long),
+    "policy.retry_backoff": st.one_of(negative, too_long),
+    "policy.deadline": st.one_of(negative, too_long),
     "policy.clock": enum(CLOCKS),
     "faults.crash_rate": st.one_of(negative, too_frequent),
     "faults.pause_rate": st.one_of(negative, too_frequent),
@@ -167,6 +172,8 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "faults.heartbeat_loss": not_a_probability,
     "faults.partition_mode": enum(PARTITION_MODES),
     "faults.clock_skew": st.one_of(negative, too_long),
+    "faults.crash_target": enum(CRASH_TARGETS),
+    "faults.shutdown": enum(SHUTDOWNS),
 }
 
 

@@ -120,8 +120,11 @@ def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (tmp_path / "records" / "runner.jsonl").exists():
             time.sleep(0.1)  # the runner writes its records once every child has started
-        children = [pid for pid, _, parent, _, cmdline in _processes()
-                    if parent == runner.pid and b"sim.live.process" in cmdline]
+        children = []
+        while time.monotonic() < deadline and len(children) < 4 + 4 + 2:  # a killed worker's spare may be starting
+            children = [pid for pid, _, parent, _, cmdline in _processes()
+                        if parent == runner.pid and b"sim.live.process" in cmdline]
+            time.sleep(0.1)
         assert len(children) >= 4 + 4 + 2  # workers, their spares, producer and watcher
     finally:
         runner.send_signal(signal.SIGKILL)
