@@ -1,0 +1,576 @@
+"""The design review's checklist items, each measured on runs: what every item checks, the
+numbers behind its evidence, and the variants (contention, crashes, zombie, duplicates,
+no-heartbeat) run when the scenario alone cannot exercise an item. sim.review puts them together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from sim.dists import Dist
+from sim.results import owner_crashes
+from sim.scenario import (
+    CrashPoint,
+    Scenario,
+    ScriptedCrash,
+    ScriptedOutage,
+    recovery_allowance,
+)
+from sim.stats import wilson_interval
+from sim.wording import count, duration, percent, plural
+
+PASS, FAIL, RISK, UNTESTED = "pass", "fail", "risk", "untested"
+STATUSES = (PASS, RISK, FAIL, UNTESTED)
+ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
+    "claim": "1. The claim is one atomic UPDATE ... WHERE, not read-then-write",
+    "ttl": "2. The lease TTL really exceeds the longest expected processing (with a heartbeat: the longest stall "
+           "between renewals)",
+    "heartbeat": "3. A heartbeat renews the lease of long jobs",
+    "watcher": "4. A watcher runs periodically: expired jobs do not stay Processing",
+    "owner": "5. lease_owner is stored",
+    "attempts": "6. attempts is incremented on every lease and persisted",
+    "fencing": "Completion is fenced by owner + attempt",
+    "dedup": "The DB effect is deduplicated (marker and effect in one transaction)",
+    "psp": "The PSP call is idempotent (idempotency key)",
+}
+CLAIMS = {
+    "conditional_update": "one conditional UPDATE ... WHERE ... RETURNING",
+    "skip_locked": "one UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED)",
+    "select_for_update": "SELECT ... FOR UPDATE, then UPDATE, in one transaction",
+    "read_then_write": "SELECT, then an unconditional UPDATE",
+}
+FINISHED = ("completed", "rejected", "rejected_payload")  # lease outcomes after which the work was done
+
+
+# ---- measurements --------------------------------------------------------------------------------
+
+def processing_times(runs) -> np.ndarray:
+    """Per job: claim -> its owner finished the work (completed, or refused at completion), taken
+    from the job's first lease that got that far (every attempt does the same work)."""
+    values = []
+    for r in runs:
+        leases = r.leases[r.leases["outcome"].isin(FINISHED)]
+        first = leases.groupby("job").head(1)
+        values.append((first["released_at"] - first["start"]).to_numpy(float))
+    return np.concatenate(values) if values else np.array([])
+
+
+def leased_jobs(run) -> int:
+    return int(run.leases["job"].nunique())
+
+
+def double_processed(run) -> int:
+    """Jobs whose lease expired under a live owner and that another lease then took."""
+    leases = run.leases
+    per_job = leases.groupby("job").size()
+    expired = leases.loc[leases["false_expiry"], "job"].unique()
+    return int(sum(per_job.get(j, 0) > 1 for j in expired))
+
+
+def charged_payments(run) -> tuple[int, int]:
+    """(payments the PSP charged, of which charged more than once)."""
+    events = run.events
+    charges = events[(events["kind"] == "psp_charge") & (events["detail"] == "new")]
+    per_event = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
+    return len(per_event), int((per_event > 1).sum())
+
+
+def owner_mismatches(run) -> tuple[int, int]:
+    """(leased jobs, of which the final table's lease_owner is empty or not the last claimer in the log)."""
+    claims = run.events[run.events["kind"] == "claim"]
+    last = claims.groupby("job")["worker"].last()
+    owners = run.table_jobs.set_index("id")["lease_owner"]
+    stored = owners.reindex(last.index)
+    bad = stored.isna() | (stored != last)
+    return len(last), int(bad.sum())
+
+
+def attempt_mismatches(run) -> tuple[int, int, int, int]:
+    """(jobs, jobs whose attempts != leases in the log or whose claims were not numbered 1, 2, ...,
+    jobs leased more than once, largest attempts)."""
+    claims = run.events[run.events["kind"] == "claim"]
+    leases = claims.groupby("job").size()
+    sequential = claims.groupby("job")["attempt"].apply(lambda a: list(a) == list(range(1, len(a) + 1)))
+    table = run.table_jobs.set_index("id")["attempts"]
+    expected = leases.reindex(table.index, fill_value=0)
+    bad = (table != expected) | ~sequential.reindex(table.index, fill_value=True)
+    return len(table), int(bad.sum()), int((leases > 1).sum()), int(table.max()) if len(table) else 0
+
+
+def _basis(name: str | None, runs) -> str:
+    """'baseline: seeds 1, 2, 3; 1234 leases observed; simulated t = 0-600 s each'."""
+    seeds = ", ".join(str(r.scenario.seed) for r in runs)
+    horizons = sorted({float(r.scenario.horizon) for r in runs})
+    interval = (f"t = 0-{horizons[0]:.5g} s each" if len(horizons) == 1
+                else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s")
+    head = f"{name}: " if name else ""
+    return f"{head}{plural(len(runs), 'seed')} {seeds}; {_total(runs, 'leases')} leases observed; simulated {interval}"
+
+
+def renewal_count(run) -> int:
+    """Heartbeats that renewed a lease: from the log, or (heartbeat records off) the heartbeat
+    statements the database ran minus those it rejected."""
+    kinds = run.events["kind"]
+    if run.scenario.record_heartbeats:
+        return int((kinds == "heartbeat").sum())
+    return int(run.statement_counts.get("heartbeat", 0)) - int((kinds == "heartbeat_rejected").sum())
+
+
+def stall_durations(runs) -> np.ndarray:
+    """Durations of every pause and worker-DB partition that happened in the runs (seconds)."""
+    values = []
+    for r in runs:
+        events = r.events
+        starts = events[events["kind"].isin(["pause_start", "partition_start"])]
+        values.extend(float(d) for d in starts["detail"] if d is not None and np.isfinite(float(d)))
+    return np.asarray(values, dtype=float)
+
+
+def _total(runs, key: str) -> int:
+    return int(sum(int(r.summary[key]) for r in runs))
+
+
+class Checker:
+    """Evaluates each item on the runs; builds (and caches) the variants it needs."""
+
+    def __init__(self, scenario: Scenario, runs: list, allow_variants: bool, on: dict | None = None):
+        self.scenario = scenario
+        self.on = on or {}  # sql= and dsn= for every run: the user's queue on PostgreSQL
+        self.policy = scenario.policy
+        self.runs = runs
+        self.allow_variants = allow_variants
+        self.variants: dict[str, list] = {}
+        self.n = len(runs)
+        self.used: dict[str, list[str]] = {}  # item -> names of the variants its evidence also used
+
+    def basis(self, key: str) -> str:
+        """What an item's verdict rests on: scenario (and variants), seeds, leases observed, interval."""
+        parts = [_basis(self.scenario.name, self.runs)]
+        for name in self.used.get(key, []):
+            runs = self.variants.get(name) or []
+            if runs:
+                parts.append(f"{name} variant ({runs[0].scenario.name}): " + _basis(None, runs))
+        return "; ".join(parts)
+
+    def _use(self, key: str, *names: str) -> None:
+        self.used.setdefault(key, []).extend(n for n in names if self.variants.get(n))
+
+    @property
+    def n_runs(self) -> str:
+        return count(self.n, 'run')
+
+    # -- variants --------------------------------------------------------------------------------
+
+    def variant(self, name: str) -> list:
+        """The runs of a variant, one per seed (built on first use); [] if variants are off."""
+        if not self.allow_variants:
+            return []
+        if name not in self.variants:
+            import sim
+
+            self.variants[name] = [r for r in (self._variant_scenario(name, base) for base in self.runs) if r is not None]
+            self.variants[name] = [sim.run(s, seed=s.seed, **self.on) for s in self.variants[name]]
+        return self.variants[name]
+
+    def _variant_scenario(self, name: str, base) -> Scenario | None:
+        s, p, f, w = self.scenario, self.policy, self.scenario.faults, self.scenario.workload
+        s = s.replace(seed=base.scenario.seed)
+        if name == "contention":
+            if p.workers >= 8 and w.arrival == "batch" and w.jobs >= 200:
+                return None  # the scenario is already that contended
+            return s.with_overrides({"name": f"{s.name}+contention", "policy.workers": max(8, p.workers),
+                                     "workload.arrival": "batch", "workload.jobs": 200,
+                                     "horizon": min(s.horizon, 120.0)})
+        if name == "no-heartbeat":
+            return s.with_overrides({"name": f"{s.name}+no-heartbeat", "policy.heartbeat": False})
+        leases = base.leases
+        done = leases[leases["outcome"] == "completed"].sort_values("start")
+        margin = p.lease_ttl + (p.watcher_interval if p.watcher else 0.0) + 2 * p.poll_interval + 5.0
+        if name == "crashes":
+            pick = self._spread(done[done["start"] + margin < s.horizon * 0.9], 3)
+            crashes = tuple(ScriptedCrash(at=float((row.start + row.released_at) / 2), job=int(row.job))
+                            for row in pick.itertuples())
+            if not crashes:
+                return None
+            return s.replace(name=f"{s.name}+crashes", faults=dataclasses.replace(f, crashes=f.crashes + crashes))
+        if name == "zombie":
+            if p.workers < 2:
+                return None
+            pause = margin + 5.0
+            pick = self._spread(done[done["start"] + pause + margin < s.horizon * 0.9], 2)
+            pauses = tuple(ScriptedOutage(worker=int(str(row.worker).lstrip("w")), at=float((row.start + row.released_at) / 2),
+                                          duration=pause) for row in pick.itertuples())
+            if not pauses:
+                return None
+            return s.replace(name=f"{s.name}+zombie", faults=dataclasses.replace(f, pauses=f.pauses + pauses, crash_rate=0.0),
+                             policy=dataclasses.replace(p, abandon_on_lost_lease=False))
+        if name == "duplicates":
+            points = tuple(cp for cp in f.crash_points if cp.point != "after_psp") + (
+                CrashPoint(point="after_psp", probability=0.5, limit=3),)
+            workload = w if w.duplicate_delivery >= 0.2 else dataclasses.replace(
+                w, duplicate_delivery=0.2, redelivery_delay=w.redelivery_delay if w.redelivery_delay.mean_value() > 0
+                else Dist.exponential(2.0))
+            return s.replace(name=f"{s.name}+duplicates", workload=workload, faults=dataclasses.replace(f, crash_points=points))
+        raise ValueError(name)
+
+    @staticmethod
+    def _spread(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+        """k rows spread over the frame (at its 1/(k+1), 2/(k+1), ... positions)."""
+        if frame.empty:
+            return frame
+        positions = sorted({min(len(frame) - 1, int(len(frame) * (i + 1) / (k + 1))) for i in range(k)})
+        return frame.iloc[positions]
+
+    # -- items -----------------------------------------------------------------------------------
+
+    def claim(self):
+        p = self.policy
+        doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
+        numbers = {"double_claims": doubles, "leases": leases}
+        how = "the queue's statements" if self.on else CLAIMS[p.claim]
+        text = f"{p.claim} ({how}): {doubles} double claims in {leases} leases over {self.n_runs}"
+        if doubles:
+            text += f" ({percent(doubles / leases)} of leases)"
+        contention = self.variant("contention")
+        self._use("claim", "contention")
+        if contention:
+            vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
+            numbers.update(variant_double_claims=vd, variant_leases=vl)
+            workers = contention[0].scenario.policy.workers
+            text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
+                     + (f" ({percent(vd / vl)})" if vd else ""))
+        if p.claim == "read_then_write" and not self.on:
+            return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
+        if (doubles or numbers.get("variant_double_claims", 0)) and self.on:
+            return FAIL, text + ": two workers held one job at once.", numbers
+        if doubles or numbers.get("variant_double_claims", 0):
+            cause = " (worker clocks are skewed: policy.clock = worker)" if p.clock == "worker" else ""
+            return RISK, text + f"{cause}: the claim is atomic, yet two workers held one job at once.", numbers
+        return PASS, text + ".", numbers
+
+    def _ttl_numbers(self):
+        ttl = self.policy.lease_ttl
+        durations = processing_times(self.runs)
+        p999 = float(np.quantile(durations, 0.999)) if len(durations) else np.nan
+        longest = float(durations.max()) if len(durations) else np.nan
+        over = float((durations > ttl).mean()) if len(durations) else np.nan
+        jobs = sum(leased_jobs(r) for r in self.runs)
+        twice = sum(double_processed(r) for r in self.runs)
+        renewals = sum(renewal_count(r) for r in self.runs)
+        interval = self.policy.heartbeat_interval if self.policy.heartbeat else np.inf
+        return {"lease_ttl": ttl, "p999_processing": p999, "max_processing": longest, "finished_jobs": len(durations),
+                "renewals": renewals, "jobs_over_interval": int((durations > interval).sum()),
+                "over_ttl_share": over, "false_expiries": _total(self.runs, "false_expiries"),
+                "leases": _total(self.runs, "leases"), "jobs": jobs, "double_processed_jobs": twice,
+                "double_processed_share": twice / jobs if jobs else np.nan}
+
+    def _stall_tail(self) -> tuple[float, str] | None:
+        """The longest stall between renewals the scenario declares: (seconds, words); None if none."""
+        f = self.scenario.faults
+        tails = []
+        if f.pause_rate > 0:
+            tails.append((f.pause_duration.quantile(0.99), "pause p99"))
+        if f.pauses:
+            tails.append((max(o.duration for o in f.pauses), "longest scripted pause"))
+        if f.partition_rate > 0:
+            tails.append((f.partition_duration.quantile(0.99), "partition p99"))
+        if f.partitions:
+            tails.append((max(o.duration for o in f.partitions), "longest scripted partition"))
+        if f.heartbeat_delay.quantile(0.99) > 0:
+            tails.append((f.heartbeat_delay.quantile(0.99), "heartbeat delay p99"))
+        if not tails:
+            return None
+        value, words = max(tails)
+        return float(value), f"{words} {duration(value)}"
+
+    def ttl(self):
+        p, m = self.policy, self._ttl_numbers()
+        ttl, p999, fe, leases = m["lease_ttl"], m["p999_processing"], m["false_expiries"], m["leases"]
+        self._use("ttl")
+        low, high = wilson_interval(fe, leases, 0.95) if leases else (np.nan, np.nan)
+        m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
+        lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
+                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
+                "were processed twice")
+        if not np.isfinite(p999):
+            return UNTESTED, f"no job finished in {self.n_runs}: processing time not measured.", m
+        processing = (f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, {m['finished_jobs']} jobs "
+                      f"finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL")
+        stalls = stall_durations(self.runs)
+        m.update(stalls_observed=len(stalls), longest_stall=float(stalls.max()) if len(stalls) else np.nan)
+        seen = (f"{count(len(stalls), 'pause or partition', 'pauses or partitions')} in the runs"
+                + (f", the longest {duration(stalls.max())}" if len(stalls) else ""))
+        tail = self._stall_tail()
+        if not p.heartbeat:
+            cmp = "<" if p999 > ttl else ">"
+            head = f"no heartbeat: TTL {ttl:g} s {cmp} {processing}"
+            if fe or m["over_ttl_share"] > 0:
+                return FAIL, f"{head}; {lost}.", m
+            if p999 > 0.8 * ttl:
+                return RISK, (f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and nothing "
+                              "renews a slow job."), m
+            if tail is not None and p999 + tail[0] > ttl:
+                return RISK, (f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({duration(p999 + tail[0])}) "
+                              f"outlasts the TTL; {seen}."), m
+            return PASS, f"{head}; {lost}; {seen}.", m
+        h = p.heartbeat_interval
+        latency = float(self.scenario.workload.statement_latency.quantile(0.99))
+        slack = ttl - h - latency
+        m.update(slack=slack, statement_latency_p99=latency, declared_stall_tail=tail[0] if tail else np.nan)
+        head = (f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {duration(latency)} = "
+                f"{duration(slack)} of slack between renewals")
+        kept = f"{processing}, kept alive by {count(m['renewals'], 'renewal')}"
+        if h >= ttl:
+            return FAIL, f"heartbeat every {h:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
+        if fe:
+            against = f" against the {tail[1]}" if tail else ""
+            return FAIL, f"{head}{against}: stalls outlasted it; {lost}; {seen}; {kept}.", m
+        if tail is None:
+            return UNTESTED, (f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
+                              f"never tested; {lost}; {kept}."), m
+        if slack <= tail[0]:
+            return RISK, (f"{head} < the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
+                          f"({seen}); {kept}."), m
+        return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
+
+    def heartbeat(self):
+        p, m = self.policy, self._ttl_numbers()
+        ttl = p.lease_ttl
+        beats = m["renewals"]
+        self._use("heartbeat")
+        if not p.heartbeat:
+            if m["over_ttl_share"] > 0 or m["false_expiries"]:
+                return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
+                              f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
+                              f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
+            if not np.isfinite(m["p999_processing"]):
+                return UNTESTED, f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.", m
+            if m["max_processing"] > ttl / 2:
+                return RISK, (f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
+                              "TTL; nothing renews a slow one."), m
+            return PASS, (f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
+                          f"under half the {ttl:g} s TTL."), m
+        h = p.heartbeat_interval
+        long_jobs = m["jobs_over_interval"]
+        text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
+                f"{count(long_jobs, 'job')} that ran longer than the interval; "
+                f"{count(m['false_expiries'], 'false expiry', 'false expiries')}")
+        if long_jobs == 0:
+            status, tail = UNTESTED, "; no job ran longer than the interval, so renewal was not exercised"
+        elif beats == 0:
+            status, tail = FAIL, "; no renewal reached the database"
+        elif h >= ttl / 2:
+            status, tail = RISK, "; the interval is over half the TTL: one late heartbeat loses the lease"
+        elif m["false_expiries"]:
+            status, tail = RISK, "; leases lapsed despite the renewals (stalls between them: see item 2)"
+        else:
+            status, tail = PASS, ""
+        text += tail
+        without = self.variant("no-heartbeat")
+        if without:
+            self._use("heartbeat", "no-heartbeat")
+            fe = _total(without, "false_expiries")
+            leases = _total(without, "leases")
+            jobs = sum(leased_jobs(r) for r in without)
+            twice = sum(double_processed(r) for r in without)
+            m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
+            text += (f"; without it (variant): {fe} leases ({percent(fe / leases if leases else np.nan)}) would expire under a "
+                     f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice")
+        return status, text + ".", m
+
+    def watcher(self):
+        p = self.policy
+        runs = self.runs
+        used = runs
+        expired = sum(self._expired(r) for r in runs)
+        variant = ""
+        if not expired:
+            crashed = self.variant("crashes")
+            if crashed:
+                used = crashed
+                expired = sum(self._expired(r) for r in crashed)
+                owners = sum(len(owner_crashes(r)) for r in crashed)
+                variant = f" (crash variant: {owners} job owners crashed mid-work)"
+                self._use("watcher", "crashes")
+        pairs = [self._requeue_waits(r) for r in used]
+        waits = np.concatenate([w for w, _ in pairs]) if pairs else np.array([])
+        how = [kind for _, kinds in pairs for kind in kinds]
+        by_watcher, by_claim = how.count("requeue"), how.count("claim")
+        stuck = sum(r.check().counts().get("stuck_processing", 0) for r in used)
+        never = int(np.isnan(waits).sum()) if len(waits) else 0
+        ticks = [r.events.loc[r.events["kind"] == "watcher_tick", "t"].to_numpy() for r in runs]
+        n_ticks = sum(len(t) for t in ticks)
+        gap = max((float(np.diff(t).max()) for t in ticks if len(t) > 1), default=np.nan)
+        worst = float(np.nanmax(waits)) if len(waits) and np.isfinite(waits).any() else np.nan
+        dead = sum(int(((r.events["kind"] == "requeue") & (r.events["detail"] == "Dead")).sum()) for r in used)
+        recovery = np.concatenate([owner_crashes(r)["latency"].to_numpy(float) for r in used]) if used else np.array([])
+        recovered = recovery[np.isfinite(recovery)]
+        m = {"watcher_ticks": n_ticks, "largest_tick_gap": gap, "expired_leases": expired, "never_moved": never,
+             "max_wait_after_expiry": worst, "stuck_processing": stuck, "watcher_dead": dead,
+             "moved_by_watcher": by_watcher, "moved_by_claim": by_claim, "owner_crashes": len(recovery),
+             "recovery_latency_mean": float(recovered.mean()) if len(recovered) else np.nan,
+             "recovery_latency_max": float(recovered.max()) if len(recovered) else np.nan}
+        moved = (f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
+                 f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
+                 if expired else f"no lease expired{variant}")
+        if expired and expired > never:
+            moved += f", at most {duration(worst)} after expiry"
+        if len(recovery):
+            moved += f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again"
+            if len(recovered):
+                moved += (f", {duration(m['recovery_latency_mean'])} after the crash on average "
+                          f"(max {duration(m['recovery_latency_max'])})")
+        if p.watcher:
+            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {duration(gap)}"
+            if p.watcher_action == "dead":
+                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
+            if stuck or never:
+                return FAIL, f"{head}; {moved}; {stuck} stuck_processing violations.", m
+            status = PASS if expired else UNTESTED
+            tail = "" if expired else ": recovery not exercised"
+            return status, f"{head}; {moved}{tail}; 0 stuck.", m
+        if p.claim_takes_expired:
+            head = "no watcher: the claim itself takes expired leases"
+            if stuck or never:
+                return RISK, f"{head}; {moved}; {stuck} stuck_processing violations (no idle worker to take them).", m
+            if not expired:
+                return UNTESTED, f"{head}; {moved}: recovery not exercised; 0 stuck.", m
+            return PASS, f"{head}; {moved}; 0 stuck.", m
+        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {never} jobs stayed Processing.", m
+
+    def _expired(self, run) -> int:
+        """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
+        leases = run.leases
+        late = run.scenario.horizon - recovery_allowance(run.scenario)
+        return int((leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)).sum())
+
+    @staticmethod
+    def _requeue_waits(run) -> tuple[np.ndarray, list[str]]:
+        """Per expired lease: lease end -> the job left Processing (requeued, failed, re-claimed or done),
+        NaN if never; and the kind of record that moved it."""
+        leases = run.leases
+        late = run.scenario.horizon - recovery_allowance(run.scenario)
+        ended = leases[leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)]
+        events = run.events
+        moves = events[events["kind"].isin(["requeue", "claim", "complete", "payload_conflict"])]
+        by_job = {job: (g["t"].to_numpy(), g["kind"].to_numpy()) for job, g in moves.groupby("job")}
+        waits, how = [], []
+        for lease in ended.itertuples():
+            t, kinds = by_job.get(lease.job, (np.array([]), np.array([])))
+            later = np.flatnonzero(t > lease.start)
+            if len(later):
+                waits.append(max(0.0, t[later[0]] - lease.until))
+                how.append(str(kinds[later[0]]))
+            else:
+                waits.append(np.nan)
+        return np.asarray(waits, dtype=float), how
+
+    def owner(self):
+        leased, bad = map(sum, zip(*(owner_mismatches(r) for r in self.runs), strict=True))
+        m = {"leased_jobs": leased, "owner_mismatches": bad}
+        text = (f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
+                f"job's last claimer in the event log ({self.n_runs})")
+        return (PASS if bad == 0 and leased else FAIL if bad else UNTESTED), text + ("." if leased else ": no job was leased."), m
+
+    def attempts(self):
+        jobs, bad, multi, most = 0, 0, 0, 0
+        for r in self.runs:
+            j, b, mu, mo = attempt_mismatches(r)
+            jobs, bad, multi, most = jobs + j, bad + b, multi + mu, max(most, mo)
+        m = {"jobs": jobs, "attempt_mismatches": bad, "re_leased_jobs": multi, "max_attempts_seen": most}
+        text = (f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
+                f"{jobs} jobs; {multi} jobs leased more than once (at most {count(most, 'attempt')})")
+        if not multi:
+            crashed = self.variant("crashes")
+            if crashed:
+                vj, vb, vmu, vmo = map(sum, zip(*(attempt_mismatches(r) for r in crashed), strict=True))
+                m.update(variant_jobs=vj, variant_attempt_mismatches=vb, variant_re_leased_jobs=vmu)
+                bad += vb
+                self._use("attempts", "crashes")
+                text += f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
+                multi = vmu
+        status = FAIL if bad else PASS if multi else UNTESTED
+        return status, text + ("." if multi or bad else ": the increment was never exercised."), m
+
+    def fencing(self):
+        p = self.policy
+        variant = ""
+        refused, stolen = self._zombies(self.runs)
+        if not (refused or stolen):
+            zombies = self.variant("zombie")
+            if zombies:
+                refused, stolen = self._zombies(zombies)
+                self._use("fencing", "zombie")
+                pause = zombies[0].scenario.faults.pauses[-1].duration
+                lost = _total(zombies, "false_expiries")
+                variant = (f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
+                           "their lease and carried on)")
+        m = {"refused_completions": refused, "non_owner_completions": stolen, "variant": bool(variant)}
+        if p.fencing:
+            head = "complete_fenced" if self.on else "completion checks owner + attempt"
+            text = (f"{head}: {refused} late completions refused, {stolen} completions by a "
+                    f"non-owner{variant}")
+            if stolen:
+                return FAIL, text + ".", m
+            return (PASS if refused else UNTESTED), text + ("." if refused else ": fencing never exercised."), m
+        text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
+        if stolen and not variant:
+            return FAIL, text + ": late completions went through.", m
+        return RISK, text + ("; a zombie's completion would go through." if not stolen else "."), m
+
+    @staticmethod
+    def _zombies(runs) -> tuple[int, int]:
+        refused = sum(int((r.events["kind"] == "complete_rejected").sum()) for r in runs)
+        stolen = sum(r.check().counts().get("non_owner_completion", 0) for r in runs)
+        return refused, stolen
+
+    def _duplicates(self, key: str):
+        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs)."""
+        count = _total(self.runs, key)
+        jobs = _total(self.runs, "jobs")
+        dup = self.variant("duplicates")
+        self._use(key, "duplicates")
+        return count, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
+
+    def dedup(self):
+        p = self.policy
+        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_db_effects")
+        self.used["dedup"] = self.used.pop("duplicate_db_effects", [])
+        skipped = sum(int((r.events["kind"] == "dedup_skip").sum()) for r in self.runs + dup)
+        m = {"duplicate_db_effects": count, "jobs": jobs, "variant_duplicate_db_effects": vcount,
+             "variant_jobs": vjobs, "dedup_skips": skipped}
+        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vcount} extra "
+                   f"ledger rows in {vjobs} jobs" if vcount is not None else "")
+        if p.dedup:
+            text = (f"marker and ledger row commit together: {count} extra ledger rows in {jobs} jobs{variant}; "
+                    f"{skipped} repeated deliveries or retries found the marker and skipped the effect")
+            if count or vcount:
+                return FAIL, text + ".", m
+            return (PASS if skipped else UNTESTED), text + ("." if skipped else ": no event came twice, not exercised."), m
+        text = f"no dedup marker: {count} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
+        return (FAIL if count else RISK), text + ".", m
+
+    def psp(self):
+        p = self.policy
+        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_external_effects")
+        self.used["psp"] = self.used.pop("duplicate_external_effects", [])
+        replays = sum(int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum()) for r in self.runs + dup)
+        charged, twice = map(sum, zip(*(charged_payments(r) for r in self.runs), strict=True))
+        m = {"duplicate_external_effects": count, "jobs": jobs, "charged_payments": charged,
+             "payments_charged_twice": twice, "variant_duplicate_external_effects": vcount,
+             "variant_jobs": vjobs, "psp_replays": replays}
+        variant = (f"; duplicates variant: {vcount} extra charges in {vjobs} jobs" if vcount is not None else "")
+        if p.idempotency_key:
+            text = (f"the event id is the PSP idempotency key: {count} extra charges in {jobs} jobs{variant}; "
+                    f"the PSP replayed {replays} repeated calls instead of charging again")
+            if count or vcount:
+                return FAIL, text + ".", m
+            return (PASS if replays else UNTESTED), text + ("." if replays else ": no call was repeated, not exercised."), m
+        text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
+                f"were charged more than once, {count} extra charges in all{variant}")
+        return (FAIL if count else RISK), text + ".", m
+
+
