@@ -167,15 +167,9 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
         raise ConfigError("seeds: give at least one seed")
     on = {}
     if sql is not None:
-        from sim.db.queue_dir import loaded
-        from sim.db.server import connect_dsn
-        from sim.runner import refuse_memory
+        from sim.runner import checked_queue
 
-        if overrides.get("backend") == "memory":
-            refuse_memory(sql)
-        queue, dsn = loaded(sql), connect_dsn(dsn)
-        queue.check_on(dsn)
-        queue.require(scenario)
+        queue, dsn = checked_queue(sql, dsn, [scenario], memory=overrides.get("backend") == "memory")
         on = {"sql": queue, "dsn": dsn}
     runs = [sim.run(scenario, seed=s, **on) for s in seeds]
     checker = Checker(scenario, runs, variants, on)

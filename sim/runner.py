@@ -41,6 +41,22 @@ def refuse_memory(sql) -> None:
                       "Lease Lab's own statements; a queue's own SQL runs on real PostgreSQL: use backend postgres")
 
 
+def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
+    """(queue, dsn): the queue directory `sql` (or QueueDefinition) loaded, checked on the server at
+    `dsn` (the embedded one when None) and required by every scenario in `scenarios`, before anything
+    runs; refused when `memory` (a run asked for the memory backend)."""
+    if memory:
+        refuse_memory(sql)
+    from sim.db.queue_dir import loaded
+    from sim.db.server import connect_dsn
+
+    queue, dsn = loaded(sql), connect_dsn(dsn)
+    queue.check_on(dsn)  # nothing runs before the whole definition is valid on this server
+    for scenario in scenarios:
+        queue.require(scenario)
+    return queue, dsn
+
+
 def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed: int | None = None,
         dsn: str | None = None, keep_schema: bool = False, progress: bool | None = None, sql=None,
         **overrides) -> Run:
@@ -65,14 +81,10 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     if sql is not None:
         if given:
             raise ConfigError("sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead")
-        if backend == "memory" or overrides.get("backend") == "memory":
-            refuse_memory(sql)
-        from sim.db.queue_dir import loaded
-        from sim.db.server import connect_dsn
-
-        queue, backend, dsn = loaded(sql), "postgres", connect_dsn(dsn)
-        queue.check_on(dsn)  # nothing runs before the whole definition is valid on this server
-    if queue is not None:
+        queue, dsn = checked_queue(sql, dsn, [scenario],
+                                   memory=backend == "memory" or overrides.get("backend") == "memory")
+        backend = "postgres"
+    elif queue is not None:
         queue.require(scenario)
     db = make_backend(scenario.backend if backend is None else backend, dsn=dsn, keep_schema=keep_schema, sql=queue)
     owned = backend is None or isinstance(backend, str)

@@ -269,17 +269,10 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     points = _points(grid)
     scenarios = {i: base.with_overrides(point) if point else base for i, point in enumerate(points)}
     if sql is not None:
-        from sim.db.queue_dir import loaded
-        from sim.db.server import connect_dsn
-        from sim.runner import refuse_memory
+        from sim.runner import checked_queue
 
-        if "memory" in grid.get("backend", []):
-            refuse_memory(sql)
-
-        sql, dsn = loaded(sql), connect_dsn(dsn)  # started here once, not in every worker process
-        sql.check_on(dsn)
-        for point in scenarios.values():
-            sql.require(point)
+        # started and checked here once, not in every worker process
+        sql, dsn = checked_queue(sql, dsn, scenarios.values(), memory="memory" in grid.get("backend", []))
 
     tasks = [(i * replications + r, i, run_seed(seed, point, r))
              for i, point in enumerate(points) for r in range(replications)]
