@@ -18,7 +18,7 @@ PARAM_TYPES: dict[str, frozenset[type]] = {  # exact classes: True is not an int
 }
 # What a caller that does not model them (a lesson, a hand-written script) binds: Policy's defaults.
 QUERY_DEFAULTS: dict[str, int] = {"max_attempts": 25, "retry_backoff": 0}
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+PLACEHOLDER = re.compile(r"%\((\w+)\)s")  # a named parameter, %(name)s
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def parse_queries(text: str) -> dict[str, Query]:
                 raise ValueError(f"query {name}: parameter {pname} has unknown type {ptype}")
         sql = "\n".join(line for line in lines[3:] if not line.startswith("--")).strip()
         sql = sql.rstrip(";").strip()
-        used = set(_PLACEHOLDER.findall(sql))
+        used = set(PLACEHOLDER.findall(sql))
         if used != {p for p, _ in params}:
             raise ValueError(f"query {name}: declared {sorted(p for p, _ in params)}, uses {sorted(used)}")
         if name in queries:

@@ -20,7 +20,6 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 from __future__ import annotations
 
 import difflib
-import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +34,19 @@ from sim.db.contracts import (
     bound_params,
     statements_called,
 )
-from sim.db.queries import PARAM_TYPES, Query, bookkeeping_sql, job_schema_sql, load_queries
+from sim.db.queries import (
+    PARAM_TYPES,
+    PLACEHOLDER,
+    Query,
+    bookkeeping_sql,
+    job_schema_sql,
+    load_queries,
+)
 from sim.errors import ConfigError
 
 QUERIES_FILE = "queries.sql"
 STATUSES = ("Pending", "Processing", "Completed", "Dead")
 SCHEMA_FILE = "schema.sql"
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _TYPE_NAMES = {16: "boolean", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
                701: "double precision", 1042: "char", 1043: "varchar", 1082: "date", 1114: "timestamp",
                1184: "timestamptz", 1700: "numeric", 2950: "uuid", 3802: "jsonb", 114: "json"}
@@ -276,7 +281,7 @@ def _check_params(name: str, declared, sql: str, file: str, params_line: int, sq
             _fail(file, params_line, name, f"declares {pname} {ptype}, but Lease Lab binds {pname} as {bound[pname]}")
     used = {}
     for n, text in enumerate(sql.splitlines()):
-        for p in _PLACEHOLDER.findall(text):
+        for p in PLACEHOLDER.findall(text):
             used.setdefault(p, sql_line + n)
     names = {p for p, _ in declared}
     for pname, at in used.items():
