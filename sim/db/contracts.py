@@ -24,6 +24,7 @@ JOB_COLUMNS = (("id", "int"), ("event_id", "text"), ("payload", "text"), ("statu
                ("lease_owner", "text"), ("lease_until", "time"), ("attempts", "int"), ("heartbeat_at", "time"),
                ("created_at", "time"), ("completed_at", "time"), ("last_error", "text"))
 CLAIMED = (("id", "int"), ("attempts", "int"))
+STATUSES = ("Pending", "Processing", "Completed", "Dead")  # the job states dump_jobs reports
 
 
 @dataclass(frozen=True)

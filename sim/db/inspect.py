@@ -25,18 +25,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sim.db import contracts
 from sim.db.base import Backend, from_timestamp
 from sim.db.errors import ClientStateError
 from sim.errors import ConfigError
 
 CLIENT = "inspector"
-JOB_COLUMNS = ["id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
-               "heartbeat_at", "created_at", "completed_at", "last_error"]
+JOB_COLUMNS = [column for column, _ in contracts.JOB_COLUMNS]
 LEDGER_COLUMNS = ["entry_id", "job_id", "event_id", "amount_cents", "worker", "attempt", "applied_at"]
 MARKER_COLUMNS = ["event_id", "payload_hash", "processed_at"]
 STUCK_COLUMNS = ["id", "lease_owner", "lease_until", "attempts"]
 TABLE_COLUMNS = {"jobs": JOB_COLUMNS, "ledger": LEDGER_COLUMNS, "processed_events": MARKER_COLUMNS}  # dump_<table>
-STATUSES = ["Pending", "Processing", "Completed", "Dead"]
+STATUSES = contracts.STATUSES
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from sim.db.contracts import (
     COLUMN_OIDS,
     CONTRACTS,
     SQL_TYPE,
+    STATUSES,
     bound_params,
     statements_called,
 )
@@ -45,7 +46,6 @@ from sim.db.queries import (
 from sim.errors import ConfigError
 
 QUERIES_FILE = "queries.sql"
-STATUSES = ("Pending", "Processing", "Completed", "Dead")
 SCHEMA_FILE = "schema.sql"
 _TYPE_NAMES = {16: "boolean", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
                701: "double precision", 1042: "char", 1043: "varchar", 1082: "date", 1114: "timestamp",
