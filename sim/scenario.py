@@ -220,7 +220,7 @@ def validate(scenario: Scenario) -> Scenario:
         (1 <= p.watcher_batch <= limits.MAX_BATCH, "policy.watcher_batch", f"must be from 1 to {limits.MAX_BATCH:,}"),
         (1 <= p.max_attempts <= limits.MAX_BATCH, "policy.max_attempts", f"must be from 1 to {limits.MAX_BATCH:,}"),
         (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
-        (0 <= p.retry_backoff and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= 1e9, "policy.retry_backoff",
+        (0 <= p.retry_backoff and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= limits.MAX_SECONDS, "policy.retry_backoff",
          "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s"),
         (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
