@@ -139,29 +139,34 @@ def _claim(queue: QueueDefinition, policy) -> Finding:
 
 def fence(queue: QueueDefinition, name: str) -> tuple[bool, str]:
     """(checks owner and attempt, what the WHERE of statement `name` checks)."""
-    sql = queue.sql_of(name)
-    st = shape(sql or "")
+    owner, attempt, text = _fence(queue, name)
+    return owner and attempt, text
+
+
+def _fence(queue: QueueDefinition, name: str) -> tuple[bool, bool, str]:
+    """(uses owner, uses attempt, what the WHERE of statement `name` checks)."""
+    st = shape(queue.sql_of(name) or "")
     owner, attempt = st.uses("owner"), st.uses("attempt")
     checks = " and ".join(w for w, used in (("owner", owner), ("attempt", attempt)) if used)
     if owner and attempt:
-        return True, f"{name} ({queue.where(name)}) checks owner and attempt"
+        return owner, attempt, f"{name} ({queue.where(name)}) checks owner and attempt"
     if checks:
-        return False, f"{name} ({queue.where(name)}) checks the {checks} but not the " \
-                      f"{'attempt' if owner else 'owner'}"
-    return False, f"{name} ({queue.where(name)}) checks neither owner nor attempt"
+        return owner, attempt, f"{name} ({queue.where(name)}) checks the {checks} but not the " \
+                               f"{'attempt' if owner else 'owner'}"
+    return owner, attempt, f"{name} ({queue.where(name)}) checks neither owner nor attempt"
 
 
-def _missing(text: str) -> str:
-    return "neither" if "neither" in text else "owner" if "checks the owner" in text else "attempt"
+_UNFENCED = {(False, False): ": a worker that lost its lease still completes the job",
+             (True, False): ": a worker's stale attempt still completes once the same worker took the job again",
+             (False, True): ": another worker's completion of the same attempt number goes through"}
 
 
 def _fencing(queue: QueueDefinition, policy) -> Finding:
     name = "complete_fenced" if policy.fencing else "complete_unfenced"
-    safe, text = fence(queue, name)
+    owner, attempt, text = _fence(queue, name)
+    safe = owner and attempt
     if not safe:
-        text += {"neither": ": a worker that lost its lease still completes the job",
-                 "owner": ": a worker's stale attempt still completes once the same worker took the job again",
-                 "attempt": ": another worker's completion of the same attempt number goes through"}[_missing(text)]
+        text += _UNFENCED[owner, attempt]
     if policy.heartbeat and queue.sql_of("heartbeat") is not None:
         beat_safe, beat = fence(queue, "heartbeat")
         text += "; " + beat + ("" if beat_safe else ": a heartbeat can renew a lease its worker lost")
