@@ -13,10 +13,9 @@ from psycopg import pq
 from psycopg.adapt import Loader, PyFormat
 
 from sim.db.base import EPOCH, MICROS
-from sim.db.queries import Query
+from sim.db.queries import PLACEHOLDER, Query
 
 _OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}  # int8, text, bool, timestamptz
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
 
 
@@ -52,7 +51,7 @@ def statement(q: Query) -> Statement:
             order.append(name)
         return f"${order.index(name) + 1}"
 
-    text = _PLACEHOLDER.sub(number, q.sql)
+    text = PLACEHOLDER.sub(number, q.sql)
     return Statement(
         name=f"leaselab_{q.name}".encode(),
         text=text.encode(),
