@@ -6,7 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.plots.style import ANNOTATION_PT, INK, LINESTYLES, MARKERS, PALETTE, label_log_axis
+from sim.plots.style import (
+    ANNOTATION_PT,
+    INK,
+    LINESTYLES,
+    MARKERS,
+    PALETTE,
+    label_log_axis,
+    new_axes,
+)
 from sim.scenario import Scenario
 from sim.stats import wilson_interval
 from sim.teaching.caveats import false_expiry_theory
@@ -34,10 +42,7 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     Log-log axes; a setting with no false expiry is drawn as a down-pointing marker at the upper end
     of its interval. Dotted lines mark the p99 of the job durations and of the pauses.
     """
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(9, 5), layout="constrained")
+    ax = new_axes(ax, (9, 5))
     w, p, f = scenario.workload, scenario.policy, scenario.faults
     theory = false_expiry_theory(scenario)
     ttls = np.geomspace(table["policy.lease_ttl"].min(), table["policy.lease_ttl"].max(), 60)
@@ -75,10 +80,7 @@ def plot_retention(curve: pd.DataFrame, window: float, ax=None):
     from matplotlib.ticker import PercentFormatter
 
 
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    ax = new_axes(ax, (8, 4))
     ax.plot(curve["retention"], 100 * curve["duplicate_share"], color=PALETTE[0], marker="o", mec=INK, mew=0.6,
             lw=1.6, gid="duplicates")
     ax.axvline(window, color=INK, ls="--", lw=1.2)
