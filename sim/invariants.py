@@ -174,16 +174,13 @@ def _held_by_dead_owner(run):
         return
     allowance = recovery_allowance(run.scenario)
     status = run.jobs.set_index("job")["status"]
+    last_attempt = run.leases.groupby("job")["attempt"].max()
     for lease in run.leases.itertuples():
         if (lease.outcome == "crashed" and lease.until >= horizon and lease.released_at + allowance < horizon
-                and status.get(lease.job) == "Processing" and lease.attempt == _last_attempt(run, lease.job)):
+                and status.get(lease.job) == "Processing" and lease.attempt == last_attempt[lease.job]):
             yield Violation("stuck_processing", int(lease.job),
                             f"{lease.worker} crashed holding it at {lease.released_at:.3f}s; its lease runs to "
                             f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner")
-
-
-def _last_attempt(run, job: int) -> int:
-    return int(run.leases.loc[run.leases["job"] == job, "attempt"].max())
 
 
 def _terminal_overwritten(run):
@@ -206,6 +203,7 @@ def _terminal_overwritten(run):
         if before is not None and before[0] != new:
             yield Violation("terminal_overwritten", job,
                             f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s")
-        final[job] = (new, t, worker) if new in ("Completed", "Dead") else None
-        if final[job] is None:
-            del final[job]
+        if new in ("Completed", "Dead"):
+            final[job] = (new, t, worker)
+        else:
+            final.pop(job, None)

@@ -7,6 +7,7 @@ meanwhile: River's JobRescuer before PR #1373 (issue #1302), which could requeue
 
 from __future__ import annotations
 
+from sim.db.base import to_micros
 from sim.model.session import DbSession
 
 
@@ -17,7 +18,7 @@ def watcher(world):
     latency = world.scenario.workload.statement_latency.sampler(world.streams.generator("latency/watcher"))
     db = DbSession(world, "watcher", latency)
     max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
-    backoff = round(policy.retry_backoff * 1e6)  # microseconds x attempts^4
+    backoff = to_micros(policy.retry_backoff)  # microseconds x attempts^4
     gap = policy.watcher_gap
     if policy.random_phase:
         yield env.timeout(float(world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval)))

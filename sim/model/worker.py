@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import simpy
 
+from sim.db.base import to_micros
 from sim.db.errors import DatabaseError
 from sim.model.session import DbSession, DbUnavailable
 
@@ -165,7 +166,7 @@ class Worker:
         self.db = DbSession(self.world, f"{self.name}/{self._sessions}", self.db.latency, skew=self.db.skew,
                             partitions=self.db.partitions)
         params = {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
-                  "max_attempts": self.policy.max_attempts, "retry_backoff": round(self.policy.retry_backoff * 1e6)}
+                  "max_attempts": self.policy.max_attempts, "retry_backoff": to_micros(self.policy.retry_backoff)}
         try:
             rows = yield from self.db.run("fail_job_fenced", params, job=lease.job)
         except DbUnavailable:

@@ -80,9 +80,9 @@ def build(scenario, backend) -> World:
             env.process(log_outages(env, world.log, worker.name, pauses, "pause"))
         if partitions:
             env.process(log_outages(env, world.log, worker.name, partitions, "partition"))
-    if faults.crash_target == "holder" and faults.crash_rate > 0:
-        times = holder_crash_times(faults, policy.workers, world.streams, horizon)
-        env.process(crash_holders(env, world.workers, times, world.streams.generator("crashes/holder-pick")))
+    holder_times = holder_crash_times(faults, policy.workers, world.streams, horizon)  # [] unless crash_target = "holder"
+    if holder_times:
+        env.process(crash_holders(env, world.workers, holder_times, world.streams.generator("crashes/holder-pick")))
     for crash in faults.crashes:
         if crash.job is not None:
             env.process(crash_owner(env, world.workers, crash.job, crash.at))

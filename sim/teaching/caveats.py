@@ -109,8 +109,8 @@ def false_expiry_caveat(table: pd.DataFrame, theory, *, fast: bool) -> str:
 
 
 def false_expiry_theory(scenario):
-    """theory(ttl, heartbeat) -> sim.analytic's false-expiry probability for `scenario` (as in
-    teaching.plot_false_expiry's dashed lines)."""
+    """theory(ttl, heartbeat) -> sim.analytic's false-expiry probability for `scenario` (what
+    teaching.plot_false_expiry draws as dashed lines)."""
     from sim import analytic
 
     w, p, f = scenario.workload, scenario.policy, scenario.faults

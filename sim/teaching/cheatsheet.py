@@ -215,8 +215,10 @@ def takeaways(seed: int = 1, *, race_jobs: int = 100, race_replications: int = 2
                                             poll_interval=p.poll_interval, watcher_interval=p.watcher_interval,
                                             latency=experiment.workload.statement_latency.value)
     watcher = Proof("takeaway:4", CHEAT_SHEET_TAGS["takeaway:4"] + ".",
-                    f"Every one of {count(n, 'crash', 'crashes')} of a job's owner was recovered by the watcher (every "
-                    f"{p.watcher_interval:g} s) in {mean:.3g} s on average (95% interval {low:.3g} to {high:.3g} s); "
+                    ("Every one" if n == recovery_replications else f"Only {n}")
+                    + f" of {count(recovery_replications, 'crash', 'crashes')} of a job's owner "
+                    + ("was" if n == recovery_replications else "were") + " recovered by the "
+                    f"watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average (95% interval {low:.3g} to {high:.3g} s); "
                     f"the formula L - h/2 + W/2 + P/2 says {theory:.3g} s.", "04",
                     n == recovery_replications and bool(np.isfinite(low)) and low <= theory <= high)
     return [ends, atomic, renew, watcher]

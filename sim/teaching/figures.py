@@ -6,9 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.plots.style import ANNOTATION_PT, INK, LINESTYLES, MARKERS, PALETTE, label_log_axis
+from sim.plots.style import (
+    ANNOTATION_PT,
+    INK,
+    LINESTYLES,
+    MARKERS,
+    PALETTE,
+    label_log_axis,
+    new_axes,
+)
 from sim.scenario import Scenario
 from sim.stats import wilson_interval
+from sim.teaching.caveats import false_expiry_theory
 from sim.teaching.lessons import STRATEGIES
 from sim.wording import count
 
@@ -33,13 +42,9 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     Log-log axes; a setting with no false expiry is drawn as a down-pointing marker at the upper end
     of its interval. Dotted lines mark the p99 of the job durations and of the pauses.
     """
-    from sim import analytic
-
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(9, 5), layout="constrained")
+    ax = new_axes(ax, (9, 5))
     w, p, f = scenario.workload, scenario.policy, scenario.faults
+    theory = false_expiry_theory(scenario)
     ttls = np.geomspace(table["policy.lease_ttl"].min(), table["policy.lease_ttl"].max(), 60)
     for k, (beat, group) in enumerate(table.groupby("policy.heartbeat", sort=True)):
         colour = PALETTE[k]
@@ -52,11 +57,7 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
         if len(unseen):
             ax.plot(unseen["policy.lease_ttl"], unseen["high"], ls="none", marker="v", ms=7, mec=INK, mew=0.6,
                     color=colour, label=f"none seen, {label}: upper bound", gid="upper-bound")
-        theory = [analytic.false_expiry_probability(ttl=t, heartbeat_interval=p.heartbeat_interval if beat else None,
-                                                    job_duration=w.processing, pause_rate=f.pause_rate,
-                                                    pause_duration=f.pause_duration,
-                                                    latency=w.statement_latency.mean_value()) for t in ttls]
-        ax.plot(ttls, theory, color=colour, ls="--", lw=1.4, label=f"theory, {label}", gid="theory")
+        ax.plot(ttls, [theory(t, bool(beat)) for t in ttls], color=colour, ls="--", lw=1.4, label=f"theory, {label}", gid="theory")
     for value, text in ((w.processing.quantile(0.99), "p99 job duration"), (f.pause_duration.quantile(0.99), "p99 pause")):
         ax.axvline(value, color="#777777", ls=":", lw=1.0)
         ax.annotate(text, (value, 0.5), xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",
@@ -79,10 +80,7 @@ def plot_retention(curve: pd.DataFrame, window: float, ax=None):
     from matplotlib.ticker import PercentFormatter
 
 
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(8, 4), layout="constrained")
+    ax = new_axes(ax, (8, 4))
     ax.plot(curve["retention"], 100 * curve["duplicate_share"], color=PALETTE[0], marker="o", mec=INK, mew=0.6,
             lw=1.6, gid="duplicates")
     ax.axvline(window, color=INK, ls="--", lw=1.2)

@@ -66,7 +66,7 @@ def repeat_recovery(watcher_intervals: Iterable[float], *, heartbeat_interval: f
                                                 idle_pollers=1, latency=LATENCY)
         ratio = float(w) / heartbeat_interval
         rows.append({"watcher_interval": float(w), "heartbeat_interval": heartbeat_interval, "n": n,
-                     "recovered": n, "replications": replications, "mean": mean, "ci_low": low, "ci_high": high,
+                     "replications": replications, "mean": mean, "ci_low": low, "ci_high": high,
                      "theory": theory, "excess": mean - theory, "multiple": bool(abs(ratio - round(ratio)) < 1e-9)})
     return pd.DataFrame(rows)
 

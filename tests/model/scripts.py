@@ -1,7 +1,15 @@
 """Small scripted scenarios with constant times, for exact-timeline tests."""
 
 from sim.dists import Dist
-from sim.scenario import Faults, Policy, Scenario, Workload
+from sim.scenario import (
+    CrashPoint,
+    Faults,
+    Policy,
+    Scenario,
+    ScriptedCrash,
+    ScriptedOutage,
+    Workload,
+)
 
 LATENCY = 0.001
 
@@ -23,3 +31,32 @@ def scripted(*, jobs=1, work=25.0, psp_at=0.5, workers=1, horizon=120.0, faults=
 def timeline(run, *, skip=("idle", "watcher_tick", "enqueue", "lock_wait")) -> list[tuple]:
     """(t rounded to the microsecond, kind, worker, job, attempt) of the records that tell the story."""
     return [(round(e.t, 6), e.kind, e.worker, e.job, e.attempt) for e in run.log if e.kind not in skip]
+
+
+# A job that kills its worker every time (tests/model/test_fidelity.py's poison-job tests).
+POISON = Faults(crash_points=(CrashPoint("after_psp", 1.0, 1000),), restart_delay=Dist.constant(1.0))
+# Solid Queue #589's DB hiccup: w0's statements hang from 100 s to 700 s.
+HICCUP = Faults(partitions=(ScriptedOutage(worker=0, at=100.0, duration=600.0),), partition_mode="hang")
+
+
+def fidelity_scenarios() -> dict[str, Scenario]:
+    """The scripted runs of tests/model/test_fidelity.py (issue #16), one per failure mode, for the
+    memory/PostgreSQL equivalence suite."""
+    stop = ScriptedCrash(at=1.0, worker=0)
+    return {
+        "poison job": scripted(work=2, lease_ttl=3, heartbeat_interval=1, max_attempts=3, horizon=40, faults=POISON,
+                               watcher=True, watcher_interval=10),
+        "held by a dead owner": scripted(jobs=3, workers=2, work=5, lease_ttl=1e9, heartbeat=False, horizon=200,
+                                         faults=Faults(crashes=(ScriptedCrash(at=3.0, job=1),))),
+        "watcher gap": scripted(work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=1.0,
+                                watcher_gap=2.0, claim="skip_locked", claim_takes_expired=False, fencing=False, horizon=10),
+        "deadline": scripted(workers=2, work=8, heartbeat=False, claim="skip_locked", claim_takes_expired=False,
+                             lease_ttl=900, deadline=5, fencing=False, max_attempts=3, horizon=20),
+        "retry backoff": scripted(workers=2, work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=3.0,
+                                  retry_backoff=10.0, claim="skip_locked", claim_takes_expired=False, max_attempts=3,
+                                  horizon=15),
+        "graceful shutdown": scripted(workers=2, work=4, horizon=40, faults=Faults(crashes=(stop,), shutdown="graceful")),
+        "finished and failed": scripted(work=350, lease_ttl=300, heartbeat_interval=60, watcher=True,
+                                        watcher_interval=300, watcher_action="dead", max_attempts=1, fencing=False,
+                                        claim="skip_locked", claim_takes_expired=False, horizon=1000, faults=HICCUP),
+    }

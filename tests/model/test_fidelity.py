@@ -12,9 +12,9 @@ from sim import run
 from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.invariants import check
-from sim.scenario import CrashPoint, Faults, ScriptedCrash, ScriptedOutage, preset
+from sim.scenario import Faults, ScriptedCrash, preset
 
-from .scripts import scripted, timeline
+from .scripts import HICCUP, POISON, scripted, timeline
 
 QUIET = ("idle", "watcher_tick", "enqueue", "lock_wait", "heartbeat", "psp_charge", "restart")
 
@@ -28,9 +28,6 @@ def _peer(name: str, **overrides):
 
 
 # ---- 1. poison jobs and max_attempts -------------------------------------------------------------
-
-POISON = Faults(crash_points=(CrashPoint("after_psp", 1.0, 1000),), restart_delay=Dist.constant(1.0))
-
 
 def test_a_poison_job_stops_at_max_attempts_even_when_the_claim_takes_expired_leases():
     """A job that kills its worker every time. The claim takes the expired lease before the watcher
@@ -234,9 +231,8 @@ def test_solid_queue_pruning_a_live_worker_with_a_stale_heartbeat(fencing):
     statements hang from 100 s to 700 s) stales w0's heartbeat; the prune at 600 s fails its job
     (Dead); w0, alive, then finishes it. Before v1.5.0 (fencing = false) both went through: the job
     ended failed AND finished. The preset follows v1.5.0: the late finish is refused."""
-    hiccup = Faults(partitions=(ScriptedOutage(worker=0, at=100.0, duration=600.0),), partition_mode="hang")
     r = run(_peer("solid-queue", horizon=1000.0, **{"policy.fencing": fencing, "workload.processing": 350.0,
-                                                     "policy.workers": 1}).replace(faults=hiccup))
+                                                     "policy.workers": 1}).replace(faults=HICCUP))
     assert preset("solid-queue").policy.fencing is True
     finish = (700.002, "complete", "w0", 1, 1) if not fencing else (700.002, "complete_rejected", "w0", 1, 1)
     assert timeline(r, skip=QUIET + ("effect", "partition_start", "partition_end")) == [

@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 import sim
 from sim.dists import Dist
 from sim.scenario import (
-    CrashPoint,
     Faults,
     Policy,
     Scenario,
@@ -27,7 +26,7 @@ from sim.scenario import (
     preset,
     preset_names,
 )
-from tests.model.scripts import scripted
+from tests.model.scripts import fidelity_scenarios
 
 from .generate import scenarios
 
@@ -146,35 +145,11 @@ def test_a_waiter_that_died_and_came_back_queues_at_the_end(pg_dsn):
     assert_same(memory, postgres)
 
 
-def _fidelity_scenarios() -> dict[str, Scenario]:
-    """The scripted runs of tests/model/test_fidelity.py (issue #16), one per failure mode."""
-    poison = Faults(crash_points=(CrashPoint("after_psp", 1.0, 1000),), restart_delay=Dist.constant(1.0))
-    stop = ScriptedCrash(at=1.0, worker=0)
-    hiccup = Faults(partitions=(ScriptedOutage(worker=0, at=100.0, duration=600.0),), partition_mode="hang")
-    return {
-        "poison job": scripted(work=2, lease_ttl=3, heartbeat_interval=1, max_attempts=3, horizon=40, faults=poison,
-                               watcher=True, watcher_interval=10),
-        "held by a dead owner": scripted(jobs=3, workers=2, work=5, lease_ttl=1e9, heartbeat=False, horizon=200,
-                                         faults=Faults(crashes=(ScriptedCrash(at=3.0, job=1),))),
-        "watcher gap": scripted(work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=1.0,
-                                watcher_gap=2.0, claim="skip_locked", claim_takes_expired=False, fencing=False, horizon=10),
-        "deadline": scripted(workers=2, work=8, heartbeat=False, claim="skip_locked", claim_takes_expired=False,
-                             lease_ttl=900, deadline=5, fencing=False, max_attempts=3, horizon=20),
-        "retry backoff": scripted(workers=2, work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=3.0,
-                                  retry_backoff=10.0, claim="skip_locked", claim_takes_expired=False, max_attempts=3,
-                                  horizon=15),
-        "graceful shutdown": scripted(workers=2, work=4, horizon=40, faults=Faults(crashes=(stop,), shutdown="graceful")),
-        "finished and failed": scripted(work=350, lease_ttl=300, heartbeat_interval=60, watcher=True,
-                                        watcher_interval=300, watcher_action="dead", max_attempts=1, fencing=False,
-                                        claim="skip_locked", claim_takes_expired=False, horizon=1000, faults=hiccup),
-    }
-
-
-@pytest.mark.parametrize("name", list(_fidelity_scenarios()))
+@pytest.mark.parametrize("name", list(fidelity_scenarios()))
 def test_the_fidelity_scenarios_give_the_same_run(pg_dsn, name):
     """Issue #16's settings on both backends: same log, same tables (graphile-worker v0.16 is a
     preset, covered above)."""
-    memory, postgres = run_both(_fidelity_scenarios()[name], pg_dsn)
+    memory, postgres = run_both(fidelity_scenarios()[name], pg_dsn)
     assert_same(memory, postgres)
     kinds = set(memory.events["kind"])
     assert {"poison job": "requeue", "held by a dead owner": "crash", "watcher gap": "requeue", "deadline": "deadline",
