@@ -516,10 +516,7 @@ def duration_summary(values) -> pd.Series:
 def plot_durations(values, *, ttl: float | None = None, heartbeat_interval: float | None = None, ax=None):
     """Histogram of durations on a log axis, with the median, p99, p99.9 and max marked; optionally
     the TTL and heartbeat interval of a recommendation, to see what each has to cover."""
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(10, 4), layout="constrained")
+    ax = new_axes(ax, (10, 4))
     values = np.asarray(values, dtype=float)
     positive = values[values > 0]
     bins = np.geomspace(positive.min(), positive.max(), 60)

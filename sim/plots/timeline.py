@@ -27,6 +27,7 @@ from sim.plots.style import (
     LINESTYLES,
     OVERLAP,
     PALETTE,
+    new_axes,
 )
 from sim.scenario import LOCK_TTL
 from sim.wording import count, plural
@@ -55,10 +56,7 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     t0, t1 = _window(window, scenario.horizon)
     show_watcher = scenario.policy.watcher
     n_rows = len(lanes) + (1 if show_watcher else 0)
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(13, 1.9 + 0.42 * n_rows), layout="constrained")
+    ax = new_axes(ax, (13, 1.9 + 0.42 * n_rows))
     y_of = {name: i for i, name in enumerate(lanes)}
     events = run.events
     events = events[(events["t"] >= t0) & (events["t"] <= t1)]
@@ -423,10 +421,7 @@ def lease_clock(run, job: int = 1, ax=None):
     not the clock: the lease runs down to zero in the database, where the job becomes claimable
     (o). A lock never runs down. Returns the Axes.
     """
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(11, 3.4), layout="constrained")
+    ax = new_axes(ax, (11, 3.4))
     leases = run.leases[run.leases["job"] == job]
     if leases.empty:
         raise ConfigError(f"job {job}: no lease in this run")
