@@ -226,6 +226,13 @@ class Checker:
 
     # -- items -----------------------------------------------------------------------------------
 
+    @staticmethod
+    def _guarded(text: str, bad: int, exercised: int, unexercised: str):
+        """An item whose guard is on: FAIL on any bad count, else PASS if exercised, else UNTESTED."""
+        if bad:
+            return FAIL, text + "."
+        return (PASS, text + ".") if exercised else (UNTESTED, f"{text}: {unexercised}.")
+
     def claim(self):
         p = self.policy
         doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
@@ -492,8 +499,7 @@ class Checker:
                 self._use("attempts", "crashes")
                 text += f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
                 multi = vmu
-        status = FAIL if bad else PASS if multi else UNTESTED
-        return status, text + ("." if multi or bad else ": the increment was never exercised."), m
+        return (*self._guarded(text, bad, multi, "the increment was never exercised"), m)
 
     def fencing(self):
         p = self.policy
@@ -513,9 +519,7 @@ class Checker:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
             text = (f"{head}: {refused} late completions refused, {stolen} completions by a "
                     f"non-owner{variant}")
-            if stolen:
-                return FAIL, text + ".", m
-            return (PASS if refused else UNTESTED), text + ("." if refused else ": fencing never exercised."), m
+            return (*self._guarded(text, stolen, refused, "fencing never exercised"), m)
         text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
         if stolen and not variant:
             return FAIL, text + ": late completions went through.", m
@@ -527,50 +531,42 @@ class Checker:
         stolen = sum(r.check().counts().get("non_owner_completion", 0) for r in runs)
         return refused, stolen
 
-    def _duplicates(self, key: str):
-        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs)."""
-        count = _total(self.runs, key)
+    def _duplicates(self, item: str, key: str):
+        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs, variant runs)."""
+        found = _total(self.runs, key)
         jobs = _total(self.runs, "jobs")
         dup = self.variant("duplicates")
-        self._use(key, "duplicates")
-        return count, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
+        self._use(item, "duplicates")
+        return found, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
 
     def dedup(self):
         p = self.policy
-        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_db_effects")
-        self.used["dedup"] = self.used.pop("duplicate_db_effects", [])
+        found, vfound, jobs, vjobs, dup = self._duplicates("dedup", "duplicate_db_effects")
         skipped = sum(int((r.events["kind"] == "dedup_skip").sum()) for r in self.runs + dup)
-        m = {"duplicate_db_effects": count, "jobs": jobs, "variant_duplicate_db_effects": vcount,
+        m = {"duplicate_db_effects": found, "jobs": jobs, "variant_duplicate_db_effects": vfound,
              "variant_jobs": vjobs, "dedup_skips": skipped}
-        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vcount} extra "
-                   f"ledger rows in {vjobs} jobs" if vcount is not None else "")
+        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vfound} extra "
+                   f"ledger rows in {vjobs} jobs" if vfound is not None else "")
         if p.dedup:
-            text = (f"marker and ledger row commit together: {count} extra ledger rows in {jobs} jobs{variant}; "
+            text = (f"marker and ledger row commit together: {found} extra ledger rows in {jobs} jobs{variant}; "
                     f"{skipped} repeated deliveries or retries found the marker and skipped the effect")
-            if count or vcount:
-                return FAIL, text + ".", m
-            return (PASS if skipped else UNTESTED), text + ("." if skipped else ": no event came twice, not exercised."), m
-        text = f"no dedup marker: {count} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
-        return (FAIL if count else RISK), text + ".", m
+            return (*self._guarded(text, found or vfound, skipped, "no event came twice, not exercised"), m)
+        text = f"no dedup marker: {found} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
+        return (FAIL if found else RISK), text + ".", m
 
     def psp(self):
         p = self.policy
-        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_external_effects")
-        self.used["psp"] = self.used.pop("duplicate_external_effects", [])
+        found, vfound, jobs, vjobs, dup = self._duplicates("psp", "duplicate_external_effects")
         replays = sum(int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum()) for r in self.runs + dup)
         charged, twice = map(sum, zip(*(charged_payments(r) for r in self.runs), strict=True))
-        m = {"duplicate_external_effects": count, "jobs": jobs, "charged_payments": charged,
-             "payments_charged_twice": twice, "variant_duplicate_external_effects": vcount,
+        m = {"duplicate_external_effects": found, "jobs": jobs, "charged_payments": charged,
+             "payments_charged_twice": twice, "variant_duplicate_external_effects": vfound,
              "variant_jobs": vjobs, "psp_replays": replays}
-        variant = (f"; duplicates variant: {vcount} extra charges in {vjobs} jobs" if vcount is not None else "")
+        variant = (f"; duplicates variant: {vfound} extra charges in {vjobs} jobs" if vfound is not None else "")
         if p.idempotency_key:
-            text = (f"the event id is the PSP idempotency key: {count} extra charges in {jobs} jobs{variant}; "
+            text = (f"the event id is the PSP idempotency key: {found} extra charges in {jobs} jobs{variant}; "
                     f"the PSP replayed {replays} repeated calls instead of charging again")
-            if count or vcount:
-                return FAIL, text + ".", m
-            return (PASS if replays else UNTESTED), text + ("." if replays else ": no call was repeated, not exercised."), m
+            return (*self._guarded(text, found or vfound, replays, "no call was repeated, not exercised"), m)
         text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
-                f"were charged more than once, {count} extra charges in all{variant}")
-        return (FAIL if count else RISK), text + ".", m
-
-
+                f"were charged more than once, {found} extra charges in all{variant}")
+        return (FAIL if found else RISK), text + ".", m
