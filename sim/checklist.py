@@ -238,7 +238,7 @@ class Checker:
         doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
         numbers = {"double_claims": doubles, "leases": leases}
         how = "the queue's statements" if self.on else CLAIMS[p.claim]
-        text = f"{p.claim} ({how}): {doubles} double claims in {leases} leases over {self.n_runs}"
+        text = f"{p.claim} ({how}): {count(doubles, 'double claim')} in {count(leases, 'lease')} over {self.n_runs}"
         if doubles:
             text += f" ({percent(doubles / leases)} of leases)"
         contention = self.variant("contention")
@@ -247,7 +247,7 @@ class Checker:
             vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
-            text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
+            text += (f"; under contention ({count(workers, 'worker')}, 200 jobs at once): {count(vd, 'double claim')} in {count(vl, 'lease')}"
                      + (f" ({percent(vd / vl)})" if vd else ""))
         if p.claim == "read_then_write" and not self.on:
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
@@ -312,7 +312,7 @@ class Checker:
                 + (f", the longest {duration(stalls.max())}" if len(stalls) else ""))
         tail = self._stall_tail()
         if not p.heartbeat:
-            cmp = "<" if p999 > ttl else ">"
+            cmp = "<" if p999 > ttl else "=" if p999 == ttl else ">"
             head = f"no heartbeat: TTL {ttl:g} s {cmp} {processing}"
             if fe or m["over_ttl_share"] > 0:
                 return FAIL, f"{head}; {lost}.", m
@@ -359,7 +359,7 @@ class Checker:
                 return RISK, (f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
                               "TTL; nothing renews a slow one."), m
             return PASS, (f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
-                          f"under half the {ttl:g} s TTL."), m
+                          f"at most half the {ttl:g} s TTL."), m
         h = p.heartbeat_interval
         long_jobs = m["jobs_over_interval"]
         text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
@@ -431,22 +431,23 @@ class Checker:
                 moved += (f", {duration(m['recovery_latency_mean'])} after the crash on average "
                           f"(max {duration(m['recovery_latency_max'])})")
         if p.watcher:
-            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {duration(gap)}"
+            head = (f"watcher every {p.watcher_interval:g} s: {count(n_ticks, 'tick')} in {self.n_runs}, "
+                    f"largest gap {duration(gap)}")
             if p.watcher_action == "dead":
-                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
+                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {count(dead, 'job')} failed; {moved}.", m
             if stuck or never:
-                return FAIL, f"{head}; {moved}; {stuck} stuck_processing violations.", m
+                return FAIL, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')}.", m
             status = PASS if expired else UNTESTED
             tail = "" if expired else ": recovery not exercised"
             return status, f"{head}; {moved}{tail}; 0 stuck.", m
         if p.claim_takes_expired:
             head = "no watcher: the claim itself takes expired leases"
             if stuck or never:
-                return RISK, f"{head}; {moved}; {stuck} stuck_processing violations (no idle worker to take them).", m
+                return RISK, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')} (no idle worker to take them).", m
             if not expired:
                 return UNTESTED, f"{head}; {moved}: recovery not exercised; 0 stuck.", m
             return PASS, f"{head}; {moved}; 0 stuck.", m
-        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {never} jobs stayed Processing.", m
+        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing.", m
 
     def _expired(self, run) -> int:
         """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
@@ -517,7 +518,7 @@ class Checker:
         m = {"refused_completions": refused, "non_owner_completions": stolen, "variant": bool(variant)}
         if p.fencing:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
-            text = (f"{head}: {refused} late completions refused, {stolen} completions by a "
+            text = (f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
                     f"non-owner{variant}")
             return (*self._guarded(text, stolen, refused, "fencing never exercised"), m)
         text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
