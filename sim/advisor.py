@@ -53,7 +53,7 @@ from sim.errors import ConfigError
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
 from sim.report_writers import writer
 from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload
-from sim.wording import count, duration, percent
+from sim.wording import NO_VALUE, count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
@@ -275,7 +275,7 @@ class Advice:
                else "claims take expired leases)"),
             f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
             f"  chosen from {count(len(self.candidates), 'candidate')} ({int(self.candidates['feasible'].sum())} feasible): "
-            f"the cheapest within {i['recovery_tolerance']:.0%} of the fastest feasible recovery",
+            f"the cheapest within {percent(i['recovery_tolerance'])} of the fastest feasible recovery",
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
@@ -302,7 +302,7 @@ class Advice:
 def _events(n) -> str:
     """An expected count: '0', '< 0.001', '0.42', '1.7', '230'."""
     if not np.isfinite(n):
-        return "-"
+        return NO_VALUE
     if n == 0:
         return "0"
     if n < 0.001:
