@@ -249,15 +249,22 @@ class Advice:
         return (f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
                 f"latency); of the declared tails, longer than that: {', '.join(longer)}")
 
+    def shortfall(self) -> str | None:
+        """'NOT MET: ...' when no candidate met the target (the headline's figure is then the lowest found); else None."""
+        if self.met:
+            return None
+        floor = self.inputs.get("min_ttl")
+        above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
+        return (f"NOT MET: no candidate{above} is predicted below "
+                f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the lowest "
+                f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
+
     def __str__(self) -> str:
         i = self.inputs
         lines = [self.headline()]
         floor = i.get("min_ttl")
         if not self.met:
-            above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
-            lines.append(f"  NOT MET: no candidate{above} is predicted below "
-                         f"{percent(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
-                         f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
+            lines.append("  " + self.shortfall())
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
         read = i.get("durations_read", {})
         lines += ["  " + line for line in self.risk_lines()]

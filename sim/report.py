@@ -112,6 +112,7 @@ def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int =
     parts = [
         f"<{h}>Advice</{h}>",
         f"<p class='headline'>{_e(advice.headline())}</p>",
+        f"<p class='warning'>{_e(advice.shortfall())}</p>" if not advice.met else "",
         "<ul class='tight'>" + "".join(f"<li>{_e(line.strip())}</li>" for line in advice.risk_lines()) + "</ul>",
         "<p><b>Where it sits in the searched range</b></p>",
         "<ul class='tight'>" + "".join(f"<li>{_e(line)}</li>" for line in advice.position) + "</ul>",
