@@ -53,6 +53,7 @@ from sim.errors import ConfigError
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
 from sim.report_writers import writer
 from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload
+from sim.stats import wilson_interval
 from sim.wording import NO_VALUE, count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
@@ -594,7 +595,6 @@ def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, s
     Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
     does not enter the predicted recovery latency or false-expiry probability.
     """
-    from sim.stats import wilson_interval
     from sim.sweep import sweep
 
     i = ttls.index(advice.ttl)

@@ -297,7 +297,7 @@ class Checker:
         p, m = self.policy, self._ttl_numbers()
         ttl, p999, fe, leases = m["lease_ttl"], m["p999_processing"], m["false_expiries"], m["leases"]
         self._use("ttl")
-        low, high = wilson_interval(fe, leases, 0.95) if leases else (np.nan, np.nan)
+        low, high = wilson_interval(fe, leases, 0.95)  # NaN, NaN without leases
         m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
         lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
                 f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
