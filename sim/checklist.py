@@ -339,7 +339,7 @@ class Checker:
             return UNTESTED, (f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
                               f"never tested; {lost}; {kept}."), m
         if slack <= tail[0]:
-            return RISK, (f"{head} < the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
+            return RISK, (f"{head} {'<' if slack < tail[0] else '='} the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
                           f"({seen}); {kept}."), m
         return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
 
@@ -370,7 +370,7 @@ class Checker:
         elif beats == 0:
             status, tail = FAIL, "; no renewal reached the database"
         elif h >= ttl / 2:
-            status, tail = RISK, "; the interval is over half the TTL: one late heartbeat loses the lease"
+            status, tail = RISK, "; the interval is at least half the TTL: one late heartbeat loses the lease"
         elif m["false_expiries"]:
             status, tail = RISK, "; leases lapsed despite the renewals (stalls between them: see item 2)"
         else:
