@@ -447,7 +447,8 @@ class Checker:
             if not expired:
                 return UNTESTED, f"{head}; {moved}: recovery not exercised; 0 stuck.", m
             return PASS, f"{head}; {moved}; 0 stuck.", m
-        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing.", m
+        why = "" if never else ", but nothing would move an expired lease out of Processing"
+        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing{why}.", m
 
     def _expired(self, run) -> int:
         """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
