@@ -107,7 +107,7 @@ def _basis(name: str | None, runs) -> str:
     interval = (f"t = 0-{horizons[0]:.5g} s each" if len(horizons) == 1
                 else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s")
     head = f"{name}: " if name else ""
-    return f"{head}{plural(len(runs), 'seed')} {seeds}; {_total(runs, 'leases')} leases observed; simulated {interval}"
+    return f"{head}{plural(len(runs), 'seed')} {seeds}; {count(_total(runs, 'leases'), 'lease')} observed; simulated {interval}"
 
 
 def renewal_count(run) -> int:
@@ -491,7 +491,7 @@ class Checker:
             jobs, bad, multi, most = jobs + j, bad + b, multi + mu, max(most, mo)
         m = {"jobs": jobs, "attempt_mismatches": bad, "re_leased_jobs": multi, "max_attempts_seen": most}
         text = (f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
-                f"{jobs} jobs; {multi} jobs leased more than once (at most {count(most, 'attempt')})")
+                f"{jobs} jobs; {count(multi, 'job')} leased more than once (at most {count(most, 'attempt')})")
         if not multi:
             crashed = self.variant("crashes")
             if crashed:
@@ -548,12 +548,12 @@ class Checker:
         m = {"duplicate_db_effects": found, "jobs": jobs, "variant_duplicate_db_effects": vfound,
              "variant_jobs": vjobs, "dedup_skips": skipped}
         variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vfound} extra "
-                   f"ledger rows in {vjobs} jobs" if vfound is not None else "")
+                   f"ledger rows in {count(vjobs, 'job')}" if vfound is not None else "")
         if p.dedup:
-            text = (f"marker and ledger row commit together: {found} extra ledger rows in {jobs} jobs{variant}; "
-                    f"{skipped} repeated deliveries or retries found the marker and skipped the effect")
+            text = (f"marker and ledger row commit together: {found} extra ledger rows in {count(jobs, 'job')}{variant}; "
+                    f"{count(skipped, 'repeated delivery or retry', 'repeated deliveries or retries')} found the marker and skipped the effect")
             return (*self._guarded(text, found or vfound, skipped, "no event came twice, not exercised"), m)
-        text = f"no dedup marker: {found} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
+        text = f"no dedup marker: {found} extra ledger rows (a payment booked again) in {count(jobs, 'job')}{variant}"
         return (FAIL if found else RISK), text + ".", m
 
     def psp(self):
@@ -564,10 +564,10 @@ class Checker:
         m = {"duplicate_external_effects": found, "jobs": jobs, "charged_payments": charged,
              "payments_charged_twice": twice, "variant_duplicate_external_effects": vfound,
              "variant_jobs": vjobs, "psp_replays": replays}
-        variant = (f"; duplicates variant: {vfound} extra charges in {vjobs} jobs" if vfound is not None else "")
+        variant = (f"; duplicates variant: {vfound} extra charges in {count(vjobs, 'job')}" if vfound is not None else "")
         if p.idempotency_key:
-            text = (f"the event id is the PSP idempotency key: {found} extra charges in {jobs} jobs{variant}; "
-                    f"the PSP replayed {replays} repeated calls instead of charging again")
+            text = (f"the event id is the PSP idempotency key: {found} extra charges in {count(jobs, 'job')}{variant}; "
+                    f"the PSP replayed {count(replays, 'repeated call')} instead of charging again")
             return (*self._guarded(text, found or vfound, replays, "no call was repeated, not exercised"), m)
         text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
                 f"were charged more than once, {found} extra charges in all{variant}")
