@@ -533,8 +533,12 @@ def _model_inputs(inputs: dict) -> dict:
 
 
 def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
-    busy = workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
-    return max(1, int(math.floor(workers - busy + 0.5)))
+    return max(1, int(math.floor(workers - _busy(job, workers, arrival_rate) + 0.5)))
+
+
+def _busy(job: Dist, workers: int, arrival_rate: float | None) -> float:
+    """Workers holding a job on average: all of them at full load."""
+    return workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
 
 
 def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll_interval: float,
@@ -553,7 +557,7 @@ def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll
     samples = np.asarray(job.samples, dtype=float)
     weights = lease_risk.bootstrap_weights(len(samples), seed)
     mean = job.mean_value()
-    busy = workers if arrival_rate is None else min(workers, arrival_rate * mean)
+    busy = _busy(job, workers, arrival_rate)
     jobs_per_day = (arrival_rate if arrival_rate is not None else workers / mean) * SECONDS_PER_DAY
     rows = []
     for ttl in ttls:
