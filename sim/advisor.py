@@ -546,9 +546,9 @@ def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll
                     seed: int = 0) -> pd.DataFrame:
     """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination (no feasibility).
 
-    heartbeat intervals >= ttl are skipped (the lease would lapse between heartbeats). False
-    expiries per job and per day, with 95% upper bounds, come from sim.lease_risk under
-    `assumptions`. Recovery assumes at least one idle poller (workers - busy, rounded, at least 1);
+    heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would lapse
+    between heartbeats). False expiries per job and per day, with 95% upper bounds, come from
+    sim.lease_risk under `assumptions`. Recovery assumes at least one idle poller (workers - busy, rounded, at least 1);
     DB load and the per-day figures are at full load unless arrival_rate is given.
     """
     a = assumptions
