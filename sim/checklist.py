@@ -351,7 +351,7 @@ class Checker:
         if not p.heartbeat:
             if m["over_ttl_share"] > 0 or m["false_expiries"]:
                 return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
-                              f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
+                              f"{count(m['false_expiries'], 'lease')} expired under a live owner and {m['double_processed_jobs']} of "
                               f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
             if not np.isfinite(m["p999_processing"]):
                 return UNTESTED, f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.", m
@@ -384,7 +384,7 @@ class Checker:
             jobs = sum(leased_jobs(r) for r in without)
             twice = sum(double_processed(r) for r in without)
             m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
-            text += (f"; without it (variant): {fe} leases ({percent(fe / leases if leases else np.nan)}) would expire under a "
+            text += (f"; without it (variant): {count(fe, 'lease')} ({percent(fe / leases if leases else np.nan)}) would expire under a "
                      f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice")
         return status, text + ".", m
 
