@@ -53,7 +53,8 @@ from sim.errors import ConfigError
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
 from sim.report_writers import writer
 from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload
-from sim.wording import count, duration, percent
+from sim.stats import wilson_interval
+from sim.wording import NO_VALUE, count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
@@ -249,15 +250,22 @@ class Advice:
         return (f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
                 f"latency); of the declared tails, longer than that: {', '.join(longer)}")
 
+    def shortfall(self) -> str | None:
+        """'NOT MET: ...' when no candidate met the target (the headline's figure is then the lowest found); else None."""
+        if self.met:
+            return None
+        floor = self.inputs.get("min_ttl")
+        above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
+        return (f"NOT MET: no candidate{above} is predicted below "
+                f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the lowest "
+                f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
+
     def __str__(self) -> str:
         i = self.inputs
         lines = [self.headline()]
         floor = i.get("min_ttl")
         if not self.met:
-            above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
-            lines.append(f"  NOT MET: no candidate{above} is predicted below "
-                         f"{percent(self.target_false_expiry / i['margin'])} (target / margin); this is the lowest "
-                         f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
+            lines.append("  " + self.shortfall())
         load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
         read = i.get("durations_read", {})
         lines += ["  " + line for line in self.risk_lines()]
@@ -275,7 +283,7 @@ class Advice:
                else "claims take expired leases)"),
             f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
             f"  chosen from {count(len(self.candidates), 'candidate')} ({int(self.candidates['feasible'].sum())} feasible): "
-            f"the cheapest within {i['recovery_tolerance']:.0%} of the fastest feasible recovery",
+            f"the cheapest within {percent(i['recovery_tolerance'])} of the fastest feasible recovery",
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
@@ -302,7 +310,7 @@ class Advice:
 def _events(n) -> str:
     """An expected count: '0', '< 0.001', '0.42', '1.7', '230'."""
     if not np.isfinite(n):
-        return "-"
+        return NO_VALUE
     if n == 0:
         return "0"
     if n < 0.001:
@@ -525,8 +533,12 @@ def _model_inputs(inputs: dict) -> dict:
 
 
 def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
-    busy = workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
-    return max(1, int(math.floor(workers - busy + 0.5)))
+    return max(1, int(math.floor(workers - _busy(job, workers, arrival_rate) + 0.5)))
+
+
+def _busy(job: Dist, workers: int, arrival_rate: float | None) -> float:
+    """Workers holding a job on average: all of them at full load."""
+    return workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
 
 
 def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll_interval: float,
@@ -534,9 +546,9 @@ def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll
                     seed: int = 0) -> pd.DataFrame:
     """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination (no feasibility).
 
-    heartbeat intervals >= ttl are skipped (the lease would lapse between heartbeats). False
-    expiries per job and per day, with 95% upper bounds, come from sim.lease_risk under
-    `assumptions`. Recovery assumes at least one idle poller (workers - busy, rounded, at least 1);
+    heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would lapse
+    between heartbeats). False expiries per job and per day, with 95% upper bounds, come from
+    sim.lease_risk under `assumptions`. Recovery assumes at least one idle poller (workers - busy, rounded, at least 1);
     DB load and the per-day figures are at full load unless arrival_rate is given.
     """
     a = assumptions
@@ -545,7 +557,7 @@ def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll
     samples = np.asarray(job.samples, dtype=float)
     weights = lease_risk.bootstrap_weights(len(samples), seed)
     mean = job.mean_value()
-    busy = workers if arrival_rate is None else min(workers, arrival_rate * mean)
+    busy = _busy(job, workers, arrival_rate)
     jobs_per_day = (arrival_rate if arrival_rate is not None else workers / mean) * SECONDS_PER_DAY
     rows = []
     for ttl in ttls:
@@ -587,7 +599,6 @@ def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, s
     Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
     does not enter the predicted recovery latency or false-expiry probability.
     """
-    from sim.stats import wilson_interval
     from sim.sweep import sweep
 
     i = ttls.index(advice.ttl)

@@ -107,7 +107,7 @@ def _basis(name: str | None, runs) -> str:
     interval = (f"t = 0-{horizons[0]:.5g} s each" if len(horizons) == 1
                 else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s")
     head = f"{name}: " if name else ""
-    return f"{head}{plural(len(runs), 'seed')} {seeds}; {_total(runs, 'leases')} leases observed; simulated {interval}"
+    return f"{head}{plural(len(runs), 'seed')} {seeds}; {count(_total(runs, 'leases'), 'lease')} observed; simulated {interval}"
 
 
 def renewal_count(run) -> int:
@@ -226,12 +226,19 @@ class Checker:
 
     # -- items -----------------------------------------------------------------------------------
 
+    @staticmethod
+    def _guarded(text: str, bad: int, exercised: int, unexercised: str):
+        """An item whose guard is on: FAIL on any bad count, else PASS if exercised, else UNTESTED."""
+        if bad:
+            return FAIL, text + "."
+        return (PASS, text + ".") if exercised else (UNTESTED, f"{text}: {unexercised}.")
+
     def claim(self):
         p = self.policy
         doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
         numbers = {"double_claims": doubles, "leases": leases}
         how = "the queue's statements" if self.on else CLAIMS[p.claim]
-        text = f"{p.claim} ({how}): {doubles} double claims in {leases} leases over {self.n_runs}"
+        text = f"{p.claim} ({how}): {count(doubles, 'double claim')} in {count(leases, 'lease')} over {self.n_runs}"
         if doubles:
             text += f" ({percent(doubles / leases)} of leases)"
         contention = self.variant("contention")
@@ -240,7 +247,7 @@ class Checker:
             vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
-            text += (f"; under contention ({workers} workers, 200 jobs at once): {vd} double claims in {vl} leases"
+            text += (f"; under contention ({count(workers, 'worker')}, 200 jobs at once): {count(vd, 'double claim')} in {count(vl, 'lease')}"
                      + (f" ({percent(vd / vl)})" if vd else ""))
         if p.claim == "read_then_write" and not self.on:
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
@@ -290,7 +297,7 @@ class Checker:
         p, m = self.policy, self._ttl_numbers()
         ttl, p999, fe, leases = m["lease_ttl"], m["p999_processing"], m["false_expiries"], m["leases"]
         self._use("ttl")
-        low, high = wilson_interval(fe, leases, 0.95) if leases else (np.nan, np.nan)
+        low, high = wilson_interval(fe, leases, 0.95)  # NaN, NaN without leases
         m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
         lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
                 f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
@@ -305,7 +312,7 @@ class Checker:
                 + (f", the longest {duration(stalls.max())}" if len(stalls) else ""))
         tail = self._stall_tail()
         if not p.heartbeat:
-            cmp = "<" if p999 > ttl else ">"
+            cmp = "<" if p999 > ttl else "=" if p999 == ttl else ">"
             head = f"no heartbeat: TTL {ttl:g} s {cmp} {processing}"
             if fe or m["over_ttl_share"] > 0:
                 return FAIL, f"{head}; {lost}.", m
@@ -332,7 +339,7 @@ class Checker:
             return UNTESTED, (f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
                               f"never tested; {lost}; {kept}."), m
         if slack <= tail[0]:
-            return RISK, (f"{head} < the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
+            return RISK, (f"{head} {'<' if slack < tail[0] else '='} the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
                           f"({seen}); {kept}."), m
         return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
 
@@ -344,7 +351,7 @@ class Checker:
         if not p.heartbeat:
             if m["over_ttl_share"] > 0 or m["false_expiries"]:
                 return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
-                              f"{m['false_expiries']} leases expired under a live owner and {m['double_processed_jobs']} of "
+                              f"{count(m['false_expiries'], 'lease')} expired under a live owner and {m['double_processed_jobs']} of "
                               f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
             if not np.isfinite(m["p999_processing"]):
                 return UNTESTED, f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.", m
@@ -352,7 +359,7 @@ class Checker:
                 return RISK, (f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
                               "TTL; nothing renews a slow one."), m
             return PASS, (f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
-                          f"under half the {ttl:g} s TTL."), m
+                          f"at most half the {ttl:g} s TTL."), m
         h = p.heartbeat_interval
         long_jobs = m["jobs_over_interval"]
         text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
@@ -363,7 +370,7 @@ class Checker:
         elif beats == 0:
             status, tail = FAIL, "; no renewal reached the database"
         elif h >= ttl / 2:
-            status, tail = RISK, "; the interval is over half the TTL: one late heartbeat loses the lease"
+            status, tail = RISK, "; the interval is at least half the TTL: one late heartbeat loses the lease"
         elif m["false_expiries"]:
             status, tail = RISK, "; leases lapsed despite the renewals (stalls between them: see item 2)"
         else:
@@ -377,7 +384,7 @@ class Checker:
             jobs = sum(leased_jobs(r) for r in without)
             twice = sum(double_processed(r) for r in without)
             m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
-            text += (f"; without it (variant): {fe} leases ({percent(fe / leases if leases else np.nan)}) would expire under a "
+            text += (f"; without it (variant): {count(fe, 'lease')} ({percent(fe / leases if leases else np.nan)}) would expire under a "
                      f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice")
         return status, text + ".", m
 
@@ -424,22 +431,24 @@ class Checker:
                 moved += (f", {duration(m['recovery_latency_mean'])} after the crash on average "
                           f"(max {duration(m['recovery_latency_max'])})")
         if p.watcher:
-            head = f"watcher every {p.watcher_interval:g} s: {n_ticks} ticks in {self.n_runs}, largest gap {duration(gap)}"
+            head = (f"watcher every {p.watcher_interval:g} s: {count(n_ticks, 'tick')} in {self.n_runs}, "
+                    f"largest gap {duration(gap)}")
             if p.watcher_action == "dead":
-                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {dead} jobs failed; {moved}.", m
+                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {count(dead, 'job')} failed; {moved}.", m
             if stuck or never:
-                return FAIL, f"{head}; {moved}; {stuck} stuck_processing violations.", m
+                return FAIL, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')}.", m
             status = PASS if expired else UNTESTED
             tail = "" if expired else ": recovery not exercised"
             return status, f"{head}; {moved}{tail}; 0 stuck.", m
         if p.claim_takes_expired:
             head = "no watcher: the claim itself takes expired leases"
             if stuck or never:
-                return RISK, f"{head}; {moved}; {stuck} stuck_processing violations (no idle worker to take them).", m
+                return RISK, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')} (no idle worker to take them).", m
             if not expired:
                 return UNTESTED, f"{head}; {moved}: recovery not exercised; 0 stuck.", m
             return PASS, f"{head}; {moved}; 0 stuck.", m
-        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {never} jobs stayed Processing.", m
+        why = "" if never else ", but nothing would move an expired lease out of Processing"
+        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing{why}.", m
 
     def _expired(self, run) -> int:
         """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
@@ -482,7 +491,7 @@ class Checker:
             jobs, bad, multi, most = jobs + j, bad + b, multi + mu, max(most, mo)
         m = {"jobs": jobs, "attempt_mismatches": bad, "re_leased_jobs": multi, "max_attempts_seen": most}
         text = (f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
-                f"{jobs} jobs; {multi} jobs leased more than once (at most {count(most, 'attempt')})")
+                f"{jobs} jobs; {count(multi, 'job')} leased more than once (at most {count(most, 'attempt')})")
         if not multi:
             crashed = self.variant("crashes")
             if crashed:
@@ -492,8 +501,7 @@ class Checker:
                 self._use("attempts", "crashes")
                 text += f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
                 multi = vmu
-        status = FAIL if bad else PASS if multi else UNTESTED
-        return status, text + ("." if multi or bad else ": the increment was never exercised."), m
+        return (*self._guarded(text, bad, multi, "the increment was never exercised"), m)
 
     def fencing(self):
         p = self.policy
@@ -511,11 +519,9 @@ class Checker:
         m = {"refused_completions": refused, "non_owner_completions": stolen, "variant": bool(variant)}
         if p.fencing:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
-            text = (f"{head}: {refused} late completions refused, {stolen} completions by a "
+            text = (f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
                     f"non-owner{variant}")
-            if stolen:
-                return FAIL, text + ".", m
-            return (PASS if refused else UNTESTED), text + ("." if refused else ": fencing never exercised."), m
+            return (*self._guarded(text, stolen, refused, "fencing never exercised"), m)
         text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
         if stolen and not variant:
             return FAIL, text + ": late completions went through.", m
@@ -527,50 +533,42 @@ class Checker:
         stolen = sum(r.check().counts().get("non_owner_completion", 0) for r in runs)
         return refused, stolen
 
-    def _duplicates(self, key: str):
-        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs)."""
-        count = _total(self.runs, key)
+    def _duplicates(self, item: str, key: str):
+        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs, variant runs)."""
+        found = _total(self.runs, key)
         jobs = _total(self.runs, "jobs")
         dup = self.variant("duplicates")
-        self._use(key, "duplicates")
-        return count, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
+        self._use(item, "duplicates")
+        return found, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
 
     def dedup(self):
         p = self.policy
-        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_db_effects")
-        self.used["dedup"] = self.used.pop("duplicate_db_effects", [])
+        found, vfound, jobs, vjobs, dup = self._duplicates("dedup", "duplicate_db_effects")
         skipped = sum(int((r.events["kind"] == "dedup_skip").sum()) for r in self.runs + dup)
-        m = {"duplicate_db_effects": count, "jobs": jobs, "variant_duplicate_db_effects": vcount,
+        m = {"duplicate_db_effects": found, "jobs": jobs, "variant_duplicate_db_effects": vfound,
              "variant_jobs": vjobs, "dedup_skips": skipped}
-        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vcount} extra "
-                   f"ledger rows in {vjobs} jobs" if vcount is not None else "")
+        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vfound} extra "
+                   f"ledger rows in {count(vjobs, 'job')}" if vfound is not None else "")
         if p.dedup:
-            text = (f"marker and ledger row commit together: {count} extra ledger rows in {jobs} jobs{variant}; "
-                    f"{skipped} repeated deliveries or retries found the marker and skipped the effect")
-            if count or vcount:
-                return FAIL, text + ".", m
-            return (PASS if skipped else UNTESTED), text + ("." if skipped else ": no event came twice, not exercised."), m
-        text = f"no dedup marker: {count} extra ledger rows (a payment booked again) in {jobs} jobs{variant}"
-        return (FAIL if count else RISK), text + ".", m
+            text = (f"marker and ledger row commit together: {found} extra ledger rows in {count(jobs, 'job')}{variant}; "
+                    f"{count(skipped, 'repeated delivery or retry', 'repeated deliveries or retries')} found the marker and skipped the effect")
+            return (*self._guarded(text, found or vfound, skipped, "no event came twice, not exercised"), m)
+        text = f"no dedup marker: {found} extra ledger rows (a payment booked again) in {count(jobs, 'job')}{variant}"
+        return (FAIL if found else RISK), text + ".", m
 
     def psp(self):
         p = self.policy
-        count, vcount, jobs, vjobs, dup = self._duplicates("duplicate_external_effects")
-        self.used["psp"] = self.used.pop("duplicate_external_effects", [])
+        found, vfound, jobs, vjobs, dup = self._duplicates("psp", "duplicate_external_effects")
         replays = sum(int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum()) for r in self.runs + dup)
         charged, twice = map(sum, zip(*(charged_payments(r) for r in self.runs), strict=True))
-        m = {"duplicate_external_effects": count, "jobs": jobs, "charged_payments": charged,
-             "payments_charged_twice": twice, "variant_duplicate_external_effects": vcount,
+        m = {"duplicate_external_effects": found, "jobs": jobs, "charged_payments": charged,
+             "payments_charged_twice": twice, "variant_duplicate_external_effects": vfound,
              "variant_jobs": vjobs, "psp_replays": replays}
-        variant = (f"; duplicates variant: {vcount} extra charges in {vjobs} jobs" if vcount is not None else "")
+        variant = (f"; duplicates variant: {vfound} extra charges in {count(vjobs, 'job')}" if vfound is not None else "")
         if p.idempotency_key:
-            text = (f"the event id is the PSP idempotency key: {count} extra charges in {jobs} jobs{variant}; "
-                    f"the PSP replayed {replays} repeated calls instead of charging again")
-            if count or vcount:
-                return FAIL, text + ".", m
-            return (PASS if replays else UNTESTED), text + ("." if replays else ": no call was repeated, not exercised."), m
+            text = (f"the event id is the PSP idempotency key: {found} extra charges in {count(jobs, 'job')}{variant}; "
+                    f"the PSP replayed {count(replays, 'repeated call')} instead of charging again")
+            return (*self._guarded(text, found or vfound, replays, "no call was repeated, not exercised"), m)
         text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
-                f"were charged more than once, {count} extra charges in all{variant}")
-        return (FAIL if count else RISK), text + ".", m
-
-
+                f"were charged more than once, {found} extra charges in all{variant}")
+        return (FAIL if found else RISK), text + ".", m

@@ -30,6 +30,7 @@ import numpy as np
 from sim.dists import decode_utf8
 from sim.errors import ConfigError
 from sim.limits import MAX_SECONDS
+from sim.wording import count
 
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
@@ -82,7 +83,7 @@ class Durations:
         how = f"unit {self.unit}"
         if self.delimiter is not None or self.decimal == ",":
             how += f", delimiter {DELIMITER_NAMES[self.delimiter]}, decimal '{self.decimal or '.'}'"
-        return (f"read {self.n} durations {where} ({how}): median {_s(self.median)}, p99 {_s(self.p99)}, "
+        return (f"read {count(self.n, 'duration')} {where} ({how}): median {_s(self.median)}, p99 {_s(self.p99)}, "
                 f"max {_s(self.max)}")
 
     def facts(self) -> dict:

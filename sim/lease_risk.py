@@ -29,7 +29,7 @@ from scipy import stats
 from sim import analytic
 from sim.dists import Dist
 from sim.errors import ConfigError
-from sim.wording import count
+from sim.wording import count, duration
 
 SECONDS_PER_DAY = 86_400.0
 BOOTSTRAP = 400
@@ -81,18 +81,12 @@ class Assumptions:
 
 
 def describe(d: Dist) -> str:
-    """'median 0.5 s, p99 5 s', '30 s each', ... for an assumption's distribution."""
+    """'median 500 ms, p99 5 s', '30 s each', ... for an assumption's distribution."""
     if d.kind == "lognormal":
-        return f"median {_s(d.median)}, p99 {_s(d.p99)}"
+        return f"median {duration(d.median, ms=True)}, p99 {duration(d.p99, ms=True)}"
     if d.kind == "constant":
-        return f"{_s(d.value)} each"
-    return f"{d.kind}, mean {_s(d.mean_value())}, p99 {_s(d.quantile(0.99))}"
-
-
-def _s(x: float) -> str:
-    if x < 1:
-        return f"{x * 1000:.3g} ms"
-    return f"{x:.3g} s"
+        return f"{duration(d.value, ms=True)} each"
+    return f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 {duration(d.quantile(0.99), ms=True)}"
 
 
 def delay_lapse_by_duration(durations: np.ndarray, *, ttl: float, heartbeat_interval: float | None,

@@ -25,7 +25,7 @@ from sim import report_writers
 from sim.advisor import ADVICE_AXES, advice_frame
 from sim.review import STATUS_STYLE
 from sim.scenario import dumps
-from sim.wording import duration, percent
+from sim.wording import count, duration, percent
 
 CSS = """
 body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px; margin: 24px auto;
@@ -112,6 +112,7 @@ def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int =
     parts = [
         f"<{h}>Advice</{h}>",
         f"<p class='headline'>{_e(advice.headline())}</p>",
+        f"<p class='warning'>{_e(advice.shortfall())}</p>" if not advice.met else "",
         "<ul class='tight'>" + "".join(f"<li>{_e(line.strip())}</li>" for line in advice.risk_lines()) + "</ul>",
         "<p><b>Where it sits in the searched range</b></p>",
         "<ul class='tight'>" + "".join(f"<li>{_e(line)}</li>" for line in advice.position) + "</ul>",
@@ -170,8 +171,8 @@ def _settings_table(scenario) -> str:
             ("watcher", f"every {p.watcher_interval:g} s ({p.watcher_action})" if p.watcher else "off"),
             ("fencing, dedup marker, idempotency key", f"{_on(p.fencing)}, {_on(p.dedup)}, {_on(p.idempotency_key)}"),
             ("faults", f"crashes {f.crash_rate:g}/worker-hour, pauses {f.pause_rate:g}/worker-hour, "
-                       f"partitions {f.partition_rate:g}/worker-hour, scripted: {len(f.crashes)} crashes, "
-                       f"{len(f.pauses)} pauses, {len(f.partitions)} partitions"),
+                       f"partitions {f.partition_rate:g}/worker-hour, scripted: {count(len(f.crashes), 'crash', 'crashes')}, "
+                       f"{count(len(f.pauses), 'pause')}, {count(len(f.partitions), 'partition')}"),
             ("horizon", f"{scenario.horizon:g} s")]
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
 

@@ -89,7 +89,7 @@ class Review:
         queue = f" on the queue in {self.queue} (PostgreSQL)" if self.queue else ""
         return (f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
                 f"{s.horizon:g} s each; "
-                f"{p.workers} workers, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
+                f"{count(p.workers, 'worker')}, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
 
     def __str__(self) -> str:
         lines = [self.header(), self.tally(), ""]

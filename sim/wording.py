@@ -32,12 +32,15 @@ def _missing(x) -> bool:
     return x is None or not math.isfinite(float(x))
 
 
-def duration(seconds, digits: int = 3, *, none: str = NO_VALUE) -> str:
+def duration(seconds, digits: int = 3, *, none: str = NO_VALUE, ms: bool = False) -> str:
     """'12.3 s', '10 min', '1 h', '2.5 h': seconds up to 2 min, minutes up to 2 h, then hours
-    (whole hours from 1 h on read as hours); `none` for a missing value."""
+    (whole hours from 1 h on read as hours); with ms=True, under a second in milliseconds
+    ('500 ms', '0 ms'); `none` for a missing value."""
     if _missing(seconds):
         return none
     x = float(seconds)
+    if ms and abs(x) < 1 and "e" not in (text := f"{x * 1000:.{digits}g}"):  # 0.9999 s: '1 s', not '1e+03 ms'
+        return f"{text} ms"
     if abs(x) >= 3600 and x % 3600 == 0:
         return f"{x / 3600:g} h"
     if abs(x) >= 7200:
