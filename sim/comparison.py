@@ -81,13 +81,14 @@ class Comparison:
     band: tuple[float, float]
     warnings: list[str] = field(default_factory=list)
     seeds: int = 0
+    confidence: float = 0.95  # of every interval in the table and of the band
 
     @property
     def verdict(self) -> str:
         row = self.table.loc["recovery latency mean (s)"]
         where = "within" if self.within else "OUTSIDE"
         return (f"live mean recovery {row.live:.3f} s [{row.live_low:.3f}, {row.live_high:.3f}] is {where} the "
-                f"simulated 95% interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
+                f"simulated {self.confidence:.0%} interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
                 f"(simulated {row.simulated:.3f} s over {self.seeds} seeds)")
 
     def __str__(self) -> str:
@@ -157,4 +158,4 @@ def compare(live_run, simulated: Iterable[Run] | int = 20, *, confidence: float 
     band = (sim_mean[1] * (1 - WIDEN), sim_mean[2] * (1 + WIDEN))
     within = bool(band[0] <= live_mean[0] <= band[1])
     warnings = live_run.overload() if hasattr(live_run, "overload") else []
-    return Comparison(table, parts, live_lat, sim_lat, within, band, warnings, len(runs))
+    return Comparison(table, parts, live_lat, sim_lat, within, band, warnings, len(runs), confidence)
