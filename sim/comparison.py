@@ -86,6 +86,10 @@ class Comparison:
     @property
     def verdict(self) -> str:
         row = self.table.loc["recovery latency mean (s)"]
+        if np.isnan(row.live) or np.isnan(self.band).any():  # nothing to place: neither within nor outside
+            return (f"no verdict: {len(self.live_latencies)} live and {len(self.simulated_latencies)} simulated recoveries "
+                    f"leave the live mean or the simulated {self.confidence:.0%} interval widened by {WIDEN:.0%} undefined "
+                    f"(the mean needs one recovery, the interval two)")
         where = "within" if self.within else "OUTSIDE"
         return (f"live mean recovery {row.live:.3f} s [{row.live_low:.3f}, {row.live_high:.3f}] is {where} the "
                 f"simulated {self.confidence:.0%} interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
