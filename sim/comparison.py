@@ -77,11 +77,21 @@ class Comparison:
     parts: pd.DataFrame  # mean of each recovery part, live and simulated
     live_latencies: np.ndarray
     simulated_latencies: np.ndarray
-    within: bool  # live mean within the simulated interval widened by WIDEN
-    band: tuple[float, float]
     warnings: list[str] = field(default_factory=list)
     seeds: int = 0
     confidence: float = 0.95  # of every interval in the table and of the band
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The simulated mean's interval, each end widened by WIDEN."""
+        row = self.table.loc["recovery latency mean (s)"]
+        return float(row.sim_low) * (1 - WIDEN), float(row.sim_high) * (1 + WIDEN)
+
+    @property
+    def within(self) -> bool:
+        """The live mean lies within the band (False when either is undefined)."""
+        low, high = self.band
+        return bool(low <= self.table.loc["recovery latency mean (s)", "live"] <= high)
 
     @property
     def verdict(self) -> str:
@@ -159,7 +169,5 @@ def compare(live_run, simulated: Iterable[Run] | int = 20, *, confidence: float 
                                    columns=["live", "live_low", "live_high", "simulated", "sim_low", "sim_high"])
     live_parts, sim_parts = recovery_parts(live_run), pd.concat([recovery_parts(r) for r in runs]) if runs else recovery_parts(live_run).iloc[0:0]
     parts = pd.DataFrame({"live": live_parts[list(PARTS)].mean(), "simulated": sim_parts[list(PARTS)].mean()})
-    band = (sim_mean[1] * (1 - WIDEN), sim_mean[2] * (1 + WIDEN))
-    within = bool(band[0] <= live_mean[0] <= band[1])
     warnings = live_run.overload() if hasattr(live_run, "overload") else []
-    return Comparison(table, parts, live_lat, sim_lat, within, band, warnings, len(runs), confidence)
+    return Comparison(table, parts, live_lat, sim_lat, warnings, len(runs), confidence)
