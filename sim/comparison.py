@@ -167,7 +167,8 @@ def compare(live_run, simulated: Iterable[Run] | int = 20, *, confidence: float 
         rows[f"{name} per run"] = (float(metric(live_run)), np.nan, np.nan, *mean_ci([metric(r) for r in runs], confidence)[:3])
     table = pd.DataFrame.from_dict(rows, orient="index",
                                    columns=["live", "live_low", "live_high", "simulated", "sim_low", "sim_high"])
-    live_parts, sim_parts = recovery_parts(live_run), pd.concat([recovery_parts(r) for r in runs]) if runs else recovery_parts(live_run).iloc[0:0]
+    live_parts = recovery_parts(live_run)
+    sim_parts = pd.concat([recovery_parts(r) for r in runs]) if runs else live_parts.iloc[0:0]
     parts = pd.DataFrame({"live": live_parts[list(PARTS)].mean(), "simulated": sim_parts[list(PARTS)].mean()})
     warnings = live_run.overload() if hasattr(live_run, "overload") else []
     return Comparison(table, parts, live_lat, sim_lat, warnings, len(runs), confidence)
