@@ -450,13 +450,14 @@ def cmd_live(args) -> int:
     print(format_summary(run))
     print()
     print(format_report(report))
-    for warning in run.overload():
-        print(f"warning: {warning}")
     comparison = None
     if args.compare_seeds:
         comparison = compare(run, args.compare_seeds)
         print()
-        print(comparison)
+        print(comparison)  # ends with the run's overload warnings
+    else:
+        for warning in run.overload():
+            print(f"warning: {warning}")
     if args.out is not None:
         written = run.save(args.out, format=args.format, report=report)
         if comparison is not None:

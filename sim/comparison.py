@@ -77,17 +77,32 @@ class Comparison:
     parts: pd.DataFrame  # mean of each recovery part, live and simulated
     live_latencies: np.ndarray
     simulated_latencies: np.ndarray
-    within: bool  # live mean within the simulated interval widened by WIDEN
-    band: tuple[float, float]
     warnings: list[str] = field(default_factory=list)
     seeds: int = 0
+    confidence: float = 0.95  # of every interval in the table and of the band
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The simulated mean's interval, each end widened by WIDEN."""
+        row = self.table.loc["recovery latency mean (s)"]
+        return float(row.sim_low) * (1 - WIDEN), float(row.sim_high) * (1 + WIDEN)
+
+    @property
+    def within(self) -> bool:
+        """The live mean lies within the band (False when either is undefined)."""
+        low, high = self.band
+        return bool(low <= self.table.loc["recovery latency mean (s)", "live"] <= high)
 
     @property
     def verdict(self) -> str:
         row = self.table.loc["recovery latency mean (s)"]
+        if np.isnan(row.live) or np.isnan(self.band).any():  # nothing to place: neither within nor outside
+            return (f"no verdict: {len(self.live_latencies)} live and {len(self.simulated_latencies)} simulated recoveries "
+                    f"leave the live mean or the simulated {self.confidence:.0%} interval widened by {WIDEN:.0%} undefined "
+                    f"(the mean needs one recovery, the interval two)")
         where = "within" if self.within else "OUTSIDE"
         return (f"live mean recovery {row.live:.3f} s [{row.live_low:.3f}, {row.live_high:.3f}] is {where} the "
-                f"simulated 95% interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
+                f"simulated {self.confidence:.0%} interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
                 f"(simulated {row.simulated:.3f} s over {self.seeds} seeds)")
 
     def __str__(self) -> str:
@@ -152,9 +167,8 @@ def compare(live_run, simulated: Iterable[Run] | int = 20, *, confidence: float 
         rows[f"{name} per run"] = (float(metric(live_run)), np.nan, np.nan, *mean_ci([metric(r) for r in runs], confidence)[:3])
     table = pd.DataFrame.from_dict(rows, orient="index",
                                    columns=["live", "live_low", "live_high", "simulated", "sim_low", "sim_high"])
-    live_parts, sim_parts = recovery_parts(live_run), pd.concat([recovery_parts(r) for r in runs]) if runs else recovery_parts(live_run).iloc[0:0]
+    live_parts = recovery_parts(live_run)
+    sim_parts = pd.concat([recovery_parts(r) for r in runs]) if runs else live_parts.iloc[0:0]
     parts = pd.DataFrame({"live": live_parts[list(PARTS)].mean(), "simulated": sim_parts[list(PARTS)].mean()})
-    band = (sim_mean[1] * (1 - WIDEN), sim_mean[2] * (1 + WIDEN))
-    within = bool(band[0] <= live_mean[0] <= band[1])
     warnings = live_run.overload() if hasattr(live_run, "overload") else []
-    return Comparison(table, parts, live_lat, sim_lat, within, band, warnings, len(runs))
+    return Comparison(table, parts, live_lat, sim_lat, warnings, len(runs), confidence)

@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from sim.db.base import from_timestamp, to_timestamp
+from sim.db.wire import statement
 
 APP_PREFIX = "leaselab-live:"  # application_name of every live client: prefix, schema, ':', client
 
@@ -72,7 +73,8 @@ class LiveConnection:
             if ttl is not None:
                 params["lease_until"] = now + ttl
         query.check(params)
-        bound = {k: to_timestamp(v) if k in self._times(query) else v for k, v in params.items()}
+        times = statement(query).times
+        bound = {k: to_timestamp(v) if k in times else v for k, v in params.items()}
         start = time.monotonic()
         try:
             cursor = self.conn.execute(query.sql, bound)
@@ -93,10 +95,6 @@ class LiveConnection:
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(command.lower()) from None
-
-    @staticmethod
-    def _times(query) -> frozenset[str]:
-        return frozenset(p for p, t in query.params if t == "time")
 
     def close(self) -> None:
         self.drop()

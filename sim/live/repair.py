@@ -5,17 +5,10 @@ The database is the witness: a ledger row (worker, attempt, applied_at) with no 
 and a Completed job whose owner and attempt match, with no `complete` record, get their records
 back at the times the tables hold; the crash record of that worker then no longer names the job
 (it held nothing once its completion committed). Each repair is listed in LiveRun.repaired.
+The tables are PostgresBackend's dumps: their times are already scenario seconds.
 """
 
 from __future__ import annotations
-
-from sim.db.base import from_timestamp
-
-
-def _seconds(value):
-    if value is None:
-        return None
-    return value if isinstance(value, float | int) else from_timestamp(value)
 
 
 def repair(records: list[list], tables: dict) -> tuple[list[list], list[str]]:
@@ -23,15 +16,14 @@ def repair(records: list[list], tables: dict) -> tuple[list[list], list[str]]:
     logged_completions = {(r[3], r[4]) for r in records if r[1] == "complete"}
     added, notes = [], []
     completed = {row[0]: row for row in tables["jobs"] if row[3] == "Completed"}
-    for _entry, job, event_id, _amount, worker, attempt, applied_at in tables["ledger"]:
+    for _entry, job, event_id, _amount, worker, attempt, t in tables["ledger"]:
         if (worker, job, attempt) in logged_effects:
             continue
-        t = _seconds(applied_at)
         added.append([t, "effect", worker, job, attempt, event_id])
         notes.append(f"effect of job {job} (attempt {attempt}) by {worker} at {t:.3f}s, from the ledger")
         row = completed.get(job)
         if row is not None and row[4] == worker and row[6] == attempt and (job, attempt) not in logged_completions:
-            done = _seconds(row[9])
+            done = row[9]
             added.append([done, "complete", worker, job, attempt, None])
             notes.append(f"completion of job {job} (attempt {attempt}) by {worker} at {done:.3f}s, from the jobs table")
             _unhold(records, worker, job, done)

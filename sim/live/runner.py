@@ -297,11 +297,14 @@ class LiveRunner:
             try:
                 t0 = self._start_all()
                 self.clock = LiveClock(t0, self.scale)
+                # made once every child is ready: a killed runner's folder shows how far it got
                 self.recorder = Recorder(self.folder / "records" / "runner.jsonl", self.clock)
                 time.sleep(max(0.0, t0 - time.monotonic()))
                 self._play(schedule)
             finally:
                 self._kill_all()
+                self.slots.close()
+            self.recorder.close()
             self._await_backends_gone()
             self.backend.connect("inspector")
             tables = {name: self.backend.execute("inspector", f"dump_{name}", {})

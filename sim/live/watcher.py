@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sim.db.base import to_micros
 from sim.live.connection import DbUnavailable, LiveConnection
 from sim.rng import Streams
 
@@ -20,11 +21,12 @@ class LiveWatcher:
     def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
         policy = self.policy
         max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
+        backoff = to_micros(policy.retry_backoff)  # microseconds x attempts^4, as the model's watcher
         self.clock.sleep(self.phase)
         while True:
             try:
                 rows = self.db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch,
-                                                          "retry_backoff": round(policy.retry_backoff * 1e6)})
+                                                          "retry_backoff": backoff})
             except DbUnavailable:
                 rows = []
             now = self.clock.now()

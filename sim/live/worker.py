@@ -182,15 +182,15 @@ class LiveWorker:
                 self.recorder.add("complete_rejected", name, job, attempt, lease.until)
                 return
             db.control("COMMIT")
-        except psycopg.Error as exc:  # a server error inside the transaction (e.g. a deadlock)
-            self._abort(f"{type(exc).__name__}")
+        except psycopg.Error:  # a server error inside the transaction (e.g. a deadlock)
+            self._abort()
             self.recorder.add("db_error", name, job, attempt, "complete")
             return
         now = self.clock.now()
         self.recorder.add("effect" if apply_effect else "dedup_skip", name, job, attempt, spec.event_id, t=now)
         self.recorder.add("complete", name, job, attempt, lease.until, t=now)
 
-    def _abort(self, _why: str) -> None:
+    def _abort(self) -> None:
         try:
             self.db.control("ROLLBACK")
         except (psycopg.Error, DbUnavailable):
