@@ -44,15 +44,21 @@ def main() -> None:
         "wall_seconds": round(time.monotonic() - start, 1),
         "crashes": int(run.summary["crashes"]),
         "recoveries": int(run.summary["recoveries"]),
-        "live_recovery_mean": _num(row.live), "live_recovery_ci95": [_num(row.live_low), _num(row.live_high)],
-        "simulated_recovery_mean": _num(row.simulated), "simulated_recovery_ci95": [_num(row.sim_low), _num(row.sim_high)],
+        "live_recovery_mean": _num(row.live),
+        "live_recovery_ci95": [_num(row.live_low), _num(row.live_high)],
+        "simulated_recovery_mean": _num(row.simulated),
+        "simulated_recovery_ci95": [_num(row.sim_low), _num(row.sim_high)],
         "simulated_seeds": comparison.seeds,
         "band_widened_10pct": [_num(v) for v in comparison.band],
         "live_mean_within_band": comparison.within,
-        "p50": {"live": _num(table.loc["recovery latency p50 (s)", "live"]),
-                "simulated": _num(table.loc["recovery latency p50 (s)", "simulated"])},
-        "p90": {"live": _num(table.loc["recovery latency p90 (s)", "live"]),
-                "simulated": _num(table.loc["recovery latency p90 (s)", "simulated"])},
+        "p50": {
+            "live": _num(table.loc["recovery latency p50 (s)", "live"]),
+            "simulated": _num(table.loc["recovery latency p50 (s)", "simulated"]),
+        },
+        "p90": {
+            "live": _num(table.loc["recovery latency p90 (s)", "live"]),
+            "simulated": _num(table.loc["recovery latency p90 (s)", "simulated"]),
+        },
         "parts_live": {k: _num(v) for k, v in comparison.parts["live"].items()},
         "parts_simulated": {k: _num(v) for k, v in comparison.parts["simulated"].items()},
         "duplicate_completions": duplicate_completions(run),
@@ -62,7 +68,11 @@ def main() -> None:
         "records_repaired": len(run.repaired),
         "overload_warnings": comparison.warnings,
     }
-    out["done"] = bool(out["live_mean_within_band"] and out["duplicate_completions"] == 0 and out["duplicate_db_effects"] == 0)
+    out["done"] = bool(
+        out["live_mean_within_band"]
+        and out["duplicate_completions"] == 0
+        and out["duplicate_db_effects"] == 0
+    )
     print(json.dumps(out, indent=2))
 
 

@@ -26,6 +26,8 @@ BLOCK = 5  # consecutive rounds on one size before the other size's turn
 WATCHER_CALLS, EXPIRED = 20, 5  # per round: watcher calls, each finding EXPIRED lapsed leases
 TTL, TICK = 30.0, 0.001  # lease length; simulated seconds between statements
 MAX_ATTEMPTS = 25
+
+
 def _with_defaults(query: str, params: dict) -> dict:
     """The attempts cap and retry backoff the bench does not vary: Policy's defaults."""
     names = get_query(query).param_names
@@ -98,7 +100,14 @@ class Bench:
         for job_id, attempt in held:
             now = self.tick()
             lease_until = now + TTL
-            self.timed("heartbeat", id=job_id, owner=CLIENT, attempt=attempt, now=now, lease_until=lease_until)
+            self.timed(
+                "heartbeat",
+                id=job_id,
+                owner=CLIENT,
+                attempt=attempt,
+                now=now,
+                lease_until=lease_until,
+            )
         for job_id, attempt in held:
             self.timed("complete_fenced", id=job_id, owner=CLIENT, attempt=attempt, now=self.tick())
         self.enqueue(len(held))
@@ -106,7 +115,13 @@ class Bench:
             for _ in range(EXPIRED):  # leases of crashed workers, lapsing before the next tick
                 now = self.tick()
                 lapse = now + TICK / 2
-                self.run("claim_skip_locked", owner="crashed", now=now, lease_until=lapse, take_expired=False)
+                self.run(
+                    "claim_skip_locked",
+                    owner="crashed",
+                    now=now,
+                    lease_until=lapse,
+                    take_expired=False,
+                )
             requeued = self.timed(
                 "requeue_expired", now=self.tick(), max_attempts=MAX_ATTEMPTS, limit=100
             )

@@ -31,9 +31,13 @@ RATIO_BUDGET, RSS_BUDGET_GB = 3.0, 1.5
 def baseline(jobs: int, *, record_heartbeats: bool = True):
     scenario = preset("baseline")
     rate = scenario.workload.rate
-    return scenario.with_overrides({
-        "workload.jobs": jobs, "horizon": jobs / rate + 60.0, "record_heartbeats": record_heartbeats,
-    })
+    return scenario.with_overrides(
+        {
+            "workload.jobs": jobs,
+            "horizon": jobs / rate + 60.0,
+            "record_heartbeats": record_heartbeats,
+        }
+    )
 
 
 def simulate(jobs: int, *, record_heartbeats: bool = True) -> tuple[float, int, int]:
@@ -63,6 +67,7 @@ class RecordingBackend:
         def record(*args):
             calls.append((name, tuple(dict(a) if isinstance(a, dict) else a for a in args)))
             return method(*args)
+
         return record
 
 
@@ -131,19 +136,26 @@ def main() -> None:
         "backend_alone_ratio_to_bare_simpy": round(backend / floor, 3),
         # any model on this backend runs its statements and schedules its timeouts: a lower bound
         "lower_bound_ratio": round((backend + floor) / floor, 3),
-        "us_per_job": {"model": round(wall / JOBS * 1e6, 2), "backend_alone": round(backend / JOBS * 1e6, 2),
-                       "bare_simpy": round(floor / JOBS * 1e6, 2)},
-        "self_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024, 3),
+        "us_per_job": {
+            "model": round(wall / JOBS * 1e6, 2),
+            "backend_alone": round(backend / JOBS * 1e6, 2),
+            "bare_simpy": round(floor / JOBS * 1e6, 2),
+        },
+        "self_peak_rss_gb": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024, 3
+        ),
     }
     if big is not None:
-        result.update({
-            "big_jobs": BIG_JOBS,
-            "big_wall_seconds": round(big["wall_seconds"], 1),
-            "big_completed": big["completed"],
-            "big_peak_rss_gb": round(big["peak_rss_gb"], 3),
-            "rss_budget_gb": RSS_BUDGET_GB,
-            "rss_within_budget": big["peak_rss_gb"] < RSS_BUDGET_GB,
-        })
+        result.update(
+            {
+                "big_jobs": BIG_JOBS,
+                "big_wall_seconds": round(big["wall_seconds"], 1),
+                "big_completed": big["completed"],
+                "big_peak_rss_gb": round(big["peak_rss_gb"], 3),
+                "rss_budget_gb": RSS_BUDGET_GB,
+                "rss_within_budget": big["peak_rss_gb"] < RSS_BUDGET_GB,
+            }
+        )
     print(json.dumps(result, indent=2))
 
 

@@ -39,9 +39,13 @@ BURST = 100  # SELECT 1 round trips after each slice
 
 def scenario(jobs: int):
     base = preset("baseline")
-    return base.with_overrides({
-        "workload.jobs": jobs, "horizon": jobs / base.workload.rate + 60.0, "record_heartbeats": False,
-    })
+    return base.with_overrides(
+        {
+            "workload.jobs": jobs,
+            "horizon": jobs / base.workload.rate + 60.0,
+            "record_heartbeats": False,
+        }
+    )
 
 
 def select1(conn: psycopg.Connection, n: int) -> float:
@@ -76,10 +80,14 @@ def main() -> None:
     spec = scenario(args.jobs)
 
     memory = sim.run(spec, backend="memory", progress=False)
-    postgres = sim.run(spec, backend="postgres", dsn=dsn, progress=False)  # also warms the server up
+    postgres = sim.run(
+        spec, backend="postgres", dsn=dsn, progress=False
+    )  # also warms the server up
     with psycopg.connect(dsn, autocommit=True) as conn:
         select1(conn, 1000)
-        runs = sorted((interleaved(spec, dsn, conn) for _ in range(args.repeats)), key=lambda r: r["ratio"])
+        runs = sorted(
+            (interleaved(spec, dsn, conn) for _ in range(args.repeats)), key=lambda r: r["ratio"]
+        )
         version = conn.execute("SHOW server_version").fetchone()[0]
     median = runs[len(runs) // 2]
     result = {
@@ -99,7 +107,9 @@ def main() -> None:
         "memory_wall_seconds": round(memory.wall_seconds, 3),
         "postgres_wall_seconds": round(postgres.wall_seconds, 3),
         "postgres_over_memory_wall": round(postgres.wall_seconds / memory.wall_seconds, 1),
-        "event_logs_identical": bool(memory.events.equals(postgres.events) and memory.tables == postgres.tables),
+        "event_logs_identical": bool(
+            memory.events.equals(postgres.events) and memory.tables == postgres.tables
+        ),
     }
     print(json.dumps(result, indent=2))
 

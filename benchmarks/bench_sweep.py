@@ -79,7 +79,9 @@ def main() -> int:
     report = {
         "benchmark": "sweep_parallel_speedup",
         "scenario": "crash-recovery",
-        "scaled": {key: {"preset": _get(original, key), "used": value} for key, value in SCALED.items()},
+        "scaled": {
+            key: {"preset": _get(original, key), "used": value} for key, value in SCALED.items()
+        },
         "grid": {"policy.watcher_interval": WATCHER_INTERVALS},
         "replications": REPLICATIONS,
         "runs": runs,
@@ -98,7 +100,9 @@ def main() -> int:
         "met_target": bool(speedup >= target),
         "identical_runs_tables": identical,
         "recovery_latency_mean_by_watcher_interval": {
-            str(w): round(float(recovery.loc[w, "recovery_latency_mean_mean"]), 1) for w in WATCHER_INTERVALS},
+            str(w): round(float(recovery.loc[w, "recovery_latency_mean_mean"]), 1)
+            for w in WATCHER_INTERVALS
+        },
     }
     print(json.dumps(report))
     return 0 if identical else 1

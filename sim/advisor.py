@@ -62,14 +62,27 @@ DEFAULT_WATCHERS = (1, 2, 5, 10, 15, 30, 60, 120, 300)
 # searched only when the best setting sits at an end of the default ladders (the range adapts)
 SHORT_TTLS, SHORT_HEARTBEATS, SHORT_WATCHERS = (1, 1.5, 2, 3, 4), (0.25, 0.5), (0.5,)
 LONG_TTLS, LONG_HEARTBEATS = (7200, 14400, 43200, 86400), (3600,)
-SHORTEST_WHY = ("below 1 s, scheduling jitter and connection hiccups that this model leaves out would decide "
-                "(set min_ttl to a floor you trust)")
+SHORTEST_WHY = (
+    "below 1 s, scheduling jitter and connection hiccups that this model leaves out would decide "
+    "(set min_ttl to a floor you trust)"
+)
 LONGEST_WHY = "a lease of more than a day leaves a crashed job waiting a day; split the job or add a heartbeat"
 MAX_SAMPLES = 20_000  # longer duration lists are represented by this many quantiles
 SAMPLE_SEED = 20260515
-CANDIDATE_COLUMNS = ["ttl", "heartbeat_interval", "watcher_interval", "predicted_false_expiry",
-                     "predicted_false_expiry_high", "false_expiries_per_day", "false_expiries_per_day_high",
-                     "predicted_recovery_mean", "heartbeat_load", "watcher_load", "db_load", "feasible"]
+CANDIDATE_COLUMNS = [
+    "ttl",
+    "heartbeat_interval",
+    "watcher_interval",
+    "predicted_false_expiry",
+    "predicted_false_expiry_high",
+    "false_expiries_per_day",
+    "false_expiries_per_day_high",
+    "predicted_recovery_mean",
+    "heartbeat_load",
+    "watcher_load",
+    "db_load",
+    "feasible",
+]
 
 
 def sample_durations_path() -> Path:
@@ -84,7 +97,11 @@ def sample_durations(n: int = 2000, seed: int = SAMPLE_SEED) -> pd.DataFrame:
     slow = rng.random(n) < 0.04
     fast_sigma = math.log(6.0 / 1.2) / 2.326348
     slow_sigma = math.log(90.0 / 12.0) / 2.326348
-    seconds = np.where(slow, rng.lognormal(math.log(12.0), slow_sigma, n), rng.lognormal(math.log(1.2), fast_sigma, n))
+    seconds = np.where(
+        slow,
+        rng.lognormal(math.log(12.0), slow_sigma, n),
+        rng.lognormal(math.log(1.2), fast_sigma, n),
+    )
     method = np.where(slow, "3ds", rng.choice(["card", "wallet", "sepa"], n, p=[0.7, 0.2, 0.1]))
     return pd.DataFrame({"processing_seconds": np.round(seconds, 3), "method": method})
 
@@ -96,6 +113,7 @@ def write_sample_durations(path: str | Path) -> Path:
 
 
 # ---- inputs -------------------------------------------------------------------------------------
+
 
 def read(durations, column: str | None = None, unit: str = "s") -> Durations:
     """Observed durations as sim.durations.Durations (seconds + how they were read): from a CSV path
@@ -127,7 +145,11 @@ def _durations_dist(values: np.ndarray) -> Dist:
 
 
 def _positive(name: str, value, *, zero_ok: bool = False, whole: bool = False) -> None:
-    ok = isinstance(value, int | float | np.number) and not isinstance(value, bool) and math.isfinite(value)
+    ok = (
+        isinstance(value, int | float | np.number)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
     if ok and whole:
         ok = float(value).is_integer()
     if not ok or value < 0 or (value == 0 and not zero_ok):
@@ -153,6 +175,7 @@ def _ladder(name: str, values, *, allow_none: bool = False) -> list:
 
 # ---- the advice -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Advice:
     """A recommended lease setting, what it is predicted to cost and achieve, and the evidence."""
@@ -172,17 +195,27 @@ class Advice:
     evidence: pd.DataFrame | None  # simulated neighbourhood of the recommendation (verify=True)
     durations: Dist = field(repr=False)
     inputs: dict = field(default_factory=dict)
-    predicted_false_expiry_high: float = np.nan  # 95% upper bound per job (the durations are a sample)
+    predicted_false_expiry_high: float = (
+        np.nan
+    )  # 95% upper bound per job (the durations are a sample)
     false_expiries_per_day: float = np.nan  # at the arrival rate (full load if none was given)
     false_expiries_per_day_high: float = np.nan
-    position: list[str] = field(default_factory=list)  # where the TTL sits in the searched range, and why
+    position: list[str] = field(
+        default_factory=list
+    )  # where the TTL sits in the searched range, and why
 
     @property
     def assumptions(self) -> Assumptions:
         return self.inputs["assumptions"]
 
-    def scenario(self, *, jobs: int = 2000, seed: int = 1, arrival_rate: float | None = None,
-                 name: str = "advised") -> Scenario:
+    def scenario(
+        self,
+        *,
+        jobs: int = 2000,
+        seed: int = 1,
+        arrival_rate: float | None = None,
+        name: str = "advised",
+    ) -> Scenario:
         """A runnable Scenario with the recommended settings, the observed durations (resampled) as
         processing times, the assumed faults (pauses, crashes, heartbeat delay; a DB stall as a hanging
         partition of each worker), and Poisson arrivals (the given arrival rate, else 50% utilisation
@@ -194,39 +227,79 @@ class Advice:
         rate = arrival_rate or inputs.get("arrival_rate") or 0.5 * workers / mean
         horizon = jobs / rate + 3 * self.durations.quantile(0.999)
         h = self.heartbeat_interval
-        stalls = {} if not a.db_stall_rate else {
-            "partition_rate": a.db_stall_rate / 24.0, "partition_duration": a.db_stall_duration, "partition_mode": "hang"}
+        stalls = (
+            {}
+            if not a.db_stall_rate
+            else {
+                "partition_rate": a.db_stall_rate / 24.0,
+                "partition_duration": a.db_stall_duration,
+                "partition_mode": "hang",
+            }
+        )
         return Scenario(
             name=name,
-            description=(f"Advised lease settings: {self.headline()}. Processing times resampled from "
-                         f"{inputs['durations_n']} observed durations."),
-            workload=Workload(jobs=jobs, arrival="poisson", rate=rate, processing=self.durations, psp_at=0.5,
-                              psp_call=Dist.constant(0.0),
-                              statement_latency=Dist.constant(inputs["statement_latency"])),
-            policy=Policy(workers=workers, poll_interval=inputs["poll_interval"], lease_ttl=self.ttl,
-                          heartbeat=h is not None, heartbeat_interval=h if h is not None else Policy.heartbeat_interval,
-                          watcher=True, watcher_interval=self.watcher_interval,
-                          claim_takes_expired=inputs["claim_takes_expired"], fencing=True, dedup=True,
-                          idempotency_key=True),
-            faults=Faults(crash_rate=a.crash_rate, pause_rate=a.pause_rate, pause_duration=a.pause_duration,
-                          heartbeat_delay=a.heartbeat_delay if h is not None else Faults.heartbeat_delay, **stalls),
+            description=(
+                f"Advised lease settings: {self.headline()}. Processing times resampled from "
+                f"{inputs['durations_n']} observed durations."
+            ),
+            workload=Workload(
+                jobs=jobs,
+                arrival="poisson",
+                rate=rate,
+                processing=self.durations,
+                psp_at=0.5,
+                psp_call=Dist.constant(0.0),
+                statement_latency=Dist.constant(inputs["statement_latency"]),
+            ),
+            policy=Policy(
+                workers=workers,
+                poll_interval=inputs["poll_interval"],
+                lease_ttl=self.ttl,
+                heartbeat=h is not None,
+                heartbeat_interval=h if h is not None else Policy.heartbeat_interval,
+                watcher=True,
+                watcher_interval=self.watcher_interval,
+                claim_takes_expired=inputs["claim_takes_expired"],
+                fencing=True,
+                dedup=True,
+                idempotency_key=True,
+            ),
+            faults=Faults(
+                crash_rate=a.crash_rate,
+                pause_rate=a.pause_rate,
+                pause_duration=a.pause_duration,
+                heartbeat_delay=a.heartbeat_delay if h is not None else Faults.heartbeat_delay,
+                **stalls,
+            ),
             horizon=float(horizon),
             seed=seed,
         )
 
     def headline(self) -> str:
-        heartbeat = "no heartbeat" if self.heartbeat_interval is None else f"heartbeat every {duration(self.heartbeat_interval)}"
-        return (f"TTL {duration(self.ttl)}, {heartbeat}, watcher every {duration(self.watcher_interval)}: predicted false expiry "
-                f"{percent(self.predicted_false_expiry)} per job (target {percent(self.target_false_expiry)}), "
-                f"recovery ~ {duration(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s")
+        heartbeat = (
+            "no heartbeat"
+            if self.heartbeat_interval is None
+            else f"heartbeat every {duration(self.heartbeat_interval)}"
+        )
+        return (
+            f"TTL {duration(self.ttl)}, {heartbeat}, watcher every {duration(self.watcher_interval)}: predicted false expiry "
+            f"{percent(self.predicted_false_expiry)} per job (target {percent(self.target_false_expiry)}), "
+            f"recovery ~ {duration(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s"
+        )
 
     def risk_lines(self) -> list[str]:
         """The false-expiry risk per job, per day and per year at the queue's rate, with 95% upper bounds."""
         i = self.inputs
         rate = i["jobs_per_s"]
-        where = (f"at {rate:.3g} jobs/s (arrival_rate)" if i["arrival_rate"] is not None
-                 else f"at full load, {rate:.3g} jobs/s (give arrival_rate for your queue's)")
-        per_year, per_year_high = 365 * self.false_expiries_per_day, 365 * self.false_expiries_per_day_high
+        where = (
+            f"at {rate:.3g} jobs/s (arrival_rate)"
+            if i["arrival_rate"] is not None
+            else f"at full load, {rate:.3g} jobs/s (give arrival_rate for your queue's)"
+        )
+        per_year, per_year_high = (
+            365 * self.false_expiries_per_day,
+            365 * self.false_expiries_per_day_high,
+        )
         return [
             f"risk {where}: {percent(self.predicted_false_expiry)} of jobs (95% upper bound "
             f"{percent(self.predicted_false_expiry_high)}) = {_events(self.false_expiries_per_day)} false expiries a day "
@@ -241,14 +314,24 @@ class Advice:
         a, h = self.assumptions, self.heartbeat_interval
         if h is None:
             over = float(np.mean(np.asarray(self.durations.samples) > self.ttl))
-            return (f"slack: no heartbeat, so the lease must outlast the whole job; {percent(over)} of the observed "
-                    f"jobs took longer than the {duration(self.ttl)} TTL")
+            return (
+                f"slack: no heartbeat, so the lease must outlast the whole job; {percent(over)} of the observed "
+                f"jobs took longer than the {duration(self.ttl)} TTL"
+            )
         slack = self.ttl - h - a.statement_latency
-        longer = [f"{percent(float(analytic.survival(d, slack)))} of the {name}" for d, name, declared in (
-            (a.pause_duration, "pauses", a.pause_rate), (a.heartbeat_delay, "heartbeat delays", True),
-            (a.db_stall_duration, "DB stalls", a.db_stall_rate)) if declared]
-        return (f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
-                f"latency); of the declared tails, longer than that: {', '.join(longer)}")
+        longer = [
+            f"{percent(float(analytic.survival(d, slack)))} of the {name}"
+            for d, name, declared in (
+                (a.pause_duration, "pauses", a.pause_rate),
+                (a.heartbeat_delay, "heartbeat delays", True),
+                (a.db_stall_duration, "DB stalls", a.db_stall_rate),
+            )
+            if declared
+        ]
+        return (
+            f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
+            f"latency); of the declared tails, longer than that: {', '.join(longer)}"
+        )
 
     def shortfall(self) -> str | None:
         """'NOT MET: ...' when no candidate met the target (the headline's figure is then the lowest found); else None."""
@@ -256,9 +339,11 @@ class Advice:
             return None
         floor = self.inputs.get("min_ttl")
         above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
-        return (f"NOT MET: no candidate{above} is predicted below "
-                f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the lowest "
-                f"predicted false expiry found{' at or above the floor' if floor is not None else ''}.")
+        return (
+            f"NOT MET: no candidate{above} is predicted below "
+            f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the lowest "
+            f"predicted false expiry found{' at or above the floor' if floor is not None else ''}."
+        )
 
     def __str__(self) -> str:
         i = self.inputs
@@ -270,25 +355,33 @@ class Advice:
         read = i.get("durations_read", {})
         lines += ["  " + line for line in self.risk_lines()]
         lines += [f"  where it sits: {line}" for line in self.position]
-        lines += [f"  durations: {read['echo']}" if read.get("echo") else
-                  f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, "
-                  f"p99 {duration(i['durations_p99'])}, max {duration(i['durations_max'])}"]
+        lines += [
+            f"  durations: {read['echo']}"
+            if read.get("echo")
+            else f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, "
+            f"p99 {duration(i['durations_p99'])}, max {duration(i['durations_max'])}"
+        ]
         lines += [f"  warning: {w}" for w in read.get("warnings", [])]
         lines += ["  assumptions: " + self.assumptions.lines()[0]]
         lines += ["               " + line for line in self.assumptions.lines()[1:]]
         lines += [
             f"  recovery after a crash: mean {duration(self.predicted_recovery_mean)}, p95 {duration(self.predicted_recovery_p95)} "
             f"({count(i['workers'], 'worker')} polling every {duration(i['poll_interval'])}; "
-            + ("the watcher requeues expired leases)" if not i["claim_takes_expired"]
-               else "claims take expired leases)"),
+            + (
+                "the watcher requeues expired leases)"
+                if not i["claim_takes_expired"]
+                else "claims take expired leases)"
+            ),
             f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
             f"  chosen from {count(len(self.candidates), 'candidate')} ({int(self.candidates['feasible'].sum())} feasible): "
             f"the cheapest within {percent(i['recovery_tolerance'])} of the fastest feasible recovery",
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
-            lines.append(f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
-                         f"{'was' if below == 1 else 'were'} ruled out")
+            lines.append(
+                f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
+                f"{'was' if below == 1 else 'were'} ruled out"
+            )
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
             for row in self.evidence.itertuples():
@@ -298,7 +391,8 @@ class Advice:
                     f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
                     f"(predicted {percent(row.predicted_false_expiry)}); recovery {duration(row.recovery_mean)} "
                     f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
-                    f"(predicted {duration(row.predicted_recovery_mean)})")
+                    f"(predicted {duration(row.predicted_recovery_mean)})"
+                )
         return "\n".join(lines)
 
     def save_report(self, path: str | Path, *, review=None) -> Path:
@@ -318,15 +412,36 @@ def _events(n) -> str:
     return f"{n:.2g}" if n < 100 else f"{n:,.0f}"
 
 
-def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate: float = 2.0,
-           pause_duration: Dist | None = None, crash_rate: float = 1.0, heartbeat_delay: Dist | None = None,
-           db_stall_rate: float = 0.0, db_stall_duration: Dist | float = 30.0, target_false_expiry: float = 1e-3,
-           poll_interval: float = 1.0, workers: int = 4, arrival_rate: float | None = None,
-           claim_takes_expired: bool = False, statement_latency: float = 0.002,
-           candidates: Mapping[str, Sequence] | None = None, margin: float = 2.0, recovery_tolerance: float = 0.1,
-           heartbeats_per_ttl: float = 2.0, max_db_load: float | None = None, min_ttl: float | None = None,
-           verify: bool = True, replications: int = 4, evidence_jobs: int = 1500, seed: int = 0, executor=None,
-           progress: bool | None = None) -> Advice:
+def advise(
+    durations,
+    *,
+    column: str | None = None,
+    unit: str = "s",
+    pause_rate: float = 2.0,
+    pause_duration: Dist | None = None,
+    crash_rate: float = 1.0,
+    heartbeat_delay: Dist | None = None,
+    db_stall_rate: float = 0.0,
+    db_stall_duration: Dist | float = 30.0,
+    target_false_expiry: float = 1e-3,
+    poll_interval: float = 1.0,
+    workers: int = 4,
+    arrival_rate: float | None = None,
+    claim_takes_expired: bool = False,
+    statement_latency: float = 0.002,
+    candidates: Mapping[str, Sequence] | None = None,
+    margin: float = 2.0,
+    recovery_tolerance: float = 0.1,
+    heartbeats_per_ttl: float = 2.0,
+    max_db_load: float | None = None,
+    min_ttl: float | None = None,
+    verify: bool = True,
+    replications: int = 4,
+    evidence_jobs: int = 1500,
+    seed: int = 0,
+    executor=None,
+    progress: bool | None = None,
+) -> Advice:
     """Recommend lease TTL, heartbeat interval and watcher interval (see the module docstring).
 
     durations: observed processing times (array-like in `unit`), a CSV path read with `column` and
@@ -351,7 +466,9 @@ def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate:
         warnings.warn(warning, LeaseWarning, stacklevel=2)
     _positive("target_false_expiry", target_false_expiry)
     if target_false_expiry >= 1:
-        raise ConfigError(f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}")
+        raise ConfigError(
+            f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}"
+        )
     _positive("pause_rate", pause_rate, zero_ok=True)
     _positive("crash_rate", crash_rate, zero_ok=True)
     _positive("poll_interval", poll_interval)
@@ -370,41 +487,66 @@ def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate:
         _positive("min_ttl", min_ttl)
     _positive("margin", margin)
     if margin < 1:
-        raise ConfigError(f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}")
+        raise ConfigError(
+            f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}"
+        )
     if not isinstance(db_stall_duration, Dist):
         _positive("db_stall_duration", db_stall_duration)
         db_stall_duration = Dist.constant(db_stall_duration)
     assumptions = Assumptions(
-        pause_rate=float(pause_rate), pause_duration=Dist.lognormal(0.5, 5.0) if pause_duration is None else pause_duration,
-        crash_rate=float(crash_rate), statement_latency=float(statement_latency),
+        pause_rate=float(pause_rate),
+        pause_duration=Dist.lognormal(0.5, 5.0) if pause_duration is None else pause_duration,
+        crash_rate=float(crash_rate),
+        statement_latency=float(statement_latency),
         heartbeat_delay=Assumptions.heartbeat_delay if heartbeat_delay is None else heartbeat_delay,
-        db_stall_rate=float(db_stall_rate), db_stall_duration=db_stall_duration).check()
+        db_stall_rate=float(db_stall_rate),
+        db_stall_duration=db_stall_duration,
+    ).check()
     workers = int(workers)
     candidates = dict(candidates or {})
     unknown = set(candidates) - {"ttl", "heartbeat_interval", "watcher_interval"}
     if unknown:
-        raise ConfigError(f"candidates: unknown key {sorted(unknown)[0]!r}; use ttl, heartbeat_interval, watcher_interval")
+        raise ConfigError(
+            f"candidates: unknown key {sorted(unknown)[0]!r}; use ttl, heartbeat_interval, watcher_interval"
+        )
     ttls = _ladder("ttl", candidates.get("ttl", DEFAULT_TTLS))
-    heartbeats = _ladder("heartbeat_interval", candidates.get("heartbeat_interval", DEFAULT_HEARTBEATS), allow_none=True)
+    heartbeats = _ladder(
+        "heartbeat_interval",
+        candidates.get("heartbeat_interval", DEFAULT_HEARTBEATS),
+        allow_none=True,
+    )
     watchers = _ladder("watcher_interval", candidates.get("watcher_interval", DEFAULT_WATCHERS))
     if min_ttl is not None and min_ttl > max(ttls):
-        raise ConfigError(f"min_ttl: {min_ttl:g} s is above every candidate TTL (the longest considered is "
-                          f"{max(ttls):g} s); lower it or add longer TTLs to candidates['ttl']")
+        raise ConfigError(
+            f"min_ttl: {min_ttl:g} s is above every candidate TTL (the longest considered is "
+            f"{max(ttls):g} s); lower it or add longer TTLs to candidates['ttl']"
+        )
 
     job = _durations_dist(values)
     mean = job.mean_value()
     jobs_per_s = float(arrival_rate) if arrival_rate is not None else workers / mean
     inputs = {
-        "durations_n": int(len(values)), "durations_median": float(np.median(values)),
-        "durations_p99": float(np.quantile(values, 0.99)), "durations_max": float(values.max()),
+        "durations_n": int(len(values)),
+        "durations_median": float(np.median(values)),
+        "durations_p99": float(np.quantile(values, 0.99)),
+        "durations_max": float(values.max()),
         "durations_read": {**read_in.facts(), "echo": read_in.echo()},
-        "pause_rate": float(pause_rate), "pause_duration": assumptions.pause_duration, "crash_rate": float(crash_rate),
-        "workers": workers, "poll_interval": float(poll_interval), "arrival_rate": arrival_rate,
-        "jobs_per_s": jobs_per_s, "claim_takes_expired": bool(claim_takes_expired),
-        "statement_latency": float(statement_latency), "assumptions": assumptions,
-        "margin": float(margin), "recovery_tolerance": float(recovery_tolerance),
-        "heartbeats_per_ttl": float(heartbeats_per_ttl), "max_db_load": max_db_load,
-        "min_ttl": None if min_ttl is None else float(min_ttl), "seed": seed,
+        "pause_rate": float(pause_rate),
+        "pause_duration": assumptions.pause_duration,
+        "crash_rate": float(crash_rate),
+        "workers": workers,
+        "poll_interval": float(poll_interval),
+        "arrival_rate": arrival_rate,
+        "jobs_per_s": jobs_per_s,
+        "claim_takes_expired": bool(claim_takes_expired),
+        "statement_latency": float(statement_latency),
+        "assumptions": assumptions,
+        "margin": float(margin),
+        "recovery_tolerance": float(recovery_tolerance),
+        "heartbeats_per_ttl": float(heartbeats_per_ttl),
+        "max_db_load": max_db_load,
+        "min_ttl": None if min_ttl is None else float(min_ttl),
+        "seed": seed,
     }
     searched = {"ttl": ttls, "heartbeat_interval": heartbeats, "watcher_interval": watchers}
     table, chosen, met = _search(job, searched, target_false_expiry, inputs)
@@ -412,27 +554,53 @@ def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate:
     if "ttl" not in candidates:  # the default ladders adapt when the choice sits at their end
         allowed = [t for t in ttls if min_ttl is None or t >= min_ttl]
         if chosen["ttl"] == min(ttls) and (min_ttl is None or min_ttl < min(ttls)):
-            searched = {"ttl": _merge(ttls, SHORT_TTLS), "heartbeat_interval": _merge(heartbeats, SHORT_HEARTBEATS),
-                        "watcher_interval": _merge(watchers, SHORT_WATCHERS)}
-            extended.append(f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were searched because "
-                            f"the best setting sat at {duration(min(ttls))}, the end of the default ladder")
+            searched = {
+                "ttl": _merge(ttls, SHORT_TTLS),
+                "heartbeat_interval": _merge(heartbeats, SHORT_HEARTBEATS),
+                "watcher_interval": _merge(watchers, SHORT_WATCHERS),
+            }
+            extended.append(
+                f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were searched because "
+                f"the best setting sat at {duration(min(ttls))}, the end of the default ladder"
+            )
         elif chosen["ttl"] == max(allowed):
-            searched = {**searched, "ttl": _merge(ttls, LONG_TTLS),
-                        "heartbeat_interval": _merge(heartbeats, LONG_HEARTBEATS)}
-            extended.append(f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best setting sat "
-                            f"at {duration(max(ttls))}, the end of the default ladder")
+            searched = {
+                **searched,
+                "ttl": _merge(ttls, LONG_TTLS),
+                "heartbeat_interval": _merge(heartbeats, LONG_HEARTBEATS),
+            }
+            extended.append(
+                f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best setting sat "
+                f"at {duration(max(ttls))}, the end of the default ladder"
+            )
         if extended:
             table, chosen, met = _search(job, searched, target_false_expiry, inputs)
     inputs["searched"] = {k: [v for v in vs] for k, vs in searched.items()}
     h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
-    p95 = float(np.quantile(_recovery_draws(job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs), 0.95))
+    p95 = float(
+        np.quantile(
+            _recovery_draws(
+                job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs
+            ),
+            0.95,
+        )
+    )
     advice = Advice(
-        ttl=float(chosen["ttl"]), heartbeat_interval=h, watcher_interval=float(chosen["watcher_interval"]),
+        ttl=float(chosen["ttl"]),
+        heartbeat_interval=h,
+        watcher_interval=float(chosen["watcher_interval"]),
         predicted_false_expiry=float(chosen["predicted_false_expiry"]),
-        predicted_recovery_mean=float(chosen["predicted_recovery_mean"]), predicted_recovery_p95=p95,
-        db_load=float(chosen["db_load"]), heartbeat_load=float(chosen["heartbeat_load"]),
-        watcher_load=float(chosen["watcher_load"]), target_false_expiry=float(target_false_expiry), met=met,
-        candidates=table, evidence=None, durations=job, inputs=inputs,
+        predicted_recovery_mean=float(chosen["predicted_recovery_mean"]),
+        predicted_recovery_p95=p95,
+        db_load=float(chosen["db_load"]),
+        heartbeat_load=float(chosen["heartbeat_load"]),
+        watcher_load=float(chosen["watcher_load"]),
+        target_false_expiry=float(target_false_expiry),
+        met=met,
+        candidates=table,
+        evidence=None,
+        durations=job,
+        inputs=inputs,
         predicted_false_expiry_high=float(chosen["predicted_false_expiry_high"]),
         false_expiries_per_day=float(chosen["false_expiries_per_day"]),
         false_expiries_per_day_high=float(chosen["false_expiries_per_day_high"]),
@@ -440,7 +608,9 @@ def advise(durations, *, column: str | None = None, unit: str = "s", pause_rate:
     advice.position = extended + _position(advice, searched["ttl"])
     if verify:
         floored = [t for t in searched["ttl"] if min_ttl is None or t >= min_ttl]
-        advice.evidence = _evidence(advice, floored, int(replications), int(evidence_jobs), seed, executor, progress)
+        advice.evidence = _evidence(
+            advice, floored, int(replications), int(evidence_jobs), seed, executor, progress
+        )
     return advice
 
 
@@ -448,10 +618,17 @@ def _merge(ladder: list, extra) -> list:
     return sorted(set(ladder) | {float(v) for v in extra}, key=lambda v: (v is not None, v or 0.0))
 
 
-def _search(job: Dist, ladders: dict, target: float, inputs: dict) -> tuple[pd.DataFrame, pd.Series, bool]:
+def _search(
+    job: Dist, ladders: dict, target: float, inputs: dict
+) -> tuple[pd.DataFrame, pd.Series, bool]:
     """(the candidate table with feasibility, the chosen row, whether the target was met)."""
-    table = candidate_table(job, ttls=ladders["ttl"], heartbeats=ladders["heartbeat_interval"],
-                            watchers=ladders["watcher_interval"], **_model_inputs(inputs))
+    table = candidate_table(
+        job,
+        ttls=ladders["ttl"],
+        heartbeats=ladders["heartbeat_interval"],
+        watchers=ladders["watcher_interval"],
+        **_model_inputs(inputs),
+    )
     rules = feasibility_rules(table, target, inputs)
     feasible = rules.all(axis=1)
     table["feasible"] = feasible
@@ -459,15 +636,23 @@ def _search(job: Dist, ladders: dict, target: float, inputs: dict) -> tuple[pd.D
     return table, _choose(table, feasible, rules["min_ttl"], inputs["recovery_tolerance"]), met
 
 
-def _choose(table: pd.DataFrame, feasible: pd.Series, allowed: pd.Series, tolerance: float) -> pd.Series:
+def _choose(
+    table: pd.DataFrame, feasible: pd.Series, allowed: pd.Series, tolerance: float
+) -> pd.Series:
     """The module docstring's rule: the cheapest feasible within `tolerance` of the fastest feasible
     recovery; with none feasible, the lowest predicted false expiry among the `allowed`."""
     if feasible.any():
         pool = table[feasible]
         fastest = pool["predicted_recovery_mean"].min()
         near = pool[pool["predicted_recovery_mean"] <= fastest * (1 + tolerance) + 1e-9]
-        return near.sort_values(["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]).iloc[0]
-    return table[allowed].sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"]).iloc[0]
+        return near.sort_values(
+            ["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]
+        ).iloc[0]
+    return (
+        table[allowed]
+        .sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"])
+        .iloc[0]
+    )
 
 
 def _position(advice: Advice, ttls: list[float]) -> list[str]:
@@ -477,18 +662,26 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
     rules = feasibility_rules(table, advice.target_false_expiry, inputs)
     lines = []
     if floor is not None and ttl == min(t for t in ttls if t >= floor):
-        free = _choose(table, rules.drop(columns="min_ttl").all(axis=1), pd.Series(True, index=table.index),
-                       inputs["recovery_tolerance"])
+        free = _choose(
+            table,
+            rules.drop(columns="min_ttl").all(axis=1),
+            pd.Series(True, index=table.index),
+            inputs["recovery_tolerance"],
+        )
         if free["ttl"] < ttl:
-            return [f"at your floor: min_ttl {duration(floor)}; without it the advisor would choose TTL {duration(free['ttl'])} "
-                    "(of the TTLs searched), which the floor rules out"]
+            return [
+                f"at your floor: min_ttl {duration(floor)}; without it the advisor would choose TTL {duration(free['ttl'])} "
+                "(of the TTLs searched), which the floor rules out"
+            ]
     if ttl == min(ttls):
         return [f"at the range's end: TTL {duration(ttl)} is the shortest searched; {SHORTEST_WHY}"]
     if ttl == max(ttls):
         return [f"at the range's end: TTL {duration(ttl)} is the longest searched; {LONGEST_WHY}"]
     i = ttls.index(ttl)
     for step, other in (("shorter", ttls[i - 1]), ("longer", ttls[i + 1])):
-        lines.append(f"one step {step}, TTL {duration(other)}: {_why_not(advice, table, rules, other)}")
+        lines.append(
+            f"one step {step}, TTL {duration(other)}: {_why_not(advice, table, rules, other)}"
+        )
     return ["interior: the search went past it on both sides"] + lines
 
 
@@ -500,28 +693,39 @@ def _why_not(advice: Advice, table: pd.DataFrame, rules: pd.DataFrame, ttl: floa
     if ok.any():
         best = _choose(table[at], table.loc[at, "feasible"], at[at], inputs["recovery_tolerance"])
         if best["db_load"] > advice.db_load + 1e-12:
-            return (f"feasible, recovery ~ {duration(best['predicted_recovery_mean'])}, but it costs "
-                    f"{best['db_load']:.2g} statements/s against {advice.db_load:.2g}")
-        return (f"feasible, but recovery ~ {duration(best['predicted_recovery_mean'])} against "
-                f"{duration(advice.predicted_recovery_mean)}")
+            return (
+                f"feasible, recovery ~ {duration(best['predicted_recovery_mean'])}, but it costs "
+                f"{best['db_load']:.2g} statements/s against {advice.db_load:.2g}"
+            )
+        return (
+            f"feasible, but recovery ~ {duration(best['predicted_recovery_mean'])} against "
+            f"{duration(advice.predicted_recovery_mean)}"
+        )
     row = table[at].sort_values(["predicted_false_expiry", "db_load"]).iloc[0]
     failed = [rule for rule, passed in rules.loc[row.name].items() if not passed]
-    words = {"target": f"predicted false expiry {percent(row['predicted_false_expiry'])} per job is over the target / "
-                       f"margin ({percent(advice.target_false_expiry / inputs['margin'])})",
-             "heartbeats_per_ttl": f"it would need a heartbeat shorter than TTL / {inputs['heartbeats_per_ttl']:g}",
-             "max_db_load": f"its {row['db_load']:.2g} statements/s are over max_db_load",
-             "min_ttl": "below min_ttl"}
+    words = {
+        "target": f"predicted false expiry {percent(row['predicted_false_expiry'])} per job is over the target / "
+        f"margin ({percent(advice.target_false_expiry / inputs['margin'])})",
+        "heartbeats_per_ttl": f"it would need a heartbeat shorter than TTL / {inputs['heartbeats_per_ttl']:g}",
+        "max_db_load": f"its {row['db_load']:.2g} statements/s are over max_db_load",
+        "min_ttl": "below min_ttl",
+    }
     return "no setting is feasible: " + "; ".join(words[rule] for rule in failed)
 
 
-def feasibility_rules(table: pd.DataFrame, target_false_expiry: float, inputs: dict) -> pd.DataFrame:
+def feasibility_rules(
+    table: pd.DataFrame, target_false_expiry: float, inputs: dict
+) -> pd.DataFrame:
     """One boolean column per feasibility rule of the module docstring (True: the candidate passes
     it): target, heartbeats_per_ttl, max_db_load, min_ttl. A candidate is feasible if it passes all."""
     rules = pd.DataFrame(index=table.index)
     rules["target"] = table["predicted_false_expiry"] <= target_false_expiry / inputs["margin"]
     per_ttl, hb = inputs["heartbeats_per_ttl"], table["heartbeat_interval"]
-    rules["heartbeats_per_ttl"] = (hb.isna() | (table["ttl"] >= per_ttl * (hb + inputs["statement_latency"]))
-                                   if per_ttl else True)
+    rules["heartbeats_per_ttl"] = (
+        hb.isna() | (table["ttl"] >= per_ttl * (hb + inputs["statement_latency"]))
+        if per_ttl
+        else True
+    )
     load, floor = inputs["max_db_load"], inputs["min_ttl"]
     rules["max_db_load"] = table["db_load"] <= load if load is not None else True
     rules["min_ttl"] = table["ttl"] >= floor if floor is not None else True
@@ -529,7 +733,10 @@ def feasibility_rules(table: pd.DataFrame, target_false_expiry: float, inputs: d
 
 
 def _model_inputs(inputs: dict) -> dict:
-    return {k: inputs[k] for k in ("workers", "poll_interval", "arrival_rate", "claim_takes_expired", "assumptions")}
+    return {
+        k: inputs[k]
+        for k in ("workers", "poll_interval", "arrival_rate", "claim_takes_expired", "assumptions")
+    }
 
 
 def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
@@ -541,9 +748,19 @@ def _busy(job: Dist, workers: int, arrival_rate: float | None) -> float:
     return workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
 
 
-def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll_interval: float,
-                    arrival_rate: float | None, claim_takes_expired: bool, assumptions: Assumptions,
-                    seed: int = 0) -> pd.DataFrame:
+def candidate_table(
+    job: Dist,
+    *,
+    ttls,
+    heartbeats,
+    watchers,
+    workers: int,
+    poll_interval: float,
+    arrival_rate: float | None,
+    claim_takes_expired: bool,
+    assumptions: Assumptions,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination (no feasibility).
 
     heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would lapse
@@ -565,35 +782,82 @@ def candidate_table(job: Dist, *, ttls, heartbeats, watchers, workers: int, poll
             if h is not None and h + lat >= ttl:
                 continue
             fe, fe_high = lease_risk.per_job(samples, ttl, h, a, weights)
-            stall_per_day = a.db_stall_rate * busy * lease_risk.stall_lapse_probability(job, ttl, h, a, seed)
-            per_day, per_day_high = fe * jobs_per_day + stall_per_day, fe_high * jobs_per_day + stall_per_day
-            fe, fe_high = fe + stall_per_day / jobs_per_day, min(1.0, fe_high + stall_per_day / jobs_per_day)
+            stall_per_day = (
+                a.db_stall_rate * busy * lease_risk.stall_lapse_probability(job, ttl, h, a, seed)
+            )
+            per_day, per_day_high = (
+                fe * jobs_per_day + stall_per_day,
+                fe_high * jobs_per_day + stall_per_day,
+            )
+            fe, fe_high = (
+                fe + stall_per_day / jobs_per_day,
+                min(1.0, fe_high + stall_per_day / jobs_per_day),
+            )
             # the lease left at a crash: L minus the time since the last renewal (exact for short jobs too)
-            since = analytic.time_since_renewal_mean(job, ttl=ttl, heartbeat_interval=h, latency=lat)
+            since = analytic.time_since_renewal_mean(
+                job, ttl=ttl, heartbeat_interval=h, latency=lat
+            )
             for w in watchers:
                 recovery = analytic.recovery_latency_mean(
-                    ttl=ttl, heartbeat_interval=None, poll_interval=poll_interval,
-                    watcher_interval=None if claim_takes_expired else w, idle_pollers=pollers, latency=lat,
-                    worked_at_crash=since)
-                load = analytic.db_load(workers=workers, poll_interval=poll_interval, heartbeat_interval=h,
-                                        watcher_interval=w, job_duration=job, arrival_rate=arrival_rate, latency=lat)
-                rows.append((ttl, np.nan if h is None else h, w, fe, fe_high, per_day, per_day_high, recovery,
-                             load["heartbeat"], load["watcher"], load["upkeep"], True))
+                    ttl=ttl,
+                    heartbeat_interval=None,
+                    poll_interval=poll_interval,
+                    watcher_interval=None if claim_takes_expired else w,
+                    idle_pollers=pollers,
+                    latency=lat,
+                    worked_at_crash=since,
+                )
+                load = analytic.db_load(
+                    workers=workers,
+                    poll_interval=poll_interval,
+                    heartbeat_interval=h,
+                    watcher_interval=w,
+                    job_duration=job,
+                    arrival_rate=arrival_rate,
+                    latency=lat,
+                )
+                rows.append(
+                    (
+                        ttl,
+                        np.nan if h is None else h,
+                        w,
+                        fe,
+                        fe_high,
+                        per_day,
+                        per_day_high,
+                        recovery,
+                        load["heartbeat"],
+                        load["watcher"],
+                        load["upkeep"],
+                        True,
+                    )
+                )
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
-def _recovery_draws(job: Dist, ttl: float, h: float | None, w: float, inputs: dict, n: int = 100_000) -> np.ndarray:
+def _recovery_draws(
+    job: Dist, ttl: float, h: float | None, w: float, inputs: dict, n: int = 100_000
+) -> np.ndarray:
     lat, seed = inputs["statement_latency"], inputs["seed"]
-    since = analytic.time_since_renewal_samples(n, job, ttl=ttl, heartbeat_interval=h, latency=lat, seed=seed)
+    since = analytic.time_since_renewal_samples(
+        n, job, ttl=ttl, heartbeat_interval=h, latency=lat, seed=seed
+    )
     return analytic.recovery_latency_samples(
-        n, ttl=ttl, heartbeat_interval=None, poll_interval=inputs["poll_interval"],
+        n,
+        ttl=ttl,
+        heartbeat_interval=None,
+        poll_interval=inputs["poll_interval"],
         watcher_interval=None if inputs["claim_takes_expired"] else w,
         idle_pollers=_idle_pollers(job, inputs["workers"], inputs["arrival_rate"]),
-        latency=lat, worked_at_crash=since, seed=seed + 1)
+        latency=lat,
+        worked_at_crash=since,
+        seed=seed + 1,
+    )
 
 
-def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, seed: int, executor,
-              progress) -> pd.DataFrame:
+def _evidence(
+    advice: Advice, ttls: list[float], replications: int, jobs: int, seed: int, executor, progress
+) -> pd.DataFrame:
     """Simulate the recommendation and its neighbouring TTLs; simulated figures beside predictions.
 
     Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
@@ -604,37 +868,62 @@ def _evidence(advice: Advice, ttls: list[float], replications: int, jobs: int, s
     i = ttls.index(advice.ttl)
     h = advice.heartbeat_interval
     lat = advice.inputs["statement_latency"]
-    around = [t for t in ttls[max(0, i - 1): i + 2] if h is None or h + lat < t]
+    around = [t for t in ttls[max(0, i - 1) : i + 2] if h is None or h + lat < t]
     base = advice.scenario(jobs=jobs, name="advice-evidence")
     worker_hours = base.policy.workers * base.horizon / 3600
     crash_rate = max(advice.inputs["crash_rate"], 40 / worker_hours)
     base = base.replace(faults=dataclasses.replace(base.faults, crash_rate=crash_rate))
-    metrics = ["jobs", "leases", "false_expiries", "recoveries", "recovery_latency_mean", "db_heartbeat_per_s",
-               "db_requeue_expired_per_s"]
-    result = sweep(base, {"policy.lease_ttl": around}, replications, seed=seed, executor=executor,
-                   progress=progress, metrics=metrics)
+    metrics = [
+        "jobs",
+        "leases",
+        "false_expiries",
+        "recoveries",
+        "recovery_latency_mean",
+        "db_heartbeat_per_s",
+        "db_requeue_expired_per_s",
+    ]
+    result = sweep(
+        base,
+        {"policy.lease_ttl": around},
+        replications,
+        seed=seed,
+        executor=executor,
+        progress=progress,
+        metrics=metrics,
+    )
     aggregate = result.aggregate(["recovery_latency_mean"]).set_index("policy.lease_ttl")
     model = _model_inputs(advice.inputs) | {"arrival_rate": base.workload.rate}
-    predicted = candidate_table(advice.durations, ttls=around, heartbeats=[h], watchers=[advice.watcher_interval],
-                                **model).set_index("ttl")
+    predicted = candidate_table(
+        advice.durations, ttls=around, heartbeats=[h], watchers=[advice.watcher_interval], **model
+    ).set_index("ttl")
     rows = []
     for ttl, runs in result.runs.groupby("policy.lease_ttl", sort=True):
         leases, fe = int(runs["leases"].sum()), int(runs["false_expiries"].sum())
         low, high = wilson_interval(fe, leases, 0.95)
         upkeep = runs["db_heartbeat_per_s"] + runs["db_requeue_expired_per_s"]
-        rows.append({
-            "ttl": float(ttl), "heartbeat_interval": np.nan if h is None else h,
-            "watcher_interval": advice.watcher_interval, "recommended": float(ttl) == advice.ttl,
-            "runs": len(runs), "crash_rate": crash_rate, "leases": leases, "false_expiries": fe,
-            "false_expiry": fe / leases if leases else np.nan, "false_expiry_ci_low": low, "false_expiry_ci_high": high,
-            "predicted_false_expiry": float(predicted.loc[ttl, "predicted_false_expiry"]),
-            "recoveries": int(runs["recoveries"].sum()),
-            "recovery_mean": float(aggregate.loc[ttl, "recovery_latency_mean_mean"]),
-            "recovery_ci_low": float(aggregate.loc[ttl, "recovery_latency_mean_ci_low"]),
-            "recovery_ci_high": float(aggregate.loc[ttl, "recovery_latency_mean_ci_high"]),
-            "predicted_recovery_mean": float(predicted.loc[ttl, "predicted_recovery_mean"]),
-            "db_load": float(upkeep.mean()), "predicted_db_load": float(predicted.loc[ttl, "db_load"]),
-        })
+        rows.append(
+            {
+                "ttl": float(ttl),
+                "heartbeat_interval": np.nan if h is None else h,
+                "watcher_interval": advice.watcher_interval,
+                "recommended": float(ttl) == advice.ttl,
+                "runs": len(runs),
+                "crash_rate": crash_rate,
+                "leases": leases,
+                "false_expiries": fe,
+                "false_expiry": fe / leases if leases else np.nan,
+                "false_expiry_ci_low": low,
+                "false_expiry_ci_high": high,
+                "predicted_false_expiry": float(predicted.loc[ttl, "predicted_false_expiry"]),
+                "recoveries": int(runs["recoveries"].sum()),
+                "recovery_mean": float(aggregate.loc[ttl, "recovery_latency_mean_mean"]),
+                "recovery_ci_low": float(aggregate.loc[ttl, "recovery_latency_mean_ci_low"]),
+                "recovery_ci_high": float(aggregate.loc[ttl, "recovery_latency_mean_ci_high"]),
+                "predicted_recovery_mean": float(predicted.loc[ttl, "predicted_recovery_mean"]),
+                "db_load": float(upkeep.mean()),
+                "predicted_db_load": float(predicted.loc[ttl, "db_load"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -654,12 +943,22 @@ def write_advice(advice: Advice, out: str | Path) -> list[Path]:
     return written
 
 
-ADVICE_AXES = {"x": "predicted_false_expiry", "y": "predicted_recovery_mean", "size": "predicted_db_load",
-               "whiskers": "grey whiskers: from each predicted risk to its 95% upper bound", "logx": True}
+ADVICE_AXES = {
+    "x": "predicted_false_expiry",
+    "y": "predicted_recovery_mean",
+    "size": "predicted_db_load",
+    "whiskers": "grey whiskers: from each predicted risk to its 95% upper bound",
+    "logx": True,
+}
 
 
-def advice_frame(advice, *, watcher_interval: float | None = None, heartbeats: Iterable | None = None,
-                 ttls: Iterable[float] | None = None) -> pd.DataFrame:
+def advice_frame(
+    advice,
+    *,
+    watcher_interval: float | None = None,
+    heartbeats: Iterable | None = None,
+    ttls: Iterable[float] | None = None,
+) -> pd.DataFrame:
     """advice.candidates shaped like a sweep aggregate, for sim.plots.tradeoff.
 
     Keeps one watcher interval (the recommended one by default) and, if given, some heartbeat
@@ -687,13 +986,15 @@ def advice_frame(advice, *, watcher_interval: float | None = None, heartbeats: I
         rows = rows[rows["ttl"].isin([float(t) for t in ttls])]
     labels = ["none" if pd.isna(h) else f"{h:g} s" for h in rows["heartbeat_interval"]]
     risk = rows["predicted_false_expiry"].to_numpy(float)
-    return pd.DataFrame({
-        "policy.lease_ttl": rows["ttl"].to_numpy(float),
-        "policy.heartbeat_interval": labels,
-        "predicted_false_expiry_mean": risk,
-        "predicted_false_expiry_ci_low": risk,
-        "predicted_false_expiry_ci_high": rows["predicted_false_expiry_high"].to_numpy(float),
-        "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
-        "predicted_db_load_mean": rows["db_load"].to_numpy(float),
-        "feasible": rows["feasible"].to_numpy(bool),
-    }).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "policy.lease_ttl": rows["ttl"].to_numpy(float),
+            "policy.heartbeat_interval": labels,
+            "predicted_false_expiry_mean": risk,
+            "predicted_false_expiry_ci_low": risk,
+            "predicted_false_expiry_ci_high": rows["predicted_false_expiry_high"].to_numpy(float),
+            "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
+            "predicted_db_load_mean": rows["db_load"].to_numpy(float),
+            "feasible": rows["feasible"].to_numpy(bool),
+        }
+    ).reset_index(drop=True)

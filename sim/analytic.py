@@ -39,11 +39,19 @@ from sim.dists import Dist
 _GRID = 4096  # quantile points used for expectations over a parametric job-duration distribution
 
 
-def recovery_latency_mean(*, ttl: float, heartbeat_interval: float | None, poll_interval: float,
-                          watcher_interval: float | None = None, idle_pollers: int = 1,
-                          latency: float = 0.0, worked_at_crash: float | None = None,
-                          since_renewal: float | None = None, busy_workers: int = 0,
-                          job_duration: Dist | None = None) -> float:
+def recovery_latency_mean(
+    *,
+    ttl: float,
+    heartbeat_interval: float | None,
+    poll_interval: float,
+    watcher_interval: float | None = None,
+    idle_pollers: int = 1,
+    latency: float = 0.0,
+    worked_at_crash: float | None = None,
+    since_renewal: float | None = None,
+    busy_workers: int = 0,
+    job_duration: Dist | None = None,
+) -> float:
     """Mean time from an owner's crash to the job's next claim (see the module docstring).
 
     heartbeat_interval=None means no heartbeat: pass worked_at_crash (mean time worked at the crash).
@@ -60,15 +68,28 @@ def recovery_latency_mean(*, ttl: float, heartbeat_interval: float | None, poll_
     else:
         if heartbeat_interval >= ttl:
             raise ValueError("the formula needs heartbeat_interval < ttl")
-        lease_left = ttl - ((heartbeat_interval + latency) / 2 if since_renewal is None else since_renewal)
+        lease_left = ttl - (
+            (heartbeat_interval + latency) / 2 if since_renewal is None else since_renewal
+        )
     watcher_wait = 0.0 if watcher_interval is None else (watcher_interval + latency) / 2 + latency
-    poll_wait = poll_wait_mean(poll_interval=poll_interval, idle_pollers=idle_pollers, busy_workers=busy_workers,
-                               job_duration=job_duration, latency=latency)
+    poll_wait = poll_wait_mean(
+        poll_interval=poll_interval,
+        idle_pollers=idle_pollers,
+        busy_workers=busy_workers,
+        job_duration=job_duration,
+        latency=latency,
+    )
     return lease_left + watcher_wait + poll_wait + latency
 
 
-def poll_wait_mean(*, poll_interval: float, idle_pollers: int = 1, busy_workers: int = 0,
-                   job_duration: Dist | None = None, latency: float = 0.0) -> float:
+def poll_wait_mean(
+    *,
+    poll_interval: float,
+    idle_pollers: int = 1,
+    busy_workers: int = 0,
+    job_duration: Dist | None = None,
+    latency: float = 0.0,
+) -> float:
     """Mean wait from the moment a job becomes claimable to the claim that takes it.
 
     Idle pollers poll every P' = P + latency from independent uniform phases; a busy worker claims
@@ -83,7 +104,9 @@ def poll_wait_mean(*, poll_interval: float, idle_pollers: int = 1, busy_workers:
     if busy_workers <= 0:
         return cycle / (idle_pollers + 1)
     if job_duration is None:
-        raise ValueError("busy workers need job_duration (their remaining work decides when they claim)")
+        raise ValueError(
+            "busy workers need job_duration (their remaining work decides when they claim)"
+        )
     mean_job = job_duration.mean_value()
     if job_duration.kind == "exponential" and idle_pollers == 0:
         return mean_job / busy_workers
@@ -93,13 +116,20 @@ def poll_wait_mean(*, poll_interval: float, idle_pollers: int = 1, busy_workers:
     # S_e(w) = (E[T] - int_0^w S) / E[T], the integral by the trapezoid rule on the grid
     integral = np.concatenate([[0.0], np.cumsum((s[1:] + s[:-1]) / 2 * np.diff(w))])
     residual = np.clip(1.0 - integral / mean_job, 0.0, 1.0)
-    tail = residual ** busy_workers * (np.clip(1.0 - w / cycle, 0.0, 1.0) ** idle_pollers if idle_pollers else 1.0)
+    tail = residual**busy_workers * (
+        np.clip(1.0 - w / cycle, 0.0, 1.0) ** idle_pollers if idle_pollers else 1.0
+    )
     return float(np.sum((tail[1:] + tail[:-1]) / 2 * np.diff(w)))
 
 
-def recovery_latency_variance(*, heartbeat_interval: float, poll_interval: float,
-                              watcher_interval: float | None = None, idle_pollers: int = 1,
-                              latency: float = 0.0) -> float:
+def recovery_latency_variance(
+    *,
+    heartbeat_interval: float,
+    poll_interval: float,
+    watcher_interval: float | None = None,
+    idle_pollers: int = 1,
+    latency: float = 0.0,
+) -> float:
     """Variance of the recovery latency under the same assumptions (sum of independent uniforms;
     the poll wait is the minimum of k uniforms)."""
     h, p, k = heartbeat_interval + latency, poll_interval + latency, idle_pollers
@@ -109,9 +139,18 @@ def recovery_latency_variance(*, heartbeat_interval: float, poll_interval: float
     return variance
 
 
-def recovery_latency_samples(n: int, *, ttl: float, heartbeat_interval: float | None, poll_interval: float,
-                             watcher_interval: float | None = None, idle_pollers: int = 1, latency: float = 0.0,
-                             worked_at_crash: float | Dist | None = None, seed: int = 0) -> np.ndarray:
+def recovery_latency_samples(
+    n: int,
+    *,
+    ttl: float,
+    heartbeat_interval: float | None,
+    poll_interval: float,
+    watcher_interval: float | None = None,
+    idle_pollers: int = 1,
+    latency: float = 0.0,
+    worked_at_crash: float | Dist | None = None,
+    seed: int = 0,
+) -> np.ndarray:
     """`n` draws of the recovery latency under the assumptions of the module docstring.
 
     recovery = (L - U1 h') + [W' U2 + latency] + P' min(U3 .. U(k+2)) + latency, with independent
@@ -142,7 +181,9 @@ def recovery_latency_samples(n: int, *, ttl: float, heartbeat_interval: float | 
     total = lease_left + latency
     if watcher_interval is not None:
         total += rng.uniform(0.0, watcher_interval + latency, n) + latency
-    total += (poll_interval + latency) * rng.uniform(0.0, 1.0, (max(1, idle_pollers), n)).min(axis=0)
+    total += (poll_interval + latency) * rng.uniform(0.0, 1.0, (max(1, idle_pollers), n)).min(
+        axis=0
+    )
     return total
 
 
@@ -153,6 +194,7 @@ def recovery_latency_cdf(x, *, n: int = 200_000, seed: int = 0, **assumptions) -
 
 
 # ---- distributions as functions ------------------------------------------------------------------
+
 
 def cdf(dist: Dist, x) -> np.ndarray:
     """P(X <= x) for a Dist, vectorised over x (empirical: the fraction of samples <= x)."""
@@ -250,8 +292,16 @@ def _upper(dist: Dist) -> float:
 
 # ---- false expiry --------------------------------------------------------------------------------
 
-def false_expiry_probability(*, ttl: float, heartbeat_interval: float | None, job_duration: Dist,
-                             pause_rate: float, pause_duration: Dist, latency: float = 0.0) -> float:
+
+def false_expiry_probability(
+    *,
+    ttl: float,
+    heartbeat_interval: float | None,
+    job_duration: Dist,
+    pause_rate: float,
+    pause_duration: Dist,
+    latency: float = 0.0,
+) -> float:
     """Probability that a lease lapses while its owner is alive and still working on the job.
 
     ttl L, heartbeat_interval h (None: no heartbeat), job_duration T (the time a job holds its
@@ -275,18 +325,35 @@ def false_expiry_probability(*, ttl: float, heartbeat_interval: float | None, jo
     does not end a job (work and heartbeats resume after it); statement latencies are small next
     to h and L; the DB clock decides expiry (no clock skew); no lost or delayed heartbeats.
     """
-    lapse, below = _lapse_given_duration(ttl=ttl, heartbeat_interval=heartbeat_interval, pause_rate=pause_rate,
-                                         pause_duration=pause_duration, latency=latency)
+    lapse, below = _lapse_given_duration(
+        ttl=ttl,
+        heartbeat_interval=heartbeat_interval,
+        pause_rate=pause_rate,
+        pause_duration=pause_duration,
+        latency=latency,
+    )
     return _expect(job_duration, lapse, below=below, above_value=1.0)
 
 
-def false_expiry_by_duration(durations, *, ttl: float, heartbeat_interval: float | None, pause_rate: float,
-                             pause_duration: Dist, latency: float = 0.0) -> np.ndarray:
+def false_expiry_by_duration(
+    durations,
+    *,
+    ttl: float,
+    heartbeat_interval: float | None,
+    pause_rate: float,
+    pause_duration: Dist,
+    latency: float = 0.0,
+) -> np.ndarray:
     """P(lapse | the job takes T) for each T in `durations`: the terms that false_expiry_probability
     averages (same assumptions), so that callers can bound that average from a finite sample."""
     values = np.asarray(durations, dtype=float)
-    lapse, below = _lapse_given_duration(ttl=ttl, heartbeat_interval=heartbeat_interval, pause_rate=pause_rate,
-                                         pause_duration=pause_duration, latency=latency)
+    lapse, below = _lapse_given_duration(
+        ttl=ttl,
+        heartbeat_interval=heartbeat_interval,
+        pause_rate=pause_rate,
+        pause_duration=pause_duration,
+        latency=latency,
+    )
     out = np.ones(len(values))
     inside = np.ones(len(values), bool) if below is None else values <= below
     if inside.any():
@@ -294,8 +361,14 @@ def false_expiry_by_duration(durations, *, ttl: float, heartbeat_interval: float
     return out
 
 
-def _lapse_given_duration(*, ttl: float, heartbeat_interval: float | None, pause_rate: float,
-                          pause_duration: Dist, latency: float):
+def _lapse_given_duration(
+    *,
+    ttl: float,
+    heartbeat_interval: float | None,
+    pause_rate: float,
+    pause_duration: Dist,
+    latency: float,
+):
     """(lapse(T) vectorised, below): P(lapse | T) for T <= below; T > below always lapses (below
     None: never on length alone). See false_expiry_probability for the model."""
     if ttl <= 0:
@@ -306,18 +379,22 @@ def _lapse_given_duration(*, ttl: float, heartbeat_interval: float | None, pause
 
         def lapse(t):
             return 1.0 - paused_within(t, ttl - t)
+
         return lapse, ttl
     if rate == 0:
         return (lambda t: np.zeros(np.shape(t))), None
     cycle = heartbeat_interval + latency
     phases = np.linspace(0.0, cycle, 1025)
     per_phase = survival(pause_duration, ttl - latency - phases)
-    cumulative = np.concatenate([[0.0], np.cumsum((per_phase[1:] + per_phase[:-1]) / 2 * np.diff(phases))])
+    cumulative = np.concatenate(
+        [[0.0], np.cumsum((per_phase[1:] + per_phase[:-1]) / 2 * np.diff(phases))]
+    )
 
     def lapse(t):
         cycles, rest = np.divmod(t, cycle)
         exposure = cycles * cumulative[-1] + np.interp(rest, phases, cumulative)
         return -np.expm1(-rate * exposure)
+
     return lapse, None
 
 
@@ -330,7 +407,9 @@ def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: i
     """
     step = span / cells
     edges = np.arange(cells + 1) * step
-    pmf = np.diff(cdf(pause_duration, edges))  # P(D in [j step, (j+1) step)); mass beyond span dropped
+    pmf = np.diff(
+        cdf(pause_duration, edges)
+    )  # P(D in [j step, (j+1) step)); mass beyond span dropped
     pmf[0] += float(cdf(pause_duration, 0.0))  # (a zero-length pause)
     expected = rate * span
     most = int(stats.poisson.ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
@@ -346,12 +425,16 @@ def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: i
         weights = stats.poisson.pmf(k, rate * t.ravel()[None, :])
         within = cumulative[:, index.ravel()]
         return np.where(x.ravel() < 0, 0.0, np.sum(weights * within, axis=0)).reshape(t.shape)
+
     return f
 
 
 # ---- DB load -------------------------------------------------------------------------------------
 
-def heartbeats_per_job(*, heartbeat_interval: float, job_duration: Dist, latency: float = 0.0) -> float:
+
+def heartbeats_per_job(
+    *, heartbeat_interval: float, job_duration: Dist, latency: float = 0.0
+) -> float:
     """Mean heartbeat statements one job sends: sum over k >= 1 of P(T > k h + (k - 1) latency).
 
     The heartbeat loop wakes h after the claim and then h after each renewal (a statement takes
@@ -364,9 +447,14 @@ def heartbeats_per_job(*, heartbeat_interval: float, job_duration: Dist, latency
     return float(np.sum(survival(job_duration, k * heartbeat_interval + (k - 1) * latency)))
 
 
-def heartbeat_load(*, heartbeat_interval: float, busy_workers: float | None = None,
-                   arrival_rate: float | None = None, job_duration: Dist | None = None,
-                   latency: float = 0.0) -> float:
+def heartbeat_load(
+    *,
+    heartbeat_interval: float,
+    busy_workers: float | None = None,
+    arrival_rate: float | None = None,
+    job_duration: Dist | None = None,
+    latency: float = 0.0,
+) -> float:
     """Heartbeat statements per second.
 
     With job_duration: (jobs per second) x heartbeats_per_job, where jobs per second is
@@ -382,8 +470,9 @@ def heartbeat_load(*, heartbeat_interval: float, busy_workers: float | None = No
         if busy_workers is None:
             raise ValueError("give arrival_rate or busy_workers")
         arrival_rate = busy_workers / job_duration.mean_value()
-    return arrival_rate * heartbeats_per_job(heartbeat_interval=heartbeat_interval, job_duration=job_duration,
-                                             latency=latency)
+    return arrival_rate * heartbeats_per_job(
+        heartbeat_interval=heartbeat_interval, job_duration=job_duration, latency=latency
+    )
 
 
 def watcher_load(*, watcher_interval: float, latency: float = 0.0) -> float:
@@ -392,16 +481,25 @@ def watcher_load(*, watcher_interval: float, latency: float = 0.0) -> float:
     return 1.0 / (watcher_interval + latency)
 
 
-def idle_poll_load(*, workers: int, busy_workers: float, poll_interval: float, latency: float = 0.0) -> float:
+def idle_poll_load(
+    *, workers: int, busy_workers: float, poll_interval: float, latency: float = 0.0
+) -> float:
     """Polls that find nothing, per second: each idle worker runs one candidate SELECT, then sleeps
     P, so it polls every P + latency; workers - busy_workers are idle on average. A worker that
     finds a job also sends that SELECT, which belongs to the claim, not to this idle load."""
     return np.maximum(0.0, workers - busy_workers) / (poll_interval + latency)
 
 
-def db_load(*, workers: int, poll_interval: float, heartbeat_interval: float | None,
-            watcher_interval: float | None, job_duration: Dist, arrival_rate: float | None = None,
-            latency: float = 0.0) -> dict[str, float]:
+def db_load(
+    *,
+    workers: int,
+    poll_interval: float,
+    heartbeat_interval: float | None,
+    watcher_interval: float | None,
+    job_duration: Dist,
+    arrival_rate: float | None = None,
+    latency: float = 0.0,
+) -> dict[str, float]:
     """Statements per second of the lease machinery, by kind, in a steady state.
 
     arrival_rate (jobs/s) defaults to full load: every worker busy all the time. Returns
@@ -418,17 +516,36 @@ def db_load(*, workers: int, poll_interval: float, heartbeat_interval: float | N
         busy = min(float(workers), arrival_rate * mean)
         arrival_rate = busy / mean if mean > 0 else arrival_rate
     out = {"busy_workers": busy}
-    out["heartbeat"] = 0.0 if heartbeat_interval is None else heartbeat_load(
-        heartbeat_interval=heartbeat_interval, arrival_rate=arrival_rate, job_duration=job_duration, latency=latency)
-    out["watcher"] = 0.0 if watcher_interval is None else watcher_load(watcher_interval=watcher_interval, latency=latency)
-    out["idle_polls"] = idle_poll_load(workers=workers, busy_workers=busy, poll_interval=poll_interval, latency=latency)
+    out["heartbeat"] = (
+        0.0
+        if heartbeat_interval is None
+        else heartbeat_load(
+            heartbeat_interval=heartbeat_interval,
+            arrival_rate=arrival_rate,
+            job_duration=job_duration,
+            latency=latency,
+        )
+    )
+    out["watcher"] = (
+        0.0
+        if watcher_interval is None
+        else watcher_load(watcher_interval=watcher_interval, latency=latency)
+    )
+    out["idle_polls"] = idle_poll_load(
+        workers=workers, busy_workers=busy, poll_interval=poll_interval, latency=latency
+    )
     out["upkeep"] = out["heartbeat"] + out["watcher"]
     out["total"] = out["upkeep"] + out["idle_polls"]
     return out
 
 
-def time_since_renewal_mean(job_duration: Dist, *, ttl: float | None = None,
-                            heartbeat_interval: float | None = None, latency: float = 0.0) -> float:
+def time_since_renewal_mean(
+    job_duration: Dist,
+    *,
+    ttl: float | None = None,
+    heartbeat_interval: float | None = None,
+    latency: float = 0.0,
+) -> float:
     """Mean time since the crashed owner's lease was last renewed, for crashes at a uniformly random
     moment of busy time (a job is hit with probability proportional to its duration T, at a uniform
     age A within it).
@@ -452,13 +569,21 @@ def time_since_renewal_mean(job_duration: Dist, *, ttl: float | None = None,
     elif ttl is None:
         integral = values * values / 2
     else:
-        integral = np.where(values <= ttl, values * values / 2, ttl * ttl / 2 + ttl * (values - ttl))
+        integral = np.where(
+            values <= ttl, values * values / 2, ttl * ttl / 2 + ttl * (values - ttl)
+        )
     return float(np.sum(weights * integral)) / mean
 
 
-def time_since_renewal_samples(n: int, job_duration: Dist, *, ttl: float | None = None,
-                               heartbeat_interval: float | None = None, latency: float = 0.0,
-                               seed: int = 0) -> np.ndarray:
+def time_since_renewal_samples(
+    n: int,
+    job_duration: Dist,
+    *,
+    ttl: float | None = None,
+    heartbeat_interval: float | None = None,
+    latency: float = 0.0,
+    seed: int = 0,
+) -> np.ndarray:
     """`n` draws of the time since the last renewal at a crash (see time_since_renewal_mean)."""
     rng = np.random.default_rng(seed)
     values, weights = _support(job_duration)
@@ -479,6 +604,7 @@ def worked_at_crash_mean(job_duration: Dist, ttl: float | None = None) -> float:
 
 
 # ---- the tail of a lease without heartbeat ---------------------------------------------------------
+
 
 def sum_survival(first: Dist, second: Dist, x: float, constant: float = 0.0) -> float:
     """P(A + B + constant > x) for independent A ~ first, B ~ second (B integrated on its quantile

@@ -27,7 +27,7 @@ STATUSES = (PASS, RISK, FAIL, UNTESTED)
 ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
     "claim": "1. The claim is one atomic UPDATE ... WHERE, not read-then-write",
     "ttl": "2. The lease TTL really exceeds the longest expected processing (with a heartbeat: the longest stall "
-           "between renewals)",
+    "between renewals)",
     "heartbeat": "3. A heartbeat renews the lease of long jobs",
     "watcher": "4. A watcher runs periodically: expired jobs do not stay Processing",
     "owner": "5. lease_owner is stored",
@@ -42,10 +42,15 @@ CLAIMS = {
     "select_for_update": "SELECT ... FOR UPDATE, then UPDATE, in one transaction",
     "read_then_write": "SELECT, then an unconditional UPDATE",
 }
-FINISHED = ("completed", "rejected", "rejected_payload")  # lease outcomes after which the work was done
+FINISHED = (
+    "completed",
+    "rejected",
+    "rejected_payload",
+)  # lease outcomes after which the work was done
 
 
 # ---- measurements --------------------------------------------------------------------------------
+
 
 def processing_times(runs) -> np.ndarray:
     """Per job: claim -> its owner finished the work (completed, or refused at completion), taken
@@ -93,19 +98,29 @@ def attempt_mismatches(run) -> tuple[int, int, int, int]:
     jobs leased more than once, largest attempts)."""
     claims = run.events[run.events["kind"] == "claim"]
     leases = claims.groupby("job").size()
-    sequential = claims.groupby("job")["attempt"].apply(lambda a: list(a) == list(range(1, len(a) + 1)))
+    sequential = claims.groupby("job")["attempt"].apply(
+        lambda a: list(a) == list(range(1, len(a) + 1))
+    )
     table = run.table_jobs.set_index("id")["attempts"]
     expected = leases.reindex(table.index, fill_value=0)
     bad = (table != expected) | ~sequential.reindex(table.index, fill_value=True)
-    return len(table), int(bad.sum()), int((leases > 1).sum()), int(table.max()) if len(table) else 0
+    return (
+        len(table),
+        int(bad.sum()),
+        int((leases > 1).sum()),
+        int(table.max()) if len(table) else 0,
+    )
 
 
 def _basis(name: str | None, runs) -> str:
     """'baseline: seeds 1, 2, 3; 1234 leases observed; simulated t = 0-600 s each'."""
     seeds = ", ".join(str(r.scenario.seed) for r in runs)
     horizons = sorted({float(r.scenario.horizon) for r in runs})
-    interval = (f"t = 0-{horizons[0]:.5g} s each" if len(horizons) == 1
-                else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s")
+    interval = (
+        f"t = 0-{horizons[0]:.5g} s each"
+        if len(horizons) == 1
+        else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s"
+    )
     head = f"{name}: " if name else ""
     return f"{head}{plural(len(runs), 'seed')} {seeds}; {count(_total(runs, 'leases'), 'lease')} observed; simulated {interval}"
 
@@ -116,7 +131,9 @@ def renewal_count(run) -> int:
     kinds = run.events["kind"]
     if run.scenario.record_heartbeats:
         return int((kinds == "heartbeat").sum())
-    return int(run.statement_counts.get("heartbeat", 0)) - int((kinds == "heartbeat_rejected").sum())
+    return int(run.statement_counts.get("heartbeat", 0)) - int(
+        (kinds == "heartbeat_rejected").sum()
+    )
 
 
 def stall_durations(runs) -> np.ndarray:
@@ -136,7 +153,9 @@ def _total(runs, key: str) -> int:
 class Checker:
     """Evaluates each item on the runs; builds (and caches) the variants it needs."""
 
-    def __init__(self, scenario: Scenario, runs: list, allow_variants: bool, on: dict | None = None):
+    def __init__(
+        self, scenario: Scenario, runs: list, allow_variants: bool, on: dict | None = None
+    ):
         self.scenario = scenario
         self.on = on or {}  # sql= and dsn= for every run: the user's queue on PostgreSQL
         self.policy = scenario.policy
@@ -160,7 +179,7 @@ class Checker:
 
     @property
     def n_runs(self) -> str:
-        return count(self.n, 'run')
+        return count(self.n, "run")
 
     # -- variants --------------------------------------------------------------------------------
 
@@ -171,7 +190,11 @@ class Checker:
         if name not in self.variants:
             import sim
 
-            self.variants[name] = [r for r in (self._variant_scenario(name, base) for base in self.runs) if r is not None]
+            self.variants[name] = [
+                r
+                for r in (self._variant_scenario(name, base) for base in self.runs)
+                if r is not None
+            ]
             self.variants[name] = [sim.run(s, seed=s.seed, **self.on) for s in self.variants[name]]
         return self.variants[name]
 
@@ -181,39 +204,73 @@ class Checker:
         if name == "contention":
             if p.workers >= 8 and w.arrival == "batch" and w.jobs >= 200:
                 return None  # the scenario is already that contended
-            return s.with_overrides({"name": f"{s.name}+contention", "policy.workers": max(8, p.workers),
-                                     "workload.arrival": "batch", "workload.jobs": 200,
-                                     "horizon": min(s.horizon, 120.0)})
+            return s.with_overrides(
+                {
+                    "name": f"{s.name}+contention",
+                    "policy.workers": max(8, p.workers),
+                    "workload.arrival": "batch",
+                    "workload.jobs": 200,
+                    "horizon": min(s.horizon, 120.0),
+                }
+            )
         if name == "no-heartbeat":
             return s.with_overrides({"name": f"{s.name}+no-heartbeat", "policy.heartbeat": False})
         leases = base.leases
         done = leases[leases["outcome"] == "completed"].sort_values("start")
-        margin = p.lease_ttl + (p.watcher_interval if p.watcher else 0.0) + 2 * p.poll_interval + 5.0
+        margin = (
+            p.lease_ttl + (p.watcher_interval if p.watcher else 0.0) + 2 * p.poll_interval + 5.0
+        )
         if name == "crashes":
             pick = self._spread(done[done["start"] + margin < s.horizon * 0.9], 3)
-            crashes = tuple(ScriptedCrash(at=float((row.start + row.released_at) / 2), job=int(row.job))
-                            for row in pick.itertuples())
+            crashes = tuple(
+                ScriptedCrash(at=float((row.start + row.released_at) / 2), job=int(row.job))
+                for row in pick.itertuples()
+            )
             if not crashes:
                 return None
-            return s.replace(name=f"{s.name}+crashes", faults=dataclasses.replace(f, crashes=f.crashes + crashes))
+            return s.replace(
+                name=f"{s.name}+crashes", faults=dataclasses.replace(f, crashes=f.crashes + crashes)
+            )
         if name == "zombie":
             if p.workers < 2:
                 return None
             pause = margin + 5.0
             pick = self._spread(done[done["start"] + pause + margin < s.horizon * 0.9], 2)
-            pauses = tuple(ScriptedOutage(worker=int(str(row.worker).lstrip("w")), at=float((row.start + row.released_at) / 2),
-                                          duration=pause) for row in pick.itertuples())
+            pauses = tuple(
+                ScriptedOutage(
+                    worker=int(str(row.worker).lstrip("w")),
+                    at=float((row.start + row.released_at) / 2),
+                    duration=pause,
+                )
+                for row in pick.itertuples()
+            )
             if not pauses:
                 return None
-            return s.replace(name=f"{s.name}+zombie", faults=dataclasses.replace(f, pauses=f.pauses + pauses, crash_rate=0.0),
-                             policy=dataclasses.replace(p, abandon_on_lost_lease=False))
+            return s.replace(
+                name=f"{s.name}+zombie",
+                faults=dataclasses.replace(f, pauses=f.pauses + pauses, crash_rate=0.0),
+                policy=dataclasses.replace(p, abandon_on_lost_lease=False),
+            )
         if name == "duplicates":
             points = tuple(cp for cp in f.crash_points if cp.point != "after_psp") + (
-                CrashPoint(point="after_psp", probability=0.5, limit=3),)
-            workload = w if w.duplicate_delivery >= 0.2 else dataclasses.replace(
-                w, duplicate_delivery=0.2, redelivery_delay=w.redelivery_delay if w.redelivery_delay.mean_value() > 0
-                else Dist.exponential(2.0))
-            return s.replace(name=f"{s.name}+duplicates", workload=workload, faults=dataclasses.replace(f, crash_points=points))
+                CrashPoint(point="after_psp", probability=0.5, limit=3),
+            )
+            workload = (
+                w
+                if w.duplicate_delivery >= 0.2
+                else dataclasses.replace(
+                    w,
+                    duplicate_delivery=0.2,
+                    redelivery_delay=w.redelivery_delay
+                    if w.redelivery_delay.mean_value() > 0
+                    else Dist.exponential(2.0),
+                )
+            )
+            return s.replace(
+                name=f"{s.name}+duplicates",
+                workload=workload,
+                faults=dataclasses.replace(f, crash_points=points),
+            )
         raise ValueError(name)
 
     @staticmethod
@@ -221,7 +278,9 @@ class Checker:
         """k rows spread over the frame (at its 1/(k+1), 2/(k+1), ... positions)."""
         if frame.empty:
             return frame
-        positions = sorted({min(len(frame) - 1, int(len(frame) * (i + 1) / (k + 1))) for i in range(k)})
+        positions = sorted(
+            {min(len(frame) - 1, int(len(frame) * (i + 1) / (k + 1))) for i in range(k)}
+        )
         return frame.iloc[positions]
 
     # -- items -----------------------------------------------------------------------------------
@@ -247,15 +306,23 @@ class Checker:
             vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
-            text += (f"; under contention ({count(workers, 'worker')}, 200 jobs at once): {count(vd, 'double claim')} in {count(vl, 'lease')}"
-                     + (f" ({percent(vd / vl)})" if vd else ""))
+            text += (
+                f"; under contention ({count(workers, 'worker')}, 200 jobs at once): {count(vd, 'double claim')} in {count(vl, 'lease')}"
+                + (f" ({percent(vd / vl)})" if vd else "")
+            )
         if p.claim == "read_then_write" and not self.on:
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
         if (doubles or numbers.get("variant_double_claims", 0)) and self.on:
             return FAIL, text + ": two workers held one job at once.", numbers
         if doubles or numbers.get("variant_double_claims", 0):
-            cause = " (worker clocks are skewed: policy.clock = worker)" if p.clock == "worker" else ""
-            return RISK, text + f"{cause}: the claim is atomic, yet two workers held one job at once.", numbers
+            cause = (
+                " (worker clocks are skewed: policy.clock = worker)" if p.clock == "worker" else ""
+            )
+            return (
+                RISK,
+                text + f"{cause}: the claim is atomic, yet two workers held one job at once.",
+                numbers,
+            )
         return PASS, text + ".", numbers
 
     def _ttl_numbers(self):
@@ -268,11 +335,20 @@ class Checker:
         twice = sum(double_processed(r) for r in self.runs)
         renewals = sum(renewal_count(r) for r in self.runs)
         interval = self.policy.heartbeat_interval if self.policy.heartbeat else np.inf
-        return {"lease_ttl": ttl, "p999_processing": p999, "max_processing": longest, "finished_jobs": len(durations),
-                "renewals": renewals, "jobs_over_interval": int((durations > interval).sum()),
-                "over_ttl_share": over, "false_expiries": _total(self.runs, "false_expiries"),
-                "leases": _total(self.runs, "leases"), "jobs": jobs, "double_processed_jobs": twice,
-                "double_processed_share": twice / jobs if jobs else np.nan}
+        return {
+            "lease_ttl": ttl,
+            "p999_processing": p999,
+            "max_processing": longest,
+            "finished_jobs": len(durations),
+            "renewals": renewals,
+            "jobs_over_interval": int((durations > interval).sum()),
+            "over_ttl_share": over,
+            "false_expiries": _total(self.runs, "false_expiries"),
+            "leases": _total(self.runs, "leases"),
+            "jobs": jobs,
+            "double_processed_jobs": twice,
+            "double_processed_share": twice / jobs if jobs else np.nan,
+        }
 
     def _stall_tail(self) -> tuple[float, str] | None:
         """The longest stall between renewals the scenario declares: (seconds, words); None if none."""
@@ -295,21 +371,34 @@ class Checker:
 
     def ttl(self):
         p, m = self.policy, self._ttl_numbers()
-        ttl, p999, fe, leases = m["lease_ttl"], m["p999_processing"], m["false_expiries"], m["leases"]
+        ttl, p999, fe, leases = (
+            m["lease_ttl"],
+            m["p999_processing"],
+            m["false_expiries"],
+            m["leases"],
+        )
         self._use("ttl")
         low, high = wilson_interval(fe, leases, 0.95)  # NaN, NaN without leases
         m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
-        lost = (f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
-                f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
-                "were processed twice")
+        lost = (
+            f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
+            f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
+            "were processed twice"
+        )
         if not np.isfinite(p999):
             return UNTESTED, f"no job finished in {self.n_runs}: processing time not measured.", m
-        processing = (f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, {m['finished_jobs']} jobs "
-                      f"finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL")
+        processing = (
+            f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, {m['finished_jobs']} jobs "
+            f"finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL"
+        )
         stalls = stall_durations(self.runs)
-        m.update(stalls_observed=len(stalls), longest_stall=float(stalls.max()) if len(stalls) else np.nan)
-        seen = (f"{count(len(stalls), 'pause or partition', 'pauses or partitions')} in the runs"
-                + (f", the longest {duration(stalls.max())}" if len(stalls) else ""))
+        m.update(
+            stalls_observed=len(stalls),
+            longest_stall=float(stalls.max()) if len(stalls) else np.nan,
+        )
+        seen = f"{count(len(stalls), 'pause or partition', 'pauses or partitions')} in the runs" + (
+            f", the longest {duration(stalls.max())}" if len(stalls) else ""
+        )
         tail = self._stall_tail()
         if not p.heartbeat:
             cmp = "<" if p999 > ttl else "=" if p999 == ttl else ">"
@@ -317,30 +406,64 @@ class Checker:
             if fe or m["over_ttl_share"] > 0:
                 return FAIL, f"{head}; {lost}.", m
             if p999 > 0.8 * ttl:
-                return RISK, (f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and nothing "
-                              "renews a slow job."), m
+                return (
+                    RISK,
+                    (
+                        f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and nothing "
+                        "renews a slow job."
+                    ),
+                    m,
+                )
             if tail is not None and p999 + tail[0] > ttl:
-                return RISK, (f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({duration(p999 + tail[0])}) "
-                              f"outlasts the TTL; {seen}."), m
+                return (
+                    RISK,
+                    (
+                        f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({duration(p999 + tail[0])}) "
+                        f"outlasts the TTL; {seen}."
+                    ),
+                    m,
+                )
             return PASS, f"{head}; {lost}; {seen}.", m
         h = p.heartbeat_interval
         latency = float(self.scenario.workload.statement_latency.quantile(0.99))
         slack = ttl - h - latency
-        m.update(slack=slack, statement_latency_p99=latency, declared_stall_tail=tail[0] if tail else np.nan)
-        head = (f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {duration(latency)} = "
-                f"{duration(slack)} of slack between renewals")
+        m.update(
+            slack=slack,
+            statement_latency_p99=latency,
+            declared_stall_tail=tail[0] if tail else np.nan,
+        )
+        head = (
+            f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {duration(latency)} = "
+            f"{duration(slack)} of slack between renewals"
+        )
         kept = f"{processing}, kept alive by {count(m['renewals'], 'renewal')}"
         if h >= ttl:
-            return FAIL, f"heartbeat every {h:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.", m
+            return (
+                FAIL,
+                f"heartbeat every {h:g} s >= TTL {ttl:g} s: leases lapse between renewals; {lost}.",
+                m,
+            )
         if fe:
             against = f" against the {tail[1]}" if tail else ""
             return FAIL, f"{head}{against}: stalls outlasted it; {lost}; {seen}; {kept}.", m
         if tail is None:
-            return UNTESTED, (f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
-                              f"never tested; {lost}; {kept}."), m
+            return (
+                UNTESTED,
+                (
+                    f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
+                    f"never tested; {lost}; {kept}."
+                ),
+                m,
+            )
         if slack <= tail[0]:
-            return RISK, (f"{head} {'<' if slack < tail[0] else '='} the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
-                          f"({seen}); {kept}."), m
+            return (
+                RISK,
+                (
+                    f"{head} {'<' if slack < tail[0] else '='} the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
+                    f"({seen}); {kept}."
+                ),
+                m,
+            )
         return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
 
     def heartbeat(self):
@@ -350,29 +473,62 @@ class Checker:
         self._use("heartbeat")
         if not p.heartbeat:
             if m["over_ttl_share"] > 0 or m["false_expiries"]:
-                return FAIL, (f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
-                              f"{count(m['false_expiries'], 'lease')} expired under a live owner and {m['double_processed_jobs']} of "
-                              f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."), m
+                return (
+                    FAIL,
+                    (
+                        f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
+                        f"{count(m['false_expiries'], 'lease')} expired under a live owner and {m['double_processed_jobs']} of "
+                        f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."
+                    ),
+                    m,
+                )
             if not np.isfinite(m["p999_processing"]):
-                return UNTESTED, f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.", m
+                return (
+                    UNTESTED,
+                    f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.",
+                    m,
+                )
             if m["max_processing"] > ttl / 2:
-                return RISK, (f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
-                              "TTL; nothing renews a slow one."), m
-            return PASS, (f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
-                          f"at most half the {ttl:g} s TTL."), m
+                return (
+                    RISK,
+                    (
+                        f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
+                        "TTL; nothing renews a slow one."
+                    ),
+                    m,
+                )
+            return (
+                PASS,
+                (
+                    f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
+                    f"at most half the {ttl:g} s TTL."
+                ),
+                m,
+            )
         h = p.heartbeat_interval
         long_jobs = m["jobs_over_interval"]
-        text = (f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
-                f"{count(long_jobs, 'job')} that ran longer than the interval; "
-                f"{count(m['false_expiries'], 'false expiry', 'false expiries')}")
+        text = (
+            f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
+            f"{count(long_jobs, 'job')} that ran longer than the interval; "
+            f"{count(m['false_expiries'], 'false expiry', 'false expiries')}"
+        )
         if long_jobs == 0:
-            status, tail = UNTESTED, "; no job ran longer than the interval, so renewal was not exercised"
+            status, tail = (
+                UNTESTED,
+                "; no job ran longer than the interval, so renewal was not exercised",
+            )
         elif beats == 0:
             status, tail = FAIL, "; no renewal reached the database"
         elif h >= ttl / 2:
-            status, tail = RISK, "; the interval is at least half the TTL: one late heartbeat loses the lease"
+            status, tail = (
+                RISK,
+                "; the interval is at least half the TTL: one late heartbeat loses the lease",
+            )
         elif m["false_expiries"]:
-            status, tail = RISK, "; leases lapsed despite the renewals (stalls between them: see item 2)"
+            status, tail = (
+                RISK,
+                "; leases lapsed despite the renewals (stalls between them: see item 2)",
+            )
         else:
             status, tail = PASS, ""
         text += tail
@@ -383,9 +539,16 @@ class Checker:
             leases = _total(without, "leases")
             jobs = sum(leased_jobs(r) for r in without)
             twice = sum(double_processed(r) for r in without)
-            m.update(variant_false_expiries=fe, variant_leases=leases, variant_jobs=jobs, variant_double_processed_jobs=twice)
-            text += (f"; without it (variant): {count(fe, 'lease')} ({percent(fe / leases if leases else np.nan)}) would expire under a "
-                     f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice")
+            m.update(
+                variant_false_expiries=fe,
+                variant_leases=leases,
+                variant_jobs=jobs,
+                variant_double_processed_jobs=twice,
+            )
+            text += (
+                f"; without it (variant): {count(fe, 'lease')} ({percent(fe / leases if leases else np.nan)}) would expire under a "
+                f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice"
+            )
         return status, text + ".", m
 
     def watcher(self):
@@ -412,29 +575,56 @@ class Checker:
         n_ticks = sum(len(t) for t in ticks)
         gap = max((float(np.diff(t).max()) for t in ticks if len(t) > 1), default=np.nan)
         worst = float(np.nanmax(waits)) if len(waits) and np.isfinite(waits).any() else np.nan
-        dead = sum(int(((r.events["kind"] == "requeue") & (r.events["detail"] == "Dead")).sum()) for r in used)
-        recovery = np.concatenate([owner_crashes(r)["latency"].to_numpy(float) for r in used]) if used else np.array([])
+        dead = sum(
+            int(((r.events["kind"] == "requeue") & (r.events["detail"] == "Dead")).sum())
+            for r in used
+        )
+        recovery = (
+            np.concatenate([owner_crashes(r)["latency"].to_numpy(float) for r in used])
+            if used
+            else np.array([])
+        )
         recovered = recovery[np.isfinite(recovery)]
-        m = {"watcher_ticks": n_ticks, "largest_tick_gap": gap, "expired_leases": expired, "never_moved": never,
-             "max_wait_after_expiry": worst, "stuck_processing": stuck, "watcher_dead": dead,
-             "moved_by_watcher": by_watcher, "moved_by_claim": by_claim, "owner_crashes": len(recovery),
-             "recovery_latency_mean": float(recovered.mean()) if len(recovered) else np.nan,
-             "recovery_latency_max": float(recovered.max()) if len(recovered) else np.nan}
-        moved = (f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
-                 f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
-                 if expired else f"no lease expired{variant}")
+        m = {
+            "watcher_ticks": n_ticks,
+            "largest_tick_gap": gap,
+            "expired_leases": expired,
+            "never_moved": never,
+            "max_wait_after_expiry": worst,
+            "stuck_processing": stuck,
+            "watcher_dead": dead,
+            "moved_by_watcher": by_watcher,
+            "moved_by_claim": by_claim,
+            "owner_crashes": len(recovery),
+            "recovery_latency_mean": float(recovered.mean()) if len(recovered) else np.nan,
+            "recovery_latency_max": float(recovered.max()) if len(recovered) else np.nan,
+        }
+        moved = (
+            f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
+            f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
+            if expired
+            else f"no lease expired{variant}"
+        )
         if expired and expired > never:
             moved += f", at most {duration(worst)} after expiry"
         if len(recovery):
             moved += f"; {len(recovered)} of {len(recovery)} crashed owners' jobs claimed again"
             if len(recovered):
-                moved += (f", {duration(m['recovery_latency_mean'])} after the crash on average "
-                          f"(max {duration(m['recovery_latency_max'])})")
+                moved += (
+                    f", {duration(m['recovery_latency_mean'])} after the crash on average "
+                    f"(max {duration(m['recovery_latency_max'])})"
+                )
         if p.watcher:
-            head = (f"watcher every {p.watcher_interval:g} s: {count(n_ticks, 'tick')} in {self.n_runs}, "
-                    f"largest gap {duration(gap)}")
+            head = (
+                f"watcher every {p.watcher_interval:g} s: {count(n_ticks, 'tick')} in {self.n_runs}, "
+                f"largest gap {duration(gap)}"
+            )
             if p.watcher_action == "dead":
-                return RISK, f"{head}; it marks every expired job Dead instead of retrying: {count(dead, 'job')} failed; {moved}.", m
+                return (
+                    RISK,
+                    f"{head}; it marks every expired job Dead instead of retrying: {count(dead, 'job')} failed; {moved}.",
+                    m,
+                )
             if stuck or never:
                 return FAIL, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')}.", m
             status = PASS if expired else UNTESTED
@@ -443,18 +633,28 @@ class Checker:
         if p.claim_takes_expired:
             head = "no watcher: the claim itself takes expired leases"
             if stuck or never:
-                return RISK, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')} (no idle worker to take them).", m
+                return (
+                    RISK,
+                    f"{head}; {moved}; {count(stuck, 'stuck_processing violation')} (no idle worker to take them).",
+                    m,
+                )
             if not expired:
                 return UNTESTED, f"{head}; {moved}: recovery not exercised; 0 stuck.", m
             return PASS, f"{head}; {moved}; 0 stuck.", m
         why = "" if never else ", but nothing would move an expired lease out of Processing"
-        return FAIL, f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing{why}.", m
+        return (
+            FAIL,
+            f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing{why}.",
+            m,
+        )
 
     def _expired(self, run) -> int:
         """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
         leases = run.leases
         late = run.scenario.horizon - recovery_allowance(run.scenario)
-        return int((leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)).sum())
+        return int(
+            (leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)).sum()
+        )
 
     @staticmethod
     def _requeue_waits(run) -> tuple[np.ndarray, list[str]]:
@@ -480,26 +680,43 @@ class Checker:
     def owner(self):
         leased, bad = map(sum, zip(*(owner_mismatches(r) for r in self.runs), strict=True))
         m = {"leased_jobs": leased, "owner_mismatches": bad}
-        text = (f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
-                f"job's last claimer in the event log ({self.n_runs})")
-        return (PASS if bad == 0 and leased else FAIL if bad else UNTESTED), text + ("." if leased else ": no job was leased."), m
+        text = (
+            f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
+            f"job's last claimer in the event log ({self.n_runs})"
+        )
+        return (
+            (PASS if bad == 0 and leased else FAIL if bad else UNTESTED),
+            text + ("." if leased else ": no job was leased."),
+            m,
+        )
 
     def attempts(self):
         jobs, bad, multi, most = 0, 0, 0, 0
         for r in self.runs:
             j, b, mu, mo = attempt_mismatches(r)
             jobs, bad, multi, most = jobs + j, bad + b, multi + mu, max(most, mo)
-        m = {"jobs": jobs, "attempt_mismatches": bad, "re_leased_jobs": multi, "max_attempts_seen": most}
-        text = (f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
-                f"{jobs} jobs; {count(multi, 'job')} leased more than once (at most {count(most, 'attempt')})")
+        m = {
+            "jobs": jobs,
+            "attempt_mismatches": bad,
+            "re_leased_jobs": multi,
+            "max_attempts_seen": most,
+        }
+        text = (
+            f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
+            f"{jobs} jobs; {count(multi, 'job')} leased more than once (at most {count(most, 'attempt')})"
+        )
         if not multi:
             crashed = self.variant("crashes")
             if crashed:
-                vj, vb, vmu, vmo = map(sum, zip(*(attempt_mismatches(r) for r in crashed), strict=True))
+                vj, vb, vmu, vmo = map(
+                    sum, zip(*(attempt_mismatches(r) for r in crashed), strict=True)
+                )
                 m.update(variant_jobs=vj, variant_attempt_mismatches=vb, variant_re_leased_jobs=vmu)
                 bad += vb
                 self._use("attempts", "crashes")
-                text += f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
+                text += (
+                    f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
+                )
                 multi = vmu
         return (*self._guarded(text, bad, multi, "the increment was never exercised"), m)
 
@@ -514,13 +731,21 @@ class Checker:
                 self._use("fencing", "zombie")
                 pause = zombies[0].scenario.faults.pauses[-1].duration
                 lost = _total(zombies, "false_expiries")
-                variant = (f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
-                           "their lease and carried on)")
-        m = {"refused_completions": refused, "non_owner_completions": stolen, "variant": bool(variant)}
+                variant = (
+                    f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
+                    "their lease and carried on)"
+                )
+        m = {
+            "refused_completions": refused,
+            "non_owner_completions": stolen,
+            "variant": bool(variant),
+        }
         if p.fencing:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
-            text = (f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
-                    f"non-owner{variant}")
+            text = (
+                f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
+                f"non-owner{variant}"
+            )
             return (*self._guarded(text, stolen, refused, "fencing never exercised"), m)
         text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
         if stolen and not variant:
@@ -539,36 +764,80 @@ class Checker:
         jobs = _total(self.runs, "jobs")
         dup = self.variant("duplicates")
         self._use(item, "duplicates")
-        return found, (_total(dup, key) if dup else None), jobs, (_total(dup, "jobs") if dup else 0), dup
+        return (
+            found,
+            (_total(dup, key) if dup else None),
+            jobs,
+            (_total(dup, "jobs") if dup else 0),
+            dup,
+        )
 
     def dedup(self):
         p = self.policy
         found, vfound, jobs, vjobs, dup = self._duplicates("dedup", "duplicate_db_effects")
         skipped = sum(int((r.events["kind"] == "dedup_skip").sum()) for r in self.runs + dup)
-        m = {"duplicate_db_effects": found, "jobs": jobs, "variant_duplicate_db_effects": vfound,
-             "variant_jobs": vjobs, "dedup_skips": skipped}
-        variant = (f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vfound} extra "
-                   f"ledger rows in {count(vjobs, 'job')}" if vfound is not None else "")
+        m = {
+            "duplicate_db_effects": found,
+            "jobs": jobs,
+            "variant_duplicate_db_effects": vfound,
+            "variant_jobs": vjobs,
+            "dedup_skips": skipped,
+        }
+        variant = (
+            f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vfound} extra "
+            f"ledger rows in {count(vjobs, 'job')}"
+            if vfound is not None
+            else ""
+        )
         if p.dedup:
-            text = (f"marker and ledger row commit together: {found} extra ledger rows in {count(jobs, 'job')}{variant}; "
-                    f"{count(skipped, 'repeated delivery or retry', 'repeated deliveries or retries')} found the marker and skipped the effect")
-            return (*self._guarded(text, found or vfound, skipped, "no event came twice, not exercised"), m)
+            text = (
+                f"marker and ledger row commit together: {found} extra ledger rows in {count(jobs, 'job')}{variant}; "
+                f"{count(skipped, 'repeated delivery or retry', 'repeated deliveries or retries')} found the marker and skipped the effect"
+            )
+            return (
+                *self._guarded(
+                    text, found or vfound, skipped, "no event came twice, not exercised"
+                ),
+                m,
+            )
         text = f"no dedup marker: {found} extra ledger rows (a payment booked again) in {count(jobs, 'job')}{variant}"
         return (FAIL if found else RISK), text + ".", m
 
     def psp(self):
         p = self.policy
         found, vfound, jobs, vjobs, dup = self._duplicates("psp", "duplicate_external_effects")
-        replays = sum(int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum()) for r in self.runs + dup)
+        replays = sum(
+            int(((r.events["kind"] == "psp_charge") & (r.events["detail"] == "replay")).sum())
+            for r in self.runs + dup
+        )
         charged, twice = map(sum, zip(*(charged_payments(r) for r in self.runs), strict=True))
-        m = {"duplicate_external_effects": found, "jobs": jobs, "charged_payments": charged,
-             "payments_charged_twice": twice, "variant_duplicate_external_effects": vfound,
-             "variant_jobs": vjobs, "psp_replays": replays}
-        variant = (f"; duplicates variant: {vfound} extra charges in {count(vjobs, 'job')}" if vfound is not None else "")
+        m = {
+            "duplicate_external_effects": found,
+            "jobs": jobs,
+            "charged_payments": charged,
+            "payments_charged_twice": twice,
+            "variant_duplicate_external_effects": vfound,
+            "variant_jobs": vjobs,
+            "psp_replays": replays,
+        }
+        variant = (
+            f"; duplicates variant: {vfound} extra charges in {count(vjobs, 'job')}"
+            if vfound is not None
+            else ""
+        )
         if p.idempotency_key:
-            text = (f"the event id is the PSP idempotency key: {found} extra charges in {count(jobs, 'job')}{variant}; "
-                    f"the PSP replayed {count(replays, 'repeated call')} instead of charging again")
-            return (*self._guarded(text, found or vfound, replays, "no call was repeated, not exercised"), m)
-        text = (f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
-                f"were charged more than once, {found} extra charges in all{variant}")
+            text = (
+                f"the event id is the PSP idempotency key: {found} extra charges in {count(jobs, 'job')}{variant}; "
+                f"the PSP replayed {count(replays, 'repeated call')} instead of charging again"
+            )
+            return (
+                *self._guarded(
+                    text, found or vfound, replays, "no call was repeated, not exercised"
+                ),
+                m,
+            )
+        text = (
+            f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
+            f"were charged more than once, {found} extra charges in all{variant}"
+        )
         return (FAIL if found else RISK), text + ".", m

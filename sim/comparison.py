@@ -58,9 +58,16 @@ def recovery_parts(run: Run) -> pd.DataFrame:
         requeued = [t for t in requeues.get(rec.job, []) if rec.crash_at <= t <= rec.reclaimed_at]
         # a claim that takes expired leases could have it from the lease's end, requeued or not
         claimable = max(requeued[0], end) if requeued and not takes_expired else end
-        rows.append({"crash_at": rec.crash_at, "job": rec.job, "latency": rec.latency,
-                     "lease_remaining": end - rec.crash_at, "watcher_wait": claimable - end,
-                     "poll_wait": rec.reclaimed_at - claimable})
+        rows.append(
+            {
+                "crash_at": rec.crash_at,
+                "job": rec.job,
+                "latency": rec.latency,
+                "lease_remaining": end - rec.crash_at,
+                "watcher_wait": claimable - end,
+                "poll_wait": rec.reclaimed_at - claimable,
+            }
+        )
     return pd.DataFrame(rows, columns=["crash_at", "job", "latency", *PARTS])
 
 
@@ -96,18 +103,30 @@ class Comparison:
     @property
     def verdict(self) -> str:
         row = self.table.loc["recovery latency mean (s)"]
-        if np.isnan(row.live) or np.isnan(self.band).any():  # nothing to place: neither within nor outside
-            return (f"no verdict: {len(self.live_latencies)} live and {len(self.simulated_latencies)} simulated recoveries "
-                    f"leave the live mean or the simulated {self.confidence:.0%} interval widened by {WIDEN:.0%} undefined "
-                    f"(the mean needs one recovery, the interval two)")
+        if (
+            np.isnan(row.live) or np.isnan(self.band).any()
+        ):  # nothing to place: neither within nor outside
+            return (
+                f"no verdict: {len(self.live_latencies)} live and {len(self.simulated_latencies)} simulated recoveries "
+                f"leave the live mean or the simulated {self.confidence:.0%} interval widened by {WIDEN:.0%} undefined "
+                f"(the mean needs one recovery, the interval two)"
+            )
         where = "within" if self.within else "OUTSIDE"
-        return (f"live mean recovery {row.live:.3f} s [{row.live_low:.3f}, {row.live_high:.3f}] is {where} the "
-                f"simulated {self.confidence:.0%} interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
-                f"(simulated {row.simulated:.3f} s over {self.seeds} seeds)")
+        return (
+            f"live mean recovery {row.live:.3f} s [{row.live_low:.3f}, {row.live_high:.3f}] is {where} the "
+            f"simulated {self.confidence:.0%} interval widened by {WIDEN:.0%}: [{self.band[0]:.3f}, {self.band[1]:.3f}] "
+            f"(simulated {row.simulated:.3f} s over {self.seeds} seeds)"
+        )
 
     def __str__(self) -> str:
-        lines = [self.table.to_string(float_format=lambda v: f"{v:.3f}"), "", "recovery parts (mean s):",
-                 self.parts.to_string(float_format=lambda v: f"{v:.3f}"), "", self.verdict]
+        lines = [
+            self.table.to_string(float_format=lambda v: f"{v:.3f}"),
+            "",
+            "recovery parts (mean s):",
+            self.parts.to_string(float_format=lambda v: f"{v:.3f}"),
+            "",
+            self.verdict,
+        ]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -118,19 +137,36 @@ class Comparison:
         if ax is None:
             fig, ax = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
         left, right = ax
-        for values, label, color in ((self.simulated_latencies, f"simulated ({self.seeds} seeds)", "tab:blue"),
-                                     (self.live_latencies, "live", "tab:orange")):
+        for values, label, color in (
+            (self.simulated_latencies, f"simulated ({self.seeds} seeds)", "tab:blue"),
+            (self.live_latencies, "live", "tab:orange"),
+        ):
             if len(values):
                 x = np.sort(values)
-                left.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=f"{label}, n={len(x)}", color=color)
+                left.step(
+                    x,
+                    np.arange(1, len(x) + 1) / len(x),
+                    where="post",
+                    label=f"{label}, n={len(x)}",
+                    color=color,
+                )
                 left.axvline(values.mean(), color=color, linestyle="--", linewidth=1)
-        left.set(xlabel="recovery latency (s)", ylabel="share of recoveries at most x",
-                 title="Recovery latency: live vs simulated (dashed: means)")
+        left.set(
+            xlabel="recovery latency (s)",
+            ylabel="share of recoveries at most x",
+            title="Recovery latency: live vs simulated (dashed: means)",
+        )
         left.legend(loc="lower right")
         bottom = np.zeros(2)
         for part, color in zip(PARTS, ("tab:gray", "tab:purple", "tab:green"), strict=True):
             heights = self.parts.loc[part, ["live", "simulated"]].to_numpy(dtype=float)
-            right.bar(["live", "simulated"], heights, bottom=bottom, label=part.replace("_", " "), color=color)
+            right.bar(
+                ["live", "simulated"],
+                heights,
+                bottom=bottom,
+                label=part.replace("_", " "),
+                color=color,
+            )
             bottom += np.nan_to_num(heights)
         right.set(ylabel="mean seconds", title="Where the recovery time goes")
         right.legend(loc="lower right")
@@ -145,18 +181,34 @@ def _simulate(live_run: Run, seeds: int) -> list[Run]:
     return [run(base, seed=base.seed + k, progress=False) for k in range(seeds)]
 
 
-def compare(live_run, simulated: Iterable[Run] | int = 20, *, confidence: float = 0.95) -> Comparison:
+def compare(
+    live_run, simulated: Iterable[Run] | int = 20, *, confidence: float = 0.95
+) -> Comparison:
     """Live against simulated: `simulated` is a list of simulated Runs of the same scenario, or how many
     seeds to simulate (scenario seed, seed + 1, ...) with the live run's horizon."""
     runs = _simulate(live_run, simulated) if isinstance(simulated, int) else list(simulated)
-    sim_lat = np.concatenate([r.recoveries["latency"].dropna().to_numpy(dtype=float) for r in runs]) if runs else np.zeros(0)
+    sim_lat = (
+        np.concatenate([r.recoveries["latency"].dropna().to_numpy(dtype=float) for r in runs])
+        if runs
+        else np.zeros(0)
+    )
     live_lat = live_run.recoveries["latency"].dropna().to_numpy(dtype=float)
     rows = {}
     live_mean, sim_mean = mean_ci(live_lat, confidence), mean_ci(sim_lat, confidence)
     rows["recovery latency mean (s)"] = (*live_mean[:3], *sim_mean[:3])
     for q in (0.5, 0.9):
-        rows[f"recovery latency p{int(q * 100)} (s)"] = (*quantile_ci(live_lat, q, confidence), *quantile_ci(sim_lat, q, confidence))
-    rows["recoveries"] = (len(live_lat), np.nan, np.nan, len(sim_lat) / max(len(runs), 1), np.nan, np.nan)
+        rows[f"recovery latency p{int(q * 100)} (s)"] = (
+            *quantile_ci(live_lat, q, confidence),
+            *quantile_ci(sim_lat, q, confidence),
+        )
+    rows["recoveries"] = (
+        len(live_lat),
+        np.nan,
+        np.nan,
+        len(sim_lat) / max(len(runs), 1),
+        np.nan,
+        np.nan,
+    )
     per_run = {
         "duplicate DB effects": lambda r: r.summary["duplicate_db_effects"],
         "duplicate external effects": lambda r: r.summary["duplicate_external_effects"],
@@ -164,11 +216,21 @@ def compare(live_run, simulated: Iterable[Run] | int = 20, *, confidence: float 
         "false expiries": lambda r: r.summary["false_expiries"],
     }
     for name, metric in per_run.items():
-        rows[f"{name} per run"] = (float(metric(live_run)), np.nan, np.nan, *mean_ci([metric(r) for r in runs], confidence)[:3])
-    table = pd.DataFrame.from_dict(rows, orient="index",
-                                   columns=["live", "live_low", "live_high", "simulated", "sim_low", "sim_high"])
+        rows[f"{name} per run"] = (
+            float(metric(live_run)),
+            np.nan,
+            np.nan,
+            *mean_ci([metric(r) for r in runs], confidence)[:3],
+        )
+    table = pd.DataFrame.from_dict(
+        rows,
+        orient="index",
+        columns=["live", "live_low", "live_high", "simulated", "sim_low", "sim_high"],
+    )
     live_parts = recovery_parts(live_run)
     sim_parts = pd.concat([recovery_parts(r) for r in runs]) if runs else live_parts.iloc[0:0]
-    parts = pd.DataFrame({"live": live_parts[list(PARTS)].mean(), "simulated": sim_parts[list(PARTS)].mean()})
+    parts = pd.DataFrame(
+        {"live": live_parts[list(PARTS)].mean(), "simulated": sim_parts[list(PARTS)].mean()}
+    )
     warnings = live_run.overload() if hasattr(live_run, "overload") else []
     return Comparison(table, parts, live_lat, sim_lat, warnings, len(runs), confidence)

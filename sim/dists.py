@@ -15,8 +15,12 @@ from sim.limits import MAX_SECONDS
 
 KINDS = ("constant", "exponential", "uniform", "lognormal", "pareto", "empirical")
 PARAMETERS = {  # the fields each kind uses
-    "constant": ("value",), "exponential": ("mean",), "uniform": ("low", "high"),
-    "lognormal": ("median", "p99"), "pareto": ("scale", "alpha"), "empirical": ("samples",),
+    "constant": ("value",),
+    "exponential": ("mean",),
+    "uniform": ("low", "high"),
+    "lognormal": ("median", "p99"),
+    "pareto": ("scale", "alpha"),
+    "empirical": ("samples",),
 }
 _Z99 = 2.3263478740408408  # scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
 _BLOCK = 512
@@ -74,10 +78,16 @@ class Dist:
             value = getattr(self, name)
             if name == "samples":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
                 return [f"{field}.{name}: must be a finite number, got {value!r}"]
             if name != "alpha" and value > MAX_SECONDS:
-                return [f"{field}.{name}: {value:g} s is too long: durations are at most {MAX_SECONDS:g} s"]
+                return [
+                    f"{field}.{name}: {value:g} s is too long: durations are at most {MAX_SECONDS:g} s"
+                ]
         checks = {
             "constant": [("value", self.value >= 0, "must be >= 0")],
             "exponential": [("mean", self.mean > 0, "must be > 0")],
@@ -86,11 +96,17 @@ class Dist:
                 ("median", self.median > 0, "must be > 0"),
                 ("p99", self.p99 > self.median, "must be greater than median"),
             ],
-            "pareto": [("scale", self.scale > 0, "must be > 0"), ("alpha", self.alpha > 1, "must be > 1 (finite mean)")],
+            "pareto": [
+                ("scale", self.scale > 0, "must be > 0"),
+                ("alpha", self.alpha > 1, "must be > 1 (finite mean)"),
+            ],
             "empirical": [
                 ("samples", len(self.samples) > 0, "must not be empty"),
-                ("samples", all(0 <= s <= MAX_SECONDS for s in self.samples),
-                 f"must be finite and from 0 to {MAX_SECONDS:g} s"),
+                (
+                    "samples",
+                    all(0 <= s <= MAX_SECONDS for s in self.samples),
+                    f"must be finite and from 0 to {MAX_SECONDS:g} s",
+                ),
             ],
         }[self.kind]
         for name, ok, message in checks:
@@ -186,5 +202,7 @@ def decode_utf8(raw: bytes, path, what: str) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
-                          f"save the {what} file as UTF-8") from None
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+            f"save the {what} file as UTF-8"
+        ) from None

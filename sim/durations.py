@@ -38,7 +38,9 @@ DELIMITERS = (",", ";", "\t", "|")
 DELIMITER_NAMES = {",": "','", ";": "';'", "\t": "tab", "|": "'|'", None: "none (one column)"}
 SNIFF_LINES = 200
 ID_MIN_ROWS = 5  # shorter columns are not judged id-like
-SUSPICIOUS_MEDIAN = 100.0  # seconds: a median above this, read as seconds, gets a "milliseconds?" warning
+SUSPICIOUS_MEDIAN = (
+    100.0  # seconds: a median above this, read as seconds, gets a "milliseconds?" warning
+)
 TINY_MEDIAN = 0.005  # seconds: a median below this, read as ms or us, gets a "seconds?" warning
 _NAME_UNITS = (  # column-name endings that say a unit
     ("us", re.compile(r"(^|[_\- ])(us|usec|micros|microseconds)$|\(us\)$", re.I)),
@@ -83,14 +85,25 @@ class Durations:
         how = f"unit {self.unit}"
         if self.delimiter is not None or self.decimal == ",":
             how += f", delimiter {DELIMITER_NAMES[self.delimiter]}, decimal '{self.decimal or '.'}'"
-        return (f"read {count(self.n, 'duration')} {where} ({how}): median {_s(self.median)}, p99 {_s(self.p99)}, "
-                f"max {_s(self.max)}")
+        return (
+            f"read {count(self.n, 'duration')} {where} ({how}): median {_s(self.median)}, p99 {_s(self.p99)}, "
+            f"max {_s(self.max)}"
+        )
 
     def facts(self) -> dict:
         """The echo as a dict (for Advice.inputs and the report)."""
-        return {"source": self.source, "column": self.column, "unit": self.unit, "delimiter": self.delimiter,
-                "decimal": self.decimal, "n": self.n, "median": self.median, "p99": self.p99, "max": self.max,
-                "warnings": list(self.warnings)}
+        return {
+            "source": self.source,
+            "column": self.column,
+            "unit": self.unit,
+            "delimiter": self.delimiter,
+            "decimal": self.decimal,
+            "n": self.n,
+            "median": self.median,
+            "p99": self.p99,
+            "max": self.max,
+            "warnings": list(self.warnings),
+        }
 
 
 def _s(seconds: float) -> str:
@@ -99,7 +112,9 @@ def _s(seconds: float) -> str:
 
 def check_unit(unit) -> str:
     if unit not in UNITS:
-        raise ConfigError(f"unit: {unit!r} is not one of {', '.join(UNITS)} (seconds, milliseconds, microseconds)")
+        raise ConfigError(
+            f"unit: {unit!r} is not one of {', '.join(UNITS)} (seconds, milliseconds, microseconds)"
+        )
     return unit
 
 
@@ -107,24 +122,32 @@ def from_values(values, unit: str = "s", *, source: str = "values") -> Durations
     """Durations from an array-like of numbers in `unit`; ConfigError naming the first bad value."""
     unit = check_unit(unit)
     if values is None:
-        raise ConfigError(f"durations: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
-                          "or a CSV path")
+        raise ConfigError(
+            f"durations: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
+            "or a CSV path"
+        )
     try:
         array = np.asarray(values, dtype=float).ravel()
     except (TypeError, ValueError):
-        raise ConfigError(f"durations: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
-                          "or a CSV path") from None
+        raise ConfigError(
+            f"durations: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
+            "or a CSV path"
+        ) from None
     if array.size == 0:
         raise ConfigError("durations: no values")
     bad = ~np.isfinite(array) | (array < 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise ConfigError(f"durations[{i}]: {float(array[i])!r} must be a finite duration >= 0 {UNIT_WORDS[unit]}")
+        raise ConfigError(
+            f"durations[{i}]: {float(array[i])!r} must be a finite duration >= 0 {UNIT_WORDS[unit]}"
+        )
     long = array * UNITS[unit] > MAX_SECONDS
     if long.any():
         i = int(np.argmax(long))
-        raise ConfigError(f"durations[{i}]: {float(array[i]):g} {unit} is too long: durations are at most "
-                          f"{MAX_SECONDS:g} s")
+        raise ConfigError(
+            f"durations[{i}]: {float(array[i]):g} {unit} is too long: durations are at most "
+            f"{MAX_SECONDS:g} s"
+        )
     return _finish(array, source=source, column=None, unit=unit)
 
 
@@ -157,7 +180,10 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
     else:
         column = _choose_column(path, header, body)
     index = header.index(column)
-    cells = [(line, (row[index] if index < len(row) else "").strip()) for line, row in enumerate(body, start=2)]
+    cells = [
+        (line, (row[index] if index < len(row) else "").strip())
+        for line, row in enumerate(body, start=2)
+    ]
     if not cells:
         raise ConfigError(f"{path}: column {column!r} has no durations")
     decimal = _decimal_mark(path, column, [c for _, c in cells], delimiter)
@@ -166,27 +192,56 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
         value = _number(cell, decimal)
         shown = cell if len(cell) <= 40 else cell[:37] + "..."
         if value is None:
-            raise ConfigError(f"{path}:{line}: {column}={shown!r} is not a number of {UNIT_WORDS[unit]}")
-        if value * UNITS[unit] > MAX_SECONDS and cell.lower().lstrip("+") not in ("inf", "infinity"):
-            raise ConfigError(f"{path}:{line}: {column}={shown} is too long: durations are at most {MAX_SECONDS:g} s")
+            raise ConfigError(
+                f"{path}:{line}: {column}={shown!r} is not a number of {UNIT_WORDS[unit]}"
+            )
+        if value * UNITS[unit] > MAX_SECONDS and cell.lower().lstrip("+") not in (
+            "inf",
+            "infinity",
+        ):
+            raise ConfigError(
+                f"{path}:{line}: {column}={shown} is too long: durations are at most {MAX_SECONDS:g} s"
+            )
         if not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{path}:{line}: {column}={shown} must be a finite duration >= 0 {UNIT_WORDS[unit]}")
+            raise ConfigError(
+                f"{path}:{line}: {column}={shown} must be a finite duration >= 0 {UNIT_WORDS[unit]}"
+            )
         values.append(value)
     array = np.asarray(values, dtype=float)
     why = _id_like(array)
     if why:
-        raise ConfigError(f"{path}: column {column!r} holds {why}: that looks like an id, not durations; "
-                          f"name the durations column (--column / column=)")
-    return _finish(array, source=name, column=column, unit=unit, delimiter=delimiter, decimal=decimal)
+        raise ConfigError(
+            f"{path}: column {column!r} holds {why}: that looks like an id, not durations; "
+            f"name the durations column (--column / column=)"
+        )
+    return _finish(
+        array, source=name, column=column, unit=unit, delimiter=delimiter, decimal=decimal
+    )
 
 
-def _finish(array: np.ndarray, *, source: str, column: str | None, unit: str, delimiter: str | None = None,
-            decimal: str | None = None) -> Durations:
+def _finish(
+    array: np.ndarray,
+    *,
+    source: str,
+    column: str | None,
+    unit: str,
+    delimiter: str | None = None,
+    decimal: str | None = None,
+) -> Durations:
     if not (array > 0).any():
-        raise ConfigError(f"durations: every value is 0; expected processing times in {UNIT_WORDS[unit]}")
+        raise ConfigError(
+            f"durations: every value is 0; expected processing times in {UNIT_WORDS[unit]}"
+        )
     seconds = array * UNITS[unit]
-    return Durations(seconds, source, column, unit, delimiter, decimal,
-                     tuple(unit_warnings(seconds, unit, column)))
+    return Durations(
+        seconds,
+        source,
+        column,
+        unit,
+        delimiter,
+        decimal,
+        tuple(unit_warnings(seconds, unit, column)),
+    )
 
 
 def unit_warnings(seconds: np.ndarray, unit: str, column: str | None = None) -> list[str]:
@@ -194,22 +249,31 @@ def unit_warnings(seconds: np.ndarray, unit: str, column: str | None = None) -> 
     median = float(np.median(seconds))
     out = []
     if unit == "s" and median > SUSPICIOUS_MEDIAN:
-        out.append(f"median {_s(median)} read as seconds: if these are milliseconds, use unit ms "
-                   f"(median {_s(median / 1000)})")
+        out.append(
+            f"median {_s(median)} read as seconds: if these are milliseconds, use unit ms "
+            f"(median {_s(median / 1000)})"
+        )
     elif unit == "ms" and median > SUSPICIOUS_MEDIAN:
-        out.append(f"median {_s(median)} read as milliseconds: if these are microseconds, use unit us "
-                   f"(median {_s(median / 1000)})")
+        out.append(
+            f"median {_s(median)} read as milliseconds: if these are microseconds, use unit us "
+            f"(median {_s(median / 1000)})"
+        )
     elif unit in ("ms", "us") and median < TINY_MEDIAN:
-        out.append(f"median {_s(median)} read as {UNIT_WORDS[unit]}: if these are seconds, use unit s "
-                   f"(median {_s(median / UNITS[unit])})")
+        out.append(
+            f"median {_s(median)} read as {UNIT_WORDS[unit]}: if these are seconds, use unit s "
+            f"(median {_s(median / UNITS[unit])})"
+        )
     named = next((u for u, pattern in _NAME_UNITS if column and pattern.search(column)), None)
     if named is not None and named != unit:
-        out.append(f"column {column!r} is named like {UNIT_WORDS[named]} but was read as {UNIT_WORDS[unit]} "
-                   f"(median {_s(median)}); use unit {named} if that is what it holds")
+        out.append(
+            f"column {column!r} is named like {UNIT_WORDS[named]} but was read as {UNIT_WORDS[unit]} "
+            f"(median {_s(median)}); use unit {named} if that is what it holds"
+        )
     return out
 
 
 # ---- detection -----------------------------------------------------------------------------------
+
 
 def _sniff_delimiter(path: Path, lines: list[str]) -> str | None:
     """The delimiter that splits every sniffed line into the same number (> 1) of fields; None for a
@@ -220,7 +284,9 @@ def _sniff_delimiter(path: Path, lines: list[str]) -> str | None:
         try:
             counts = {len(row) for row in reader}
         except csv.Error as exc:
-            raise ConfigError(f"{path}:{reader.line_num}: not a readable CSV file ({exc})") from None
+            raise ConfigError(
+                f"{path}:{reader.line_num}: not a readable CSV file ({exc})"
+            ) from None
         if len(counts) == 1 and counts.pop() > 1:
             fits[d] = len(next(csv.reader([lines[0]], delimiter=d)))
     if len(fits) == 1:
@@ -231,13 +297,17 @@ def _sniff_delimiter(path: Path, lines: list[str]) -> str | None:
         if len(header_fits) == 1:
             return header_fits.pop()
         names = " and ".join(DELIMITER_NAMES[d] for d in fits)
-        raise ConfigError(f"{path}: cannot tell the delimiter: {names} both split every line evenly; "
-                          "save the CSV with one delimiter that appears nowhere else")
+        raise ConfigError(
+            f"{path}: cannot tell the delimiter: {names} both split every line evenly; "
+            "save the CSV with one delimiter that appears nowhere else"
+        )
     if not any(d in lines[0] for d in DELIMITERS):
         return None  # one column (its values may still carry decimal commas)
     used = [DELIMITER_NAMES[d] for d in DELIMITERS if d in lines[0]]
-    raise ConfigError(f"{path}: the rows do not all have as many fields as the header (delimiter "
-                      f"{' or '.join(used)}?); a decimal comma in a comma-separated file must be quoted, or use ';'")
+    raise ConfigError(
+        f"{path}: the rows do not all have as many fields as the header (delimiter "
+        f"{' or '.join(used)}?); a decimal comma in a comma-separated file must be quoted, or use ';'"
+    )
 
 
 def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
@@ -249,23 +319,31 @@ def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
         cells = [row[i].strip() for row in body if i < len(row) and row[i].strip()]
         if not cells:
             continue
-        values = [_number(c, "," if "," in c else ".") for c in cells]  # mixed marks: refused when read
+        values = [
+            _number(c, "," if "," in c else ".") for c in cells
+        ]  # mixed marks: refused when read
         if any(v is None for v in values):
             continue
         (ids if _id_like(np.asarray(values, dtype=float)) else numeric).append(name)
     if len(numeric) == 1:
         return numeric[0]
     if len(numeric) > 1:
-        raise ConfigError(f"{path}: columns {', '.join(numeric)} could all be durations; name one "
-                          "(--column / column=)")
+        raise ConfigError(
+            f"{path}: columns {', '.join(numeric)} could all be durations; name one "
+            "(--column / column=)"
+        )
     if ids:
-        raise ConfigError(f"{path}: the only numeric column{'s' if len(ids) > 1 else ''} "
-                          f"({', '.join(ids)}) look{'' if len(ids) > 1 else 's'} like an id, not durations; "
-                          f"columns are {', '.join(header)}")
+        raise ConfigError(
+            f"{path}: the only numeric column{'s' if len(ids) > 1 else ''} "
+            f"({', '.join(ids)}) look{'' if len(ids) > 1 else 's'} like an id, not durations; "
+            f"columns are {', '.join(header)}"
+        )
     if not body:
         raise ConfigError(f"{path}: column {header[0]!r} has no durations")
-    raise ConfigError(f"{path}: no column holds only numbers; columns are {', '.join(header)} "
-                      "(name the durations column with --column / column=)")
+    raise ConfigError(
+        f"{path}: no column holds only numbers; columns are {', '.join(header)} "
+        "(name the durations column with --column / column=)"
+    )
 
 
 def _decimal_mark(path: Path, column: str, cells: list[str], delimiter: str | None) -> str:
@@ -274,8 +352,10 @@ def _decimal_mark(path: Path, column: str, cells: list[str], delimiter: str | No
         return "."
     dotted = [c for c in cells if "." in c]
     if dotted:
-        raise ConfigError(f"{path}: column {column!r} mixes '.' ({dotted[0]!r}) and ',' ({comma[0]!r}) as decimal "
-                          "marks; export it with one")
+        raise ConfigError(
+            f"{path}: column {column!r} mixes '.' ({dotted[0]!r}) and ',' ({comma[0]!r}) as decimal "
+            "marks; export it with one"
+        )
     return ","
 
 
@@ -284,7 +364,11 @@ def _number(cell: str, decimal: str) -> float | None:
         if not _COMMA_NUMBER.fullmatch(cell):
             return None
         cell = cell.replace(",", ".")
-    elif not _DOT_NUMBER.fullmatch(cell) and cell.lower().lstrip("+-") not in ("inf", "infinity", "nan"):
+    elif not _DOT_NUMBER.fullmatch(cell) and cell.lower().lstrip("+-") not in (
+        "inf",
+        "infinity",
+        "nan",
+    ):
         return None
     try:
         return float(cell)

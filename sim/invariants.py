@@ -46,7 +46,9 @@ class Report:
         return out
 
     def frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame([v.__dict__ for v in self.violations], columns=["invariant", "job", "detail"])
+        frame = pd.DataFrame(
+            [v.__dict__ for v in self.violations], columns=["invariant", "job", "detail"]
+        )
         frame["expected"] = frame["invariant"].isin(self.expected)
         return frame
 
@@ -61,32 +63,58 @@ class Report:
 
 
 # what the checks read of a run; sim.results.Run has them all (this module does not import it: Run.check calls us)
-RUN_ATTRIBUTES = ("scenario", "log", "events", "leases", "jobs", "lost", "table_jobs", "table_ledger")
+RUN_ATTRIBUTES = (
+    "scenario",
+    "log",
+    "events",
+    "leases",
+    "jobs",
+    "lost",
+    "table_jobs",
+    "table_ledger",
+)
 
 
 def check(run) -> Report:
     """Check every invariant of `run` against its event log and final tables."""
     if not all(hasattr(run, name) for name in RUN_ATTRIBUTES):
-        raise ConfigError(f"run: expected the result of sim.run(...), got {type(run).__name__} {run!r:.60}")
+        raise ConfigError(
+            f"run: expected the result of sim.run(...), got {type(run).__name__} {run!r:.60}"
+        )
     found: list[Violation] = []
-    for checker in (_lost_jobs, _double_claims, _non_owner_completions, _duplicate_db_effects,
-                    _duplicate_external_effects, _attempts, _attempts_beyond_max, _stuck_processing,
-                    _held_by_dead_owner, _terminal_overwritten):
+    for checker in (
+        _lost_jobs,
+        _double_claims,
+        _non_owner_completions,
+        _duplicate_db_effects,
+        _duplicate_external_effects,
+        _attempts,
+        _attempts_beyond_max,
+        _stuck_processing,
+        _held_by_dead_owner,
+        _terminal_overwritten,
+    ):
         found.extend(checker(run))
     return Report(found, tuple(run.scenario.expect))
 
 
 def _lost_jobs(run):
     for row in run.lost.itertuples():
-        yield Violation("lost_job", int(row.job),
-                        f"still {row.status} at the horizon although workers found nothing to claim (enqueued at {row.enqueued_at:.3f}s)")
+        yield Violation(
+            "lost_job",
+            int(row.job),
+            f"still {row.status} at the horizon although workers found nothing to claim (enqueued at {row.enqueued_at:.3f}s)",
+        )
 
 
 def _double_claims(run):
     for row in run.leases[run.leases["end_reason"] == "revoked"].itertuples():
-        yield Violation("double_claim", int(row.job),
-                        f"{row.revoked_by} claimed it at {row.revoked_at:.3f}s while {row.worker}'s lease "
-                        f"(attempt {row.attempt}) ran to {row.until:.3f}s")
+        yield Violation(
+            "double_claim",
+            int(row.job),
+            f"{row.revoked_by} claimed it at {row.revoked_at:.3f}s while {row.worker}'s lease "
+            f"(attempt {row.attempt}) ran to {row.until:.3f}s",
+        )
 
 
 def _non_owner_completions(run):
@@ -97,8 +125,11 @@ def _non_owner_completions(run):
             latest[job] = (worker, attempt)
         elif kind == "complete" and latest.get(job) != (worker, attempt):
             owner = latest.get(job)
-            yield Violation("non_owner_completion", job,
-                            f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})")
+            yield Violation(
+                "non_owner_completion",
+                job,
+                f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})",
+            )
 
 
 def _duplicate_db_effects(run):
@@ -108,8 +139,11 @@ def _duplicate_db_effects(run):
         yield Violation("duplicate_db_effect", None, f"ledger holds {count} rows for {event_id}")
     mismatch = logged.reindex(ledger.index, fill_value=0) != ledger
     for event_id in ledger[mismatch].index:
-        yield Violation("duplicate_db_effect", None,
-                        f"log says {logged.get(event_id, 0)} effects of {event_id}, the ledger holds {ledger[event_id]}")
+        yield Violation(
+            "duplicate_db_effect",
+            None,
+            f"log says {logged.get(event_id, 0)} effects of {event_id}, the ledger holds {ledger[event_id]}",
+        )
 
 
 def _duplicate_external_effects(run):
@@ -119,7 +153,9 @@ def _duplicate_external_effects(run):
     charges = events[(events.kind == "psp_charge") & (events.detail == "new")]
     per_event = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
     for event_id, count in per_event[per_event > 1].items():
-        yield Violation("duplicate_external_effect", None, f"the PSP charged {event_id} {count} times")
+        yield Violation(
+            "duplicate_external_effect", None, f"the PSP charged {event_id} {count} times"
+        )
 
 
 def _attempts(run):
@@ -129,12 +165,20 @@ def _attempts(run):
         if kind == "claim":
             before = seen.get(job, 0)
             if attempt != before + 1:
-                yield Violation("attempts_not_incremented", job, f"claim at {t:.3f}s got attempt {attempt} after {before}")
+                yield Violation(
+                    "attempts_not_incremented",
+                    job,
+                    f"claim at {t:.3f}s got attempt {attempt} after {before}",
+                )
             seen[job] = attempt
     table = run.table_jobs.set_index("id")["attempts"]
     for job, claims in seen.items():
         if table.get(job) != claims:
-            yield Violation("attempts_not_incremented", job, f"{claims} leases, the table says attempts={table.get(job)}")
+            yield Violation(
+                "attempts_not_incremented",
+                job,
+                f"{claims} leases, the table says attempts={table.get(job)}",
+            )
 
 
 def _stuck_processing(run):
@@ -152,8 +196,11 @@ def _stuck_processing(run):
         resolved = min(later) if later else float("inf")
         deadline = lease.until + allowance
         if resolved > deadline and deadline < horizon:
-            yield Violation("stuck_processing", int(lease.job),
-                            f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s")
+            yield Violation(
+                "stuck_processing",
+                int(lease.job),
+                f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s",
+            )
 
 
 def _attempts_beyond_max(run):
@@ -161,7 +208,11 @@ def _attempts_beyond_max(run):
     cap = run.scenario.policy.max_attempts
     for t, kind, worker, job, attempt, _ in run.log:
         if kind == "claim" and attempt > cap:
-            yield Violation("attempts_beyond_max", job, f"{worker} claimed it at {t:.3f}s as attempt {attempt}; max_attempts is {cap}")
+            yield Violation(
+                "attempts_beyond_max",
+                job,
+                f"{worker} claimed it at {t:.3f}s as attempt {attempt}; max_attempts is {cap}",
+            )
 
 
 def _held_by_dead_owner(run):
@@ -176,11 +227,19 @@ def _held_by_dead_owner(run):
     status = run.jobs.set_index("job")["status"]
     last_attempt = run.leases.groupby("job")["attempt"].max()
     for lease in run.leases.itertuples():
-        if (lease.outcome == "crashed" and lease.until >= horizon and lease.released_at + allowance < horizon
-                and status.get(lease.job) == "Processing" and lease.attempt == last_attempt[lease.job]):
-            yield Violation("stuck_processing", int(lease.job),
-                            f"{lease.worker} crashed holding it at {lease.released_at:.3f}s; its lease runs to "
-                            f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner")
+        if (
+            lease.outcome == "crashed"
+            and lease.until >= horizon
+            and lease.released_at + allowance < horizon
+            and status.get(lease.job) == "Processing"
+            and lease.attempt == last_attempt[lease.job]
+        ):
+            yield Violation(
+                "stuck_processing",
+                int(lease.job),
+                f"{lease.worker} crashed holding it at {lease.released_at:.3f}s; its lease runs to "
+                f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner",
+            )
 
 
 def _terminal_overwritten(run):
@@ -195,14 +254,19 @@ def _terminal_overwritten(run):
         elif kind in STATUS_MOVES and detail is not None:
             new = detail
         elif kind == "claim":
-            final.pop(job, None)  # only a claim that overwrote it could get here; the races report it
+            final.pop(
+                job, None
+            )  # only a claim that overwrote it could get here; the races report it
             continue
         else:
             continue
         before = final.get(job)
         if before is not None and before[0] != new:
-            yield Violation("terminal_overwritten", job,
-                            f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s")
+            yield Violation(
+                "terminal_overwritten",
+                job,
+                f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s",
+            )
         if new in ("Completed", "Dead"):
             final[job] = (new, t, worker)
         else:

@@ -53,8 +53,12 @@ class Assumptions:
         """ConfigError naming the first bad field."""
         for name in ("pause_rate", "crash_rate", "statement_latency", "db_stall_rate"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value) \
-                    or value < 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float | np.number)
+                or not math.isfinite(value)
+                or value < 0
+            ):
                 raise ConfigError(f"{name}: must be a number >= 0, got {value!r}")
         for name in ("pause_duration", "heartbeat_delay", "db_stall_duration"):
             value = getattr(self, name)
@@ -67,17 +71,29 @@ class Assumptions:
 
     def lines(self) -> list[str]:
         """One line per assumption, in words, with its numbers."""
-        pauses = (f"{count(self.pause_rate, 'stop-the-world pause')} per worker-hour ({describe(self.pause_duration)})"
-                  if self.pause_rate else "no stop-the-world pauses")
-        stalls = (f"{count(self.db_stall_rate, 'DB failover or stall', 'DB failovers or stalls')} a day "
-                  f"({describe(self.db_stall_duration)}), every worker at once"
-                  if self.db_stall_rate else "no DB failover or stall (db_stall_rate 0)")
-        crashes = f"{count(self.crash_rate, 'crash', 'crashes')} per worker-hour" if self.crash_rate else "no crashes"
-        return [f"pauses: {pauses}",
-                f"statement latency: {self.statement_latency * 1000:g} ms typical; heartbeat statement delay "
-                f"{describe(self.heartbeat_delay)} (the latency tail, lock waits)",
-                f"DB: {stalls}",
-                f"crashes: {crashes} (recovery only; a crash is not a false expiry)"]
+        pauses = (
+            f"{count(self.pause_rate, 'stop-the-world pause')} per worker-hour ({describe(self.pause_duration)})"
+            if self.pause_rate
+            else "no stop-the-world pauses"
+        )
+        stalls = (
+            f"{count(self.db_stall_rate, 'DB failover or stall', 'DB failovers or stalls')} a day "
+            f"({describe(self.db_stall_duration)}), every worker at once"
+            if self.db_stall_rate
+            else "no DB failover or stall (db_stall_rate 0)"
+        )
+        crashes = (
+            f"{count(self.crash_rate, 'crash', 'crashes')} per worker-hour"
+            if self.crash_rate
+            else "no crashes"
+        )
+        return [
+            f"pauses: {pauses}",
+            f"statement latency: {self.statement_latency * 1000:g} ms typical; heartbeat statement delay "
+            f"{describe(self.heartbeat_delay)} (the latency tail, lock waits)",
+            f"DB: {stalls}",
+            f"crashes: {crashes} (recovery only; a crash is not a false expiry)",
+        ]
 
 
 def describe(d: Dist) -> str:
@@ -89,8 +105,14 @@ def describe(d: Dist) -> str:
     return f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 {duration(d.quantile(0.99), ms=True)}"
 
 
-def delay_lapse_by_duration(durations: np.ndarray, *, ttl: float, heartbeat_interval: float | None,
-                            heartbeat_delay: Dist, latency: float) -> np.ndarray:
+def delay_lapse_by_duration(
+    durations: np.ndarray,
+    *,
+    ttl: float,
+    heartbeat_interval: float | None,
+    heartbeat_delay: Dist,
+    latency: float,
+) -> np.ndarray:
     """P(some heartbeat of a job of T lands after its lease ran out), per T (0 without a heartbeat)."""
     if heartbeat_interval is None or heartbeat_interval + latency >= ttl:
         return np.zeros(len(durations))
@@ -101,29 +123,48 @@ def delay_lapse_by_duration(durations: np.ndarray, *, ttl: float, heartbeat_inte
     return -np.expm1(beats * math.log1p(-min(q, 1 - 1e-16)))
 
 
-def lapse_by_duration(durations: np.ndarray, ttl: float, heartbeat_interval: float | None,
-                      a: Assumptions) -> np.ndarray:
+def lapse_by_duration(
+    durations: np.ndarray, ttl: float, heartbeat_interval: float | None, a: Assumptions
+) -> np.ndarray:
     """P(false expiry | the job takes T) from pauses (and length, without heartbeat) and heartbeat delay."""
-    paused = analytic.false_expiry_by_duration(durations, ttl=ttl, heartbeat_interval=heartbeat_interval,
-                                               pause_rate=a.pause_rate, pause_duration=a.pause_duration,
-                                               latency=a.statement_latency)
-    delayed = delay_lapse_by_duration(durations, ttl=ttl, heartbeat_interval=heartbeat_interval,
-                                      heartbeat_delay=a.heartbeat_delay, latency=a.statement_latency)
+    paused = analytic.false_expiry_by_duration(
+        durations,
+        ttl=ttl,
+        heartbeat_interval=heartbeat_interval,
+        pause_rate=a.pause_rate,
+        pause_duration=a.pause_duration,
+        latency=a.statement_latency,
+    )
+    delayed = delay_lapse_by_duration(
+        durations,
+        ttl=ttl,
+        heartbeat_interval=heartbeat_interval,
+        heartbeat_delay=a.heartbeat_delay,
+        latency=a.statement_latency,
+    )
     return np.minimum(1.0, paused + delayed)
 
 
-def stall_lapse_probability(job: Dist, ttl: float, heartbeat_interval: float | None, a: Assumptions,
-                            seed: int = 0) -> float:
+def stall_lapse_probability(
+    job: Dist, ttl: float, heartbeat_interval: float | None, a: Assumptions, seed: int = 0
+) -> float:
     """P(a lease in flight when the DB stalls lapses because of the stall): the stall outlasts the
     time its lease had left (L - latency - time since the last renewal). Leases that had already run
     out on their own are not counted here."""
     if not a.db_stall_rate:
         return 0.0
-    since = analytic.time_since_renewal_samples(STALL_DRAWS, job, heartbeat_interval=heartbeat_interval,
-                                                latency=a.statement_latency, seed=seed)
+    since = analytic.time_since_renewal_samples(
+        STALL_DRAWS,
+        job,
+        heartbeat_interval=heartbeat_interval,
+        latency=a.statement_latency,
+        seed=seed,
+    )
     left = ttl - a.statement_latency - since
     alive = left > 0
-    return float(np.mean(np.where(alive, analytic.survival(a.db_stall_duration, np.maximum(left, 0.0)), 0.0)))
+    return float(
+        np.mean(np.where(alive, analytic.survival(a.db_stall_duration, np.maximum(left, 0.0)), 0.0))
+    )
 
 
 def bootstrap_weights(n: int, seed: int, draws: int = BOOTSTRAP) -> np.ndarray:
@@ -139,15 +180,22 @@ def share_upper_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
     return float(stats.beta.ppf(confidence, k + 1, n - k))
 
 
-def per_job(durations: np.ndarray, ttl: float, heartbeat_interval: float | None, a: Assumptions,
-            weights: np.ndarray) -> tuple[float, float]:
+def per_job(
+    durations: np.ndarray,
+    ttl: float,
+    heartbeat_interval: float | None,
+    a: Assumptions,
+    weights: np.ndarray,
+) -> tuple[float, float]:
     """(predicted false-expiry probability per job, its 95% upper bound) from the observed durations."""
     lapse = lapse_by_duration(durations, ttl, heartbeat_interval, a)
     point = float(lapse.mean())
     if heartbeat_interval is None or heartbeat_interval + a.statement_latency >= ttl:
         longer = durations > ttl
         rest = np.where(longer, 0.0, lapse)
-        high = share_upper_bound(int(longer.sum()), len(durations)) + _percentile(_means(weights, rest))
+        high = share_upper_bound(int(longer.sum()), len(durations)) + _percentile(
+            _means(weights, rest)
+        )
     else:
         high = _percentile(_means(weights, lapse))
     return point, float(min(1.0, max(high, point)))

@@ -17,7 +17,9 @@ MAX_BATCH = 1_000_000  # policy.watcher_batch, policy.max_attempts: bound as Pos
 MAX_SEED = 2**63 - 1  # a TOML integer (and a bigint)
 MAX_RUNS = 100_000  # runs of one sweep (grid points x replications) or review (seeds)
 MAX_EVENTS = 50_000_000  # about 5 wall minutes and a few GB on a laptop
-EVENTS_PER_JOB = 12  # measured: claim, PSP call, completion, heartbeats ... (bench_model: ~14 with polls)
+EVENTS_PER_JOB = (
+    12  # measured: claim, PSP call, completion, heartbeats ... (bench_model: ~14 with polls)
+)
 EVENTS_PER_FAULT = 4  # a crash, pause or partition: its start, end and the retries around it
 
 
@@ -28,22 +30,44 @@ def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
     span = f"horizon {horizon:g} s x {p.workers} policy.workers"
     faults_per_hour = f.crash_rate + f.pause_rate + f.partition_rate
     terms = [
-        ("workload.jobs", f"workload.jobs {w.jobs} x {EVENTS_PER_JOB} events per job",
-         w.jobs * (1 + w.duplicate_delivery) * EVENTS_PER_JOB, "lower workload.jobs"),
-        ("policy.poll_interval", f"{span} / policy.poll_interval {p.poll_interval:g} s",
-         horizon * p.workers / p.poll_interval, "shorten horizon, use fewer workers or raise policy.poll_interval"),
-        ("faults.crash_rate", f"{span} x (faults.crash_rate + faults.pause_rate + faults.partition_rate) "
-                              f"{faults_per_hour:g} per worker-hour",
-         horizon * p.workers * faults_per_hour / 3600 * EVENTS_PER_FAULT, "shorten horizon or lower the fault rates"),
+        (
+            "workload.jobs",
+            f"workload.jobs {w.jobs} x {EVENTS_PER_JOB} events per job",
+            w.jobs * (1 + w.duplicate_delivery) * EVENTS_PER_JOB,
+            "lower workload.jobs",
+        ),
+        (
+            "policy.poll_interval",
+            f"{span} / policy.poll_interval {p.poll_interval:g} s",
+            horizon * p.workers / p.poll_interval,
+            "shorten horizon, use fewer workers or raise policy.poll_interval",
+        ),
+        (
+            "faults.crash_rate",
+            f"{span} x (faults.crash_rate + faults.pause_rate + faults.partition_rate) "
+            f"{faults_per_hour:g} per worker-hour",
+            horizon * p.workers * faults_per_hour / 3600 * EVENTS_PER_FAULT,
+            "shorten horizon or lower the fault rates",
+        ),
     ]
     if p.heartbeat:
-        terms.append(("policy.heartbeat_interval", f"{span} / policy.heartbeat_interval {p.heartbeat_interval:g} s",
-                      horizon * p.workers / p.heartbeat_interval,
-                      "shorten horizon, use fewer workers or raise policy.heartbeat_interval"))
+        terms.append(
+            (
+                "policy.heartbeat_interval",
+                f"{span} / policy.heartbeat_interval {p.heartbeat_interval:g} s",
+                horizon * p.workers / p.heartbeat_interval,
+                "shorten horizon, use fewer workers or raise policy.heartbeat_interval",
+            )
+        )
     if p.watcher:
-        terms.append(("policy.watcher_interval", f"horizon {horizon:g} s / policy.watcher_interval "
-                                                 f"{p.watcher_interval:g} s", horizon / p.watcher_interval,
-                      "shorten horizon or raise policy.watcher_interval"))
+        terms.append(
+            (
+                "policy.watcher_interval",
+                f"horizon {horizon:g} s / policy.watcher_interval {p.watcher_interval:g} s",
+                horizon / p.watcher_interval,
+                "shorten horizon or raise policy.watcher_interval",
+            )
+        )
     return sorted(terms, key=lambda term: -term[2])
 
 
@@ -54,5 +78,7 @@ def size_problem(scenario) -> str | None:
     if total <= MAX_EVENTS:
         return None
     key, formula, events, advice = terms[0]
-    return (f"{key}: this run would schedule about {total:.2g} simulated events, over the limit of "
-            f"{MAX_EVENTS:.0e} (largest part: {formula} = {events:.2g}); {advice}")
+    return (
+        f"{key}: this run would schedule about {total:.2g} simulated events, over the limit of "
+        f"{MAX_EVENTS:.0e} (largest part: {formula} = {events:.2g}); {advice}"
+    )

@@ -34,11 +34,14 @@ METRICS = (
     "crashed_jobs",  # crashes of a job's current owner (owner_crashes)
     "recoveries",  # ... after which the job was claimed again
     "unrecovered_share",  # ... share not claimed again before the horizon (failed, stuck, or censored)
-    "recovery_latency_mean", "recovery_latency_p95",  # crash -> claimed again (s)
+    "recovery_latency_mean",
+    "recovery_latency_p95",  # crash -> claimed again (s)
     "detection_latency_mean",  # crash -> the job left Processing (requeued, failed or re-claimed) (s)
     "false_expiries",  # leases expired under a live owner
     "double_processed_jobs",  # jobs a live owner was still working on when another worker took them
-    "duplicate_external_effects", "duplicate_db_effects", "dead",
+    "duplicate_external_effects",
+    "duplicate_db_effects",
+    "dead",
     "statements_per_s",  # DB load: every statement
     "recovery_statements_per_s",  # the recovery machinery's share: heartbeats + watcher scans
 )
@@ -53,8 +56,18 @@ def recovery_mechanism(policy) -> str:
     return "none"
 
 
-SETTINGS = ("claim", "claim_takes_expired", "lease_ttl", "heartbeat", "heartbeat_interval", "watcher",
-            "watcher_interval", "watcher_action", "max_attempts", "fencing")
+SETTINGS = (
+    "claim",
+    "claim_takes_expired",
+    "lease_ttl",
+    "heartbeat",
+    "heartbeat_interval",
+    "watcher",
+    "watcher_interval",
+    "watcher_action",
+    "max_attempts",
+    "fencing",
+)
 OFF = "off"  # in settings_table: an interval whose mechanism the preset does not run
 NOT_APPLICABLE = "\u2014"  # ... and a setting of that mechanism that is not an interval
 
@@ -67,7 +80,7 @@ def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
     which no run uses and nobody should read as the queue's setting.
     """
     rows = []
-    for name in (PEERS if names is None else names):
+    for name in PEERS if names is None else names:
         policy = preset(name).policy
         row = {"queue": PEERS.get(name, name), **{k: getattr(policy, k) for k in SETTINGS}}
         if not policy.heartbeat:
@@ -101,14 +114,17 @@ def peer_metrics(run) -> dict[str, float]:
         "unrecovered_share": float(crashes["latency"].isna().mean()) if crashed else np.nan,
         "recovery_latency_mean": float(latency.mean()) if len(latency) else np.nan,
         "recovery_latency_p95": float(np.percentile(latency, 95)) if len(latency) else np.nan,
-        "detection_latency_mean": float(np.nanmean(first_move)) if np.isfinite(first_move).any() else np.nan,
+        "detection_latency_mean": float(np.nanmean(first_move))
+        if np.isfinite(first_move).any()
+        else np.nan,
         "false_expiries": int(s["false_expiries"]),
         "double_processed_jobs": int(sum(per_job.get(j, 0) > 1 for j in expired_jobs)),
         "duplicate_external_effects": int(s["duplicate_external_effects"]),
         "duplicate_db_effects": int(s["duplicate_db_effects"]),
         "dead": int(s["dead"]),
         "statements_per_s": float(s["statements_per_s"]),
-        "recovery_statements_per_s": (counts.get("heartbeat", 0) + counts.get("requeue_expired", 0)) / horizon,
+        "recovery_statements_per_s": (counts.get("heartbeat", 0) + counts.get("requeue_expired", 0))
+        / horizon,
     }
 
 
@@ -120,8 +136,14 @@ def _measure(task: tuple[str, int, dict]) -> dict:
     return {"peer": name, "seed": seed, **peer_metrics(run)}
 
 
-def compare_peers(names: Iterable[str] | None = None, seeds: Iterable[int] = range(1, 6), *,
-                  confidence: float = 0.95, executor=None, **overrides) -> pd.DataFrame:
+def compare_peers(
+    names: Iterable[str] | None = None,
+    seeds: Iterable[int] = range(1, 6),
+    *,
+    confidence: float = 0.95,
+    executor=None,
+    **overrides,
+) -> pd.DataFrame:
     """One row per peer preset: its settings, `n` and `<metric>_mean/_ci_low/_ci_high` over `seeds`.
 
     `overrides` are dotted keys applied to every peer (e.g. **{"workload.jobs": 300}); `executor`
@@ -130,19 +152,34 @@ def compare_peers(names: Iterable[str] | None = None, seeds: Iterable[int] = ran
     """
     names = list(PEERS if names is None else names)
     seeds = list(seeds)
-    scenarios = {name: preset(name).with_overrides(overrides) if overrides else preset(name) for name in names}
+    scenarios = {
+        name: preset(name).with_overrides(overrides) if overrides else preset(name)
+        for name in names
+    }
     tasks = [(name, seed, overrides) for name in names for seed in seeds]
     results = list(executor.map(_measure, tasks) if executor is not None else map(_measure, tasks))
     runs = pd.DataFrame(results, columns=["peer", "seed", *METRICS])
-    agg = summarize(runs, "peer", list(METRICS), confidence).set_index("peer").loc[names].reset_index()
+    agg = (
+        summarize(runs, "peer", list(METRICS), confidence)
+        .set_index("peer")
+        .loc[names]
+        .reset_index()
+    )
     settings = []
     for name in names:
         p = scenarios[name].policy
-        settings.append({
-            "peer": name, "label": PEERS.get(name, name), "recovery": recovery_mechanism(p), "claim": p.claim,
-            "lease_ttl": p.lease_ttl, "heartbeat_interval": p.heartbeat_interval if p.heartbeat else np.nan,
-            "watcher_interval": p.watcher_interval if p.watcher else np.nan, "max_attempts": p.max_attempts,
-        })
+        settings.append(
+            {
+                "peer": name,
+                "label": PEERS.get(name, name),
+                "recovery": recovery_mechanism(p),
+                "claim": p.claim,
+                "lease_ttl": p.lease_ttl,
+                "heartbeat_interval": p.heartbeat_interval if p.heartbeat else np.nan,
+                "watcher_interval": p.watcher_interval if p.watcher else np.nan,
+                "max_attempts": p.max_attempts,
+            }
+        )
     frame = pd.DataFrame(settings).merge(agg, on="peer")
     frame.attrs["runs"] = runs
     frame.attrs["confidence"] = confidence

@@ -68,8 +68,10 @@ def review_report(review, path: str | Path, *, advice=None) -> Path:
 def advice_report(advice, path: str | Path, *, review=None, timeline_jobs: int = 300) -> Path:
     """Write the lease-settings advice (and a design review of it, if given) as one HTML file."""
     title = "Lease settings advice"
-    body = [_h1(title, advice.headline()), _advice_sections(advice, level=2, timeline=review is None,
-                                                            timeline_jobs=timeline_jobs)]
+    body = [
+        _h1(title, advice.headline()),
+        _advice_sections(advice, level=2, timeline=review is None, timeline_jobs=timeline_jobs),
+    ]
     if review is not None:
         body.append(_review_sections(review))
     return _write(path, title, body)
@@ -81,115 +83,175 @@ report_writers.register("advice", advice_report)  # Advice.save_report
 
 # ---- sections ------------------------------------------------------------------------------------
 
+
 def _review_sections(review) -> str:
     rows = []
     for _key, row in review.table.iterrows():
         symbol = STATUS_STYLE[row["status"]][0]
-        rows.append(f"<tr><td><span class='badge {row['status']}'>{symbol} {row['status'].upper()}</span></td>"
-                    f"<td>{_e(row['item'])}</td><td>{_e(row['evidence'])}<div class='basis'>basis: "
-                    f"{_e(row['basis'])}</div></td></tr>")
+        rows.append(
+            f"<tr><td><span class='badge {row['status']}'>{symbol} {row['status'].upper()}</span></td>"
+            f"<td>{_e(row['item'])}</td><td>{_e(row['evidence'])}<div class='basis'>basis: "
+            f"{_e(row['basis'])}</div></td></tr>"
+        )
     run, where = review.showcase()
-    figure = _figure(_timeline_figure(run), f"Lease timeline of {_e(where)}, seed {run.scenario.seed} "
-                     "(bars: leases, hatched by how they ended; x: crash; o: completion refused by fencing).")
-    return "\n".join([
-        "<h2>Verdicts</h2>",
-        f"<p class='headline'>{_e(review.tally())}</p>",
-        "<p>PASS only where the runs show the property; UNTESTED where they did not exercise it (neither a pass "
-        "nor a failure); each verdict names the runs it rests on.</p>",
-        "<table><tr><th>verdict</th><th>checklist item</th><th>evidence measured by simulation</th></tr>",
-        *rows, "</table>",
-        "<h2>Lease timeline</h2>", figure,
-        "<h2>Settings</h2>", _settings_table(review.scenario),
-        f"<details open><summary>scenario as TOML</summary><pre>{_e(scenario_toml(review.scenario))}</pre></details>",
-    ])
+    figure = _figure(
+        _timeline_figure(run),
+        f"Lease timeline of {_e(where)}, seed {run.scenario.seed} "
+        "(bars: leases, hatched by how they ended; x: crash; o: completion refused by fencing).",
+    )
+    return "\n".join(
+        [
+            "<h2>Verdicts</h2>",
+            f"<p class='headline'>{_e(review.tally())}</p>",
+            "<p>PASS only where the runs show the property; UNTESTED where they did not exercise it (neither a pass "
+            "nor a failure); each verdict names the runs it rests on.</p>",
+            "<table><tr><th>verdict</th><th>checklist item</th><th>evidence measured by simulation</th></tr>",
+            *rows,
+            "</table>",
+            "<h2>Lease timeline</h2>",
+            figure,
+            "<h2>Settings</h2>",
+            _settings_table(review.scenario),
+            f"<details open><summary>scenario as TOML</summary><pre>{_e(scenario_toml(review.scenario))}</pre></details>",
+        ]
+    )
 
 
 def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int = 300) -> str:
     i = advice.inputs
     h = f"h{level}"
     read = i.get("durations_read", {})
-    warnings = "".join(f"<li class='warning'>warning: {_e(w)}</li>" for w in read.get("warnings", []))
+    warnings = "".join(
+        f"<li class='warning'>warning: {_e(w)}</li>" for w in read.get("warnings", [])
+    )
     parts = [
         f"<{h}>Advice</{h}>",
         f"<p class='headline'>{_e(advice.headline())}</p>",
         f"<p class='warning'>{_e(advice.shortfall())}</p>" if not advice.met else "",
-        "<ul class='tight'>" + "".join(f"<li>{_e(line.strip())}</li>" for line in advice.risk_lines()) + "</ul>",
+        "<ul class='tight'>"
+        + "".join(f"<li>{_e(line.strip())}</li>" for line in advice.risk_lines())
+        + "</ul>",
         "<p><b>Where it sits in the searched range</b></p>",
-        "<ul class='tight'>" + "".join(f"<li>{_e(line)}</li>" for line in advice.position) + "</ul>",
+        "<ul class='tight'>"
+        + "".join(f"<li>{_e(line)}</li>" for line in advice.position)
+        + "</ul>",
         f"<{h}>Assumptions</{h}>",
         "<p>The risk figures hold under these assumptions and no others: check them against your monitoring.</p>",
-        "<ul class='tight'>" + "".join(f"<li>{_e(line)}</li>" for line in advice.assumptions.lines())
+        "<ul class='tight'>"
+        + "".join(f"<li>{_e(line)}</li>" for line in advice.assumptions.lines())
         + f"<li>durations: {_e(read.get('echo', ''))}</li>{warnings}</ul>",
         _inputs_table(advice),
         f"<{h}>Trade-off</{h}>",
-        _figure(_tradeoff_figure(advice), "Each point is one setting as sim.analytic predicts it: left is a smaller "
-                "false-expiry risk per job (whiskers: 95% upper bounds), down a faster recovery; bigger, lighter "
-                "markers cost more heartbeat and watcher statements per second."),
+        _figure(
+            _tradeoff_figure(advice),
+            "Each point is one setting as sim.analytic predicts it: left is a smaller "
+            "false-expiry risk per job (whiskers: 95% upper bounds), down a faster recovery; bigger, lighter "
+            "markers cost more heartbeat and watcher statements per second.",
+        ),
     ]
     if advice.evidence is not None and len(advice.evidence):
-        parts += [f"<{h}>Evidence: simulation beside prediction</{h}>", _evidence_table(advice.evidence)]
+        parts += [
+            f"<{h}>Evidence: simulation beside prediction</{h}>",
+            _evidence_table(advice.evidence),
+        ]
     if timeline:
         import sim
 
         run = sim.run(advice.scenario(jobs=timeline_jobs, seed=int(i.get("seed") or 0) + 1))
-        parts += [f"<{h}>Lease timeline of the advised setting</{h}>",
-                  _figure(_timeline_figure(run), f"{timeline_jobs} jobs of the advised scenario, seed "
-                          f"{run.scenario.seed}: bars are leases; heartbeats keep long jobs' leases alive.")]
+        parts += [
+            f"<{h}>Lease timeline of the advised setting</{h}>",
+            _figure(
+                _timeline_figure(run),
+                f"{timeline_jobs} jobs of the advised scenario, seed "
+                f"{run.scenario.seed}: bars are leases; heartbeats keep long jobs' leases alive.",
+            ),
+        ]
     return "\n".join(parts)
 
 
 def _inputs_table(advice) -> str:
     i = advice.inputs
-    rows = [("target false expiry per job", f"{advice.target_false_expiry:g} (margin {i['margin']:g})"),
-            ("workers, poll interval", f"{i['workers']}, every {i['poll_interval']:g} s"),
-            ("arrival rate", "full load" if i["arrival_rate"] is None else f"{i['arrival_rate']:g} jobs/s"),
-            ("TTL floor (min_ttl)", "none" if i["min_ttl"] is None else f"{i['min_ttl']:g} s"),
-            ("max DB load", "none" if i["max_db_load"] is None else f"{i['max_db_load']:g} statements/s"),
-            ("TTLs searched", ", ".join(f"{t:g}" for t in i.get("searched", {}).get("ttl", [])) + " s")]
-    return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+    rows = [
+        ("target false expiry per job", f"{advice.target_false_expiry:g} (margin {i['margin']:g})"),
+        ("workers, poll interval", f"{i['workers']}, every {i['poll_interval']:g} s"),
+        (
+            "arrival rate",
+            "full load" if i["arrival_rate"] is None else f"{i['arrival_rate']:g} jobs/s",
+        ),
+        ("TTL floor (min_ttl)", "none" if i["min_ttl"] is None else f"{i['min_ttl']:g} s"),
+        (
+            "max DB load",
+            "none" if i["max_db_load"] is None else f"{i['max_db_load']:g} statements/s",
+        ),
+        ("TTLs searched", ", ".join(f"{t:g}" for t in i.get("searched", {}).get("ttl", [])) + " s"),
+    ]
+    return (
+        "<table>"
+        + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+        + "</table>"
+    )
 
 
 def _evidence_table(evidence: pd.DataFrame) -> str:
-    head = ("<tr><th>TTL</th><th>runs</th><th>leases</th><th>false expiries (95% interval)</th><th>predicted</th>"
-            "<th>recovery mean (95% interval)</th><th>predicted</th></tr>")
+    head = (
+        "<tr><th>TTL</th><th>runs</th><th>leases</th><th>false expiries (95% interval)</th><th>predicted</th>"
+        "<th>recovery mean (95% interval)</th><th>predicted</th></tr>"
+    )
     rows = []
     for r in evidence.itertuples():
         mark = " (recommended)" if r.recommended else ""
-        rows.append(f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td><td class='num'>{r.leases}</td>"
-                    f"<td class='num'>{r.false_expiries} ({percent(r.false_expiry_ci_low)} to "
-                    f"{percent(r.false_expiry_ci_high)})</td><td class='num'>{percent(r.predicted_false_expiry)}</td>"
-                    f"<td class='num'>{duration(r.recovery_mean)} ({duration(r.recovery_ci_low)} to "
-                    f"{duration(r.recovery_ci_high)})</td><td class='num'>{duration(r.predicted_recovery_mean)}</td></tr>")
+        rows.append(
+            f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td><td class='num'>{r.leases}</td>"
+            f"<td class='num'>{r.false_expiries} ({percent(r.false_expiry_ci_low)} to "
+            f"{percent(r.false_expiry_ci_high)})</td><td class='num'>{percent(r.predicted_false_expiry)}</td>"
+            f"<td class='num'>{duration(r.recovery_mean)} ({duration(r.recovery_ci_low)} to "
+            f"{duration(r.recovery_ci_high)})</td><td class='num'>{duration(r.predicted_recovery_mean)}</td></tr>"
+        )
     return "<table>" + head + "".join(rows) + "</table>"
 
 
 def _settings_table(scenario) -> str:
     p, f = scenario.policy, scenario.faults
-    rows = [("workers, claim", f"{p.workers}, {p.claim}"),
-            ("lease TTL", f"{p.lease_ttl:g} s"),
-            ("heartbeat", f"every {p.heartbeat_interval:g} s" if p.heartbeat else "off"),
-            ("watcher", f"every {p.watcher_interval:g} s ({p.watcher_action})" if p.watcher else "off"),
-            ("fencing, dedup marker, idempotency key", f"{_on(p.fencing)}, {_on(p.dedup)}, {_on(p.idempotency_key)}"),
-            ("faults", f"crashes {f.crash_rate:g}/worker-hour, pauses {f.pause_rate:g}/worker-hour, "
-                       f"partitions {f.partition_rate:g}/worker-hour, scripted: {count(len(f.crashes), 'crash', 'crashes')}, "
-                       f"{count(len(f.pauses), 'pause')}, {count(len(f.partitions), 'partition')}"),
-            ("horizon", f"{scenario.horizon:g} s")]
-    return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+    rows = [
+        ("workers, claim", f"{p.workers}, {p.claim}"),
+        ("lease TTL", f"{p.lease_ttl:g} s"),
+        ("heartbeat", f"every {p.heartbeat_interval:g} s" if p.heartbeat else "off"),
+        ("watcher", f"every {p.watcher_interval:g} s ({p.watcher_action})" if p.watcher else "off"),
+        (
+            "fencing, dedup marker, idempotency key",
+            f"{_on(p.fencing)}, {_on(p.dedup)}, {_on(p.idempotency_key)}",
+        ),
+        (
+            "faults",
+            f"crashes {f.crash_rate:g}/worker-hour, pauses {f.pause_rate:g}/worker-hour, "
+            f"partitions {f.partition_rate:g}/worker-hour, scripted: {count(len(f.crashes), 'crash', 'crashes')}, "
+            f"{count(len(f.pauses), 'pause')}, {count(len(f.partitions), 'partition')}",
+        ),
+        ("horizon", f"{scenario.horizon:g} s"),
+    ]
+    return (
+        "<table>"
+        + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+        + "</table>"
+    )
 
 
 def scenario_toml(scenario, keep: int = 8) -> str:
     """The scenario as TOML, with long sample lists (observed durations) cut to their first `keep`
     values and a comment saying how many there are: the page stays readable, the numbers true."""
+
     def cut(match):
         values = [v for v in match.group(2).split(",") if v.strip()]
         if len(values) <= keep:
             return match.group(0)
         shown = ", ".join(v.strip() for v in values[:keep])
         return f"{match.group(1)}[{shown}, ...]  # {len(values)} values, first {keep} shown"
+
     return re.sub(r"(samples = )\[([^\]]*)\]", cut, dumps(scenario))
 
 
 # ---- figures -------------------------------------------------------------------------------------
+
 
 def _timeline_figure(run):
     from matplotlib.figure import Figure
@@ -207,7 +269,9 @@ def _tradeoff_figure(advice):
 
     from sim.plots import tradeoff
 
-    beats = [None] + ([advice.heartbeat_interval] if advice.heartbeat_interval is not None else [5.0])
+    beats = [None] + (
+        [advice.heartbeat_interval] if advice.heartbeat_interval is not None else [5.0]
+    )
     ttls = [t for t in advice.inputs["searched"]["ttl"] if t <= max(120, 4 * advice.ttl)]
     frame = advice_frame(advice, heartbeats=beats, ttls=ttls)
     fig = Figure(figsize=(10, 6.2), layout="constrained")
@@ -227,25 +291,30 @@ def svg(fig) -> str:
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "leaselab"}):
         fig.savefig(buffer, format="svg")
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 # ---- page ----------------------------------------------------------------------------------------
+
 
 def _h1(title: str, subtitle: str) -> str:
     from sim import __version__
 
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"<h1>{_e(title)}</h1><p class='meta'>{_e(subtitle)}<br>Lease Lab {__version__}, written {stamp}; "
-            "every figure below is reproducible from the settings and seeds shown.</p>")
+    return (
+        f"<h1>{_e(title)}</h1><p class='meta'>{_e(subtitle)}<br>Lease Lab {__version__}, written {stamp}; "
+        "every figure below is reproducible from the settings and seeds shown.</p>"
+    )
 
 
 def _write(path: str | Path, title: str, body: list[str]) -> Path:
     """The page, written to a temporary file beside `path` and renamed over it (never half a file)."""
     path = Path(path)
-    page = (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    page = (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
     if re.search(r"(src|href)\s*=\s*['\"]https?:", page):
         raise RuntimeError("a report must not fetch anything: a figure links to the network")
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

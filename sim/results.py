@@ -37,7 +37,9 @@ class Run:
     wall_seconds: float = 0.0
     backend: str = "memory"
     kept_schema: str | None = None  # postgres with keep_schema=True: the schema left for inspection
-    queue: str | None = None  # the user's queue directory whose SQL ran (postgres only), None: sql/ as is
+    queue: str | None = (
+        None  # the user's queue directory whose SQL ran (postgres only), None: sql/ as is
+    )
 
     def __repr__(self) -> str:
         return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"
@@ -100,7 +102,9 @@ class Run:
 
     # ---- files ----------------------------------------------------------------------------------
 
-    def save(self, directory: str | Path, format: str = "csv", *, report: Report | None = None) -> list[Path]:
+    def save(
+        self, directory: str | Path, format: str = "csv", *, report: Report | None = None
+    ) -> list[Path]:
         """Write the run into `directory` (created if missing): events, leases and jobs as `format`
         ("csv" or "parquet"), summary.json (metrics and the invariant report, `report` or
         check()), scenario.toml (reproduces the run) and timeline.png. Returns the files written."""
@@ -121,12 +125,21 @@ class Run:
                 frame.to_csv(path, index=False)
             written.append(path)
         summary = {
-            "scenario": self.scenario.name, "seed": self.scenario.seed, "backend": self.backend, "queue": self.queue,
-            "horizon": self.scenario.horizon, "wall_seconds": self.wall_seconds, "kept_schema": self.kept_schema,
+            "scenario": self.scenario.name,
+            "seed": self.scenario.seed,
+            "backend": self.backend,
+            "queue": self.queue,
+            "horizon": self.scenario.horizon,
+            "wall_seconds": self.wall_seconds,
+            "kept_schema": self.kept_schema,
             "rows": {name: len(getattr(self, name)) for name in RUN_FILES},
             "metrics": {k: json_number(k, v) for k, v in self.summary.items()},
-            "invariants": {"ok": report.ok, "counts": report.counts(), "expected": list(report.expected),
-                           "unexpected": [v.__dict__ for v in report.unexpected[:100]]},
+            "invariants": {
+                "ok": report.ok,
+                "counts": report.counts(),
+                "expected": list(report.expected),
+                "unexpected": [v.__dict__ for v in report.unexpected[:100]],
+            },
         }
         path = out / "summary.json"
         path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -163,9 +176,19 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
                 if view < other["until"] and other["revoked_at"] is None:
                     other["revoked_at"] = t
                     other["revoked_by"] = worker
-            lease = {"job": job, "worker": worker, "attempt": attempt, "start": t, "until": detail,
-                     "heartbeats": 0, "lapsed": False, "released_at": np.nan, "outcome": "open",
-                     "revoked_at": None, "revoked_by": None}
+            lease = {
+                "job": job,
+                "worker": worker,
+                "attempt": attempt,
+                "start": t,
+                "until": detail,
+                "heartbeats": 0,
+                "lapsed": False,
+                "released_at": np.nan,
+                "outcome": "open",
+                "revoked_at": None,
+                "revoked_by": None,
+            }
             rows.append(lease)
             open_by_job.setdefault(job, []).append(lease)
             held_by_worker[worker] = lease
@@ -174,7 +197,9 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
         if lease is None or (job is not None and lease["job"] != job):
             continue
         if kind in _RELEASES and isinstance(detail, float):
-            lease["until"] = detail  # the owner's last renewal, even when heartbeats are not recorded
+            lease["until"] = (
+                detail  # the owner's last renewal, even when heartbeats are not recorded
+            )
         if kind == "heartbeat":
             if lease["until"] < t:
                 lease["lapsed"] = True
@@ -212,8 +237,21 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
         else:
             end, reason = released, "completed" if lease["outcome"] == "completed" else "released"
         lease["end"], lease["end_reason"] = end, reason
-    columns = ["job", "worker", "attempt", "start", "end", "end_reason", "until", "heartbeats",
-               "released_at", "outcome", "lapsed", "revoked_at", "revoked_by"]
+    columns = [
+        "job",
+        "worker",
+        "attempt",
+        "start",
+        "end",
+        "end_reason",
+        "until",
+        "heartbeats",
+        "released_at",
+        "outcome",
+        "lapsed",
+        "revoked_at",
+        "revoked_by",
+    ]
     frame = pd.DataFrame(rows, columns=columns)
     frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
     return frame
@@ -224,14 +262,22 @@ def _recoveries(log) -> pd.DataFrame:
     waiting: dict[int, list[dict]] = {}
     for t, kind, worker, job, _attempt, _detail in log:
         if kind == "crash" and job is not None:
-            record = {"crash_at": t, "worker": worker, "job": job, "reclaimed_at": np.nan, "reclaimed_by": None}
+            record = {
+                "crash_at": t,
+                "worker": worker,
+                "job": job,
+                "reclaimed_at": np.nan,
+                "reclaimed_by": None,
+            }
             crashes.append(record)
             waiting.setdefault(job, []).append(record)
         elif kind == "claim" and job in waiting:
             for record in waiting.pop(job):
                 record["reclaimed_at"] = t
                 record["reclaimed_by"] = worker
-    frame = pd.DataFrame(crashes, columns=["crash_at", "worker", "job", "reclaimed_at", "reclaimed_by"])
+    frame = pd.DataFrame(
+        crashes, columns=["crash_at", "worker", "job", "reclaimed_at", "reclaimed_by"]
+    )
     frame["latency"] = frame["reclaimed_at"] - frame["crash_at"]
     return frame
 
@@ -263,7 +309,9 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
     attempts = per_job(log.rows("claim"))
     status = np.where(attempts > 0, "Processing", "Pending").astype(object)
     changes = log.rows("claim", "complete", "payload_conflict", *STATUS_MOVES)
-    changes = changes[[log.detail[i] is not None for i in changes.tolist()]][::-1]  # a move that found no row
+    changes = changes[[log.detail[i] is not None for i in changes.tolist()]][
+        ::-1
+    ]  # a move that found no row
     changed, latest = np.unique(log.job[changes], return_index=True)  # each job's last change
     final = {}
     for job, i in zip(changed.tolist(), changes[latest].tolist(), strict=True):
@@ -274,19 +322,26 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
         owners.setdefault(job, {})[worker] = None
     id_list = ids.tolist()
     enqueued_at = log.t[enqueued]
-    return pd.DataFrame({
-        "job": ids,
-        "event_id": np.array([log.detail[i] for i in enqueued.tolist()], dtype=object),
-        "enqueued_at": enqueued_at,
-        "attempts": attempts,
-        "db_effects": per_job(log.rows("effect")),
-        "external_effects": per_job(_new_charges(log)),
-        "completed_at": completed_at,
-        "status": pd.Series([final.get(job, default) for job, default in zip(id_list, status.tolist(), strict=True)],
-                            dtype=object),
-        "latency": completed_at - enqueued_at,
-        "owners": np.array([",".join(owners.get(job, ())) for job in id_list], dtype=object),
-    })
+    return pd.DataFrame(
+        {
+            "job": ids,
+            "event_id": np.array([log.detail[i] for i in enqueued.tolist()], dtype=object),
+            "enqueued_at": enqueued_at,
+            "attempts": attempts,
+            "db_effects": per_job(log.rows("effect")),
+            "external_effects": per_job(_new_charges(log)),
+            "completed_at": completed_at,
+            "status": pd.Series(
+                [
+                    final.get(job, default)
+                    for job, default in zip(id_list, status.tolist(), strict=True)
+                ],
+                dtype=object,
+            ),
+            "latency": completed_at - enqueued_at,
+            "owners": np.array([",".join(owners.get(job, ())) for job in id_list], dtype=object),
+        }
+    )
 
 
 def lost_jobs(run: Run) -> pd.DataFrame:
@@ -299,7 +354,9 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     idle = run.log_arrays.t[run.log_arrays.rows("idle")]
     if len(idle) == 0:
         return jobs.iloc[0:0]
-    last_until = run.leases.groupby("job")["until"].last().reindex(jobs["job"]).to_numpy(dtype=float)
+    last_until = (
+        run.leases.groupby("job")["until"].last().reindex(jobs["job"]).to_numpy(dtype=float)
+    )
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
     unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
@@ -329,8 +386,13 @@ def _for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.select_dtypes(include="object").columns:
         values = frame[column].dropna()
         if values.map(type).nunique() > 1:
-            frame[column] = frame[column].map(lambda v: None if v is None or v is pd.NA or
-                                              (isinstance(v, float) and math.isnan(v)) else str(v))
+            frame[column] = frame[column].map(
+                lambda v: (
+                    None
+                    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+                    else str(v)
+                )
+            )
     return frame
 
 
@@ -351,7 +413,12 @@ def _percentiles(values: pd.Series, prefix: str) -> dict[str, float]:
     if values.empty:
         return {f"{prefix}_{name}": np.nan for name in ("mean", "p50", "p95", "p99")}
     q = np.percentile(values, [50, 95, 99])
-    return {f"{prefix}_mean": float(values.mean()), f"{prefix}_p50": q[0], f"{prefix}_p95": q[1], f"{prefix}_p99": q[2]}
+    return {
+        f"{prefix}_mean": float(values.mean()),
+        f"{prefix}_p50": q[0],
+        f"{prefix}_p95": q[1],
+        f"{prefix}_p99": q[2],
+    }
 
 
 def _duplicates(keys) -> int:
@@ -380,7 +447,9 @@ def _summary(run: Run) -> pd.Series:
         "false_expiries": int(leases["false_expiry"].sum()),
         "double_claims": int((leases["end_reason"] == "revoked").sum()),
         "duplicate_db_effects": _duplicates(log.detail[i] for i in log.rows("effect").tolist()),
-        "duplicate_external_effects": _duplicates(event_of_job[job] for job in log.job[_new_charges(log)].tolist()),
+        "duplicate_external_effects": _duplicates(
+            event_of_job[job] for job in log.job[_new_charges(log)].tolist()
+        ),
         "psp_charges": len(log.rows("psp_charge")),
         "crashes": len(log.rows("crash")),
         "recoveries": int(recoveries["latency"].notna().sum()),

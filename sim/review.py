@@ -87,17 +87,29 @@ class Review:
         seeds = ", ".join(map(str, self.seeds))
         runs = count(len(self.runs), "run")
         queue = f" on the queue in {self.queue} (PostgreSQL)" if self.queue else ""
-        return (f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
-                f"{s.horizon:g} s each; "
-                f"{count(p.workers, 'worker')}, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}")
+        return (
+            f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
+            f"{s.horizon:g} s each; "
+            f"{count(p.workers, 'worker')}, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}"
+        )
 
     def __str__(self) -> str:
         lines = [self.header(), self.tally(), ""]
         for row in self.table.itertuples():
             lines.append(f"[{row.status.upper()}] {row.item}")
-            lines.extend(textwrap.wrap(row.evidence, 100, initial_indent="       ", subsequent_indent="       "))
-            lines.extend(textwrap.wrap(f"basis: {row.basis}", 100, initial_indent="       ",
-                                       subsequent_indent="       "))
+            lines.extend(
+                textwrap.wrap(
+                    row.evidence, 100, initial_indent="       ", subsequent_indent="       "
+                )
+            )
+            lines.extend(
+                textwrap.wrap(
+                    f"basis: {row.basis}",
+                    100,
+                    initial_indent="       ",
+                    subsequent_indent="       ",
+                )
+            )
         return "\n".join(lines)
 
     def figure(self, *, timeline: bool = True):
@@ -112,25 +124,39 @@ class Review:
             table_ax = fig.add_subplot(grid[0])
         else:
             table_ax = fig.add_subplot()
-        fig.suptitle(f"{chr(10).join(textwrap.wrap(self.header(), 140))}\n{self.tally()}; "
-                     "evidence measured on these runs and on the named variants", x=0.01, ha="left", fontsize=9.5)
+        fig.suptitle(
+            f"{chr(10).join(textwrap.wrap(self.header(), 140))}\n{self.tally()}; "
+            "evidence measured on these runs and on the named variants",
+            x=0.01,
+            ha="left",
+            fontsize=9.5,
+        )
         _draw_table(table_ax, self.table)
         if timeline and self.runs:
             run, where = self.showcase()
             ax = fig.add_subplot(grid[1])
-            lease_timeline(run, ax, window=auto_window(run), workers=min(run.scenario.policy.workers, 8))
-            ax.set_title(f"{ax.get_title(loc='left').splitlines()[0]}: {where}, seed {run.scenario.seed} "
-                         "(bars: leases, hatched by how they ended; x: crash; o: refused by fencing)",
-                         loc="left", fontsize=9)
-            if ax.get_legend() is not None:  # the title says what the marks mean; the full legend is too big here
+            lease_timeline(
+                run, ax, window=auto_window(run), workers=min(run.scenario.policy.workers, 8)
+            )
+            ax.set_title(
+                f"{ax.get_title(loc='left').splitlines()[0]}: {where}, seed {run.scenario.seed} "
+                "(bars: leases, hatched by how they ended; x: crash; o: refused by fencing)",
+                loc="left",
+                fontsize=9,
+            )
+            if (
+                ax.get_legend() is not None
+            ):  # the title says what the marks mean; the full legend is too big here
                 ax.get_legend().remove()
         return fig
 
     def showcase(self) -> tuple:
         """The run to draw: the first with trouble (crash, expiry, double claim, pause), preferring the
         scenario's own runs, then the zombie, crash and duplicates variants."""
-        sources = [("the scenario", self.runs)] + [(f"{name} variant", self.variants.get(name, []))
-                                                   for name in ("zombie", "crashes", "duplicates")]
+        sources = [("the scenario", self.runs)] + [
+            (f"{name} variant", self.variants.get(name, []))
+            for name in ("zombie", "crashes", "duplicates")
+        ]
         for where, runs in sources:
             for run in runs:
                 troubled = run.leases["end_reason"].isin(["crashed", "expired", "revoked"]).any()
@@ -139,8 +165,15 @@ class Review:
         return self.runs[0], "the scenario"
 
 
-def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, sql=None, dsn: str | None = None,
-           **overrides) -> Review:
+def review(
+    scenario: Scenario | str,
+    *,
+    seeds=(1, 2, 3),
+    variants: bool = True,
+    sql=None,
+    dsn: str | None = None,
+    **overrides,
+) -> Review:
     """Run `scenario` for each seed (and its variants) and evaluate the checklist on what happened.
 
     sql: a queue directory (see sim.db.queue_dir): every run executes its statements on
@@ -153,31 +186,48 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
-        raise ConfigError(f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}")
-    seeds = tuple(itertools.islice(seeds, limits.MAX_RUNS + 1))  # an endless iterator stops here too
+        raise ConfigError(
+            f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}"
+        )
+    seeds = tuple(
+        itertools.islice(seeds, limits.MAX_RUNS + 1)
+    )  # an endless iterator stops here too
     if len(seeds) > limits.MAX_RUNS:
         raise ConfigError(f"seeds: more than {limits.MAX_RUNS:,}, the limit of runs in one review")
     for i, s in enumerate(seeds):
         if isinstance(s, bool | np.bool_) or not isinstance(s, int | np.integer) or s < 0:
-            raise ConfigError(f"seeds[{i}]: expected a whole number >= 0, got {type(s).__name__} {s!r}")
+            raise ConfigError(
+                f"seeds[{i}]: expected a whole number >= 0, got {type(s).__name__} {s!r}"
+            )
     seeds = tuple(int(s) for s in seeds)
     if not isinstance(variants, bool):
-        raise ConfigError(f"variants: expected True or False, got {type(variants).__name__} {variants!r}")
+        raise ConfigError(
+            f"variants: expected True or False, got {type(variants).__name__} {variants!r}"
+        )
     if not seeds:
         raise ConfigError("seeds: give at least one seed")
     on = {}
     if sql is not None:
         from sim.runner import checked_queue
 
-        queue, dsn = checked_queue(sql, dsn, [scenario], memory=overrides.get("backend") == "memory")
+        queue, dsn = checked_queue(
+            sql, dsn, [scenario], memory=overrides.get("backend") == "memory"
+        )
         on = {"sql": queue, "dsn": dsn}
     runs = [sim.run(scenario, seed=s, **on) for s in seeds]
     checker = Checker(scenario, runs, variants, on)
     rows, measured = [], {}
     for key in ITEMS:
         status, evidence, numbers = getattr(checker, key)()
-        rows.append({"check": key, "item": ITEMS[key], "status": status, "evidence": evidence,
-                     "basis": checker.basis(key)})
+        rows.append(
+            {
+                "check": key,
+                "item": ITEMS[key],
+                "status": status,
+                "evidence": evidence,
+                "basis": checker.basis(key),
+            }
+        )
         measured[key] = numbers
     found = {}
     if on:
@@ -186,11 +236,20 @@ def review(scenario: Scenario | str, *, seeds=(1, 2, 3), variants: bool = True, 
         found = findings(on["sql"], scenario.policy)
         for row in rows:
             if row["check"] in found:
-                row["status"], row["evidence"] = _weigh(found[row["check"]], row["status"], row["evidence"],
-                                                        measured[row["check"]])
+                row["status"], row["evidence"] = _weigh(
+                    found[row["check"]], row["status"], row["evidence"], measured[row["check"]]
+                )
     table = pd.DataFrame(rows).set_index("check")
-    return Review(scenario, seeds, table, measured, runs, checker.variants,
-                  queue=str(on["sql"].path) if on else None, findings=found)
+    return Review(
+        scenario,
+        seeds,
+        table,
+        measured,
+        runs,
+        checker.variants,
+        queue=str(on["sql"].path) if on else None,
+        findings=found,
+    )
 
 
 def trouble(key: str, numbers: dict) -> int:
@@ -222,6 +281,7 @@ def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str
 
 # ---- the figure's table --------------------------------------------------------------------------
 
+
 def _draw_table(ax, table: pd.DataFrame) -> None:
     """Rows of: status badge (colour, symbol and word), item, evidence; wrapped to fit."""
     from matplotlib.patches import FancyBboxPatch, Rectangle
@@ -236,7 +296,11 @@ def _draw_table(ax, table: pd.DataFrame) -> None:
     ax.set_xlim(0, 1)
     ax.set_ylim(total, 0)
     y = 0.0
-    for x, text in ((0.005, "status"), (0.095, "checklist item"), (0.355, "evidence measured by simulation")):
+    for x, text in (
+        (0.005, "status"),
+        (0.095, "checklist item"),
+        (0.355, "evidence measured by simulation"),
+    ):
         ax.text(x, y + 0.5, text, fontsize=8, fontweight="bold", va="center", color="#222222")
     y = 1.2
     for i, (_key, status, item, evidence, n) in enumerate(rows):
@@ -244,12 +308,51 @@ def _draw_table(ax, table: pd.DataFrame) -> None:
         if i % 2 == 0:
             ax.add_patch(Rectangle((0, y), 1, height, facecolor="#f3f3f3", lw=0, zorder=0))
         symbol, face, ink = STATUS_STYLE[status]
-        ax.add_patch(FancyBboxPatch((0.008, y + 0.2), 0.075, min(height - 0.4, 1.5), boxstyle="round,pad=0,rounding_size=0.004",
-                                    facecolor=face, edgecolor="#222222", lw=0.8, zorder=2, gid=f"status-{status}",
-                                    mutation_aspect=1 / 40))
-        ax.text(0.0455, y + 0.2 + min(height - 0.4, 1.5) / 2, f"{symbol} {status.upper()}", ha="center", va="center",
-                fontsize=8.5, fontweight="bold", color=ink, zorder=3, gid="status-text")
-        ax.text(0.095, y + 0.45, "\n".join(item), va="top", fontsize=8, color="#222222", linespacing=1.25, gid="item")
-        ax.text(0.355, y + 0.45, "\n".join(evidence), va="top", fontsize=7.6, color="#222222", linespacing=1.25,
-                gid="evidence", family="DejaVu Sans")
+        ax.add_patch(
+            FancyBboxPatch(
+                (0.008, y + 0.2),
+                0.075,
+                min(height - 0.4, 1.5),
+                boxstyle="round,pad=0,rounding_size=0.004",
+                facecolor=face,
+                edgecolor="#222222",
+                lw=0.8,
+                zorder=2,
+                gid=f"status-{status}",
+                mutation_aspect=1 / 40,
+            )
+        )
+        ax.text(
+            0.0455,
+            y + 0.2 + min(height - 0.4, 1.5) / 2,
+            f"{symbol} {status.upper()}",
+            ha="center",
+            va="center",
+            fontsize=8.5,
+            fontweight="bold",
+            color=ink,
+            zorder=3,
+            gid="status-text",
+        )
+        ax.text(
+            0.095,
+            y + 0.45,
+            "\n".join(item),
+            va="top",
+            fontsize=8,
+            color="#222222",
+            linespacing=1.25,
+            gid="item",
+        )
+        ax.text(
+            0.355,
+            y + 0.45,
+            "\n".join(evidence),
+            va="top",
+            fontsize=7.6,
+            color="#222222",
+            linespacing=1.25,
+            gid="evidence",
+            family="DejaVu Sans",
+        )
         y += height

@@ -10,14 +10,17 @@ from sim.results import Run
 from sim.scenario import Scenario, as_scenario
 
 
-def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False,
-                 sql=None) -> Backend:
+def make_backend(
+    kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False, sql=None
+) -> Backend:
     """A fresh backend: 'memory' (the simulated Postgres) or 'postgres' (embedded, or the DSN's
     server); `sql`, a queue directory (or QueueDefinition), runs the user's statements (postgres only)."""
     if not isinstance(kind, str) and callable(getattr(kind, "execute", None)):
         return kind  # a Backend object (duck-typed: test doubles and recorders need not subclass)
     if not isinstance(kind, str):
-        raise ConfigError(f"backend: expected 'memory', 'postgres' or a Backend, got {type(kind).__name__} {kind!r}")
+        raise ConfigError(
+            f"backend: expected 'memory', 'postgres' or a Backend, got {type(kind).__name__} {kind!r}"
+        )
     if dsn is not None and not isinstance(dsn, str):
         raise ConfigError(f"dsn: expected a connection string, got {type(dsn).__name__}")
     if kind == "memory":
@@ -37,8 +40,10 @@ def make_backend(kind: str | Backend = "memory", *, dsn: str | None = None, keep
 
 
 def refuse_memory(sql) -> None:
-    raise ConfigError(f"--sql {getattr(sql, 'path', sql)}: the simulated database (backend memory) only knows "
-                      "Lease Lab's own statements; a queue's own SQL runs on real PostgreSQL: use backend postgres")
+    raise ConfigError(
+        f"--sql {getattr(sql, 'path', sql)}: the simulated database (backend memory) only knows "
+        "Lease Lab's own statements; a queue's own SQL runs on real PostgreSQL: use backend postgres"
+    )
 
 
 def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
@@ -57,9 +62,17 @@ def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
     return queue, dsn
 
 
-def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed: int | None = None,
-        dsn: str | None = None, keep_schema: bool = False, progress: bool | None = None, sql=None,
-        **overrides) -> Run:
+def run(
+    scenario: Scenario | str,
+    backend: str | Backend | None = None,
+    *,
+    seed: int | None = None,
+    dsn: str | None = None,
+    keep_schema: bool = False,
+    progress: bool | None = None,
+    sql=None,
+    **overrides,
+) -> Run:
     """Simulate `scenario` (a Scenario, preset name or TOML path) to its horizon.
 
     `overrides` are dotted keys, e.g. run("baseline", seed=3, **{"policy.lease_ttl": 20}).
@@ -71,7 +84,9 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     scenario = as_scenario(scenario)
     for name, value in (("keep_schema", keep_schema), ("progress", progress)):
         if not (isinstance(value, bool) or (name == "progress" and value is None)):
-            raise ConfigError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                f"{name}: expected True or False, got {type(value).__name__} {value!r}"
+            )
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
@@ -80,20 +95,30 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
     queue = getattr(backend, "queue", None) if given else None
     if sql is not None:
         if given:
-            raise ConfigError("sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead")
-        queue, dsn = checked_queue(sql, dsn, [scenario],
-                                   memory=backend == "memory" or overrides.get("backend") == "memory")
+            raise ConfigError(
+                "sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead"
+            )
+        queue, dsn = checked_queue(
+            sql, dsn, [scenario], memory=backend == "memory" or overrides.get("backend") == "memory"
+        )
         backend = "postgres"
     elif queue is not None:
         queue.require(scenario)
-    db = make_backend(scenario.backend if backend is None else backend, dsn=dsn, keep_schema=keep_schema, sql=queue)
+    db = make_backend(
+        scenario.backend if backend is None else backend,
+        dsn=dsn,
+        keep_schema=keep_schema,
+        sql=queue,
+    )
     owned = backend is None or isinstance(backend, str)
     try:
         world = build(scenario, db)
         wall = run_to_horizon(world, progress)
         db.connect("inspector")
-        tables = {name: db.execute("inspector", f"dump_{name}", {})
-                  for name in ("jobs", "ledger", "processed_events")}
+        tables = {
+            name: db.execute("inspector", f"dump_{name}", {})
+            for name in ("jobs", "ledger", "processed_events")
+        }
     finally:
         if owned:
             db.close()
@@ -101,5 +126,14 @@ def run(scenario: Scenario | str, backend: str | Backend | None = None, *, seed:
         queue.check_jobs_table(tables["jobs"])
     skews = {w.name: w.db.skew for w in world.workers}
     kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
-    return Run(scenario, world.log, dict(world.statement_counts), tables, skews, wall, db.name, kept,
-               queue=str(queue.path) if queue is not None else None)
+    return Run(
+        scenario,
+        world.log,
+        dict(world.statement_counts),
+        tables,
+        skews,
+        wall,
+        db.name,
+        kept,
+        queue=str(queue.path) if queue is not None else None,
+    )

@@ -33,8 +33,14 @@ CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
 INVARIANTS = (
-    "lost_job", "double_claim", "non_owner_completion", "duplicate_db_effect",
-    "duplicate_external_effect", "attempts_not_incremented", "stuck_processing", "attempts_beyond_max",
+    "lost_job",
+    "double_claim",
+    "non_owner_completion",
+    "duplicate_db_effect",
+    "duplicate_external_effect",
+    "attempts_not_incremented",
+    "stuck_processing",
+    "attempts_beyond_max",
     "terminal_overwritten",
 )
 
@@ -69,7 +75,9 @@ class Policy:
     workers: int = 4
     poll_interval: float = 1.0  # idle workers poll this often, each with a random phase
     claim: str = "conditional_update"
-    claim_takes_expired: bool = True  # the seed's claim also takes Processing jobs whose lease expired
+    claim_takes_expired: bool = (
+        True  # the seed's claim also takes Processing jobs whose lease expired
+    )
     candidates: int = 1  # how many candidate ids a claim reads before trying them
     select_to_update_gap: float = 0.0  # application time between the read and the write of a claim
     lease_ttl: float = 30.0
@@ -80,8 +88,12 @@ class Policy:
     watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
     watcher_batch: int = 1000
     watcher_gap: float = 0.0  # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
-    max_attempts: int = 25  # every claim path skips a job with this many attempts; the watcher marks it Dead
-    retry_backoff: float = 0.0  # a requeued job is due again after retry_backoff x attempts^4 seconds (River's policy)
+    max_attempts: int = (
+        25  # every claim path skips a job with this many attempts; the watcher marks it Dead
+    )
+    retry_backoff: float = (
+        0.0  # a requeued job is due again after retry_backoff x attempts^4 seconds (River's policy)
+    )
     deadline: float = 0.0  # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
     fencing: bool = True  # completion checks owner + attempt
     dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
@@ -151,7 +163,9 @@ class Faults:
     partitions: tuple[ScriptedOutage, ...] = ()
     partition_mode: str = "fail"  # fail: DB calls error out | hang: they wait until healed
     crash_points: tuple[CrashPoint, ...] = ()
-    clock_skew: float = 0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
+    clock_skew: float = (
+        0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
+    )
     shutdown: str = "crash"  # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
 
     def __post_init__(self):
@@ -188,6 +202,7 @@ class Scenario:
 
 # ---- validation ---------------------------------------------------------------------------------
 
+
 def validate(scenario: Scenario) -> Scenario:
     """Raise ConfigError (one line) for values a run cannot use; warn for risky ones.
 
@@ -195,72 +210,185 @@ def validate(scenario: Scenario) -> Scenario:
     values a timestamptz holds on both backends, sizes a run can simulate) and cross-field rules.
     """
     if not isinstance(scenario, Scenario):
-        raise ConfigError(f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}")
+        raise ConfigError(
+            f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}"
+        )
     w, p, f = scenario.workload, scenario.policy, scenario.faults
     rules = [
         (0 < scenario.horizon, "horizon", "must be > 0 seconds"),
         (scenario.seed >= 0, "seed", "must be a whole number >= 0"),
-        (scenario.seed <= limits.MAX_SEED, "seed", f"must be at most {limits.MAX_SEED} (a 64-bit integer)"),
+        (
+            scenario.seed <= limits.MAX_SEED,
+            "seed",
+            f"must be at most {limits.MAX_SEED} (a 64-bit integer)",
+        ),
         (scenario.backend in ("memory", "postgres"), "backend", "must be memory or postgres"),
         (0 <= w.jobs <= limits.MAX_JOBS, "workload.jobs", f"must be from 0 to {limits.MAX_JOBS:,}"),
         (w.arrival in ARRIVALS, "workload.arrival", f"must be one of {', '.join(ARRIVALS)}"),
         (w.rate > 0, "workload.rate", "must be > 0 jobs per second"),
         (0 <= w.psp_at <= 1, "workload.psp_at", "must be a fraction between 0 and 1"),
-        (0 <= w.duplicate_delivery <= 1, "workload.duplicate_delivery", "must be a probability between 0 and 1"),
-        (0 <= w.payload_mismatch <= 1, "workload.payload_mismatch", "must be a probability between 0 and 1"),
-        (1 <= p.workers <= limits.MAX_WORKERS, "policy.workers", f"must be from 1 to {limits.MAX_WORKERS:,}"),
+        (
+            0 <= w.duplicate_delivery <= 1,
+            "workload.duplicate_delivery",
+            "must be a probability between 0 and 1",
+        ),
+        (
+            0 <= w.payload_mismatch <= 1,
+            "workload.payload_mismatch",
+            "must be a probability between 0 and 1",
+        ),
+        (
+            1 <= p.workers <= limits.MAX_WORKERS,
+            "policy.workers",
+            f"must be from 1 to {limits.MAX_WORKERS:,}",
+        ),
         (p.poll_interval > 0, "policy.poll_interval", "must be > 0 seconds"),
-        (p.claim in CLAIM_STRATEGIES, "policy.claim", f"must be one of {', '.join(CLAIM_STRATEGIES)}"),
-        (1 <= p.candidates <= limits.MAX_CANDIDATES, "policy.candidates", f"must be from 1 to {limits.MAX_CANDIDATES:,}"),
+        (
+            p.claim in CLAIM_STRATEGIES,
+            "policy.claim",
+            f"must be one of {', '.join(CLAIM_STRATEGIES)}",
+        ),
+        (
+            1 <= p.candidates <= limits.MAX_CANDIDATES,
+            "policy.candidates",
+            f"must be from 1 to {limits.MAX_CANDIDATES:,}",
+        ),
         (p.select_to_update_gap >= 0, "policy.select_to_update_gap", "must be >= 0 seconds"),
         (p.lease_ttl > 0, "policy.lease_ttl", "must be > 0 seconds"),
         (p.heartbeat_interval > 0, "policy.heartbeat_interval", "must be > 0 seconds"),
         (p.watcher_interval > 0, "policy.watcher_interval", "must be > 0 seconds"),
-        (p.watcher_action in WATCHER_ACTIONS, "policy.watcher_action", f"must be one of {', '.join(WATCHER_ACTIONS)}"),
-        (1 <= p.watcher_batch <= limits.MAX_BATCH, "policy.watcher_batch", f"must be from 1 to {limits.MAX_BATCH:,}"),
-        (1 <= p.max_attempts <= limits.MAX_BATCH, "policy.max_attempts", f"must be from 1 to {limits.MAX_BATCH:,}"),
+        (
+            p.watcher_action in WATCHER_ACTIONS,
+            "policy.watcher_action",
+            f"must be one of {', '.join(WATCHER_ACTIONS)}",
+        ),
+        (
+            1 <= p.watcher_batch <= limits.MAX_BATCH,
+            "policy.watcher_batch",
+            f"must be from 1 to {limits.MAX_BATCH:,}",
+        ),
+        (
+            1 <= p.max_attempts <= limits.MAX_BATCH,
+            "policy.max_attempts",
+            f"must be from 1 to {limits.MAX_BATCH:,}",
+        ),
         (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
-        (0 <= p.retry_backoff and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= limits.MAX_SECONDS, "policy.retry_backoff",
-         "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s"),
+        (
+            0 <= p.retry_backoff
+            and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= limits.MAX_SECONDS,
+            "policy.retry_backoff",
+            "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s",
+        ),
         (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
-        (f.crash_target in CRASH_TARGETS, "faults.crash_target", f"must be one of {', '.join(CRASH_TARGETS)}"),
+        (
+            f.crash_target in CRASH_TARGETS,
+            "faults.crash_target",
+            f"must be one of {', '.join(CRASH_TARGETS)}",
+        ),
         (f.pause_rate >= 0, "faults.pause_rate", "must be >= 0 per worker-hour"),
         (f.partition_rate >= 0, "faults.partition_rate", "must be >= 0 per worker-hour"),
-        (0 <= f.heartbeat_loss <= 1, "faults.heartbeat_loss", "must be a probability between 0 and 1"),
-        (f.partition_mode in PARTITION_MODES, "faults.partition_mode", f"must be one of {', '.join(PARTITION_MODES)}"),
+        (
+            0 <= f.heartbeat_loss <= 1,
+            "faults.heartbeat_loss",
+            "must be a probability between 0 and 1",
+        ),
+        (
+            f.partition_mode in PARTITION_MODES,
+            "faults.partition_mode",
+            f"must be one of {', '.join(PARTITION_MODES)}",
+        ),
         (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
         (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
     ]
-    times = {"horizon": scenario.horizon, "policy.poll_interval": p.poll_interval,
-             "policy.select_to_update_gap": p.select_to_update_gap, "policy.lease_ttl": p.lease_ttl,
-             "policy.heartbeat_interval": p.heartbeat_interval, "policy.watcher_interval": p.watcher_interval,
-             "policy.watcher_gap": p.watcher_gap, "policy.deadline": p.deadline, "faults.clock_skew": f.clock_skew}
+    times = {
+        "horizon": scenario.horizon,
+        "policy.poll_interval": p.poll_interval,
+        "policy.select_to_update_gap": p.select_to_update_gap,
+        "policy.lease_ttl": p.lease_ttl,
+        "policy.heartbeat_interval": p.heartbeat_interval,
+        "policy.watcher_interval": p.watcher_interval,
+        "policy.watcher_gap": p.watcher_gap,
+        "policy.deadline": p.deadline,
+        "faults.clock_skew": f.clock_skew,
+    }
     for i, crash in enumerate(f.crashes):
-        rules.append(((crash.worker is None) != (crash.job is None), f"faults.crashes[{i}]", "give either worker or job, not both"))
+        rules.append(
+            (
+                (crash.worker is None) != (crash.job is None),
+                f"faults.crashes[{i}]",
+                "give either worker or job, not both",
+            )
+        )
         if crash.worker is not None:
-            rules.append((0 <= crash.worker < p.workers, f"faults.crashes[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
+            rules.append(
+                (
+                    0 <= crash.worker < p.workers,
+                    f"faults.crashes[{i}].worker",
+                    f"must be a worker index 0..{p.workers - 1}",
+                )
+            )
         if crash.job is not None:
-            rules.append((0 <= crash.job <= limits.MAX_SEED, f"faults.crashes[{i}].job", "must be a job id >= 0"))
+            rules.append(
+                (
+                    0 <= crash.job <= limits.MAX_SEED,
+                    f"faults.crashes[{i}].job",
+                    "must be a job id >= 0",
+                )
+            )
         rules.append((crash.at >= 0, f"faults.crashes[{i}].at", "must be >= 0 seconds"))
         times[f"faults.crashes[{i}].at"] = crash.at
     for section in ("pauses", "partitions"):
         for i, outage in enumerate(getattr(f, section)):
-            rules.append((0 <= outage.worker < p.workers, f"faults.{section}[{i}].worker", f"must be a worker index 0..{p.workers - 1}"))
+            rules.append(
+                (
+                    0 <= outage.worker < p.workers,
+                    f"faults.{section}[{i}].worker",
+                    f"must be a worker index 0..{p.workers - 1}",
+                )
+            )
             rules.append((outage.at >= 0, f"faults.{section}[{i}].at", "must be >= 0 seconds"))
-            rules.append((outage.duration > 0, f"faults.{section}[{i}].duration", "must be > 0 seconds"))
+            rules.append(
+                (outage.duration > 0, f"faults.{section}[{i}].duration", "must be > 0 seconds")
+            )
             times[f"faults.{section}[{i}].at"] = outage.at
             times[f"faults.{section}[{i}].duration"] = outage.duration
     for i, cp in enumerate(f.crash_points):
-        rules.append((cp.point in CRASH_POINTS, f"faults.crash_points[{i}].point", f"must be one of {', '.join(CRASH_POINTS)}"))
-        rules.append((0 <= cp.probability <= 1, f"faults.crash_points[{i}].probability", "must be a probability between 0 and 1"))
-        rules.append((1 <= cp.limit <= limits.MAX_SEED, f"faults.crash_points[{i}].limit", "must be at least 1"))
+        rules.append(
+            (
+                cp.point in CRASH_POINTS,
+                f"faults.crash_points[{i}].point",
+                f"must be one of {', '.join(CRASH_POINTS)}",
+            )
+        )
+        rules.append(
+            (
+                0 <= cp.probability <= 1,
+                f"faults.crash_points[{i}].probability",
+                "must be a probability between 0 and 1",
+            )
+        )
+        rules.append(
+            (
+                1 <= cp.limit <= limits.MAX_SEED,
+                f"faults.crash_points[{i}].limit",
+                "must be at least 1",
+            )
+        )
     for i, name in enumerate(scenario.expect):
-        rules.append((name in INVARIANTS, f"expect[{i}]", f"{name!r} is not one of {', '.join(INVARIANTS)}"))
-    rules += [(value <= limits.MAX_SECONDS, key, f"{value:g} s is too long: time values are at most "
-               f"{limits.MAX_SECONDS:g} s (about 31 years), so that every timestamp fits a timestamptz")
-              for key, value in times.items()]
+        rules.append(
+            (name in INVARIANTS, f"expect[{i}]", f"{name!r} is not one of {', '.join(INVARIANTS)}")
+        )
+    rules += [
+        (
+            value <= limits.MAX_SECONDS,
+            key,
+            f"{value:g} s is too long: time values are at most "
+            f"{limits.MAX_SECONDS:g} s (about 31 years), so that every timestamp fits a timestamptz",
+        )
+        for key, value in times.items()
+    ]
     for ok, key, message in rules:
         if not ok:
             raise ConfigError(f"{key}: {message}")
@@ -289,6 +417,7 @@ def _check_dist(dist: Dist, key: str) -> None:
 
 # ---- dict / TOML conversion ---------------------------------------------------------------------
 
+
 def to_dict(obj) -> dict:
     """Plain nested dict of a scenario (distributions as tables), ready for TOML."""
     if isinstance(obj, Dist):
@@ -314,21 +443,32 @@ def from_dict(data: dict) -> Scenario:
 
 def _build(cls, data, path: str):
     if not isinstance(data, dict):
-        raise ConfigError(f"{path.rstrip('.') or 'scenario'}: expected a table, got {_describe(data)}")
+        raise ConfigError(
+            f"{path.rstrip('.') or 'scenario'}: expected a table, got {_describe(data)}"
+        )
     hints = _hints(cls)
     names = [f.name for f in fields(cls)]
     kwargs = {}
     for key, value in data.items():
         if not isinstance(key, str):
-            raise ConfigError(f"{path.rstrip('.') or 'scenario'}: keys must be strings, got {_describe(key)}")
+            raise ConfigError(
+                f"{path.rstrip('.') or 'scenario'}: keys must be strings, got {_describe(key)}"
+            )
         where = f"{path}{key}" if key.isidentifier() else f"{path}{key!r}"
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
-            hint = f"; did you mean {path}{close[0]}?" if close else f"; allowed: {', '.join(names)}"
+            hint = (
+                f"; did you mean {path}{close[0]}?" if close else f"; allowed: {', '.join(names)}"
+            )
             raise ConfigError(f"{where}: unknown key{hint}")
         kwargs[key] = _convert(hints[key], value, where)
-    missing = [f.name for f in fields(cls) if f.name not in kwargs
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [
+        f.name
+        for f in fields(cls)
+        if f.name not in kwargs
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise ConfigError(f"{path}{missing[0]}: missing; give {', '.join(missing)}")
     return cls(**kwargs)
@@ -340,8 +480,11 @@ def _check_types(obj, prefix: str) -> None:
     hints = _hints(type(obj))
     for f in fields(obj):
         hint = hints[f.name]
-        if not (hint in (bool, int, float, str, Dist) or dataclasses.is_dataclass(hint)
-                or typing.get_origin(hint) in (tuple, types.UnionType)):
+        if not (
+            hint in (bool, int, float, str, Dist)
+            or dataclasses.is_dataclass(hint)
+            or typing.get_origin(hint) in (tuple, types.UnionType)
+        ):
             continue  # a kind of field _convert does not know: left to its own code
         value = getattr(obj, f.name)
         converted = _convert(hint, value, f"{prefix}{f.name}")
@@ -405,7 +548,9 @@ def _dist(value, where: str) -> Dist:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return Dist.constant(_convert(float, value, where))
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a number of seconds or a table like {{kind = \"lognormal\", median = 2, p99 = 20}}, got {_describe(value)}")
+        raise ConfigError(
+            f'{where}: expected a number of seconds or a table like {{kind = "lognormal", median = 2, p99 = 20}}, got {_describe(value)}'
+        )
     data = dict(value)
     if "csv" in data:  # sim.durations: column named when ambiguous, ids refused, unit s | ms | us
         path, column, unit = data.pop("csv"), data.pop("column", None), data.pop("unit", "s")
@@ -419,7 +564,11 @@ def _dist(value, where: str) -> Dist:
             raise ConfigError(f"{where}.csv: {exc}") from None
         for warning in read.warnings:
             warnings.warn(f"{where}: {warning}", LeaseWarning, stacklevel=2)
-        data = {"kind": "empirical", "samples": read.seconds.tolist(), **{k: v for k, v in data.items() if k != "kind"}}
+        data = {
+            "kind": "empirical",
+            "samples": read.seconds.tolist(),
+            **{k: v for k, v in data.items() if k != "kind"},
+        }
     return _build(Dist, data, where + ".")
 
 
@@ -500,9 +649,12 @@ def save(scenario: Scenario, path: str | Path, *, overwrite: bool = False) -> Pa
 
 # ---- presets ------------------------------------------------------------------------------------
 
+
 def preset_names() -> list[str]:
     folder = resources.files("sim") / "scenarios"
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
+    )
 
 
 def preset(name: str) -> Scenario:
@@ -521,7 +673,9 @@ def resolve(name_or_path: str | os.PathLike) -> Scenario:
     if isinstance(name_or_path, os.PathLike):
         return load(name_or_path)
     if not isinstance(name_or_path, str):
-        raise ConfigError(f"scenario: expected a preset name or a TOML path, got {_describe(name_or_path)}")
+        raise ConfigError(
+            f"scenario: expected a preset name or a TOML path, got {_describe(name_or_path)}"
+        )
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load(name_or_path)
     return preset(name_or_path)
@@ -534,7 +688,9 @@ def as_scenario(scenario: Scenario | str | os.PathLike) -> Scenario:
         return validate(scenario)
     if isinstance(scenario, str | os.PathLike):
         return resolve(scenario)
-    raise ConfigError(f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}")
+    raise ConfigError(
+        f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}"
+    )
 
 
 def recovery_allowance(scenario: Scenario) -> float:

@@ -13,13 +13,19 @@ from dataclasses import dataclass
 
 from sim.db.queue_dir import QueueDefinition
 
-_TOKEN = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S)  # literals and comments, left to right
+_TOKEN = re.compile(
+    r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S
+)  # literals and comments, left to right
 _ID_MATCH = re.compile(r"^\(*\s*(?:\w+\.)?id\s*=\s*(?:%\(id\)s|\w+\.id|\(.*\))\s*\)*$", re.S | re.I)
-_ATTEMPTS_CAP = re.compile(r"^(\w+\.)?attempts\s*<\s*%\(max_attempts\)s$", re.I)  # the cap, not the claim's state check
-_CLAIMS = {"read_then_write": ("select_candidates", "claim_unconditional"),
-           "conditional_update": ("select_candidates", "claim_conditional"),
-           "skip_locked": ("claim_skip_locked",),
-           "select_for_update": ("lock_next_candidate", "claim_unconditional")}
+_ATTEMPTS_CAP = re.compile(
+    r"^(\w+\.)?attempts\s*<\s*%\(max_attempts\)s$", re.I
+)  # the cap, not the claim's state check
+_CLAIMS = {
+    "read_then_write": ("select_candidates", "claim_unconditional"),
+    "conditional_update": ("select_candidates", "claim_conditional"),
+    "skip_locked": ("claim_skip_locked",),
+    "select_for_update": ("lock_next_candidate", "claim_unconditional"),
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,9 @@ class Statement:
 
 def shape(sql: str) -> Statement:
     """Read a statement's structure; comments are ignored, literals cannot fake keywords."""
-    bare = _TOKEN.sub(lambda m: m.group() if m.group().startswith("'") else " " * len(m.group()), sql)
+    bare = _TOKEN.sub(
+        lambda m: m.group() if m.group().startswith("'") else " " * len(m.group()), sql
+    )
     text = _TOKEN.sub(_blank, sql)  # same length as `sql`: positions carry over
     flat = _flatten(text)  # parenthesised text blanked too: only the top level is left
     upper = flat.upper()
@@ -64,18 +72,32 @@ def shape(sql: str) -> Statement:
         start = main + where.end()
         stop = re.search(r"\b(RETURNING|ORDER\s+BY|LIMIT|FOR\s+UPDATE|GROUP\s+BY)\b", upper[start:])
         end = start + stop.start() if stop else len(sql)
-        cuts = [start] + [m for a in re.finditer(r"\bAND\b", upper[start:end]) for m in (start + a.start(),
-                                                                                            start + a.end())] + [end]
-        conditions = [" ".join(bare[a:b].split()) for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
+        cuts = (
+            [start]
+            + [
+                m
+                for a in re.finditer(r"\bAND\b", upper[start:end])
+                for m in (start + a.start(), start + a.end())
+            ]
+            + [end]
+        )
+        conditions = [
+            " ".join(bare[a:b].split()) for a, b in zip(cuts[::2], cuts[1::2], strict=True)
+        ]
     unset = text
     if verb and verb.group(1) == "UPDATE":
         set_at = re.search(r"\bSET\b", upper[main:])
         if set_at:
             begin = main + set_at.start()
             after = re.search(r"\b(FROM|WHERE|RETURNING)\b", upper[begin:])
-            unset = text[:begin] + (text[begin + after.start():] if after else "")
-    return Statement(verb.group(1) if verb else "", bool(re.search(r"\bRETURNING\b", upper)),
-                     bool(re.search(r"\bFOR\s+UPDATE\b", text.upper())), tuple(c for c in conditions if c), unset)
+            unset = text[:begin] + (text[begin + after.start() :] if after else "")
+    return Statement(
+        verb.group(1) if verb else "",
+        bool(re.search(r"\bRETURNING\b", upper)),
+        bool(re.search(r"\bFOR\s+UPDATE\b", text.upper())),
+        tuple(c for c in conditions if c),
+        unset,
+    )
 
 
 def _blank(m: re.Match) -> str:
@@ -97,12 +119,16 @@ def _flatten(text: str) -> str:
 
 def _short(condition: str, width: int = 100) -> str:
     text = " ".join(condition.split())
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def findings(queue: QueueDefinition, policy) -> dict[str, Finding]:
     """The text's findings for the claim, fencing and watcher items under `policy`."""
-    return {"claim": _claim(queue, policy), "fencing": _fencing(queue, policy), "watcher": _watcher(queue, policy)}
+    return {
+        "claim": _claim(queue, policy),
+        "fencing": _fencing(queue, policy),
+        "watcher": _watcher(queue, policy),
+    }
 
 
 def _claim(queue: QueueDefinition, policy) -> Finding:
@@ -115,26 +141,50 @@ def _claim(queue: QueueDefinition, policy) -> Finding:
     st = shape(sql)
     if st.verb != "UPDATE" or not st.returning:
         what = "an UPDATE" if st.verb == "UPDATE" else f"a {st.verb or 'statement'}"
-        return Finding("claim", False, f"{write} ({where}) is {what} without RETURNING: the worker cannot tell "
-                                       "whether it won the job")
+        return Finding(
+            "claim",
+            False,
+            f"{write} ({where}) is {what} without RETURNING: the worker cannot tell "
+            "whether it won the job",
+        )
     rechecks = st.rechecks()
     if policy.claim == "select_for_update":
         lock = queue.sql_of("lock_next_candidate") or ""
         if shape(lock).locks:
-            return Finding("claim", True, f"lock_next_candidate ({queue.where('lock_next_candidate')}) locks the "
-                                          f"row FOR UPDATE, then {write} ({where}) writes it in the same transaction")
-        return Finding("claim", False, f"lock_next_candidate ({queue.where('lock_next_candidate')}) does not lock "
-                                       "the row (no FOR UPDATE): the read, then the write, is a race")
+            return Finding(
+                "claim",
+                True,
+                f"lock_next_candidate ({queue.where('lock_next_candidate')}) locks the "
+                f"row FOR UPDATE, then {write} ({where}) writes it in the same transaction",
+            )
+        return Finding(
+            "claim",
+            False,
+            f"lock_next_candidate ({queue.where('lock_next_candidate')}) does not lock "
+            "the row (no FOR UPDATE): the read, then the write, is a race",
+        )
     if rechecks:
-        return Finding("claim", True, f"{write} ({where}) is one UPDATE ... RETURNING whose WHERE re-checks the row "
-                                      f"as it writes: {_short(' AND '.join(rechecks))}")
+        return Finding(
+            "claim",
+            True,
+            f"{write} ({where}) is one UPDATE ... RETURNING whose WHERE re-checks the row "
+            f"as it writes: {_short(' AND '.join(rechecks))}",
+        )
     if st.locks:
-        return Finding("claim", True, f"{write} ({where}) is one UPDATE ... RETURNING that locks the row it takes "
-                                      "(FOR UPDATE in the same statement)")
+        return Finding(
+            "claim",
+            True,
+            f"{write} ({where}) is one UPDATE ... RETURNING that locks the row it takes "
+            "(FOR UPDATE in the same statement)",
+        )
     read = f"{names[0]} ({queue.where(names[0])}), then " if len(names) > 1 else ""
-    return Finding("claim", False, f"{read}{write} ({where}), whose WHERE matches the id alone: the UPDATE takes the "
-                                   "job whatever its state, so two workers that read the same row both win "
-                                   "(read-then-write)")
+    return Finding(
+        "claim",
+        False,
+        f"{read}{write} ({where}), whose WHERE matches the id alone: the UPDATE takes the "
+        "job whatever its state, so two workers that read the same row both win "
+        "(read-then-write)",
+    )
 
 
 def fence(queue: QueueDefinition, name: str) -> tuple[bool, str]:
@@ -151,14 +201,23 @@ def _fence(queue: QueueDefinition, name: str) -> tuple[bool, bool, str]:
     if owner and attempt:
         return owner, attempt, f"{name} ({queue.where(name)}) checks owner and attempt"
     if checks:
-        return owner, attempt, f"{name} ({queue.where(name)}) checks the {checks} but not the " \
-                               f"{'attempt' if owner else 'owner'}"
+        return (
+            owner,
+            attempt,
+            f"{name} ({queue.where(name)}) checks the {checks} but not the "
+            f"{'attempt' if owner else 'owner'}",
+        )
     return owner, attempt, f"{name} ({queue.where(name)}) checks neither owner nor attempt"
 
 
-_UNFENCED = {(False, False): ": a worker that lost its lease still completes the job",
-             (True, False): ": a worker's stale attempt still completes once the same worker took the job again",
-             (False, True): ": another worker's completion of the same attempt number goes through"}
+_UNFENCED = {
+    (False, False): ": a worker that lost its lease still completes the job",
+    (
+        True,
+        False,
+    ): ": a worker's stale attempt still completes once the same worker took the job again",
+    (False, True): ": another worker's completion of the same attempt number goes through",
+}
 
 
 def _fencing(queue: QueueDefinition, policy) -> Finding:
@@ -169,7 +228,9 @@ def _fencing(queue: QueueDefinition, policy) -> Finding:
         text += _UNFENCED[owner, attempt]
     if policy.heartbeat and queue.sql_of("heartbeat") is not None:
         beat_safe, beat = fence(queue, "heartbeat")
-        text += "; " + beat + ("" if beat_safe else ": a heartbeat can renew a lease its worker lost")
+        text += (
+            "; " + beat + ("" if beat_safe else ": a heartbeat can renew a lease its worker lost")
+        )
         safe = safe and beat_safe
     return Finding("fencing", safe, text)
 
@@ -179,16 +240,31 @@ def _watcher(queue: QueueDefinition, policy) -> Finding:
     if sql is not None and policy.watcher:
         st = shape(sql)
         expiry = "lease_until" in sql
-        how = "compares lease_until with now" if expiry else "does not read lease_until (it rescues by another rule)"
+        how = (
+            "compares lease_until with now"
+            if expiry
+            else "does not read lease_until (it rescues by another rule)"
+        )
         writes = "UPDATE" in sql.upper()
-        return Finding("watcher", writes, f"requeue_expired ({queue.where('requeue_expired')}) exists and "
-                                          f"{'writes' if writes else 'does not write'} the rows it returns; it {how}"
-                                          + ("" if st.returning or st.verb == "SELECT" else "; it returns no rows"))
+        return Finding(
+            "watcher",
+            writes,
+            f"requeue_expired ({queue.where('requeue_expired')}) exists and "
+            f"{'writes' if writes else 'does not write'} the rows it returns; it {how}"
+            + ("" if st.returning or st.verb == "SELECT" else "; it returns no rows"),
+        )
     if sql is None:
         head = "this queue has no watcher (requeue_expired is left out)"
     else:
         head = f"requeue_expired exists ({queue.where('requeue_expired')}) but policy.watcher = false does not run it"
     if policy.claim_takes_expired:
-        return Finding("watcher", True, f"{head}; the claim must take expired jobs itself (claim_takes_expired)")
-    return Finding("watcher", False, f"{head}, and the claim skips expired jobs: nothing recovers a crashed "
-                                     "worker's job")
+        return Finding(
+            "watcher",
+            True,
+            f"{head}; the claim must take expired jobs itself (claim_takes_expired)",
+        )
+    return Finding(
+        "watcher",
+        False,
+        f"{head}, and the claim skips expired jobs: nothing recovers a crashed worker's job",
+    )

@@ -59,8 +59,11 @@ def _half_width(std, count, confidence: float):
 
 def _check_confidence(confidence) -> None:
     """ConfigError unless 0 < confidence < 1 (a probability, not a percentage)."""
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.number) \
-            or not 0 < confidence < 1:
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float | np.number)
+        or not 0 < confidence < 1
+    ):
         raise ConfigError(f"confidence: must be between 0 and 1, got {confidence!r}")
 
 
@@ -68,7 +71,9 @@ def add_rates(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of a one-row-per-run frame with the RATES columns its counts allow (NaN for 0/0)."""
     out = frame.copy()
     if "crashed_jobs" not in out and {"recoveries", "unrecovered_crashes"} <= set(out.columns):
-        out["crashed_jobs"] = out["recoveries"].astype(float) + out["unrecovered_crashes"].astype(float)
+        out["crashed_jobs"] = out["recoveries"].astype(float) + out["unrecovered_crashes"].astype(
+            float
+        )
     for name, (num, den) in RATES.items():
         if name not in out and num in out and den in out:
             denominator = out[den].astype(float)
@@ -76,8 +81,14 @@ def add_rates(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(runs: pd.DataFrame, by: str | Sequence[str], metrics: Sequence[str] | None = None,
-              confidence: float = 0.95, *, sort: bool = True) -> pd.DataFrame:
+def summarize(
+    runs: pd.DataFrame,
+    by: str | Sequence[str],
+    metrics: Sequence[str] | None = None,
+    confidence: float = 0.95,
+    *,
+    sort: bool = True,
+) -> pd.DataFrame:
     """One row per group of `by`: the keys, `n`, and `<metric>_mean`, `_ci_low`, `_ci_high`.
 
     Semantics of `n`, missing values and intervals: the module docstring. `by` may be empty (one
@@ -88,12 +99,16 @@ def summarize(runs: pd.DataFrame, by: str | Sequence[str], metrics: Sequence[str
     keys = [by] if isinstance(by, str) else list(by)
     if metrics is None:
         skip = set(keys) | {"replication", "seed"}
-        metrics = [c for c in runs.columns if c not in skip and pd.api.types.is_numeric_dtype(runs[c])]
+        metrics = [
+            c for c in runs.columns if c not in skip and pd.api.types.is_numeric_dtype(runs[c])
+        ]
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     _check_confidence(confidence)
     missing = [c for c in [*keys, *metrics] if c not in runs.columns]
     if missing:
-        raise ConfigError(f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, runs.columns))})")
+        raise ConfigError(
+            f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, runs.columns))})"
+        )
     values = runs[metrics].astype(float)
     values = values.where(np.isfinite(values))  # +-inf is missing too
     grouper = [runs[k] for k in keys] if keys else np.zeros(len(runs), dtype=int)
@@ -119,7 +134,9 @@ def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[float,
     z = float(stats.norm.ppf((1 + confidence) / 2))
     p = successes / trials
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    half = (
+        z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    )
     low = 0.0 if successes <= 0 else max(0.0, centre - half)
     high = 1.0 if successes >= trials else min(1.0, centre + half)
     return low, high

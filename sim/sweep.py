@@ -58,6 +58,7 @@ _CHUNKS_PER_WORKER = 16  # small enough that the last chunks finish close togeth
 
 # ---- seeds ---------------------------------------------------------------------------------------
 
+
 def _canonical(value):
     """A JSON-able, type-stable form of a grid value (20 and 20.0 are the same point)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -73,17 +74,22 @@ def _canonical(value):
 
 def point_key(point: Mapping[str, object]) -> str:
     """The canonical text of a grid point: what its seeds are derived from."""
-    return json.dumps({k: _canonical(v) for k, v in point.items()}, sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {k: _canonical(v) for k, v in point.items()}, sort_keys=True, separators=(",", ":")
+    )
 
 
 def run_seed(seed: int, point: Mapping[str, object], replication: int) -> int:
     """The scenario seed of one run: a function of (sweep seed, point, replication) alone."""
     key = zlib.crc32(point_key(point).encode("utf-8"))
-    state = np.random.SeedSequence(int(seed), spawn_key=(key, int(replication))).generate_state(1, np.uint64)
+    state = np.random.SeedSequence(int(seed), spawn_key=(key, int(replication))).generate_state(
+        1, np.uint64
+    )
     return int(state[0] >> np.uint64(1))  # 63 bits: fits an int64 column and a TOML integer
 
 
 # ---- the grid ------------------------------------------------------------------------------------
+
 
 def _plain(value):
     """numpy scalars and arrays -> Python values (the scenario validator wants int, float, str...)."""
@@ -102,15 +108,21 @@ def _normalise_grid(grid: Mapping[str, Iterable] | None) -> dict[str, list]:
     if grid is None:
         return {}
     if not isinstance(grid, Mapping):
-        raise ConfigError(f"grid: expected a dict of dotted key -> list of values, got {type(grid).__name__}")
+        raise ConfigError(
+            f"grid: expected a dict of dotted key -> list of values, got {type(grid).__name__}"
+        )
     out: dict[str, list] = {}
     for key, values in grid.items():
         if not isinstance(key, str) or not key:
-            raise ConfigError(f"grid: keys must be dotted scenario keys like 'policy.lease_ttl', got {key!r}")
+            raise ConfigError(
+                f"grid: keys must be dotted scenario keys like 'policy.lease_ttl', got {key!r}"
+            )
         if key == "seed":
             raise ConfigError("grid: seed is set per run by sweep(seed=...); sweep other keys")
         if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
-            raise ConfigError(f"grid: {key}: expected a list of values, got {type(values).__name__} {values!r}")
+            raise ConfigError(
+                f"grid: {key}: expected a list of values, got {type(values).__name__} {values!r}"
+            )
         values = [_plain(v) for v in values]
         if not values:
             raise ConfigError(f"grid: {key}: has no values")
@@ -123,7 +135,9 @@ def _normalise_grid(grid: Mapping[str, Iterable] | None) -> dict[str, list]:
 
 def _points(grid: dict[str, list]) -> list[dict[str, object]]:
     keys = list(grid)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(grid[k] for k in keys))]
+    return [
+        dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(grid[k] for k in keys))
+    ]
 
 
 def _column_value(value):
@@ -135,14 +149,22 @@ def _column_value(value):
 
 # ---- running -------------------------------------------------------------------------------------
 
-def _run_chunk(scenarios: dict[int, Scenario], tasks: list[tuple[int, int, int]],
-               metrics: tuple[str, ...] | None, sql=None, dsn: str | None = None) -> list[tuple[int, dict]]:
+
+def _run_chunk(
+    scenarios: dict[int, Scenario],
+    tasks: list[tuple[int, int, int]],
+    metrics: tuple[str, ...] | None,
+    sql=None,
+    dsn: str | None = None,
+) -> list[tuple[int, dict]]:
     """Run (task index, point index, seed) tasks; return (task index, summary metrics) per run."""
     from sim.runner import run
 
     out = []
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LeaseWarning)  # already shown once, when the grid was validated
+        warnings.simplefilter(
+            "ignore", LeaseWarning
+        )  # already shown once, when the grid was validated
         for index, point, seed in tasks:
             scenario = scenarios[point]
             try:
@@ -200,7 +222,7 @@ atexit.register(shutdown_pools, wait=False)
 
 def _chunks(tasks: list, pieces: int) -> list[list]:
     size = max(1, math.ceil(len(tasks) / max(1, pieces)))
-    return [tasks[i:i + size] for i in range(0, len(tasks), size)]
+    return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
 class _Progress:
@@ -217,12 +239,18 @@ class _Progress:
     def _open(self) -> None:
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=self.total, initial=self.done, desc=self.desc, unit="run", leave=False)
+        self.bar = tqdm(
+            total=self.total, initial=self.done, desc=self.desc, unit="run", leave=False
+        )
 
     def tick(self, runs: int = 0) -> None:
         self.done += runs
-        if self.bar is None and self.mode is None and time.perf_counter() - self.start > _PROGRESS_AFTER \
-                and self.done < self.total:
+        if (
+            self.bar is None
+            and self.mode is None
+            and time.perf_counter() - self.start > _PROGRESS_AFTER
+            and self.done < self.total
+        ):
             self._open()
         elif self.bar is not None and runs:
             self.bar.update(runs)
@@ -232,10 +260,19 @@ class _Progress:
             self.bar.close()
 
 
-def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, replications: int = 1,
-          seed: int = 0, *, executor: cf.Executor | str | None = None, max_workers: int | None = None,
-          progress: bool | None = None, metrics: Sequence[str] | None = None, sql=None,
-          dsn: str | None = None) -> SweepResult:
+def sweep(
+    scenario: Scenario | str,
+    grid: Mapping[str, Iterable] | None = None,
+    replications: int = 1,
+    seed: int = 0,
+    *,
+    executor: cf.Executor | str | None = None,
+    max_workers: int | None = None,
+    progress: bool | None = None,
+    metrics: Sequence[str] | None = None,
+    sql=None,
+    dsn: str | None = None,
+) -> SweepResult:
     """Run every point of `grid` (the full factorial) `replications` times; one summary row per run.
 
     scenario: a Scenario, preset name or TOML path. grid: {dotted key: [values]}, e.g.
@@ -248,7 +285,11 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
     base = as_scenario(scenario)
-    if isinstance(replications, bool) or not isinstance(replications, int | np.integer) or replications < 1:
+    if (
+        isinstance(replications, bool)
+        or not isinstance(replications, int | np.integer)
+        or replications < 1
+    ):
         raise ConfigError(f"replications: must be a whole number >= 1, got {replications!r}")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ConfigError(f"seed: must be a whole number >= 0, got {seed!r}")
@@ -256,9 +297,11 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     grid = _normalise_grid(grid)
     points_n = math.prod(len(values) for values in grid.values())
     if points_n * replications > limits.MAX_RUNS:
-        raise ConfigError(f"replications: {points_n:,} grid points x {replications:,} replications = "
-                          f"{points_n * replications:,} runs, over the limit of {limits.MAX_RUNS:,}; "
-                          "split the sweep or use fewer values")
+        raise ConfigError(
+            f"replications: {points_n:,} grid points x {replications:,} replications = "
+            f"{points_n * replications:,} runs, over the limit of {limits.MAX_RUNS:,}; "
+            "split the sweep or use fewer values"
+        )
     if metrics is not None:
         if isinstance(metrics, str):
             metrics = [metrics]
@@ -272,17 +315,28 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
         from sim.runner import checked_queue
 
         # started and checked here once, not in every worker process
-        sql, dsn = checked_queue(sql, dsn, scenarios.values(), memory="memory" in grid.get("backend", []))
+        sql, dsn = checked_queue(
+            sql, dsn, scenarios.values(), memory="memory" in grid.get("backend", [])
+        )
 
-    tasks = [(i * replications + r, i, run_seed(seed, point, r))
-             for i, point in enumerate(points) for r in range(replications)]
-    if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int | np.integer)
-                                    or max_workers < 1):
+    tasks = [
+        (i * replications + r, i, run_seed(seed, point, r))
+        for i, point in enumerate(points)
+        for r in range(replications)
+    ]
+    if max_workers is not None and (
+        isinstance(max_workers, bool)
+        or not isinstance(max_workers, int | np.integer)
+        or max_workers < 1
+    ):
         raise ConfigError(f"max_workers: must be at least 1, got {max_workers!r}")
     serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
     if (isinstance(executor, str) and executor != "serial") or not (
-            executor is None or isinstance(executor, str) or callable(getattr(executor, "submit", None))):
-        raise ConfigError(f"executor: {executor!r:.80} is not 'serial' or a concurrent.futures.Executor")
+        executor is None or isinstance(executor, str) or callable(getattr(executor, "submit", None))
+    ):
+        raise ConfigError(
+            f"executor: {executor!r:.80} is not 'serial' or a concurrent.futures.Executor"
+        )
 
     start = time.perf_counter()
     bar = _Progress(len(tasks), progress, f"sweep {base.name}")
@@ -290,7 +344,9 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
     try:
         if serial:
             for chunk in _chunks(tasks, max(1, len(tasks) // 10)):
-                results.update(_run_chunk({p: scenarios[p] for _, p, _ in chunk}, chunk, metrics, sql, dsn))
+                results.update(
+                    _run_chunk({p: scenarios[p] for _, p, _ in chunk}, chunk, metrics, sql, dsn)
+                )
                 bar.tick(len(chunk))
         else:
             pool = executor if executor is not None else _default_pool(max_workers or _cpu_count())
@@ -323,8 +379,9 @@ def sweep(scenario: Scenario | str, grid: Mapping[str, Iterable] | None = None, 
         row.update(values)
         rows.append(row)
     runs = _tidy(pd.DataFrame(rows), list(grid), metrics)
-    return SweepResult(runs=runs, scenario=base, grid=grid, replications=replications, seed=seed,
-                       wall_seconds=wall)
+    return SweepResult(
+        runs=runs, scenario=base, grid=grid, replications=replications, seed=seed, wall_seconds=wall
+    )
 
 
 def _tidy(frame: pd.DataFrame, keys: list[str], metrics: tuple[str, ...] | None) -> pd.DataFrame:
@@ -366,6 +423,7 @@ def _summary_names(scenario: Scenario) -> set[str]:
 
 # ---- results -------------------------------------------------------------------------------------
 
+
 @dataclass
 class SweepResult:
     """The runs of a sweep (one row each) plus what is needed to understand and reload them."""
@@ -379,8 +437,10 @@ class SweepResult:
 
     def __repr__(self) -> str:
         points = len(self.runs) // max(1, self.replications)
-        return (f"SweepResult({self.scenario.name!r}, {points} points x {self.replications} replications, "
-                f"keys={list(self.grid)}, seed={self.seed})")
+        return (
+            f"SweepResult({self.scenario.name!r}, {points} points x {self.replications} replications, "
+            f"keys={list(self.grid)}, seed={self.seed})"
+        )
 
     @property
     def keys(self) -> list[str]:
@@ -393,7 +453,9 @@ class SweepResult:
         fixed = {*self.grid, "replication", "seed"}
         return [c for c in self.runs.columns if c not in fixed]
 
-    def aggregate(self, metrics: Sequence[str] | None = None, confidence: float = 0.95) -> pd.DataFrame:
+    def aggregate(
+        self, metrics: Sequence[str] | None = None, confidence: float = 0.95
+    ) -> pd.DataFrame:
         """One row per grid point, in grid order: the keys, n, then <metric>_mean, _ci_low, _ci_high.
 
         Computed by sim.stats.summarize, whose module docstring gives the semantics once: `n` is the
@@ -409,7 +471,9 @@ class SweepResult:
                 if name not in numeric:
                     close = difflib.get_close_matches(name, numeric, n=1)
                     hint = f"; did you mean {close[0]}?" if close else ""
-                    raise ConfigError(f"metrics: {name!r} is not a numeric metric of this sweep{hint}")
+                    raise ConfigError(
+                        f"metrics: {name!r} is not a numeric metric of this sweep{hint}"
+                    )
         return summarize(self.runs, self.keys, metrics, confidence, sort=False)
 
     # ---- files ---------------------------------------------------------------------------------
@@ -423,13 +487,19 @@ class SweepResult:
         if path.exists() and not overwrite:
             raise ConfigError(f"{path}: already exists; choose another name or pass overwrite=True")
         table = pa.Table.from_pandas(self.runs, preserve_index=False)
-        meta = {"format": FORMAT, "scenario": dumps(self.scenario), "grid": self.grid,
-                "replications": self.replications, "seed": self.seed}
+        meta = {
+            "format": FORMAT,
+            "scenario": dumps(self.scenario),
+            "grid": self.grid,
+            "replications": self.replications,
+            "seed": self.seed,
+        }
         from sim import __version__
 
         meta["leaselab"] = __version__
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                               _METADATA_KEY: json.dumps(meta).encode("utf-8")})
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), _METADATA_KEY: json.dumps(meta).encode("utf-8")}
+        )
         pq.write_table(table, path)
         return path
 
@@ -448,11 +518,18 @@ class SweepResult:
             raise ConfigError(f"{path}: not a readable Parquet file ({exc})") from None
         raw = (table.schema.metadata or {}).get(_METADATA_KEY)
         if raw is None:
-            raise ConfigError(f"{path}: not a Lease Lab sweep (no {_METADATA_KEY.decode()} metadata)")
+            raise ConfigError(
+                f"{path}: not a Lease Lab sweep (no {_METADATA_KEY.decode()} metadata)"
+            )
         meta = json.loads(raw)
         if meta.get("format") != FORMAT:
             raise ConfigError(f"{path}: sweep format {meta.get('format')!r}, expected {FORMAT}")
         runs = table.replace_schema_metadata(None).to_pandas()
         scenario = loads(meta["scenario"], f"{path} (scenario)")
-        return cls(runs=runs, scenario=scenario, grid=meta["grid"], replications=int(meta["replications"]),
-                   seed=int(meta["seed"]))
+        return cls(
+            runs=runs,
+            scenario=scenario,
+            grid=meta["grid"],
+            replications=int(meta["replications"]),
+            seed=int(meta["seed"]),
+        )

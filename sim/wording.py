@@ -39,7 +39,9 @@ def duration(seconds, digits: int = 3, *, none: str = NO_VALUE, ms: bool = False
     if _missing(seconds):
         return none
     x = float(seconds)
-    if ms and abs(x) < 1 and "e" not in (text := f"{x * 1000:.{digits}g}"):  # 0.9999 s: '1 s', not '1e+03 ms'
+    if (
+        ms and abs(x) < 1 and "e" not in (text := f"{x * 1000:.{digits}g}")
+    ):  # 0.9999 s: '1 s', not '1e+03 ms'
         return f"{text} ms"
     if abs(x) >= 3600 and x % 3600 == 0:
         return f"{x / 3600:g} h"

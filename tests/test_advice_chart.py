@@ -52,16 +52,29 @@ def test_risk_is_on_a_log_axis_with_whiskers_to_the_upper_bounds(chart):
     frame, ax = chart
     assert ax.get_xscale() == "log"
     assert not any(line.get_gid() == "zero-line" for line in ax.lines)  # nothing drawn as 0
-    whiskers = sorted(tuple(np.round(line.get_xdata(), 15)) for line in ax.lines if line.get_gid() == "ci"
-                      and line.get_xdata()[0] != line.get_xdata()[1])
-    expected = sorted((round(lo, 15), round(hi, 15)) for lo, hi in zip(frame["predicted_false_expiry_ci_low"],
-                                                                       frame["predicted_false_expiry_ci_high"],
-                                                                       strict=True) if hi > lo)
+    whiskers = sorted(
+        tuple(np.round(line.get_xdata(), 15))
+        for line in ax.lines
+        if line.get_gid() == "ci" and line.get_xdata()[0] != line.get_xdata()[1]
+    )
+    expected = sorted(
+        (round(lo, 15), round(hi, 15))
+        for lo, hi in zip(
+            frame["predicted_false_expiry_ci_low"],
+            frame["predicted_false_expiry_ci_high"],
+            strict=True,
+        )
+        if hi > lo
+    )
     assert whiskers == expected and len(whiskers) > 0
     low, high = ax.get_xlim()
-    assert low <= frame["predicted_false_expiry_mean"].min() and high >= frame["predicted_false_expiry_ci_high"].max()
-    assert "95% upper bound" in ax.get_title(loc="left") + " ".join(t.get_text() for t in ax.texts) + \
-        " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert (
+        low <= frame["predicted_false_expiry_mean"].min()
+        and high >= frame["predicted_false_expiry_ci_high"].max()
+    )
+    assert "95% upper bound" in ax.get_title(loc="left") + " ".join(
+        t.get_text() for t in ax.texts
+    ) + " ".join(t.get_text() for t in ax.get_legend().get_texts())
 
 
 def test_labels_do_not_overlap_each_other_or_the_legend_and_stay_in_the_axes(chart):
@@ -71,10 +84,18 @@ def test_labels_do_not_overlap_each_other_or_the_legend_and_stay_in_the_axes(cha
     labels = [t for t in ax.texts if t.get_gid() == "point-label"]
     assert len(labels) >= 5
     boxes = [t.get_window_extent(renderer) for t in labels]
-    overlapping = [(labels[a].get_text(), labels[b].get_text())
-                   for a, b in itertools.combinations(range(len(boxes)), 2) if boxes[a].overlaps(boxes[b])]
+    overlapping = [
+        (labels[a].get_text(), labels[b].get_text())
+        for a, b in itertools.combinations(range(len(boxes)), 2)
+        if boxes[a].overlaps(boxes[b])
+    ]
     assert overlapping == []
     legend = ax.get_legend().get_window_extent(renderer)
     assert not [t.get_text() for t, box in zip(labels, boxes, strict=True) if box.overlaps(legend)]
-    frame = ax.get_window_extent(renderer)  # inside the axes: clear of the colour bar and the tick labels
-    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+    frame = ax.get_window_extent(
+        renderer
+    )  # inside the axes: clear of the colour bar and the tick labels
+    assert all(
+        frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+        for b in boxes
+    )

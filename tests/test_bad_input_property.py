@@ -44,8 +44,13 @@ from sim.scenario import (
 )
 from tests.test_hardening import one_error_line
 
-SETTINGS = settings(max_examples=400, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=400,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 SECTIONS = {"workload": Workload, "policy": Policy, "faults": Faults}
 LIST_ITEMS = {"faults.crashes", "faults.pauses", "faults.partitions", "faults.crash_points"}
 
@@ -74,7 +79,9 @@ too_long = st.floats(min_value=limits.MAX_SECONDS * 1.001, allow_infinity=False,
 # intervals so short (rates so high) that baseline's 600 s x 4 workers exceed limits.MAX_EVENTS
 too_often = st.floats(min_value=1e-300, max_value=1e-6)
 too_frequent = st.floats(min_value=1e8, allow_infinity=False, allow_nan=False)
-not_a_probability = st.one_of(negative, st.floats(min_value=1.001, allow_infinity=False, allow_nan=False))
+not_a_probability = st.one_of(
+    negative, st.floats(min_value=1.001, allow_infinity=False, allow_nan=False)
+)
 fraction = st.floats(min_value=0.01, max_value=0.99).map(lambda x: x + 1.5)
 
 
@@ -88,7 +95,12 @@ def wrong_type(hint) -> st.SearchStrategy:
         float: st.one_of(words, st.booleans(), st.lists(st.integers(0, 9), max_size=2), non_finite),
         int: st.one_of(words, st.booleans(), fraction, st.integers(0, 9).map(float), non_finite),
         bool: st.one_of(words, st.integers(0, 1), st.floats(0, 1)),
-        str: st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.lists(st.integers(), max_size=2)),
+        str: st.one_of(
+            st.integers(),
+            st.floats(allow_nan=False),
+            st.booleans(),
+            st.lists(st.integers(), max_size=2),
+        ),
     }
     if typing.get_origin(hint) is typing.Union or type(hint).__name__ == "UnionType":
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
@@ -98,10 +110,25 @@ def wrong_type(hint) -> st.SearchStrategy:
 def bad_dist() -> st.SearchStrategy:
     number = st.one_of(negative, non_finite, too_long)
     return st.one_of(
-        words, st.booleans(), st.lists(st.integers(0, 9), min_size=1, max_size=2), number,
-        st.fixed_dictionaries({"kind": enum(("constant", "exponential", "uniform", "lognormal", "pareto", "empirical"))}),
+        words,
+        st.booleans(),
+        st.lists(st.integers(0, 9), min_size=1, max_size=2),
+        number,
+        st.fixed_dictionaries(
+            {
+                "kind": enum(
+                    ("constant", "exponential", "uniform", "lognormal", "pareto", "empirical")
+                )
+            }
+        ),
         st.fixed_dictionaries({"kind": st.just("exponential"), "mean": st.one_of(number, words)}),
-        st.fixed_dictionaries({"kind": st.just("lognormal"), "median": st.just(1.0), "p99": st.one_of(number, st.just(0.5))}),
+        st.fixed_dictionaries(
+            {
+                "kind": st.just("lognormal"),
+                "median": st.just(1.0),
+                "p99": st.one_of(number, st.just(0.5)),
+            }
+        ),
         st.fixed_dictionaries({"kind": st.just("uniform"), "low": st.just(0.0), "high": number}),
         st.fixed_dictionaries({"csv": words.map(lambda w: f"no/such/{w}.csv")}),
         st.fixed_dictionaries({"csv": st.integers()}),
@@ -118,23 +145,42 @@ def bad_items(key: str) -> st.SearchStrategy:
             st.fixed_dictionaries({"worker": st.integers(4, 10**6), "at": st.just(1.0)}),
             st.fixed_dictionaries({"at": st.just(1.0)}),
             st.fixed_dictionaries({"worker": st.just(0), "job": st.just(1), "at": st.just(1.0)}),
-            st.fixed_dictionaries({"job": st.one_of(words, fraction), "at": st.just(1.0)})),
+            st.fixed_dictionaries({"job": st.one_of(words, fraction), "at": st.just(1.0)}),
+        ),
         "faults.pauses": st.one_of(
             st.fixed_dictionaries({"worker": st.just(0), "at": time, "duration": st.just(1.0)}),
-            st.fixed_dictionaries({"worker": st.just(0), "at": st.just(1.0), "duration": st.one_of(time, st.just(0))}),
-            st.fixed_dictionaries({"worker": st.one_of(st.integers(4, 10**6), st.integers(max_value=-1), words),
-                                   "at": st.just(1.0), "duration": st.just(1.0)}),
-            st.fixed_dictionaries({"worker": st.just(0), "at": st.just(1.0)})),
+            st.fixed_dictionaries(
+                {"worker": st.just(0), "at": st.just(1.0), "duration": st.one_of(time, st.just(0))}
+            ),
+            st.fixed_dictionaries(
+                {
+                    "worker": st.one_of(st.integers(4, 10**6), st.integers(max_value=-1), words),
+                    "at": st.just(1.0),
+                    "duration": st.just(1.0),
+                }
+            ),
+            st.fixed_dictionaries({"worker": st.just(0), "at": st.just(1.0)}),
+        ),
         "faults.crash_points": st.one_of(
             st.fixed_dictionaries({"point": enum(CRASH_POINTS)}),
-            st.fixed_dictionaries({"point": st.just("after_psp"), "probability": st.one_of(not_a_probability, words)}),
-            st.fixed_dictionaries({"point": st.just("after_psp"), "limit": st.one_of(st.integers(max_value=0), fraction)}),
-            st.fixed_dictionaries({"probability": st.just(0.5)})),
+            st.fixed_dictionaries(
+                {"point": st.just("after_psp"), "probability": st.one_of(not_a_probability, words)}
+            ),
+            st.fixed_dictionaries(
+                {
+                    "point": st.just("after_psp"),
+                    "limit": st.one_of(st.integers(max_value=0), fraction),
+                }
+            ),
+            st.fixed_dictionaries({"probability": st.just(0.5)}),
+        ),
     }
     entry["faults.partitions"] = entry["faults.pauses"]
     return st.one_of(
         st.one_of(words, st.integers(), st.booleans()),  # not a list
-        st.lists(st.one_of(st.integers(), words), min_size=1, max_size=2),  # entries that are not tables
+        st.lists(
+            st.one_of(st.integers(), words), min_size=1, max_size=2
+        ),  # entries that are not tables
         st.lists(st.fixed_dictionaries({"bogus": st.integers()}), min_size=1, max_size=1),
         entry[key].map(lambda e: [e]),
     )
@@ -151,17 +197,25 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "workload.psp_at": not_a_probability,
     "workload.duplicate_delivery": not_a_probability,
     "workload.payload_mismatch": not_a_probability,
-    "policy.workers": st.one_of(st.integers(max_value=0), st.integers(limits.MAX_WORKERS + 1, 2**62)),
+    "policy.workers": st.one_of(
+        st.integers(max_value=0), st.integers(limits.MAX_WORKERS + 1, 2**62)
+    ),
     "policy.poll_interval": st.one_of(negative, st.just(0.0), too_long, too_often),
     "policy.claim": enum(CLAIM_STRATEGIES),
-    "policy.candidates": st.one_of(st.integers(max_value=0), st.integers(limits.MAX_CANDIDATES + 1, 2**62)),
+    "policy.candidates": st.one_of(
+        st.integers(max_value=0), st.integers(limits.MAX_CANDIDATES + 1, 2**62)
+    ),
     "policy.select_to_update_gap": st.one_of(negative, too_long),
     "policy.lease_ttl": st.one_of(negative, st.just(0.0), too_long),
     "policy.heartbeat_interval": st.one_of(negative, st.just(0.0), too_long, too_often),
     "policy.watcher_interval": st.one_of(negative, st.just(0.0), too_long, too_often),
     "policy.watcher_action": enum(WATCHER_ACTIONS),
-    "policy.watcher_batch": st.one_of(st.integers(max_value=0), st.integers(limits.MAX_BATCH + 1, 2**62)),
-    "policy.max_attempts": st.one_of(st.integers(max_value=0), st.integers(limits.MAX_BATCH + 1, 2**62)),
+    "policy.watcher_batch": st.one_of(
+        st.integers(max_value=0), st.integers(limits.MAX_BATCH + 1, 2**62)
+    ),
+    "policy.max_attempts": st.one_of(
+        st.integers(max_value=0), st.integers(limits.MAX_BATCH + 1, 2**62)
+    ),
     "policy.watcher_gap": st.one_of(negative, too_long),
     "policy.retry_backoff": st.one_of(negative, too_long),
     "policy.deadline": st.one_of(negative, too_long),
@@ -184,7 +238,9 @@ def bad_value(key: str) -> st.SearchStrategy:
     if hint is Dist:
         return bad_dist()
     if typing.get_origin(hint) is tuple:
-        return st.one_of(RANGE.get(key, st.nothing()), st.lists(st.integers(), min_size=1, max_size=2))
+        return st.one_of(
+            RANGE.get(key, st.nothing()), st.lists(st.integers(), min_size=1, max_size=2)
+        )
     return st.one_of(wrong_type(hint), RANGE.get(key, st.nothing()))
 
 
@@ -196,7 +252,13 @@ def toml(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+        return (
+            "nan"
+            if math.isnan(value)
+            else ("inf" if value > 0 else "-inf")
+            if math.isinf(value)
+            else repr(value)
+        )
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
@@ -207,6 +269,7 @@ def toml(value) -> str:
 
 
 # ---- the properties ------------------------------------------------------------------------------------
+
 
 def test_every_field_has_bad_values():
     for key in FIELDS:
@@ -249,7 +312,9 @@ def test_constructors_or_their_validation_refuse_every_bad_value(case):
 
 # ---- DSNs: never their password ------------------------------------------------------------------------
 
-passwords = st.text("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789", min_size=10, max_size=16)
+passwords = st.text(
+    "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789", min_size=10, max_size=16
+)
 junk = st.text("abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=8)
 DSN_FORMS = [  # each a server that cannot be used: malformed, or nobody listening on 127.0.0.1:1
     lambda pw, j: f"postgresql://bob:{pw}@[::1/db",
@@ -263,7 +328,9 @@ DSN_FORMS = [  # each a server that cannot be used: malformed, or nobody listeni
     lambda pw, j: f"host=127.0.0.1 port=1 password={pw} {j}=1",
     lambda pw, j: f"host=127.0.0.1 port=1 user={j} password='{pw}' connect_timeout=2",
 ]
-dsns = st.tuples(passwords, st.sampled_from(DSN_FORMS), junk).map(lambda t: (t[0], t[1](t[0], t[2])))
+dsns = st.tuples(passwords, st.sampled_from(DSN_FORMS), junk).map(
+    lambda t: (t[0], t[1](t[0], t[2]))
+)
 
 
 @pytest.mark.timeout(120)
@@ -272,8 +339,19 @@ dsns = st.tuples(passwords, st.sampled_from(DSN_FORMS), junk).map(lambda t: (t[0
 def test_a_password_never_shows_through_the_command_line(capsys, tmp_path, case, from_environment):
     password, dsn = case
     out = tmp_path / f"out-{password}"
-    argv = ["run", "baseline", "--set", "workload.jobs=3", "--set", "horizon=10", "--backend", "postgres",
-            "--out", str(out), *([] if from_environment else ["--dsn", dsn])]
+    argv = [
+        "run",
+        "baseline",
+        "--set",
+        "workload.jobs=3",
+        "--set",
+        "horizon=10",
+        "--backend",
+        "postgres",
+        "--out",
+        str(out),
+        *([] if from_environment else ["--dsn", dsn]),
+    ]
     saved = os.environ.get("LEASELAB_DSN")
     os.environ["LEASELAB_DSN"] = dsn if from_environment else "postgresql://unused@127.0.0.1:1/x"
     try:
@@ -283,7 +361,11 @@ def test_a_password_never_shows_through_the_command_line(capsys, tmp_path, case,
         if saved is not None:
             os.environ["LEASELAB_DSN"] = saved
     captured = capsys.readouterr()
-    assert code == 2 and captured.err.startswith("error: PostgreSQL at ") and captured.err.count("\n") == 1
+    assert (
+        code == 2
+        and captured.err.startswith("error: PostgreSQL at ")
+        and captured.err.count("\n") == 1
+    )
     assert password not in captured.out + captured.err
     assert not out.exists()  # nothing written, so no file can hold it either
     assert password not in redact_dsn(dsn)

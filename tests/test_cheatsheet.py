@@ -28,17 +28,30 @@ def load():
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_every_statement_of_the_sheet_holds_on_the_fast_runs(seed):
-    proofs = (cheatsheet.checklist(seed) + cheatsheet.confusions(seed)
-              + cheatsheet.takeaways(seed, race_replications=2, stall_jobs=300, recovery_replications=12))
+    proofs = (
+        cheatsheet.checklist(seed)
+        + cheatsheet.confusions(seed)
+        + cheatsheet.takeaways(seed, race_replications=2, stall_jobs=300, recovery_replications=12)
+    )
     assert [p.tag for p in proofs] == [f"checklist:{i}" for i in range(1, 7)] + [
-        "confused:lease-vs-lock", "confused:read-then-write-vs-conditional-update", "confused:nack-vs-lease",
-        "takeaway:1", "takeaway:2", "takeaway:3", "takeaway:4"]
+        "confused:lease-vs-lock",
+        "confused:read-then-write-vs-conditional-update",
+        "confused:nack-vs-lease",
+        "takeaway:1",
+        "takeaway:2",
+        "takeaway:3",
+        "takeaway:4",
+    ]
     assert [p.tag for p in proofs if not p.holds] == []
     by_tag = {p.tag: p for p in proofs}
-    assert by_tag["checklist:6"].measured == "`attempts` = 2 on the row, one per claim in the event log (2 claims)."
+    assert (
+        by_tag["checklist:6"].measured
+        == "`attempts` = 2 on the row, one per claim in the event log (2 claims)."
+    )
     assert by_tag["confused:read-then-write-vs-conditional-update"].measured == (
         "Two workers read the same `Pending` job: 2 of 2 unconditional UPDATEs returned the row (both think they "
-        "own it); 1 of 2 conditional ones did.")
+        "own it); 1 of 2 conditional ones did."
+    )
     assert "0 double claims." in by_tag["checklist:1"].measured
 
 
@@ -51,12 +64,18 @@ def test_a_watcher_interval_in_step_with_the_heartbeat_lengthens_the_repeat_reco
     assert (by_w["n"] == 12).all()
     for w in (10.0, 20.0):
         assert by_w.loc[w, "ci_low"] > by_w.loc[w, "theory"], by_w.loc[w]
-        assert by_w.loc[w, "excess"] > 10.0 / 4  # about h/2 (less the poll wait) over the formula's W/2
+        assert (
+            by_w.loc[w, "excess"] > 10.0 / 4
+        )  # about h/2 (less the poll wait) over the formula's W/2
     for w in (9.0, 11.0):
         assert by_w.loc[w, "ci_low"] <= by_w.loc[w, "theory"] <= by_w.loc[w, "ci_high"], by_w.loc[w]
     proof = watcher_rule(repeat)
-    assert proof.holds and "the formula is below the 95% interval at every multiple" in proof.measured
-    assert proof.measured.startswith("Heartbeat every 10 s: at W = 10, 20 s a repeat recovery took on average")
+    assert (
+        proof.holds and "the formula is below the 95% interval at every multiple" in proof.measured
+    )
+    assert proof.measured.startswith(
+        "Heartbeat every 10 s: at W = 10, 20 s a repeat recovery took on average"
+    )
 
 
 def test_the_closed_form_holds_at_light_load_and_not_above_it(load):
@@ -70,21 +89,30 @@ def test_the_closed_form_holds_at_light_load_and_not_above_it(load):
 
 
 def test_a_rule_the_numbers_do_not_support_is_said_in_words(repeat, load):
-    flat = repeat.assign(excess=0.0, ci_low=repeat["theory"] - 1, ci_high=repeat["theory"] + 1, mean=repeat["theory"])
+    flat = repeat.assign(
+        excess=0.0, ci_low=repeat["theory"] - 1, ci_high=repeat["theory"] + 1, mean=repeat["theory"]
+    )
     proof = watcher_rule(flat)
     assert not proof.holds
     assert "the formula is inside some of their 95% intervals" in proof.measured
     assert "**This run does not show it:**" in proof.row()
-    inside = load.assign(mean_inside=True, mean_ci_low=0.0, mean_ci_high=1e3, p95_ci_low=0.0, p95_ci_high=1e3)
+    inside = load.assign(
+        mean_inside=True, mean_ci_low=0.0, mean_ci_high=1e3, p95_ci_low=0.0, p95_ci_high=1e3
+    )
     assert not load_rule(inside).holds
 
 
 def test_table_rows_and_links():
-    proofs = [Proof("checklist:1", "says", "measured", "02", True), Proof("checklist:2", "s", "m", "03", False)]
+    proofs = [
+        Proof("checklist:1", "says", "measured", "02", True),
+        Proof("checklist:2", "s", "m", "03", False),
+    ]
     assert table(proofs).splitlines() == [
-        "| the article says | the course measured (this run) | shown in |", "|---|---|---|",
+        "| the article says | the course measured (this run) | shown in |",
+        "|---|---|---|",
         "| says | measured | [02](02-read-then-write-race.ipynb) |",
-        "| s | **This run does not show it:** m | [03](03-heartbeats-and-zombies.ipynb) |"]
+        "| s | **This run does not show it:** m | [03](03-heartbeats-and-zombies.ipynb) |",
+    ]
     rule = Proof("rule:x", "r", "m", "11", True)
     assert table([rule]).splitlines()[0].startswith("| rule of thumb |")
     assert table([rule]).splitlines()[-1] == "| r | m | the figure above |"
@@ -109,6 +137,9 @@ def test_the_figures(repeat, load):
     plt.close(ax.figure)
     ax = load_recovery_figure(load)
     assert len(ax.containers) == 2
-    assert pd.Series([t.get_text() for t in ax.get_legend().get_texts()]).str.startswith(
-        ("simulated", "closed form")).all()
+    assert (
+        pd.Series([t.get_text() for t in ax.get_legend().get_texts()])
+        .str.startswith(("simulated", "closed form"))
+        .all()
+    )
     plt.close(ax.figure)

@@ -41,7 +41,19 @@ def test_show_prints_toml_that_loads_back(capsys, name):
 
 
 def test_show_applies_overrides(capsys):
-    assert main(["show", "baseline", "--set", "policy.lease_ttl=20", "--set", "policy.claim=skip_locked"]) == 0
+    assert (
+        main(
+            [
+                "show",
+                "baseline",
+                "--set",
+                "policy.lease_ttl=20",
+                "--set",
+                "policy.claim=skip_locked",
+            ]
+        )
+        == 0
+    )
     scenario = loads(capsys.readouterr().out)
     assert scenario.policy.lease_ttl == 20.0
     assert scenario.policy.claim == "skip_locked"
@@ -49,13 +61,26 @@ def test_show_applies_overrides(capsys):
 
 def test_run_prints_summary_and_writes_files(capsys, tmp_path):
     out = tmp_path / "runs" / "one"
-    code = main(["run", "baseline", *SMALL, "--set", "policy.lease_ttl=20", "--seed", "3", "--out", str(out)])
+    code = main(
+        [
+            "run",
+            "baseline",
+            *SMALL,
+            "--set",
+            "policy.lease_ttl=20",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "double claims" in printed.out and "recovery latency" in printed.out
     assert "invariants: all hold" in printed.out
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["events.csv", "leases.csv", "jobs.csv", "summary.json", "scenario.toml", "timeline.png"])
+        ["events.csv", "leases.csv", "jobs.csv", "summary.json", "scenario.toml", "timeline.png"]
+    )
 
     summary = json.loads((out / "summary.json").read_text())
     metrics = summary["metrics"]
@@ -63,10 +88,14 @@ def test_run_prints_summary_and_writes_files(capsys, tmp_path):
     leases = pd.read_csv(out / "leases.csv")
     jobs = pd.read_csv(out / "jobs.csv")
     assert list(events.columns) == COLUMNS
-    assert {"job", "worker", "attempt", "start", "end", "end_reason", "until"} <= set(leases.columns)
+    assert {"job", "worker", "attempt", "start", "end", "end_reason", "until"} <= set(
+        leases.columns
+    )
     assert {"job", "status", "attempts", "latency"} <= set(jobs.columns)
     assert len(leases) == metrics["leases"] == summary["rows"]["leases"]
-    assert len(jobs) == metrics["jobs"] == summary["rows"]["jobs"] == (events.kind == "enqueue").sum()
+    assert (
+        len(jobs) == metrics["jobs"] == summary["rows"]["jobs"] == (events.kind == "enqueue").sum()
+    )
     assert len(events) == summary["rows"]["events"]
     assert (events.kind == "claim").sum() == metrics["leases"]
     assert (jobs.status == "Completed").sum() == metrics["completed"]
@@ -74,14 +103,33 @@ def test_run_prints_summary_and_writes_files(capsys, tmp_path):
     assert summary["invariants"]["ok"] is True
 
     scenario = loads((out / "scenario.toml").read_text())
-    assert (scenario.policy.lease_ttl, scenario.seed, scenario.workload.jobs, scenario.horizon) == (20.0, 3, 50, 120.0)
+    assert (scenario.policy.lease_ttl, scenario.seed, scenario.workload.jobs, scenario.horizon) == (
+        20.0,
+        3,
+        50,
+        120.0,
+    )
     assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_run_parquet_without_heartbeat_records(capsys, tmp_path):
     out = tmp_path / "pq"
-    assert main(["run", "crash-recovery", "--set", "horizon=600", "--out", str(out), "--format", "parquet",
-                 "--no-heartbeat-records"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "crash-recovery",
+                "--set",
+                "horizon=600",
+                "--out",
+                str(out),
+                "--format",
+                "parquet",
+                "--no-heartbeat-records",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     events = pd.read_parquet(out / "events.parquet")
     assert len(events) == summary["rows"]["events"]
@@ -108,27 +156,39 @@ def test_lease_warning_is_one_line(capsys):
     assert warnings[0].startswith("warning: policy.heartbeat_interval 40 s >= policy.lease_ttl")
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["run", "crash-recovry"], "did you mean crash-recovery?"),
-    (["show", "gc-pause-zombi"], "did you mean gc-pause-zombie?"),
-    (["run", "baseline", "--set", "policy.leese_ttl=3"], "did you mean policy.lease_ttl?"),
-    (["run", "baseline", "--set", "polcy.lease_ttl=3"], "did you mean policy?"),
-    (["run", "baseline", "--set", "policy.workers=abc"], "policy.workers: expected a whole number"),
-    (["run", "baseline", "--set", "policy.workers=0"], "policy.workers: must be from 1 to 10,000"),
-    (["run", "baseline", "--set", "policy.lease_ttl=-5"], "policy.lease_ttl: must be > 0"),
-    (["run", "baseline", "--set", "policy.lease_ttl"], "KEY=VALUE"),
-    (["run", "baseline", "--set", "=3"], "KEY=VALUE"),
-    (["run", "baseline", "--set", "policy.lease_ttl="], "missing value"),
-    (["run", "baseline", "--set", "policy.lease_ttl=[1"], "not a TOML value"),
-    (["run", "baseline", "--backend", "oracle"], "--backend"),
-    (["run", "baseline", "--seed", "x"], "--seed"),
-    (["run", "baseline", "--seed", "-1"], "seed: must be a whole number >= 0"),
-    (["review", "baseline", "--seeds", "1000000000"], "--seeds 1000000000: must be from 1 to 100,000"),
-    (["run", "baseline", "--format", "xml"], "--format"),
-    (["run", "no/such/file.toml"], "cannot read"),
-    (["frobnicate"], "invalid choice"),
-    (["run"], "SCENARIO"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "crash-recovry"], "did you mean crash-recovery?"),
+        (["show", "gc-pause-zombi"], "did you mean gc-pause-zombie?"),
+        (["run", "baseline", "--set", "policy.leese_ttl=3"], "did you mean policy.lease_ttl?"),
+        (["run", "baseline", "--set", "polcy.lease_ttl=3"], "did you mean policy?"),
+        (
+            ["run", "baseline", "--set", "policy.workers=abc"],
+            "policy.workers: expected a whole number",
+        ),
+        (
+            ["run", "baseline", "--set", "policy.workers=0"],
+            "policy.workers: must be from 1 to 10,000",
+        ),
+        (["run", "baseline", "--set", "policy.lease_ttl=-5"], "policy.lease_ttl: must be > 0"),
+        (["run", "baseline", "--set", "policy.lease_ttl"], "KEY=VALUE"),
+        (["run", "baseline", "--set", "=3"], "KEY=VALUE"),
+        (["run", "baseline", "--set", "policy.lease_ttl="], "missing value"),
+        (["run", "baseline", "--set", "policy.lease_ttl=[1"], "not a TOML value"),
+        (["run", "baseline", "--backend", "oracle"], "--backend"),
+        (["run", "baseline", "--seed", "x"], "--seed"),
+        (["run", "baseline", "--seed", "-1"], "seed: must be a whole number >= 0"),
+        (
+            ["review", "baseline", "--seeds", "1000000000"],
+            "--seeds 1000000000: must be from 1 to 100,000",
+        ),
+        (["run", "baseline", "--format", "xml"], "--format"),
+        (["run", "no/such/file.toml"], "cannot read"),
+        (["frobnicate"], "invalid choice"),
+        (["run"], "SCENARIO"),
+    ],
+)
 def test_bad_input_is_one_error_line_and_exit_2(capsys, argv, message):
     assert main(argv) == 2
     assert message in one_error_line(capsys)
@@ -144,8 +204,16 @@ def test_broken_toml_file(capsys, tmp_path):
 
 
 def test_postgres_unreachable_is_exit_2(capsys):
-    code = main(["run", "gc-pause-zombie", "--backend", "postgres", "--dsn",
-                 "postgresql://nobody:s3cret@127.0.0.1:1/none?connect_timeout=2"])
+    code = main(
+        [
+            "run",
+            "gc-pause-zombie",
+            "--backend",
+            "postgres",
+            "--dsn",
+            "postgresql://nobody:s3cret@127.0.0.1:1/none?connect_timeout=2",
+        ]
+    )
     assert code == 2
     line = one_error_line(capsys)
     assert "s3cret" not in line
@@ -178,13 +246,21 @@ def test_demo_writes_figures_and_summary(capsys, tmp_path):
     out = tmp_path / "demo"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert main(["demo", "--out", str(out)]) == 2  # like run, advise and review: not into a non-empty DIR
+    assert (
+        main(["demo", "--out", str(out)]) == 2
+    )  # like run, advise and review: not into a non-empty DIR
     assert "--out" in one_error_line(capsys) and [p.name for p in out.iterdir()] == ["keep.txt"]
     assert main(["demo", "--out", str(out), "--force"]) == 0
     printed = capsys.readouterr().out
     names = {p.name for p in out.iterdir()}
-    assert {"read-then-write-race.png", "read-then-write-race-conditional-update.png", "crash-recovery.png",
-            "gc-pause-zombie.png", "summary.csv", "keep.txt"} == names
+    assert {
+        "read-then-write-race.png",
+        "read-then-write-race-conditional-update.png",
+        "crash-recovery.png",
+        "gc-pause-zombie.png",
+        "summary.csv",
+        "keep.txt",
+    } == names
     assert (out / "keep.txt").read_text() == "mine"
     table = pd.read_csv(out / "summary.csv")
     assert len(table) == 4
@@ -199,17 +275,33 @@ def test_demo_writes_figures_and_summary(capsys, tmp_path):
 
 
 def test_parse_assignments_values():
-    parsed = parse_assignments(["policy.lease_ttl=20", "policy.claim=skip_locked", "policy.heartbeat=false",
-                                'workload.processing={kind="lognormal", median=1, p99=5}', "expect=[]",
-                                "policy.claim= select_for_update "])
-    assert parsed == {"policy.lease_ttl": 20, "policy.claim": "select_for_update", "policy.heartbeat": False,
-                      "workload.processing": {"kind": "lognormal", "median": 1, "p99": 5}, "expect": []}
+    parsed = parse_assignments(
+        [
+            "policy.lease_ttl=20",
+            "policy.claim=skip_locked",
+            "policy.heartbeat=false",
+            'workload.processing={kind="lognormal", median=1, p99=5}',
+            "expect=[]",
+            "policy.claim= select_for_update ",
+        ]
+    )
+    assert parsed == {
+        "policy.lease_ttl": 20,
+        "policy.claim": "select_for_update",
+        "policy.heartbeat": False,
+        "workload.processing": {"kind": "lognormal", "median": 1, "p99": 5},
+        "expect": [],
+    }
     assert tomllib.loads("x = 1")  # the parser the CLI relies on
 
 
 def test_module_entry_point_unknown_scenario():
-    proc = subprocess.run([sys.executable, "-m", "sim", "run", "nonexistent"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim", "run", "nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: scenario 'nonexistent'")

@@ -9,8 +9,19 @@ from sim.__main__ import main
 
 def test_sweep_prints_the_grid_and_writes_its_tables(tmp_path, capsys):
     out = tmp_path / "sw"
-    code = main(["sweep", "gc-pause-zombie", "--grid", "policy.lease_ttl=15,60", "--replications", "2", "--serial",
-                 "--out", str(out)])
+    code = main(
+        [
+            "sweep",
+            "gc-pause-zombie",
+            "--grid",
+            "policy.lease_ttl=15,60",
+            "--replications",
+            "2",
+            "--serial",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert printed.startswith("gc-pause-zombie: 4 runs in ")
@@ -24,6 +35,9 @@ def test_sweep_prints_the_grid_and_writes_its_tables(tmp_path, capsys):
 def test_a_bad_grid_is_one_line(capsys):
     assert main(["sweep", "baseline", "--grid", "policy.lease_ttl"]) == 2
     err = capsys.readouterr().err
-    assert err == "error: --grid expects KEY=V1,V2,... (e.g. policy.watcher_interval=5,30), got 'policy.lease_ttl'\n"
+    assert (
+        err
+        == "error: --grid expects KEY=V1,V2,... (e.g. policy.watcher_interval=5,30), got 'policy.lease_ttl'\n"
+    )
     assert main(["sweep", "baseline", "--replications", "0"]) == 2
     assert capsys.readouterr().err == "error: --replications 0: must be at least 1\n"

@@ -10,12 +10,18 @@ from sim.dists import Dist, blocks
 N = 1300  # more than two blocks of 512
 
 
-@pytest.mark.parametrize(("dist", "direct"), [
-    (Dist.exponential(2.0), lambda rng: rng.exponential(2.0)),
-    (Dist.uniform(1.0, 3.0), lambda rng: rng.uniform(1.0, 3.0)),
-    (Dist.lognormal(1.0, 5.0), lambda rng: rng.lognormal(0.0, math.log(5.0) / 2.3263478740408408)),
-    (Dist.pareto(0.5, 2.5), lambda rng: 0.5 * (1.0 + rng.pareto(2.5))),
-])
+@pytest.mark.parametrize(
+    ("dist", "direct"),
+    [
+        (Dist.exponential(2.0), lambda rng: rng.exponential(2.0)),
+        (Dist.uniform(1.0, 3.0), lambda rng: rng.uniform(1.0, 3.0)),
+        (
+            Dist.lognormal(1.0, 5.0),
+            lambda rng: rng.lognormal(0.0, math.log(5.0) / 2.3263478740408408),
+        ),
+        (Dist.pareto(0.5, 2.5), lambda rng: 0.5 * (1.0 + rng.pareto(2.5))),
+    ],
+)
 def test_sampler_draws_the_one_at_a_time_sequence(dist, direct):
     draw = dist.sampler(np.random.default_rng(7))
     got = [draw() for _ in range(N)]

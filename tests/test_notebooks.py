@@ -53,7 +53,11 @@ def test_committed_without_outputs(path):
     `jupyter nbconvert --clear-output --inplace notebooks/*.ipynb`)."""
     nb = read(path)
     nbformat.validate(nb)
-    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    dirty = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (c.outputs or c.execution_count)
+    ]
     assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts"
     assert "widgets" not in nb.metadata, f"{path.name}: saved widget state in the metadata"
     assert nb.metadata["kernelspec"]["name"] == "python3"
@@ -62,22 +66,33 @@ def test_committed_without_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_each_notebook_has_one_parameters_cell_with_fast_mode(path):
     tagged = [c for c in read(path).cells if "parameters" in c.metadata.get("tags", [])]
-    assert len(tagged) == 1, f"{path.name}: expected one cell tagged 'parameters' (papermill), found {len(tagged)}"
+    assert len(tagged) == 1, (
+        f"{path.name}: expected one cell tagged 'parameters' (papermill), found {len(tagged)}"
+    )
     assert tagged[0].cell_type == "code"
-    assert re.search(r"^fast = None\b", tagged[0].source, re.M), "the parameters cell must offer `fast = None`"
+    assert re.search(r"^fast = None\b", tagged[0].source, re.M), (
+        "the parameters cell must offer `fast = None`"
+    )
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_each_lesson_has_goals_exercises_and_a_takeaway(path):
     nb = read(path)
-    headings = [line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines()
-                if line.startswith("## ")]
+    headings = [
+        line
+        for c in nb.cells
+        if c.cell_type == "markdown"
+        for line in c.source.splitlines()
+        if line.startswith("## ")
+    ]
     assert headings[0] == "## Learning goals", f"{path.name}: learning goals must come first"
     assert headings[-1] == "## Takeaway", f"{path.name}: must end with the takeaway"
     exercises = [h for h in headings if h.startswith("## Exercise")]
     assert 1 <= len(exercises) <= 2, f"{path.name}: one or two exercises, found {exercises}"
     checks = [c for c in code_cells(nb) if re.search(r"teaching\.check_\w+\(answer", c.source)]
-    assert len(checks) == len(exercises), f"{path.name}: every exercise needs its teaching.check_...(answer) cell"
+    assert len(checks) == len(exercises), (
+        f"{path.name}: every exercise needs its teaching.check_...(answer) cell"
+    )
     assert all(re.search(r"^answer = None", c.source, re.M) for c in checks)
     assert any("FAST = teaching.setup(fast)" in c.source for c in code_cells(nb))
 
@@ -116,8 +131,12 @@ def test_prose_types_no_numbers_by_hand(path):
     stays true when parameters, seeds or the model change."""
     nb = read(path)
     if path.name.startswith("00-"):
-        nb.cells = [c for c in nb.cells if not c.source.startswith("**The lease article**")]  # generated at build
-    offending = {i: _prose_numbers(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"}
+        nb.cells = [
+            c for c in nb.cells if not c.source.startswith("**The lease article**")
+        ]  # generated at build
+    offending = {
+        i: _prose_numbers(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+    }
     offending = {i: n for i, n in offending.items() if n}
     assert not offending, f"{path.name}: hand-typed numbers in markdown cells {offending}"
 
@@ -130,11 +149,15 @@ def test_every_idea_of_the_articles_has_a_demonstrating_code_cell():
         for i, cell in enumerate(read(path).cells):
             for tag in cell.metadata.get("tags", []):
                 if tag in TAGS:
-                    assert cell.cell_type == "code", f"{path.name} cell {i}: tag {tag} must be on a code cell"
+                    assert cell.cell_type == "code", (
+                        f"{path.name} cell {i}: tag {tag} must be on a code cell"
+                    )
                     found.setdefault(tag, []).append(f"{path.name}#{i}")
     assert len([t for t in REQUIRED_TAGS if t.startswith("concept:")]) == 4
     assert len([t for t in REQUIRED_TAGS if t.startswith("confused:")]) == 3
-    assert sorted(t for t in REQUIRED_TAGS if t.startswith("checklist:")) == [f"checklist:{i}" for i in range(1, 7)]
+    assert sorted(t for t in REQUIRED_TAGS if t.startswith("checklist:")) == [
+        f"checklist:{i}" for i in range(1, 7)
+    ]
     missing = sorted(set(TAGS) - set(found))
     assert not missing, f"no notebook cell demonstrates: {missing}"
 
@@ -142,9 +165,18 @@ def test_every_idea_of_the_articles_has_a_demonstrating_code_cell():
 def test_the_cheat_sheet_proves_every_item_of_the_lease_article_and_the_rules():
     """11 shows the six checklist items, the three confusions, the four takeaways and the measured
     rules of thumb, each on a tagged code cell (the numbers are computed by sim.teaching.cheatsheet)."""
-    tags = {t for c in read(FOLDER / CHEAT_SHEET).cells if c.cell_type == "code" for t in c.metadata.get("tags", [])}
-    wanted = {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))} | set(CHEAT_SHEET_TAGS)
-    assert sorted(t for t in CHEAT_SHEET_TAGS if t.startswith("takeaway:")) == [f"takeaway:{i}" for i in range(1, 5)]
+    tags = {
+        t
+        for c in read(FOLDER / CHEAT_SHEET).cells
+        if c.cell_type == "code"
+        for t in c.metadata.get("tags", [])
+    }
+    wanted = {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))} | set(
+        CHEAT_SHEET_TAGS
+    )
+    assert sorted(t for t in CHEAT_SHEET_TAGS if t.startswith("takeaway:")) == [
+        f"takeaway:{i}" for i in range(1, 5)
+    ]
     assert wanted <= tags, sorted(wanted - tags)
 
 
@@ -170,25 +202,37 @@ def _kernel_environment(monkeypatch) -> None:
     """Headless, inline figures, and this interpreter's kernel first on the PATH."""
     monkeypatch.setenv("LEASELAB_HEADLESS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv(
+        "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    )
 
 
 def _check_executed(path: Path, nb) -> None:
     """The checks every executed notebook must pass (its last cell is PROBE)."""
     executable, module = nb.cells[-1].outputs[0]["text"].split()
-    assert Path(executable).resolve() == Path(sys.executable).resolve(), "the kernel is not this interpreter"
+    assert Path(executable).resolve() == Path(sys.executable).resolve(), (
+        "the kernel is not this interpreter"
+    )
     assert Path(module).resolve().is_relative_to(ROOT / "sim")
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        assert not [o for o in cell.outputs if o.output_type == "error"], f"{path.name} cell {i} failed"
+        assert not [o for o in cell.outputs if o.output_type == "error"], (
+            f"{path.name} cell {i} failed"
+        )
         if any(tag in TAGS for tag in cell.metadata.get("tags", [])):
-            assert cell.outputs, f"{path.name} cell {i} is tagged {cell.metadata['tags']} but shows nothing"
+            assert cell.outputs, (
+                f"{path.name} cell {i} is tagged {cell.metadata['tags']} but shows nothing"
+            )
         if "teaching.explore(" in cell.source:  # headless: the explorer's static figure
-            assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"{path.name} cell {i}: no figure"
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), (
+                f"{path.name} cell {i}: no figure"
+            )
         for out in cell.outputs:
             text = out.get("data", {}).get("text/markdown", "")
-            assert "**Not quite.**" not in text, f"{path.name} cell {i}: a committed answer is wrong"
+            assert "**Not quite.**" not in text, (
+                f"{path.name} cell {i}: a committed answer is wrong"
+            )
 
 
 @pytest.mark.timeout(600)
@@ -200,8 +244,12 @@ def test_notebook_executes_in_fast_mode(path, monkeypatch):
     _kernel_environment(monkeypatch)
     nb = read(path)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
-    client = NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
-                            resources={"metadata": {"path": str(FOLDER)}})
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT_S,
+        resources={"metadata": {"path": str(FOLDER)}},
+    )
     start = time.perf_counter()
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     TIMES[path.name] = time.perf_counter() - start
@@ -217,7 +265,10 @@ PAPERMILL_PARAMETERS = {
     "03-heartbeats-and-zombies.ipynb": {"seed": 2},
     "04-stuck-watcher-and-recovery.ipynb": {"seed": 7},
     "05-duplicate-delivery.ipynb": {"window": 30.0},
-    "06-tune-your-ttl.ipynb": {"durations_csv": "<your.csv>", "column": "seconds"},  # its "try your own data"
+    "06-tune-your-ttl.ipynb": {
+        "durations_csv": "<your.csv>",
+        "column": "seconds",
+    },  # its "try your own data"
     "07-how-popular-queues-recover.ipynb": {"seed": 2},
     "08-on-real-postgres.ipynb": {"seed": 2},
     "11-cheat-sheet.ipynb": {"seed": 2},
@@ -234,7 +285,9 @@ def test_papermill_reads_every_parameter(path):
     (cell,) = [c for c in read(path).cells if "parameters" in c.metadata.get("tags", [])]
     assigned = re.findall(r"^(\w+) = ", cell.source, re.M)
     found = papermill.inspect_notebook(str(path))
-    assert list(found) == assigned, f"{path.name}: papermill reads {list(found)}, the cell assigns {assigned}"
+    assert list(found) == assigned, (
+        f"{path.name}: papermill reads {list(found)}, the cell assigns {assigned}"
+    )
     assert {"fast", *PAPERMILL_PARAMETERS.get(path.name, {"seed": 2})} <= set(found)
 
 
@@ -245,10 +298,14 @@ def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatc
     parameters are injected after the parameters cell and the notebook runs top to bottom."""
     import papermill
 
-    monkeypatch.delenv("LEASELAB_FAST", raising=False)  # fast mode comes from the injected parameter
+    monkeypatch.delenv(
+        "LEASELAB_FAST", raising=False
+    )  # fast mode comes from the injected parameter
     _kernel_environment(monkeypatch)
     changed = dict(PAPERMILL_PARAMETERS.get(path.name, {"seed": 2}))
-    if changed.get("durations_csv") == "<your.csv>":  # a reader's own processing times, not the sample's
+    if (
+        changed.get("durations_csv") == "<your.csv>"
+    ):  # a reader's own processing times, not the sample's
         import numpy as np
 
         own = tmp_path / "your.csv"
@@ -260,9 +317,15 @@ def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatc
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
     nbformat.write(nb, source)
     output = tmp_path / f"out-{path.name}"
-    papermill.execute_notebook(str(source), str(output), parameters={"fast": True, **changed},
-                               kernel_name="python3", cwd=str(FOLDER), progress_bar=False,
-                               execution_timeout=CELL_TIMEOUT_S)  # raises PapermillExecutionError
+    papermill.execute_notebook(
+        str(source),
+        str(output),
+        parameters={"fast": True, **changed},
+        kernel_name="python3",
+        cwd=str(FOLDER),
+        progress_bar=False,
+        execution_timeout=CELL_TIMEOUT_S,
+    )  # raises PapermillExecutionError
     ran = read(output)
     injected = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and "fast = True" in injected[0].source
@@ -270,8 +333,13 @@ def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatc
         assert re.search(rf"^{name} = ", injected[0].source, re.M), injected[0].source
     _check_executed(path, ran)
     if "durations_csv" in changed:
-        printed = "".join(o.get("text", "") for c in ran.cells if c.cell_type == "code" for o in c.outputs)
-        assert f"read 300 durations from {Path(changed['durations_csv']).name}, column seconds" in printed
+        printed = "".join(
+            o.get("text", "") for c in ran.cells if c.cell_type == "code" for o in c.outputs
+        )
+        assert (
+            f"read 300 durations from {Path(changed['durations_csv']).name}, column seconds"
+            in printed
+        )
 
 
 def test_total_notebook_time_stays_within_budget():
@@ -280,4 +348,6 @@ def test_total_notebook_time_stays_within_budget():
     total = sum(TIMES.values())
     report = ", ".join(f"{name[:2]} {seconds:.1f}s" for name, seconds in sorted(TIMES.items()))
     print(f"\nnotebook execution (fast mode): {report}; total {total:.1f}s")
-    assert total < BUDGET_S, f"notebooks took {total:.0f} s in fast mode (budget {BUDGET_S:.0f} s): {report}"
+    assert total < BUDGET_S, (
+        f"notebooks took {total:.0f} s in fast mode (budget {BUDGET_S:.0f} s): {report}"
+    )

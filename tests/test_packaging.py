@@ -43,12 +43,27 @@ def wheel(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("build")
     source = work / "source"
     shutil.copytree(
-        ROOT, source, symlinks=True,
-        ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "out", "*.egg-info",
-                                      "__pycache__", ".*_cache", ".hypothesis", ".bench"),
+        ROOT,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".venv",
+            ".git",
+            "build",
+            "dist",
+            "out",
+            "*.egg-info",
+            "__pycache__",
+            ".*_cache",
+            ".hypothesis",
+            ".bench",
+        ),
     )
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(source)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(source)],
+        check=True,
+        capture_output=True,
+    )
     (built,) = (work / "dist").glob("*.whl")
     return built
 
@@ -62,8 +77,21 @@ def test_wheel_ships_the_sql_files(wheel):
 def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
     target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--target", str(target), str(wheel)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
     probe = (
         "import json, sim\n"
         "from sim.db.queries import load_queries, schema_sql\n"
@@ -71,8 +99,14 @@ def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
         "                  'schema': 'CREATE TABLE payment_jobs' in schema_sql()}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}  # dependencies still come from this venv
-    out = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=elsewhere,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     found = json.loads(out)
     assert Path(found["file"]).is_relative_to(target), found["file"]
     assert found["queries"] >= 15

@@ -54,7 +54,10 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
     for other in presets[1:]:
         for section in SHARED:
             assert getattr(other, section) == getattr(first, section), (other.name, section)
-        assert (other.policy.workers, other.policy.poll_interval) == (first.policy.workers, first.policy.poll_interval)
+        assert (other.policy.workers, other.policy.poll_interval) == (
+            first.policy.workers,
+            first.policy.poll_interval,
+        )
     # the horizon outlasts the longest recovery window after the last arrival
     arrivals_end = first.workload.jobs / first.workload.rate
     for scenario in presets:
@@ -63,8 +66,14 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
         assert arrivals_end * 1.5 + window < scenario.horizon, scenario.name
     # the documented defaults
     ttl = {s.name: s.policy.lease_ttl for s in presets}
-    assert ttl == {"river": 3600, "oban-lifeline": 3600, "graphile-worker": 4 * 3600, "pg-boss": 900,
-                   "solid-queue": 300, "sqs-visibility": 30}
+    assert ttl == {
+        "river": 3600,
+        "oban-lifeline": 3600,
+        "graphile-worker": 4 * 3600,
+        "pg-boss": 900,
+        "solid-queue": 300,
+        "sqs-visibility": 30,
+    }
     assert not any(s.policy.heartbeat for s in presets if s.name != "solid-queue")
     assert sim.preset("solid-queue").policy.watcher_action == "dead"
 
@@ -75,12 +84,23 @@ def test_settings_table_shows_intervals_of_mechanisms_a_queue_does_not_run_as_of
     for name, label in PEERS.items():
         policy, row = sim.preset(name).policy, table.loc[label]
         assert row["lease_ttl"] == policy.lease_ttl and row["max_attempts"] == policy.max_attempts
-        assert row["heartbeat_interval"] == (policy.heartbeat_interval if policy.heartbeat else "off"), label
-        assert row["watcher_interval"] == (policy.watcher_interval if policy.watcher else "off"), label
-        assert row["watcher_action"] == (policy.watcher_action if policy.watcher else "\u2014"), label
+        assert row["heartbeat_interval"] == (
+            policy.heartbeat_interval if policy.heartbeat else "off"
+        ), label
+        assert row["watcher_interval"] == (policy.watcher_interval if policy.watcher else "off"), (
+            label
+        )
+        assert row["watcher_action"] == (policy.watcher_action if policy.watcher else "\u2014"), (
+            label
+        )
     # the defaults a Policy still holds never show: SQS runs neither, the others no heartbeat but Solid Queue
-    assert table.loc["SQS", ["heartbeat_interval", "watcher_interval", "watcher_action"]].tolist() == ["off", "off", "\u2014"]
-    assert table.loc["River", "heartbeat_interval"] == "off" and table.loc["River", "watcher_interval"] == 30.0
+    assert table.loc[
+        "SQS", ["heartbeat_interval", "watcher_interval", "watcher_action"]
+    ].tolist() == ["off", "off", "\u2014"]
+    assert (
+        table.loc["River", "heartbeat_interval"] == "off"
+        and table.loc["River", "watcher_interval"] == 30.0
+    )
     assert table.loc["Solid Queue", "heartbeat_interval"] == 60.0
     assert list(settings_table(["sqs-visibility"]).index) == ["SQS"]
 
@@ -96,7 +116,11 @@ def test_one_row_per_peer_with_confidence_intervals(frame):
     river = runs[runs["peer"] == "river"]
     row = frame.set_index("peer").loc["river"]
     assert row["recovery_latency_mean_mean"] == pytest.approx(river["recovery_latency_mean"].mean())
-    assert row["recovery_latency_mean_ci_low"] <= row["recovery_latency_mean_mean"] <= row["recovery_latency_mean_ci_high"]
+    assert (
+        row["recovery_latency_mean_ci_low"]
+        <= row["recovery_latency_mean_mean"]
+        <= row["recovery_latency_mean_ci_high"]
+    )
     assert (frame["crashed_jobs_mean"] > 2).all()  # every peer meets crashed jobs
 
 
@@ -105,7 +129,10 @@ def test_documented_facts_show_up(frame):
     mean = rows["recovery_latency_mean_mean"]
     # a 1 h rescue window (River, Oban) recovers crashed jobs far slower than pg-boss's 15 min expiry
     for slow in ("river", "oban-lifeline"):
-        assert rows.loc[slow, "recovery_latency_mean_ci_low"] > 3 * rows.loc["pg-boss", "recovery_latency_mean_ci_high"]
+        assert (
+            rows.loc[slow, "recovery_latency_mean_ci_low"]
+            > 3 * rows.loc["pg-boss", "recovery_latency_mean_ci_high"]
+        )
         assert 3600 <= mean[slow] < 3600 + 120
     assert 900 <= mean["pg-boss"] < 900 + 120
     assert mean["graphile-worker"] > 4 * 3600 - 60  # locked_at stale after 4 h
@@ -119,7 +146,9 @@ def test_documented_facts_show_up(frame):
     assert rows.loc["sqs-visibility", "double_processed_jobs_mean"] > 0
     assert rows.loc["sqs-visibility", "duplicate_db_effects_mean"] > 0
     others = rows.drop(index="sqs-visibility")
-    assert (others["false_expiries_mean"] == 0).all() and (others["duplicate_db_effects_mean"] == 0).all()
+    assert (others["false_expiries_mean"] == 0).all() and (
+        others["duplicate_db_effects_mean"] == 0
+    ).all()
     # crashes after the PSP call charge again everywhere a crashed job is re-run (no idempotency key)
     assert (rows.drop(index="solid-queue")["duplicate_external_effects_mean"] > 0).all()
 
@@ -150,7 +179,9 @@ def test_owner_crashes_leaves_out_crashed_zombies(sqs):
 
 
 def test_compare_peers_with_overrides_and_bad_names():
-    small = compare_peers(["pg-boss", "sqs-visibility"], seeds=[1], **{"workload.jobs": 100, "horizon": 2400.0})
+    small = compare_peers(
+        ["pg-boss", "sqs-visibility"], seeds=[1], **{"workload.jobs": 100, "horizon": 2400.0}
+    )
     assert list(small["peer"]) == ["pg-boss", "sqs-visibility"] and (small["n"] == 1).all()
     assert small.attrs["runs"]["seed"].tolist() == [1, 1]
     with pytest.raises(ConfigError, match="no such preset"):
@@ -166,22 +197,36 @@ def test_peer_comparison_figure(frame):
     cells = [t for t in ax.texts if t.get_gid() == "cell-text"]
     assert len(cells) == len(PEERS) * len(plots.PEER_COLUMNS)
     headers = [t for t in ax.texts if t.get_gid() == "column-header"]
-    assert [t.get_text() for t in headers][-2:] == ["DB load\nall stmt/s", "heartbeat +\nwatcher\nstmt/s"]
+    assert [t.get_text() for t in headers][-2:] == [
+        "DB load\nall stmt/s",
+        "heartbeat +\nwatcher\nstmt/s",
+    ]
     ax.figure.canvas.draw()  # rendered: no header overlaps another or a cell, and all fit in the figure
     renderer = ax.figure.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in headers + cells]
-    assert not [(a, b) for a, b in itertools.combinations(range(len(boxes)), 2) if boxes[a].overlaps(boxes[b])]
+    assert not [
+        (a, b)
+        for a, b in itertools.combinations(range(len(boxes)), 2)
+        if boxes[a].overlaps(boxes[b])
+    ]
     figure = ax.figure.bbox
-    assert all(figure.x0 <= b.x0 and b.x1 <= figure.x1 and figure.y0 <= b.y0 and b.y1 <= figure.y1 for b in boxes)
+    assert all(
+        figure.x0 <= b.x0 and b.x1 <= figure.x1 and figure.y0 <= b.y0 and b.y1 <= figure.y1
+        for b in boxes
+    )
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == list(PEERS.values())
     assert ax.get_xscale() == "log" and "log scale" in ax.get_xlabel()
     assert "1 h" in [t.get_text() for t in ax.get_xticklabels()]
     river = bars[0]
-    assert river.get_x() + river.get_width() == pytest.approx(frame["recovery_latency_mean_mean"].iloc[0])
+    assert river.get_x() + river.get_width() == pytest.approx(
+        frame["recovery_latency_mean_mean"].iloc[0]
+    )
     assert ax.get_title(loc="left").startswith("Peer queues' default recovery settings")
     assert "\n2 seeds per peer;" in ax.get_title(loc="left")
     assert "\n1 seed per peer;" in plots.peer_comparison(frame.assign(n=1)).get_title(loc="left")
-    assert len(ax.get_legend().get_texts()) == 3  # watcher requeues / claim takes expired / job failed
+    assert (
+        len(ax.get_legend().get_texts()) == 3
+    )  # watcher requeues / claim takes expired / job failed
     plt.close("all")
     with pytest.raises(ConfigError):
         plots.peer_comparison(frame.drop(columns=["recovery"]))
@@ -199,6 +244,9 @@ def test_only_a_crash_on_a_retry_can_outlast_the_horizon():
         waiting = owner_crashes(run)
         waiting = waiting[waiting["latency"].isna()]
         for crash in waiting.itertuples():
-            lease = crashed[(crashed["job"] == crash.job) & (crashed["worker"] == crash.worker)
-                            & np.isclose(crashed["end"], crash.crash_at)]
+            lease = crashed[
+                (crashed["job"] == crash.job)
+                & (crashed["worker"] == crash.worker)
+                & np.isclose(crashed["end"], crash.crash_at)
+            ]
             assert len(lease) == 1 and int(lease["attempt"].iloc[0]) >= 2, (name, crash)

@@ -78,7 +78,10 @@ def test_title_counts_agree_in_number_and_a_lock_has_no_ttl_figure():
 
     lock = sim.run(teaching.one_job(crash_at=12.0, lock=True))
     title = lease_timeline(lock).get_title(loc="left")
-    assert "this run: 1 lease, 0 false expiries, 0 double claims, 1 crash, 0 duplicate PSP charges" in title
+    assert (
+        "this run: 1 lease, 0 false expiries, 0 double claims, 1 crash, 0 duplicate PSP charges"
+        in title
+    )
     assert "no TTL (a lock: claims never expire)" in title and "1e+09" not in title
     lease = sim.run(teaching.one_job(crash_at=12.0))
     title = lease_timeline(lease).get_title(loc="left")
@@ -114,7 +117,10 @@ def test_overlaps_highlighted_within_window(race):
 
 
 def test_no_overlap_without_the_race():
-    run = sim.run("read-then-write-race", **{"workload.jobs": 50, "horizon": 120, "policy.claim": "conditional_update"})
+    run = sim.run(
+        "read-then-write-race",
+        **{"workload.jobs": 50, "horizon": 120, "policy.claim": "conditional_update"},
+    )
     ax = lease_timeline(run)
     assert patches(ax, "overlap") == []
     assert len(patches(ax, "lease")) == len(run.leases)
@@ -138,7 +144,9 @@ def test_given_axes_and_worker_subset(race):
     assert [t.get_text() for t in ax2.get_yticklabels()] == ["w0", "w1", "watcher"]
 
 
-@pytest.mark.parametrize("kwargs", [{"window": (5, 5)}, {"window": "soon"}, {"workers": ["w9"]}, {"workers": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"window": (5, 5)}, {"window": "soon"}, {"workers": ["w9"]}, {"workers": 0}]
+)
 def test_bad_arguments(zombie, kwargs):
     with pytest.raises(ConfigError):
         lease_timeline(zombie, **kwargs)
@@ -162,8 +170,13 @@ def test_jobs_draws_only_the_followed_jobs(crashes):
     mine = crashes.leases[crashes.leases["job"] == job]
     ax = lease_timeline(crashes, jobs=job)
     assert len(patches(ax, "lease")) == len(mine) >= 2
-    assert {round(b.get_x(), 6) for b in patches(ax, "lease")} == {round(s, 6) for s in mine["start"]}
-    assert points(ax, "heartbeat") == ((crashes.events["kind"] == "heartbeat") & (crashes.events["job"] == job)).sum()
+    assert {round(b.get_x(), 6) for b in patches(ax, "lease")} == {
+        round(s, 6) for s in mine["start"]
+    }
+    assert (
+        points(ax, "heartbeat")
+        == ((crashes.events["kind"] == "heartbeat") & (crashes.events["job"] == job)).sum()
+    )
     assert points(ax, "crash") == 1  # its owner's crash, not the other workers'
     assert f"(job {job} only)" in ax.get_title(loc="left")
     assert len(patches(lease_timeline(crashes), "lease")) == len(crashes.leases)

@@ -17,13 +17,17 @@ from sim.plots import ANNOTATION_PT, claim_takes_expired, label_log_axis, watche
 @pytest.fixture
 def agg():
     ws = [5.0, 30.0, 120.0]
-    return pd.DataFrame({"policy.watcher_interval": ws, "db_requeue_expired_per_s_mean": [1 / w for w in ws]})
+    return pd.DataFrame(
+        {"policy.watcher_interval": ws, "db_requeue_expired_per_s_mean": [1 / w for w in ws]}
+    )
 
 
 def test_watcher_cost_plots_1_over_w_and_says_what_it_counts(agg):
     ax = watcher_cost(agg, latency=0.002, baseline=12.0)
-    simulated, theory, baseline = (next(line for line in ax.get_lines() if line.get_gid() == gid)
-                                   for gid in ("simulated", "theory", "baseline"))
+    simulated, theory, baseline = (
+        next(line for line in ax.get_lines() if line.get_gid() == gid)
+        for gid in ("simulated", "theory", "baseline")
+    )
     assert list(simulated.get_ydata()) == pytest.approx([0.2, 1 / 30, 1 / 120])
     x, y = theory.get_data()
     assert y[0] == pytest.approx(1 / (5.0 + 0.002)) and y[-1] == pytest.approx(1 / (120.0 + 0.002))
@@ -37,8 +41,13 @@ def test_watcher_cost_plots_1_over_w_and_says_what_it_counts(agg):
 
 
 def test_claim_takes_expired_draws_mean_band_and_theory():
-    row = pd.Series({"recovery_latency_mean_mean": 24.7, "recovery_latency_mean_ci_low": 22.0,
-                     "recovery_latency_mean_ci_high": 27.4})
+    row = pd.Series(
+        {
+            "recovery_latency_mean_mean": 24.7,
+            "recovery_latency_mean_ci_low": 22.0,
+            "recovery_latency_mean_ci_high": 27.4,
+        }
+    )
     ax = claim_takes_expired(row, 26.0)
     lines = {line.get_gid(): line for line in ax.get_lines()}
     assert list(lines["claim-simulated"].get_ydata()) == [24.7, 24.7]
@@ -61,5 +70,7 @@ def test_label_log_axis_plain_numbers():
     label_log_axis(ax.xaxis, [5, 20, 80, 20])
     ax.figure.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["5", "20", "80"]
-    assert ax.xaxis.get_minorticklabels() == [] or all(not t.get_text() for t in ax.xaxis.get_minorticklabels())
+    assert ax.xaxis.get_minorticklabels() == [] or all(
+        not t.get_text() for t in ax.xaxis.get_minorticklabels()
+    )
     plt.close(ax.figure)

@@ -96,9 +96,14 @@ def test_a_lock_held_outside_the_run_times_out(pg_dsn, admin, monkeypatch):
         with psycopg.connect(pg_dsn) as outsider:
             outsider.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(db.schema)))
             outsider.execute("SELECT id FROM payment_jobs WHERE id = 1 FOR UPDATE")
-            with pytest.raises(StatementStuckError, match="client A: claim_unconditional neither finished"):
-                db.execute("A", "claim_unconditional",
-                           {"id": 1, "owner": "A", "now": 1.0, "lease_until": 31.0, "max_attempts": 25})
+            with pytest.raises(
+                StatementStuckError, match="client A: claim_unconditional neither finished"
+            ):
+                db.execute(
+                    "A",
+                    "claim_unconditional",
+                    {"id": 1, "owner": "A", "now": 1.0, "lease_until": 31.0, "max_attempts": 25},
+                )
             outsider.rollback()
         with pytest.raises(ClientCrashedError):
             db.execute("A", "dump_jobs", {})

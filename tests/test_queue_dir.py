@@ -61,31 +61,55 @@ def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
     assert "CREATE TABLE payment_jobs" in q.schema_sql and "CREATE TABLE ledger" in q.schema_sql
 
 
-@pytest.mark.parametrize("queries, expected", [
-    ("-- name: claim_conditonal\n-- x\n-- params: id int\nUPDATE t SET a = 1 WHERE id = %(id)s RETURNING id, a;\n",
-     "queries.sql:1: claim_conditonal: unknown statement name (did you mean claim_conditional?); a queue can define "),
-    ("-- name: insert_ledger_entry\n-- x\n-- params:\nSELECT 1;\n",
-     "queries.sql:1: insert_ledger_entry: is Lease Lab's bookkeeping (dedup markers and ledger stay Lease Lab's); remove it"),
-    (CLAIM.replace("-- params: id int, owner text, now time, lease_until time\n", ""),
-     "queries.sql:1: claim_conditional: no '-- params:' line after the description"),
-    (CLAIM.replace("lease_until time", "lease_until time, queue text"),
-     "queries.sql:3: claim_conditional: declares queue, which Lease Lab does not bind to claim_conditional; it binds "
-     "id int, owner text, now time, lease_until time"),
-    (CLAIM.replace(", lease_until time", ""),
-     "queries.sql:5: claim_conditional: uses %(lease_until)s, which its -- params: line does not declare (Lease Lab "
-     "binds it as time: add 'lease_until time')"),
-    (CLAIM.replace("owner text", "owner int"),
-     "queries.sql:3: claim_conditional: declares owner int, but Lease Lab binds owner as text"),
-    (CLAIM.replace("lease_owner = %(owner)s, ", ""),
-     "queries.sql:3: claim_conditional: declares owner but never uses %(owner)s"),
-    (CLAIM.replace("id int, ", "").replace("WHERE id = %(id)s AND", "WHERE"),
-     "queries.sql:4: claim_conditional: must use %(id)s (the job Lease Lab means); it uses lease_until, now, owner"),
-    (CLAIM.replace("owner text", "owner string"),
-     "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool or time)"),
-    (CLAIM + "\n" + CLAIM, "queries.sql:9: claim_conditional: defined twice (first at line 1)"),
-    ("-- name: dump_jobs\n-- x\n-- params:\n", "queries.sql:1: dump_jobs: has no statement, and every run needs one"),
-    ("SELECT 1;\n", "queries.sql:1: no '-- name: NAME' block"),
-])
+@pytest.mark.parametrize(
+    "queries, expected",
+    [
+        (
+            "-- name: claim_conditonal\n-- x\n-- params: id int\nUPDATE t SET a = 1 WHERE id = %(id)s RETURNING id, a;\n",
+            "queries.sql:1: claim_conditonal: unknown statement name (did you mean claim_conditional?); a queue can define ",
+        ),
+        (
+            "-- name: insert_ledger_entry\n-- x\n-- params:\nSELECT 1;\n",
+            "queries.sql:1: insert_ledger_entry: is Lease Lab's bookkeeping (dedup markers and ledger stay Lease Lab's); remove it",
+        ),
+        (
+            CLAIM.replace("-- params: id int, owner text, now time, lease_until time\n", ""),
+            "queries.sql:1: claim_conditional: no '-- params:' line after the description",
+        ),
+        (
+            CLAIM.replace("lease_until time", "lease_until time, queue text"),
+            "queries.sql:3: claim_conditional: declares queue, which Lease Lab does not bind to claim_conditional; it binds "
+            "id int, owner text, now time, lease_until time",
+        ),
+        (
+            CLAIM.replace(", lease_until time", ""),
+            "queries.sql:5: claim_conditional: uses %(lease_until)s, which its -- params: line does not declare (Lease Lab "
+            "binds it as time: add 'lease_until time')",
+        ),
+        (
+            CLAIM.replace("owner text", "owner int"),
+            "queries.sql:3: claim_conditional: declares owner int, but Lease Lab binds owner as text",
+        ),
+        (
+            CLAIM.replace("lease_owner = %(owner)s, ", ""),
+            "queries.sql:3: claim_conditional: declares owner but never uses %(owner)s",
+        ),
+        (
+            CLAIM.replace("id int, ", "").replace("WHERE id = %(id)s AND", "WHERE"),
+            "queries.sql:4: claim_conditional: must use %(id)s (the job Lease Lab means); it uses lease_until, now, owner",
+        ),
+        (
+            CLAIM.replace("owner text", "owner string"),
+            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool or time)",
+        ),
+        (CLAIM + "\n" + CLAIM, "queries.sql:9: claim_conditional: defined twice (first at line 1)"),
+        (
+            "-- name: dump_jobs\n-- x\n-- params:\n",
+            "queries.sql:1: dump_jobs: has no statement, and every run needs one",
+        ),
+        ("SELECT 1;\n", "queries.sql:1: no '-- name: NAME' block"),
+    ],
+)
 def test_bad_text_is_one_line_naming_file_line_and_statement(tmp_path, queries, expected):
     assert error(tmp_path, queries).startswith(expected)
 
@@ -106,11 +130,24 @@ def test_an_empty_block_leaves_an_optional_statement_out(tmp_path):
 
 def test_statements_called_follow_the_policy():
     s = resolve("gc-pause-zombie")
-    assert set(statements_called(s)) == {"insert_job", "dump_jobs", "select_candidates", "claim_conditional",
-                                         "heartbeat", "complete_fenced", "reject_job_fenced", "requeue_expired"}
+    assert set(statements_called(s)) == {
+        "insert_job",
+        "dump_jobs",
+        "select_candidates",
+        "claim_conditional",
+        "heartbeat",
+        "complete_fenced",
+        "reject_job_fenced",
+        "requeue_expired",
+    }
     river = resolve("river")
-    assert set(statements_called(river)) == {"insert_job", "dump_jobs", "claim_skip_locked", "complete_unfenced",
-                                             "requeue_expired"}
+    assert set(statements_called(river)) == {
+        "insert_job",
+        "dump_jobs",
+        "claim_skip_locked",
+        "complete_unfenced",
+        "requeue_expired",
+    }
 
 
 def test_every_contract_is_a_project_statement_and_documented_in_the_readme():
@@ -123,8 +160,11 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
     import sim
     from sim.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^--sql .*: the simulated database \(backend memory\) only knows Lease "
-                                          r"Lab's own statements; .* use backend postgres$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^--sql .*: the simulated database \(backend memory\) only knows Lease "
+        r"Lab's own statements; .* use backend postgres$",
+    ):
         sim.run("baseline", backend="memory", sql=EXAMPLES / "seed")
     with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
         sim.run("baseline", sql=EXAMPLES / "seed", **{"backend": "memory"})
@@ -132,58 +172,111 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
         sim.review("baseline", sql=EXAMPLES / "seed", backend="memory")
     with pytest.raises(ConfigError, match=r"the simulated database \(backend memory\)"):
         sim.sweep("baseline", {"backend": ["memory", "postgres"]}, sql=EXAMPLES / "seed")
-    for argv in (["run", "baseline", "--backend", "memory"], ["run", "baseline", "--set", "backend=memory"],
-                 ["review", "baseline", "--set", "backend=memory"], ["sweep", "baseline", "--set", "backend=memory"]):
-        out = subprocess.run([sys.executable, "-m", "sim", *argv, "--sql", str(EXAMPLES / "seed")],
-                             capture_output=True, text=True, cwd=ROOT)
+    for argv in (
+        ["run", "baseline", "--backend", "memory"],
+        ["run", "baseline", "--set", "backend=memory"],
+        ["review", "baseline", "--set", "backend=memory"],
+        ["sweep", "baseline", "--set", "backend=memory"],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "sim", *argv, "--sql", str(EXAMPLES / "seed")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         assert out.returncode == 2, argv
-        assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1, (argv, out.stderr)
+        assert out.stderr.startswith("error: --sql ") and out.stderr.count("\n") == 1, (
+            argv,
+            out.stderr,
+        )
         assert "backend memory" in out.stderr
 
 
 # ---- on a server: PREPARE against the schema, returned columns ------------------------------------
 
+
 @pytest.mark.postgres
-@pytest.mark.parametrize("queries, schema, expected", [
-    (CLAIM.replace("WHERE id", "WHERE idd"), None,
-     "queries.sql:6: claim_conditional: PostgreSQL cannot PREPARE it against Lease Lab's job table (sql/schema.sql): "
-     "column \"idd\" does not exist"),
-    (CLAIM.replace("RETURNING id, attempts", "RETURNING id"), None,
-     "queries.sql:4: claim_conditional: returns 1 column(s) (id); Lease Lab reads exactly 2: id bigint, attempts bigint"),
-    (CLAIM.replace("RETURNING id, attempts;", ";"), None,
-     "queries.sql:4: claim_conditional: returns 0 column(s) (no columns); Lease Lab reads exactly 2: id bigint, "
-     "attempts bigint (add RETURNING ...)"),
-    (CLAIM.replace("RETURNING id, attempts", "RETURNING id, lease_owner"), None,
-     "queries.sql:4: claim_conditional: column 2 (lease_owner) is text; Lease Lab reads it as attempts bigint "
-     "(cast it: ...::bigint)"),
-    (CLAIM, "CREATE TABLE jobs (id bigint PRIMARY KEY);\nCREATE TABLE oops (x nosuchtype);\n",
-     "schema.sql:2: PostgreSQL cannot run it: type \"nosuchtype\" does not exist"),
-    (CLAIM, "CREATE TABLE jobs (id bigint PRIMARY KEY, state text);\n",
-     "queries.sql:4: claim_conditional: PostgreSQL cannot PREPARE it against "),
-    ("-- name: heartbeat\n-- none\n-- params:\n", "CREATE TABLE jobs (id bigint PRIMARY KEY);\n",
-     "queries.sql: insert_job: not in queries.sql, and Lease Lab's text does not fit schema.sql: relation "
-     "\"payment_jobs\" does not exist; every run needs it: define it in queries.sql"),
-    ("-- name: heartbeat\n-- none\n-- params:\n", "CREATE TABLE payment_jobs (id bigint);\n\nCREATE TABLE public.evil (x int);\n",
-     "schema.sql:3: creates public.evil outside the run's own schema; keep names unqualified"),
-    ("-- name: heartbeat\n-- none\n-- params:\n", "SET search_path TO public;\nCREATE TABLE x (id int);\n",
-     "schema.sql:1: moves search_path outside the run's own schema"),
-])
+@pytest.mark.parametrize(
+    "queries, schema, expected",
+    [
+        (
+            CLAIM.replace("WHERE id", "WHERE idd"),
+            None,
+            "queries.sql:6: claim_conditional: PostgreSQL cannot PREPARE it against Lease Lab's job table (sql/schema.sql): "
+            'column "idd" does not exist',
+        ),
+        (
+            CLAIM.replace("RETURNING id, attempts", "RETURNING id"),
+            None,
+            "queries.sql:4: claim_conditional: returns 1 column(s) (id); Lease Lab reads exactly 2: id bigint, attempts bigint",
+        ),
+        (
+            CLAIM.replace("RETURNING id, attempts;", ";"),
+            None,
+            "queries.sql:4: claim_conditional: returns 0 column(s) (no columns); Lease Lab reads exactly 2: id bigint, "
+            "attempts bigint (add RETURNING ...)",
+        ),
+        (
+            CLAIM.replace("RETURNING id, attempts", "RETURNING id, lease_owner"),
+            None,
+            "queries.sql:4: claim_conditional: column 2 (lease_owner) is text; Lease Lab reads it as attempts bigint "
+            "(cast it: ...::bigint)",
+        ),
+        (
+            CLAIM,
+            "CREATE TABLE jobs (id bigint PRIMARY KEY);\nCREATE TABLE oops (x nosuchtype);\n",
+            'schema.sql:2: PostgreSQL cannot run it: type "nosuchtype" does not exist',
+        ),
+        (
+            CLAIM,
+            "CREATE TABLE jobs (id bigint PRIMARY KEY, state text);\n",
+            "queries.sql:4: claim_conditional: PostgreSQL cannot PREPARE it against ",
+        ),
+        (
+            "-- name: heartbeat\n-- none\n-- params:\n",
+            "CREATE TABLE jobs (id bigint PRIMARY KEY);\n",
+            "queries.sql: insert_job: not in queries.sql, and Lease Lab's text does not fit schema.sql: relation "
+            '"payment_jobs" does not exist; every run needs it: define it in queries.sql',
+        ),
+        (
+            "-- name: heartbeat\n-- none\n-- params:\n",
+            "CREATE TABLE payment_jobs (id bigint);\n\nCREATE TABLE public.evil (x int);\n",
+            "schema.sql:3: creates public.evil outside the run's own schema; keep names unqualified",
+        ),
+        (
+            "-- name: heartbeat\n-- none\n-- params:\n",
+            "SET search_path TO public;\nCREATE TABLE x (id int);\n",
+            "schema.sql:1: moves search_path outside the run's own schema",
+        ),
+    ],
+)
 def test_statements_are_prepared_against_the_schema(tmp_path, pg_dsn, queries, schema, expected):
     assert error(tmp_path, queries, schema, dsn=pg_dsn).startswith(expected)
 
 
 @pytest.mark.postgres
 def test_the_check_leaves_nothing_behind(tmp_path, pg_dsn, admin):
-    before = admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab_check_%'").fetchone()[0]
+    before = admin.execute(
+        "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab_check_%'"
+    ).fetchone()[0]
     q = load_queue(EXAMPLES / "river-like")
     q.check_on(pg_dsn)
-    after = admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab_check_%'").fetchone()[0]
+    after = admin.execute(
+        "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab_check_%'"
+    ).fetchone()[0]
     assert before == after == 0
     assert q.missing["heartbeat"] == "left out by an empty block"
-    assert q.missing["claim_conditional"].startswith("not in queries.sql, and Lease Lab's text does not fit "
-                                                     "schema.sql: relation \"payment_jobs\" does not exist")
-    assert set(q.missing) == set(CONTRACTS) - {"insert_job", "claim_skip_locked", "complete_unfenced",
-                                               "requeue_expired", "dump_jobs"}
+    assert q.missing["claim_conditional"].startswith(
+        "not in queries.sql, and Lease Lab's text does not fit "
+        'schema.sql: relation "payment_jobs" does not exist'
+    )
+    assert set(q.missing) == set(CONTRACTS) - {
+        "insert_job",
+        "claim_skip_locked",
+        "complete_unfenced",
+        "requeue_expired",
+        "dump_jobs",
+    }
 
 
 @pytest.mark.postgres
@@ -192,10 +285,12 @@ def test_a_scenario_calling_a_missing_statement_is_refused_before_it_runs(pg_dsn
 
     with pytest.raises(QueueDefinitionError) as info:
         sim.run("gc-pause-zombie", sql=EXAMPLES / "river-like", dsn=pg_dsn)
-    assert str(info.value).startswith(f"{EXAMPLES / 'river-like'}/queries.sql: select_candidates: policy.claim = "
-                                      "conditional_update calls it, but this queue has none (not in queries.sql, and "
-                                      "Lease Lab's text does not fit schema.sql: relation \"payment_jobs\" does not "
-                                      "exist); define select_candidates in queries.sql or change policy.claim")
+    assert str(info.value).startswith(
+        f"{EXAMPLES / 'river-like'}/queries.sql: select_candidates: policy.claim = "
+        "conditional_update calls it, but this queue has none (not in queries.sql, and "
+        'Lease Lab\'s text does not fit schema.sql: relation "payment_jobs" does not '
+        "exist); define select_candidates in queries.sql or change policy.claim"
+    )
 
 
 @pytest.fixture
@@ -210,7 +305,12 @@ def test_the_seed_example_is_lease_labs_own_text():
     """examples/queues/seed copies sql/queries.sql's statements on purpose (a template to start
     from); this keeps the copy from drifting."""
     seed = load_queue(EXAMPLES / "seed")
-    assert set(seed.overrides) == {"claim_conditional", "heartbeat", "complete_fenced", "requeue_expired"}
+    assert set(seed.overrides) == {
+        "claim_conditional",
+        "heartbeat",
+        "complete_fenced",
+        "requeue_expired",
+    }
     for name, o in seed.overrides.items():
         assert " ".join(o.sql.split()) == " ".join(load_queries()[name].sql.split()), name
         assert o.declared == load_queries()[name].params
@@ -224,5 +324,7 @@ def test_a_status_lease_lab_does_not_know_is_named_after_the_run(tmp_path, pg_ds
     d = queue(tmp_path, f"-- name: dump_jobs\n-- Lower case.\n-- params:\n{dump};\n")
     with pytest.raises(QueueDefinitionError) as info:
         sim.run("gc-pause-zombie", sql=d, dsn=pg_dsn)
-    assert str(info.value) == (f"{d}/queries.sql:4: dump_jobs: returned status 'completed'; Lease Lab reads Pending, "
-                               "Processing, Completed, Dead (map your states with CASE ... END)")
+    assert str(info.value) == (
+        f"{d}/queries.sql:4: dump_jobs: returned status 'completed'; Lease Lab reads Pending, "
+        "Processing, Completed, Dead (map your states with CASE ... END)"
+    )

@@ -48,7 +48,13 @@ def test_jobs_table_from_the_log():
     assert jobs["event_id"].tolist() == ["evt-1", "evt-1", "evt-3", "evt-4", "evt-5"]
     assert jobs["attempts"].tolist() == [1, 1, 2, 0, 1]
     assert jobs["db_effects"].tolist() == [1, 0, 1, 0, 0]
-    assert jobs["external_effects"].tolist() == [1, 1, 0, 0, 0]  # a replayed charge is not a new one
+    assert jobs["external_effects"].tolist() == [
+        1,
+        1,
+        0,
+        0,
+        0,
+    ]  # a replayed charge is not a new one
     assert jobs["status"].tolist() == ["Completed", "Completed", "Completed", "Pending", "Dead"]
     assert jobs["owners"].tolist() == ["w0", "w1", "w0,w1", "", "w2"]
     assert jobs.loc[3, "completed_at"] == 43.0 and jobs.loc[3, "latency"] == 43.0
@@ -57,15 +63,28 @@ def test_jobs_table_from_the_log():
 
 def test_summary_counts_from_the_log():
     summary = make_run().summary
-    expected = {"jobs": 5, "completed": 3, "dead": 1, "unfinished": 1, "lost_jobs": 0, "leases": 5,
-                "duplicate_db_effects": 0, "duplicate_external_effects": 1, "psp_charges": 3, "crashes": 2,
-                "recoveries": 1, "unrecovered_crashes": 1}
+    expected = {
+        "jobs": 5,
+        "completed": 3,
+        "dead": 1,
+        "unfinished": 1,
+        "lost_jobs": 0,
+        "leases": 5,
+        "duplicate_db_effects": 0,
+        "duplicate_external_effects": 1,
+        "psp_charges": 3,
+        "crashes": 2,
+        "recoveries": 1,
+        "unrecovered_crashes": 1,
+    }
     assert {k: summary[k] for k in expected} == expected
     assert summary["recovery_latency_mean"] == 35.0  # crash at 6, claimed again at 41
     assert summary["statements_per_s"] == 0.04
 
 
 def test_empty_log_gives_empty_frames():
-    run = Run(preset("baseline"), EventLog(), {}, {"jobs": [], "ledger": [], "processed_events": []})
+    run = Run(
+        preset("baseline"), EventLog(), {}, {"jobs": [], "ledger": [], "processed_events": []}
+    )
     assert len(run.jobs) == 0 and list(run.jobs.columns)[:3] == ["job", "event_id", "enqueued_at"]
     assert run.summary["jobs"] == 0 and pd.isna(run.summary["job_latency_mean"])

@@ -35,9 +35,14 @@ def test_embedded_pgdata_can_be_overridden(monkeypatch, tmp_path):
     ("dsn", "redacted"),
     [
         ("postgresql://u:secret@127.0.0.1:1/db", "postgresql://u@127.0.0.1:1/db"),
-        ("postgres://u:s%40cret@h1:5432,h2:5433/db?sslmode=require&password=secret",
-         "postgres://u@h1:5432,h2:5433/db?sslmode=require"),
-        ("postgresql://postgres:@/postgres?host=/tmp/pg", "postgresql://postgres@/postgres?host=/tmp/pg"),
+        (
+            "postgres://u:s%40cret@h1:5432,h2:5433/db?sslmode=require&password=secret",
+            "postgres://u@h1:5432,h2:5433/db?sslmode=require",
+        ),
+        (
+            "postgresql://postgres:@/postgres?host=/tmp/pg",
+            "postgresql://postgres@/postgres?host=/tmp/pg",
+        ),
         ("postgresql://u@h/db", "postgresql://u@h/db"),
         ("host=h user=u password=secret dbname=d", "host=h user=u dbname=d"),
         ("host=h password = 'se cret\\'s' dbname=d", "host=h dbname=d"),
@@ -73,8 +78,11 @@ def test_wrong_password_advice():
 def test_missing_create_schema_privilege(pg_dsn):
     role = f"leaselab_noprivs_{secrets.token_hex(4)}"
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw-secret'").format(
-            psycopg.sql.Identifier(role)))
+        admin.execute(
+            psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw-secret'").format(
+                psycopg.sql.Identifier(role)
+            )
+        )
         try:
             with pytest.raises(ServerUnavailableError) as err:
                 PostgresBackend(make_conninfo(pg_dsn, user=role, password="pw-secret"))

@@ -31,6 +31,7 @@ def _close_figures():
 
 # ---- sizing --------------------------------------------------------------------------------------
 
+
 def test_fast_mode_follows_the_environment_unless_overridden(monkeypatch):
     monkeypatch.delenv("LEASELAB_FAST", raising=False)
     assert teaching.fast_mode() is False
@@ -72,6 +73,7 @@ def test_setup_sets_plotting_defaults_by_mode():
 
 # ---- headless detection ----------------------------------------------------------------------------
 
+
 def test_headless_without_a_kernel_and_by_environment(monkeypatch):
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
     assert teaching.headless() is True  # plain Python, no IPython kernel
@@ -90,15 +92,24 @@ def test_headless_when_a_batch_runner_started_the_kernel(monkeypatch):
 
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
     monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
-    monkeypatch.setattr(notebook, "_parent_cmdline", lambda: "/venv/bin/python -m pytest tests/test_notebooks.py")
+    monkeypatch.setattr(
+        notebook, "_parent_cmdline", lambda: "/venv/bin/python -m pytest tests/test_notebooks.py"
+    )
     assert teaching.headless() is True
-    monkeypatch.setattr(notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-nbconvert --execute")
+    monkeypatch.setattr(
+        notebook,
+        "_parent_cmdline",
+        lambda: "/venv/bin/python /venv/bin/jupyter-nbconvert --execute",
+    )
     assert teaching.headless() is True
-    monkeypatch.setattr(notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab")
+    monkeypatch.setattr(
+        notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab"
+    )
     assert teaching.headless() is False
 
 
 # ---- scenarios -------------------------------------------------------------------------------------
+
 
 def test_one_job_crash_with_a_lease_is_recovered_after_the_lease_runs_out():
     run = sim.run(teaching.one_job(crash_at=12.0))
@@ -114,7 +125,11 @@ def test_one_job_crash_with_a_lease_is_recovered_after_the_lease_runs_out():
 
 def test_one_job_with_a_lock_is_never_recovered():
     scenario = teaching.one_job(crash_at=12.0, lock=True)
-    assert scenario.policy.lease_ttl >= 1e8 and not scenario.policy.heartbeat and not scenario.policy.watcher
+    assert (
+        scenario.policy.lease_ttl >= 1e8
+        and not scenario.policy.heartbeat
+        and not scenario.policy.watcher
+    )
     run = sim.run(scenario)
     assert run.recoveries["latency"].isna().all()
     assert run.jobs["status"].iloc[0] == "Processing"
@@ -126,7 +141,11 @@ def test_one_job_warns_when_the_heartbeat_is_not_shorter_than_the_ttl():
 
 
 def test_one_job_pause_makes_a_zombie():
-    run = sim.run(teaching.one_job(ttl=15.0, pause=(6.0, 45.0), abandon_on_lost_lease=False, idempotency_key=False))
+    run = sim.run(
+        teaching.one_job(
+            ttl=15.0, pause=(6.0, 45.0), abandon_on_lost_lease=False, idempotency_key=False
+        )
+    )
     assert run.summary["false_expiries"] == 1
     assert (run.events["kind"] == "complete_rejected").sum() == 1
 
@@ -160,6 +179,7 @@ def test_busy_window_ends_after_the_activity():
 
 # ---- figures ---------------------------------------------------------------------------------------
 
+
 def test_lease_clock_draws_one_sawtooth_per_lease_and_marks_expiry():
     run = sim.run(teaching.one_job(crash_at=12.0))
     ax = teaching.lease_clock(run)
@@ -167,7 +187,9 @@ def test_lease_clock_draws_one_sawtooth_per_lease_and_marks_expiry():
     assert len(lines) == 2
     first = lines[0]
     assert max(first.get_ydata()) == pytest.approx(15.0, abs=0.01)
-    assert min(first.get_ydata()) == pytest.approx(0.0, abs=1e-9)  # runs down to zero after the crash
+    assert min(first.get_ydata()) == pytest.approx(
+        0.0, abs=1e-9
+    )  # runs down to zero after the crash
     assert [line.get_gid() for line in ax.lines].count("expired") == 1
     with pytest.raises(ConfigError, match="never expire"):
         teaching.lease_clock(sim.run(teaching.one_job(crash_at=12.0, lock=True)))
@@ -175,13 +197,23 @@ def test_lease_clock_draws_one_sawtooth_per_lease_and_marks_expiry():
 
 # ---- explorers -------------------------------------------------------------------------------------
 
+
 def _make_run(ttl, heartbeat_interval, watcher_interval):
-    return sim.run(teaching.one_job(ttl=ttl, heartbeat_interval=heartbeat_interval, watcher_interval=watcher_interval,
-                                    crash_at=12.0))
+    return sim.run(
+        teaching.one_job(
+            ttl=ttl,
+            heartbeat_interval=heartbeat_interval,
+            watcher_interval=watcher_interval,
+            crash_at=12.0,
+        )
+    )
 
 
-CONTROLS = [("ttl", 2, 60, 1, 15, "lease TTL (s)"), ("heartbeat_interval", 1, 30, 1, 5),
-            ("watcher_interval", 1, 60, 1, 5)]
+CONTROLS = [
+    ("ttl", 2, 60, 1, 15, "lease TTL (s)"),
+    ("heartbeat_interval", 1, 30, 1, 5),
+    ("watcher_interval", 1, 60, 1, 5),
+]
 
 
 def test_explorer_headless_shows_one_static_figure(capsys):
@@ -195,7 +227,11 @@ def test_explorer_headless_shows_one_static_figure(capsys):
 def test_explorer_sliders_rerun_and_redraw_within_a_second():
     explorer = teaching.explore(_make_run, CONTROLS, headless=False)
     sliders = explorer.widgets.children
-    assert [s.description for s in sliders] == ["lease TTL (s)", "heartbeat_interval", "watcher_interval"]
+    assert [s.description for s in sliders] == [
+        "lease TTL (s)",
+        "heartbeat_interval",
+        "watcher_interval",
+    ]
     start = time.perf_counter()
     sliders[0].value = 30
     assert time.perf_counter() - start < 1.0
@@ -212,6 +248,7 @@ def test_controls_are_validated():
 
 
 # ---- the database by hand ------------------------------------------------------------------------
+
 
 def test_script_records_a_transcript_and_binds_the_clock():
     s = teaching.Script()
@@ -306,39 +343,57 @@ def test_redelivery_puzzle_ends_with_one_ledger_row():
 
 # ---- contention ------------------------------------------------------------------------------------
 
+
 def test_claim_contention_shows_the_race_the_herd_and_the_convoy():
     frame = teaching.claim_contention(workers=(16,), jobs=120, gap=0.05)
     by = frame.set_index("claim")
     assert by.loc["read_then_write", "double_claims"] > 0
     assert (by.drop("read_then_write")["double_claims"] == 0).all()
     assert by.loc["conditional_update", "lost_claims"] > 0
-    assert by.loc["skip_locked", "lost_claims"] == 0 and by.loc["skip_locked", "lock_wait_seconds"] == 0
-    assert by.loc["select_for_update", "lock_wait_seconds"] > by.drop("select_for_update")["lock_wait_seconds"].max()
+    assert (
+        by.loc["skip_locked", "lost_claims"] == 0
+        and by.loc["skip_locked", "lock_wait_seconds"] == 0
+    )
+    assert (
+        by.loc["select_for_update", "lock_wait_seconds"]
+        > by.drop("select_for_update")["lock_wait_seconds"].max()
+    )
     axes = teaching.plot_contention(frame)
     assert len(axes) == 3 and len([line for line in axes[0].lines if line.get_gid() == "line"]) == 4
     # lock waits are summed over workers (02's text says "worker-seconds"): the axis says so too
-    assert [ax.get_ylabel() for ax in axes] == ["time to drain the batch (s)", "worker-seconds waiting on row locks",
-                                                "claims that lost the race (no row)"]
+    assert [ax.get_ylabel() for ax in axes] == [
+        "time to drain the batch (s)",
+        "worker-seconds waiting on row locks",
+        "claims that lost the race (no row)",
+    ]
 
 
 # ---- runs compared ---------------------------------------------------------------------------------
+
 
 def test_compare_logs_of_identical_runs():
     a = sim.run("gc-pause-zombie")
     b = sim.run("gc-pause-zombie")
     frame = teaching.compare_logs(a, b)
     assert frame["equal"].all()
-    other = sim.run("gc-pause-zombie", seed=2, **{"faults.pauses": [{"worker": 0, "at": 3.0, "duration": 10.0}]})
+    other = sim.run(
+        "gc-pause-zombie", seed=2, **{"faults.pauses": [{"worker": 0, "at": 3.0, "duration": 10.0}]}
+    )
     assert not teaching.compare_logs(a, other)["equal"].all()
 
 
 def test_followed_job_prefers_a_hand_over():
-    after_psp = {"faults.crash_points": [{"point": "after_psp", "probability": 0.3, "limit": 5}],
-                 "workload.duplicate_delivery": 0.0, "expect": []}
+    after_psp = {
+        "faults.crash_points": [{"point": "after_psp", "probability": 0.3, "limit": 5}],
+        "workload.duplicate_delivery": 0.0,
+        "expect": [],
+    }
     run = sim.run("duplicate-delivery", seed=1, **after_psp)
     charged = [int(j) for j in run.jobs.query("external_effects > 1")["job"]]
     holders = run.leases.groupby("job")["worker"].nunique()
-    assert holders[charged[0]] == 1  # the first one is re-claimed by its own worker after the restart
+    assert (
+        holders[charged[0]] == 1
+    )  # the first one is re-claimed by its own worker after the restart
     job = teaching.followed_job(run, charged)
     assert holders[job] == 2 and job == next(j for j in charged if holders[j] > 1)
     assert teaching.followed_job(run, [charged[0]]) == charged[0]
@@ -363,13 +418,21 @@ def test_sql_frame_and_stuck_query_on_postgres(pg_dsn):
         assert teaching.check_stuck_query(right, db, fixture).ok is True
         assert teaching.check_stuck_query("SELECT id FROM payment_jobs", db, fixture).ok is False
         # forgetting the lease condition, or the server's clock instead of the simulated one, is wrong
-        no_lease = teaching.check_stuck_query("SELECT id FROM payment_jobs WHERE status = 'Processing'", db, fixture)
+        no_lease = teaching.check_stuck_query(
+            "SELECT id FROM payment_jobs WHERE status = 'Processing'", db, fixture
+        )
         assert no_lease.ok is False and "[5]" in no_lease.message
-        server_clock = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < now()"
+        server_clock = (
+            "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < now()"
+        )
         assert teaching.check_stuck_query(server_clock, db, fixture).ok is False
         assert teaching.check_stuck_query("SELEC nonsense", db, fixture).ok is False
         assert teaching.check_stuck_query(None, db, fixture).ok is None
-        until = teaching.sim_seconds(teaching.sql_frame(db, "SELECT lease_until FROM payment_jobs ORDER BY id")["lease_until"])
+        until = teaching.sim_seconds(
+            teaching.sql_frame(db, "SELECT lease_until FROM payment_jobs ORDER BY id")[
+                "lease_until"
+            ]
+        )
         assert until.iloc[0] == pytest.approx(40.0) and math.isnan(until.iloc[2])
     finally:
         db.close()
@@ -389,6 +452,7 @@ def test_stuck_jobs_fixture_on_memory():
 
 # ---- exercises -------------------------------------------------------------------------------------
 
+
 def test_every_checker_says_not_answered_for_none():
     lease_run = sim.run(teaching.one_job(crash_at=12.0))
     verdicts = [
@@ -398,8 +462,12 @@ def test_every_checker_says_not_answered_for_none():
         teaching.check_convoy(None, pd.DataFrame()),
         teaching.check_pause_ttl(None),
         teaching.check_ttl_quantile(None),
-        teaching.check_recovery_prediction(None, ttl=30, heartbeat_interval=10, watcher_interval=30, poll_interval=2),
-        teaching.check_watcher_interval(None, target=40, ttl=30, heartbeat_interval=10, poll_interval=2),
+        teaching.check_recovery_prediction(
+            None, ttl=30, heartbeat_interval=10, watcher_interval=30, poll_interval=2
+        ),
+        teaching.check_watcher_interval(
+            None, target=40, ttl=30, heartbeat_interval=10, poll_interval=2
+        ),
         teaching.check_ledger_rows(None),
         teaching.check_retention(None),
         teaching.check_smallest_ttl(None, None, heartbeat_interval=2, watcher_interval=2),
@@ -416,7 +484,9 @@ def test_check_lease_end_and_lock_recovery():
     lease_run = sim.run(teaching.one_job(crash_at=12.0))
     until = float(lease_run.leases["until"].iloc[0])
     assert teaching.check_lease_end(until + 0.3, lease_run).ok is True
-    assert teaching.check_lease_end(12.0 + 15.0, lease_run).ok is False  # crash time + TTL is the classic mistake
+    assert (
+        teaching.check_lease_end(12.0 + 15.0, lease_run).ok is False
+    )  # crash time + TTL is the classic mistake
     lock_run = sim.run(teaching.one_job(crash_at=12.0, lock=True))
     assert teaching.check_lock_recovery("never", lock_run).ok is True
     assert teaching.check_lock_recovery(math.inf, lock_run).ok is True
@@ -426,22 +496,38 @@ def test_check_lease_end_and_lock_recovery():
 
 
 def test_check_safe_claims():
-    assert teaching.check_safe_claims({"conditional_update", "skip_locked", "select_for_update"}).ok is True
+    assert (
+        teaching.check_safe_claims({"conditional_update", "skip_locked", "select_for_update"}).ok
+        is True
+    )
     assert teaching.check_safe_claims({"conditional_update"}).ok is False
-    assert teaching.check_safe_claims(["read_then_write", "conditional_update", "skip_locked",
-                                       "select_for_update"]).ok is False
+    assert (
+        teaching.check_safe_claims(
+            ["read_then_write", "conditional_update", "skip_locked", "select_for_update"]
+        ).ok
+        is False
+    )
     assert "not a claim strategy" in teaching.check_safe_claims({"optimistic"}).message
     # how a reader may type the names: case, spaces and hyphens do not matter
-    assert teaching.check_safe_claims({"Conditional_Update", "skip locked", " select-for-update"}).ok is True
+    assert (
+        teaching.check_safe_claims({"Conditional_Update", "skip locked", " select-for-update"}).ok
+        is True
+    )
 
 
 def test_check_convoy():
-    frame = pd.DataFrame({"claim": ["skip_locked", "select_for_update"], "lock_wait_seconds": [0.0, 12.0]})
+    frame = pd.DataFrame(
+        {"claim": ["skip_locked", "select_for_update"], "lock_wait_seconds": [0.0, 12.0]}
+    )
     assert teaching.check_convoy("select_for_update", frame).ok is True
     assert teaching.check_convoy("skip_locked", frame).ok is False
     assert teaching.check_convoy("SELECT FOR UPDATE ", frame).ok is True
     unknown = teaching.check_convoy("for_update_nowait", frame)
-    assert unknown.ok is False and "not a strategy" in unknown.message and "waited 0" not in unknown.message
+    assert (
+        unknown.ok is False
+        and "not a strategy" in unknown.message
+        and "waited 0" not in unknown.message
+    )
 
 
 def test_pause_survival_threshold_is_pause_plus_one_heartbeat():
@@ -457,13 +543,21 @@ def test_pause_survival_threshold_is_pause_plus_one_heartbeat():
 @pytest.mark.parametrize("answer", [17.5, 18.5, 18.000001, "17.5", math.inf])
 def test_check_pause_ttl_wants_whole_seconds(answer):
     verdict = teaching.check_pause_ttl(answer)
-    assert verdict.ok is False and "whole seconds" in verdict.message and "not a whole number" in verdict.message
+    assert (
+        verdict.ok is False
+        and "whole seconds" in verdict.message
+        and "not a whole number" in verdict.message
+    )
 
 
 @pytest.mark.parametrize("answer", ["eighteen", "18 s", True, math.nan])
 def test_check_pause_ttl_says_when_the_answer_is_no_number(answer):
     verdict = teaching.check_pause_ttl(answer)
-    assert verdict.ok is False and "whole number of seconds" in verdict.message and "not a number" in verdict.message
+    assert (
+        verdict.ok is False
+        and "whole number of seconds" in verdict.message
+        and "not a number" in verdict.message
+    )
 
 
 def test_check_ttl_quantile_judges_the_tail_not_a_sample_maximum():
@@ -479,14 +573,22 @@ def test_check_ttl_quantile_judges_the_tail_not_a_sample_maximum():
     right = teaching.check_ttl_quantile(truth, target=1e-4, seeds=(1, 2, 3))
     assert right.ok is True and "No finite TTL makes a false expiry impossible" in right.message
     runs = [sim.run(scenario, seed=s, **{"policy.lease_ttl": float(truth)}) for s in (1, 2, 3)]
-    leases, lapsed = sum(int(r.summary["leases"]) for r in runs), sum(int(r.summary["false_expiries"]) for r in runs)
+    leases, lapsed = (
+        sum(int(r.summary["leases"]) for r in runs),
+        sum(int(r.summary["false_expiries"]) for r in runs),
+    )
     low, high = wilson_interval(lapsed, leases, 0.95)
-    assert (f"On seeds 1, 2, 3 at TTL {truth:g} s: {lapsed} false expiries in {leases} leases (95% interval "
-            f"{teaching.percent(low)} to {teaching.percent(high)}") in right.message
+    assert (
+        f"On seeds 1, 2, 3 at TTL {truth:g} s: {lapsed} false expiries in {leases} leases (95% interval "
+        f"{teaching.percent(low)} to {teaching.percent(high)}"
+    ) in right.message
     # one second less misses the target; the old exercise's answers (a multiple of a sample maximum) too
     short = teaching.check_ttl_quantile(truth - 1, target=1e-4, seeds=(1,))
-    assert short.ok is False and teaching.percent(sum_survival(w.processing, w.psp_call, truth - 1, 0.008)) \
+    assert (
+        short.ok is False
+        and teaching.percent(sum_survival(w.processing, w.psp_call, truth - 1, 0.008))
         in short.message
+    )
     longest = float((runs[0].leases["released_at"] - runs[0].leases["start"]).max())
     assert teaching.check_ttl_quantile(math.ceil(longest), target=1e-4, seeds=(1,)).ok is False
     wasteful = teaching.check_ttl_quantile(600, target=1e-4, seeds=(1,))
@@ -503,8 +605,12 @@ def test_the_no_heartbeat_tail_predicts_the_simulated_false_expiries():
 
     scenario = sim.preset("no-heartbeat-long-jobs")
     w = scenario.workload
-    first = pd.concat([sim.run(scenario, seed=s, **{"policy.lease_ttl": 60.0}).leases.groupby("job").head(1)
-                       for s in range(1, 9)])
+    first = pd.concat(
+        [
+            sim.run(scenario, seed=s, **{"policy.lease_ttl": 60.0}).leases.groupby("job").head(1)
+            for s in range(1, 9)
+        ]
+    )
     low, high = wilson_interval(int(first["false_expiry"].sum()), len(first), 0.99)
     assert len(first) >= 400 and low <= sum_survival(w.processing, w.psp_call, 60.0, 0.008) <= high
 
@@ -543,27 +649,48 @@ def test_check_smallest_ttl_and_advice_frame():
     advice = sim.advise("sample", verify=False)
     h, w = advice.heartbeat_interval, advice.watcher_interval
     table = advice.candidates
-    feasible = table[(table["heartbeat_interval"] == h) & (table["watcher_interval"] == w) & table["feasible"]]
+    feasible = table[
+        (table["heartbeat_interval"] == h) & (table["watcher_interval"] == w) & table["feasible"]
+    ]
     smallest = float(feasible["ttl"].min())
-    assert teaching.check_smallest_ttl(smallest, advice, heartbeat_interval=h, watcher_interval=w).ok is True
+    assert (
+        teaching.check_smallest_ttl(smallest, advice, heartbeat_interval=h, watcher_interval=w).ok
+        is True
+    )
     bigger = float(feasible["ttl"].sort_values().iloc[1])
-    assert teaching.check_smallest_ttl(bigger, advice, heartbeat_interval=h, watcher_interval=w).ok is False
+    assert (
+        teaching.check_smallest_ttl(bigger, advice, heartbeat_interval=h, watcher_interval=w).ok
+        is False
+    )
     # 06's exercise (heartbeat every 10 s): a TTL under the target but shorter than two heartbeat intervals
     # (plus latency) is not feasible, and the verdict says which rule it breaks
-    slow = table[(table["heartbeat_interval"] == 10.0) & (table["watcher_interval"] == w)].set_index("ttl")
-    assert slow.loc[20.0, "predicted_false_expiry"] < advice.target_false_expiry and not slow.loc[20.0, "feasible"]
+    slow = table[
+        (table["heartbeat_interval"] == 10.0) & (table["watcher_interval"] == w)
+    ].set_index("ttl")
+    assert (
+        slow.loc[20.0, "predicted_false_expiry"] < advice.target_false_expiry
+        and not slow.loc[20.0, "feasible"]
+    )
     near = teaching.check_smallest_ttl(20, advice, heartbeat_interval=10.0, watcher_interval=w)
     assert near.ok is False and "heartbeat intervals" in near.message and "20.004 s" in near.message
     right = float(slow.index[slow["feasible"]].min())
-    assert teaching.check_smallest_ttl(right, advice, heartbeat_interval=10.0, watcher_interval=w).ok is True
+    assert (
+        teaching.check_smallest_ttl(right, advice, heartbeat_interval=10.0, watcher_interval=w).ok
+        is True
+    )
     frame = teaching.advice_frame(advice, heartbeats=[None, h], ttls=[5, 10, 30])
     assert set(frame["policy.heartbeat_interval"]) == {"none", f"{h:g} s"}
     assert set(frame["policy.lease_ttl"]) <= {5.0, 10.0, 30.0}
     # every risk as predicted (none rounded to 0), with its 95% upper bound for the whisker
-    kept = table[(table["watcher_interval"] == w) & table["ttl"].isin([5.0, 10.0, 30.0])
-                 & (table["heartbeat_interval"].isna() | (table["heartbeat_interval"] == h))]
+    kept = table[
+        (table["watcher_interval"] == w)
+        & table["ttl"].isin([5.0, 10.0, 30.0])
+        & (table["heartbeat_interval"].isna() | (table["heartbeat_interval"] == h))
+    ]
     assert sorted(frame["predicted_false_expiry_mean"]) == sorted(kept["predicted_false_expiry"])
-    assert sorted(frame["predicted_false_expiry_ci_high"]) == sorted(kept["predicted_false_expiry_high"])
+    assert sorted(frame["predicted_false_expiry_ci_high"]) == sorted(
+        kept["predicted_false_expiry_high"]
+    )
     assert (frame["predicted_false_expiry_ci_low"] == frame["predicted_false_expiry_mean"]).all()
     with pytest.raises(ConfigError, match="watcher_interval"):
         teaching.advice_frame(advice, watcher_interval=12345)
@@ -577,23 +704,41 @@ def test_advice_frame_charts_the_predictions_under_their_own_names():
     h = advice.heartbeat_interval
     frame = teaching.advice_frame(advice, heartbeats=[None, h], ttls=[5, 10, 30])
     table = advice.candidates
-    kept = table[(table["watcher_interval"] == advice.watcher_interval) & table["ttl"].isin([5.0, 10.0, 30.0])
-                 & (table["heartbeat_interval"].isna() | (table["heartbeat_interval"] == h))]
+    kept = table[
+        (table["watcher_interval"] == advice.watcher_interval)
+        & table["ttl"].isin([5.0, 10.0, 30.0])
+        & (table["heartbeat_interval"].isna() | (table["heartbeat_interval"] == h))
+    ]
     assert sorted(frame["predicted_recovery_mean_mean"]) == sorted(kept["predicted_recovery_mean"])
-    assert sorted(frame["predicted_db_load_mean"]) == sorted(kept["db_load"])  # heartbeats + watcher ticks only
-    assert not {"false_expiry_rate_mean", "recovery_latency_mean_mean", "statements_per_s_mean"} & set(frame.columns)
+    assert sorted(frame["predicted_db_load_mean"]) == sorted(
+        kept["db_load"]
+    )  # heartbeats + watcher ticks only
+    assert not {
+        "false_expiry_rate_mean",
+        "recovery_latency_mean_mean",
+        "statements_per_s_mean",
+    } & set(frame.columns)
     ax = plots.tradeoff(frame.drop(columns="feasible"), **teaching.ADVICE_AXES)
     assert ax.get_xlabel().startswith("predicted false-expiry probability (% of jobs)")
     assert ax.get_ylabel().startswith("predicted mean recovery latency (s)")
-    assert ax.figure.axes[-1].get_ylabel().startswith("predicted heartbeat + watcher load (statements/s)")
+    assert (
+        ax.figure.axes[-1]
+        .get_ylabel()
+        .startswith("predicted heartbeat + watcher load (statements/s)")
+    )
     with pytest.raises(ConfigError, match="false_expiry_rate: the frame has neither"):
         plots.tradeoff(frame)  # the simulated-rate defaults do not silently relabel predictions
 
 
 def _peer_frame():
-    return pd.DataFrame({"peer": ["river", "sqs-visibility", "solid-queue"], "label": ["River", "SQS", "Solid Queue"],
-                         "recovery_latency_mean_mean": [3600.0, 40.0, np.nan],
-                         "double_processed_jobs_mean": [0.0, 3.0, 0.0]})
+    return pd.DataFrame(
+        {
+            "peer": ["river", "sqs-visibility", "solid-queue"],
+            "label": ["River", "SQS", "Solid Queue"],
+            "recovery_latency_mean_mean": [3600.0, 40.0, np.nan],
+            "double_processed_jobs_mean": [0.0, 3.0, 0.0],
+        }
+    )
 
 
 def test_check_peers():
@@ -621,8 +766,14 @@ def test_formatting():
     assert teaching.seconds(float("nan")) == "never"
     assert teaching.percent(0.0123) == "1.2%"
     assert teaching.percent(0) == "0%"
-    assert [teaching.times(n) for n in (1, 2, np.int64(2), 3, 8.0, 0.5)] == \
-        ["once", "twice", "twice", "3 times", "8 times", "0.5 times"]
+    assert [teaching.times(n) for n in (1, 2, np.int64(2), 3, 8.0, 0.5)] == [
+        "once",
+        "twice",
+        "twice",
+        "3 times",
+        "8 times",
+        "0.5 times",
+    ]
 
 
 def test_the_zombie_of_03_was_charged_twice_in_words():
@@ -634,22 +785,40 @@ def test_the_zombie_of_03_was_charged_twice_in_words():
 
 # ---- coverage --------------------------------------------------------------------------------------
 
+
 def _notebook(path, cells):
-    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    path.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
 
 
 def test_coverage_finds_tagged_cells_and_reports_gaps(tmp_path):
-    _notebook(tmp_path / "01-a.ipynb", [
-        {"cell_type": "markdown", "metadata": {}, "source": ["# A\n", "## Crash: lock vs lease\n"]},
-        {"cell_type": "code", "metadata": {"tags": ["confused:lease-vs-lock", "checklist:5"]}, "source": [],
-         "outputs": [], "execution_count": None},
-    ])
+    _notebook(
+        tmp_path / "01-a.ipynb",
+        [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": ["# A\n", "## Crash: lock vs lease\n"],
+            },
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["confused:lease-vs-lock", "checklist:5"]},
+                "source": [],
+                "outputs": [],
+                "execution_count": None,
+            },
+        ],
+    )
     frame = teaching.coverage(tmp_path)
     shown = frame[frame["notebook"] != ""]
     assert set(shown["tag"]) == {"confused:lease-vs-lock", "checklist:5"}
     assert set(shown["section"]) == {"Crash: lock vs lease"}
     missing = set(frame.loc[frame["notebook"] == "", "tag"])
-    assert missing == (set(teaching.REQUIRED_TAGS) | set(teaching.DEDUP_TAGS)) - {"confused:lease-vs-lock", "checklist:5"}
+    assert missing == (set(teaching.REQUIRED_TAGS) | set(teaching.DEDUP_TAGS)) - {
+        "confused:lease-vs-lock",
+        "checklist:5",
+    }
     text = teaching.coverage_markdown(frame)
     assert "[01-a.ipynb](01-a.ipynb) (Crash: lock vs lease)" in text
     assert "**not shown anywhere**" in text
@@ -657,8 +826,10 @@ def test_coverage_finds_tagged_cells_and_reports_gaps(tmp_path):
 
 def test_link_html_points_notebook_links_at_pages(tmp_path):
     page = tmp_path / "00-index.html"
-    page.write_text('<a href="01-what-is-a-lease.ipynb">01</a> <a href="04-stuck-watcher-and-recovery.ipynb#Takeaway">'
-                    '</a> <a href="https://example.org/x.ipynb">keep</a>')
+    page.write_text(
+        '<a href="01-what-is-a-lease.ipynb">01</a> <a href="04-stuck-watcher-and-recovery.ipynb#Takeaway">'
+        '</a> <a href="https://example.org/x.ipynb">keep</a>'
+    )
     (tmp_path / "plain.html").write_text("<p>no links</p>")
     assert link_html(tmp_path) == [page]
     text = page.read_text()
@@ -669,8 +840,14 @@ def test_link_html_points_notebook_links_at_pages(tmp_path):
 
 def test_false_expiry_table_and_plot():
     scenario = teaching.stalling_queue(jobs=120)
-    result = sim.sweep(scenario, {"policy.lease_ttl": [5.0, 320.0], "policy.heartbeat": [False, True]},
-                       replications=2, executor="serial", progress=False, metrics=["leases", "false_expiries"])
+    result = sim.sweep(
+        scenario,
+        {"policy.lease_ttl": [5.0, 320.0], "policy.heartbeat": [False, True]},
+        replications=2,
+        executor="serial",
+        progress=False,
+        metrics=["leases", "false_expiries"],
+    )
     table = teaching.false_expiry_table(result.runs)
     assert len(table) == 4 and (table["leases"] > 0).all()
     assert ((table["low"] <= table["rate"]) & (table["rate"] <= table["high"])).all()
@@ -679,7 +856,9 @@ def test_false_expiry_table_and_plot():
     ax = teaching.plot_false_expiry(table, scenario)
     assert len([line for line in ax.lines if line.get_gid() == "theory"]) == 2
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert ax.get_xlabel() == "lease TTL (s)" and ax.get_ylabel().startswith("false-expiry rate (share of leases")
+    assert ax.get_xlabel() == "lease TTL (s)" and ax.get_ylabel().startswith(
+        "false-expiry rate (share of leases"
+    )
 
 
 def test_duration_summary_and_plot():
@@ -688,7 +867,11 @@ def test_duration_summary_and_plot():
     assert summary["jobs"] == 4 and summary["max"] == 100.0 and summary["median"] == 2.5
     ax = teaching.plot_durations(values, ttl=30.0, heartbeat_interval=10.0)
     texts = [t.get_text() for t in ax.texts]
-    assert "TTL 30 s" in texts and "heartbeat 10 s" in texts and any(t.startswith("max 100") for t in texts)
+    assert (
+        "TTL 30 s" in texts
+        and "heartbeat 10 s" in texts
+        and any(t.startswith("max 100") for t in texts)
+    )
 
 
 def test_executor_follows_fast_mode():

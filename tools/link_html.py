@@ -27,7 +27,10 @@ def link_html(folder: str | Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("error: usage: python tools/link_html.py DIR (a folder of rendered notebook pages)", file=sys.stderr)
+        print(
+            "error: usage: python tools/link_html.py DIR (a folder of rendered notebook pages)",
+            file=sys.stderr,
+        )
         return 2
     for page in link_html(argv[0]):
         print(f"linked {page}")

@@ -20,9 +20,19 @@ COLUMN_OIDS: dict[str, frozenset[int]] = {
     "bool": frozenset({16}),
 }
 SQL_TYPE = {"int": "bigint", "text": "text", "time": "timestamptz", "bool": "boolean"}
-JOB_COLUMNS = (("id", "int"), ("event_id", "text"), ("payload", "text"), ("status", "text"),
-               ("lease_owner", "text"), ("lease_until", "time"), ("attempts", "int"), ("heartbeat_at", "time"),
-               ("created_at", "time"), ("completed_at", "time"), ("last_error", "text"))
+JOB_COLUMNS = (
+    ("id", "int"),
+    ("event_id", "text"),
+    ("payload", "text"),
+    ("status", "text"),
+    ("lease_owner", "text"),
+    ("lease_until", "time"),
+    ("attempts", "int"),
+    ("heartbeat_at", "time"),
+    ("created_at", "time"),
+    ("completed_at", "time"),
+    ("last_error", "text"),
+)
 CLAIMED = (("id", "int"), ("attempts", "int"))
 STATUSES = ("Pending", "Processing", "Completed", "Dead")  # the job states dump_jobs reports
 
@@ -46,56 +56,143 @@ class Contract:
 
 
 CONTRACTS: dict[str, Contract] = {
-    "insert_job": Contract("the producer enqueues a job (Pending, attempts 0) with the model's id", (), False,
-                           "rows are ignored", ("id",), optional=False),
-    "select_candidates": Contract("the read of a claim (claim = read_then_write or conditional_update): claimable "
-                                  "jobs, oldest first", (("id", "int"),), False,
-                                  "nothing to claim: the worker sleeps poll_interval"),
-    "claim_conditional": Contract("claim one candidate (claim = conditional_update)", CLAIMED, True,
-                                  "someone else has the job: try the next candidate", ("id",)),
-    "claim_unconditional": Contract("the write of read_then_write, or of select_for_update after the lock", CLAIMED,
-                                    True, "the claim did not happen: try the next candidate", ("id",)),
-    "claim_skip_locked": Contract("claim the next job in one statement (claim = skip_locked)", CLAIMED, True,
-                                  "nothing to claim: the worker sleeps poll_interval"),
-    "lock_next_candidate": Contract("claim = select_for_update, in a transaction: lock the next claimable job",
-                                    (("id", "int"),), False, "nothing to claim: commit, sleep poll_interval"),
-    "lock_job_nowait": Contract("diagnostics and tests only: lock one job or fail at once (55P03)",
-                                (("id", "int"),), False, "no such job", ("id",)),
-    "heartbeat": Contract("renew the lease every heartbeat_interval (policy.heartbeat)",
-                          (("id", "int"), ("lease_until", "time")), True,
-                          "the lease is lost: the worker abandons the job, or carries on as a zombie "
-                          "(abandon_on_lost_lease = false)", ("id",)),
-    "complete_fenced": Contract("complete the job in the transaction of its ledger row (policy.fencing = true)",
-                                (("id", "int"),), False, "refused: the transaction (ledger row, marker) rolls back",
-                                ("id",)),
-    "complete_unfenced": Contract("complete the job in the transaction of its ledger row (policy.fencing = false)",
-                                  (("id", "int"),), False, "refused: the transaction rolls back", ("id",)),
-    "reject_job_fenced": Contract("mark the job Dead with a reason: same event id, other payload (policy.dedup)",
-                                  (("id", "int"),), False, "refused: the transaction rolls back", ("id",)),
-    "requeue_expired": Contract("the watcher's tick every watcher_interval (policy.watcher): make expired jobs "
-                                "claimable; status in Lease Lab's words, Pending or Dead",
-                                (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
-                                True, "nothing had expired"),
-    "select_stuck_jobs": Contract("the read of a read-then-write watcher (policy.watcher_gap > 0), and diagnostics: "
-                                  "jobs whose lease has expired", (("id", "int"),), False, "none"),
-    "rescue_job": Contract("the write of a read-then-write watcher (policy.watcher_gap > 0), watcher_gap after the "
-                           "read: requeue one job by id; status in Lease Lab's words, Pending or Dead",
-                           (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")), True,
-                           "the job was not requeued", ("id",)),
-    "fail_job_fenced": Contract("a worker-side deadline (policy.deadline > 0): the owner fails its job for a retry "
-                                "while its handler may still run", (("id", "int"), ("status", "text")), False,
-                                "refused: the worker no longer held the job", ("id",)),
-    "release_job_fenced": Contract("graceful shutdown (faults.shutdown = graceful): the owner gives its job back",
-                                   (("id", "int"), ("status", "text")), False, "refused: the worker no longer held the job", ("id",)),
-    "count_jobs_by_status": Contract("diagnostics: jobs per status", (("status", "text"), ("count", "int")), True,
-                                     "no jobs"),
-    "dump_jobs": Contract("once after the run: every job in Lease Lab's words (status Pending, Processing, "
-                          "Completed or Dead; lease_owner = the last claimer; attempts = leases so far)",
-                          JOB_COLUMNS, True, "no jobs", optional=False),
+    "insert_job": Contract(
+        "the producer enqueues a job (Pending, attempts 0) with the model's id",
+        (),
+        False,
+        "rows are ignored",
+        ("id",),
+        optional=False,
+    ),
+    "select_candidates": Contract(
+        "the read of a claim (claim = read_then_write or conditional_update): claimable "
+        "jobs, oldest first",
+        (("id", "int"),),
+        False,
+        "nothing to claim: the worker sleeps poll_interval",
+    ),
+    "claim_conditional": Contract(
+        "claim one candidate (claim = conditional_update)",
+        CLAIMED,
+        True,
+        "someone else has the job: try the next candidate",
+        ("id",),
+    ),
+    "claim_unconditional": Contract(
+        "the write of read_then_write, or of select_for_update after the lock",
+        CLAIMED,
+        True,
+        "the claim did not happen: try the next candidate",
+        ("id",),
+    ),
+    "claim_skip_locked": Contract(
+        "claim the next job in one statement (claim = skip_locked)",
+        CLAIMED,
+        True,
+        "nothing to claim: the worker sleeps poll_interval",
+    ),
+    "lock_next_candidate": Contract(
+        "claim = select_for_update, in a transaction: lock the next claimable job",
+        (("id", "int"),),
+        False,
+        "nothing to claim: commit, sleep poll_interval",
+    ),
+    "lock_job_nowait": Contract(
+        "diagnostics and tests only: lock one job or fail at once (55P03)",
+        (("id", "int"),),
+        False,
+        "no such job",
+        ("id",),
+    ),
+    "heartbeat": Contract(
+        "renew the lease every heartbeat_interval (policy.heartbeat)",
+        (("id", "int"), ("lease_until", "time")),
+        True,
+        "the lease is lost: the worker abandons the job, or carries on as a zombie "
+        "(abandon_on_lost_lease = false)",
+        ("id",),
+    ),
+    "complete_fenced": Contract(
+        "complete the job in the transaction of its ledger row (policy.fencing = true)",
+        (("id", "int"),),
+        False,
+        "refused: the transaction (ledger row, marker) rolls back",
+        ("id",),
+    ),
+    "complete_unfenced": Contract(
+        "complete the job in the transaction of its ledger row (policy.fencing = false)",
+        (("id", "int"),),
+        False,
+        "refused: the transaction rolls back",
+        ("id",),
+    ),
+    "reject_job_fenced": Contract(
+        "mark the job Dead with a reason: same event id, other payload (policy.dedup)",
+        (("id", "int"),),
+        False,
+        "refused: the transaction rolls back",
+        ("id",),
+    ),
+    "requeue_expired": Contract(
+        "the watcher's tick every watcher_interval (policy.watcher): make expired jobs "
+        "claimable; status in Lease Lab's words, Pending or Dead",
+        (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+        True,
+        "nothing had expired",
+    ),
+    "select_stuck_jobs": Contract(
+        "the read of a read-then-write watcher (policy.watcher_gap > 0), and diagnostics: "
+        "jobs whose lease has expired",
+        (("id", "int"),),
+        False,
+        "none",
+    ),
+    "rescue_job": Contract(
+        "the write of a read-then-write watcher (policy.watcher_gap > 0), watcher_gap after the "
+        "read: requeue one job by id; status in Lease Lab's words, Pending or Dead",
+        (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+        True,
+        "the job was not requeued",
+        ("id",),
+    ),
+    "fail_job_fenced": Contract(
+        "a worker-side deadline (policy.deadline > 0): the owner fails its job for a retry "
+        "while its handler may still run",
+        (("id", "int"), ("status", "text")),
+        False,
+        "refused: the worker no longer held the job",
+        ("id",),
+    ),
+    "release_job_fenced": Contract(
+        "graceful shutdown (faults.shutdown = graceful): the owner gives its job back",
+        (("id", "int"), ("status", "text")),
+        False,
+        "refused: the worker no longer held the job",
+        ("id",),
+    ),
+    "count_jobs_by_status": Contract(
+        "diagnostics: jobs per status", (("status", "text"), ("count", "int")), True, "no jobs"
+    ),
+    "dump_jobs": Contract(
+        "once after the run: every job in Lease Lab's words (status Pending, Processing, "
+        "Completed or Dead; lease_owner = the last claimer; attempts = leases so far)",
+        JOB_COLUMNS,
+        True,
+        "no jobs",
+        optional=False,
+    ),
 }
 # Lease Lab's own bookkeeping (dedup markers, ledger): a queue definition cannot override these.
-BOOKKEEPING = frozenset({"insert_dedup_marker", "read_dedup_marker", "purge_dedup_markers", "insert_ledger_entry",
-                         "dump_processed_events", "dump_ledger"})
+BOOKKEEPING = frozenset(
+    {
+        "insert_dedup_marker",
+        "read_dedup_marker",
+        "purge_dedup_markers",
+        "insert_ledger_entry",
+        "dump_processed_events",
+        "dump_ledger",
+    }
+)
 
 
 def bound_params(name: str) -> tuple[tuple[str, str], ...]:
@@ -107,14 +204,18 @@ def statements_called(scenario) -> dict[str, str]:
     """The job-table statements a run of `scenario` calls, each with the setting that calls it."""
     p = scenario.policy
     called = {"insert_job": "every run", "dump_jobs": "every run"}
-    claim = {"read_then_write": ("select_candidates", "claim_unconditional"),
-             "conditional_update": ("select_candidates", "claim_conditional"),
-             "skip_locked": ("claim_skip_locked",),
-             "select_for_update": ("lock_next_candidate", "claim_unconditional")}[p.claim]
+    claim = {
+        "read_then_write": ("select_candidates", "claim_unconditional"),
+        "conditional_update": ("select_candidates", "claim_conditional"),
+        "skip_locked": ("claim_skip_locked",),
+        "select_for_update": ("lock_next_candidate", "claim_unconditional"),
+    }[p.claim]
     called.update({name: f"policy.claim = {p.claim}" for name in claim})
     if p.heartbeat:
         called["heartbeat"] = "policy.heartbeat = true"
-    called["complete_fenced" if p.fencing else "complete_unfenced"] = f"policy.fencing = {str(p.fencing).lower()}"
+    called["complete_fenced" if p.fencing else "complete_unfenced"] = (
+        f"policy.fencing = {str(p.fencing).lower()}"
+    )
     if p.dedup:
         called["reject_job_fenced"] = "policy.dedup = true"
     if p.watcher and p.watcher_gap:

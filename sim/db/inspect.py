@@ -32,10 +32,22 @@ from sim.errors import ConfigError
 
 CLIENT = "inspector"
 JOB_COLUMNS = [column for column, _ in contracts.JOB_COLUMNS]
-LEDGER_COLUMNS = ["entry_id", "job_id", "event_id", "amount_cents", "worker", "attempt", "applied_at"]
+LEDGER_COLUMNS = [
+    "entry_id",
+    "job_id",
+    "event_id",
+    "amount_cents",
+    "worker",
+    "attempt",
+    "applied_at",
+]
 MARKER_COLUMNS = ["event_id", "payload_hash", "processed_at"]
 STUCK_COLUMNS = ["id", "lease_owner", "lease_until", "attempts"]
-TABLE_COLUMNS = {"jobs": JOB_COLUMNS, "ledger": LEDGER_COLUMNS, "processed_events": MARKER_COLUMNS}  # dump_<table>
+TABLE_COLUMNS = {
+    "jobs": JOB_COLUMNS,
+    "ledger": LEDGER_COLUMNS,
+    "processed_events": MARKER_COLUMNS,
+}  # dump_<table>
 STATUSES = contracts.STATUSES
 
 
@@ -54,10 +66,18 @@ class QueueState:
     def attempts(self) -> pd.DataFrame:
         """Attempt history per job: leases taken (attempts, never reset), the last owner, how it
         ended, and which attempts of which workers applied the effect (ledger rows)."""
-        effects = self.ledger.sort_values("entry_id").groupby("job_id").agg(
-            effects=("entry_id", "size"), effect_attempts=("attempt", list), effect_workers=("worker", list))
-        history = self.jobs[["id", "event_id", "status", "attempts", "lease_owner", "last_error",
-                             "completed_at"]].set_index("id")
+        effects = (
+            self.ledger.sort_values("entry_id")
+            .groupby("job_id")
+            .agg(
+                effects=("entry_id", "size"),
+                effect_attempts=("attempt", list),
+                effect_workers=("worker", list),
+            )
+        )
+        history = self.jobs[
+            ["id", "event_id", "status", "attempts", "lease_owner", "last_error", "completed_at"]
+        ].set_index("id")
         history = history.join(effects)
         history["effects"] = history["effects"].fillna(0).astype(int)
         for column in ("effect_attempts", "effect_workers"):
@@ -66,11 +86,15 @@ class QueueState:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{s} {n}" for s, n in self.status_counts.items())
-        return (f"QueueState(now={self.now:g}: {counts}; {len(self.stuck)} stuck, "
-                f"{len(self.ledger)} ledger rows, {len(self.processed_events)} markers)")
+        return (
+            f"QueueState(now={self.now:g}: {counts}; {len(self.stuck)} stuck, "
+            f"{len(self.ledger)} ledger rows, {len(self.processed_events)} markers)"
+        )
 
 
-def query_state(source: Backend | str, *, schema: str | None = None, now: float | None = None) -> QueueState:
+def query_state(
+    source: Backend | str, *, schema: str | None = None, now: float | None = None
+) -> QueueState:
     """Read the queue's tables through `source`: an open Backend (memory or postgres), or a DSN
     with the `schema` a run kept. `now` (simulated seconds) is when leases are judged expired;
     by default the latest time written in the tables."""
@@ -78,7 +102,9 @@ def query_state(source: Backend | str, *, schema: str | None = None, now: float 
         from sim.db.postgres import PostgresBackend
 
         if not schema:
-            raise ValueError("query_state(dsn): give the schema a run kept, e.g. schema='leaselab_...'")
+            raise ValueError(
+                "query_state(dsn): give the schema a run kept, e.g. schema='leaselab_...'"
+            )
         with PostgresBackend.attach(source, schema) as db:
             return _read(db, now)
     if schema is not None and getattr(source, "schema", schema) != schema:
@@ -95,7 +121,9 @@ def _read(db: Backend, now: float | None) -> QueueState:
     ledger = _frame(db.execute(CLIENT, "dump_ledger", {}), LEDGER_COLUMNS)
     markers = _frame(db.execute(CLIENT, "dump_processed_events", {}), MARKER_COLUMNS)
     counts = dict(db.execute(CLIENT, "count_jobs_by_status", {}))
-    status_counts = pd.Series({s: int(counts.get(s, 0)) for s in STATUSES}, name="jobs", dtype="int64")
+    status_counts = pd.Series(
+        {s: int(counts.get(s, 0)) for s in STATUSES}, name="jobs", dtype="int64"
+    )
     status_counts.index.name = "status"
     if now is None:
         now = _latest(jobs, ledger, markers)
@@ -130,4 +158,6 @@ def sql_frame(db, text: str, params: Mapping | None = None) -> pd.DataFrame:
 
 def sim_seconds(values) -> pd.Series:
     """timestamptz values from PostgreSQL -> simulated seconds (NaN for NULL)."""
-    return pd.Series([np.nan if v is None or pd.isna(v) else from_timestamp(v) for v in values], dtype=float)
+    return pd.Series(
+        [np.nan if v is None or pd.isna(v) else from_timestamp(v) for v in values], dtype=float
+    )

@@ -41,8 +41,18 @@ class JobRow:
     """One version of a payment_jobs row; times are integer microseconds."""
 
     __slots__ = (
-        "id", "event_id", "payload", "status", "lease_owner", "lease_until", "attempts",
-        "heartbeat_at", "created_at", "completed_at", "last_error", "run_after",
+        "id",
+        "event_id",
+        "payload",
+        "status",
+        "lease_owner",
+        "lease_until",
+        "attempts",
+        "heartbeat_at",
+        "created_at",
+        "completed_at",
+        "last_error",
+        "run_after",
     )
 
     def __init__(self, id, event_id, payload, created_at):
@@ -61,9 +71,22 @@ class JobRow:
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
-        new.id, new.event_id, new.payload, new.status = self.id, self.event_id, self.payload, self.status
-        new.lease_owner, new.lease_until, new.attempts = self.lease_owner, self.lease_until, self.attempts
-        new.heartbeat_at, new.created_at, new.completed_at = self.heartbeat_at, self.created_at, self.completed_at
+        new.id, new.event_id, new.payload, new.status = (
+            self.id,
+            self.event_id,
+            self.payload,
+            self.status,
+        )
+        new.lease_owner, new.lease_until, new.attempts = (
+            self.lease_owner,
+            self.lease_until,
+            self.attempts,
+        )
+        new.heartbeat_at, new.created_at, new.completed_at = (
+            self.heartbeat_at,
+            self.created_at,
+            self.completed_at,
+        )
         new.last_error, new.run_after = self.last_error, self.run_after
         return new
 
@@ -80,7 +103,7 @@ class JobRow:
         self.status = DEAD if self.attempts >= max_attempts else PENDING
         self.last_error = error
         if run_after is not None:
-            self.run_after = run_after + backoff * self.attempts ** 4
+            self.run_after = run_after + backoff * self.attempts**4
 
     def owned_by(self, owner: str, attempt: int) -> bool:
         return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
@@ -102,8 +125,16 @@ class Transaction:
     """Private state of one open transaction: new row versions, locks, pending inserts."""
 
     __slots__ = (
-        "client", "jobs", "locked", "markers", "deleted_markers", "ledger", "aborted", "resumed_row",
-        "implicit", "touched",
+        "client",
+        "jobs",
+        "locked",
+        "markers",
+        "deleted_markers",
+        "ledger",
+        "aborted",
+        "resumed_row",
+        "implicit",
+        "touched",
     )
 
     def __init__(self, client: str, implicit: bool = False):
@@ -275,8 +306,11 @@ class MemoryBackend(ClientTable):
     def _compact_leases(self) -> None:
         """Drop stale lease entries: amortised O(1), and bounded memory when nothing scans expiries."""
         jobs = self.jobs
-        live = {(until, i) for until, i in self.lease_heap
-                if (r := jobs.get(i)) is not None and r.status == PROCESSING and r.lease_until == until}
+        live = {
+            (until, i)
+            for until, i in self.lease_heap
+            if (r := jobs.get(i)) is not None and r.status == PROCESSING and r.lease_until == until
+        }
         self.lease_heap = list(live)
         heapq.heapify(self.lease_heap)
         self._lease_heap_limit = max(_COMPACT_AT, 2 * len(self.lease_heap))
@@ -321,10 +355,14 @@ class MemoryBackend(ClientTable):
         if state is None or state.crashed:
             state = self._client(client, query)  # raises the right error
         if state.pending is not None:
-            raise ClientStateError(f"client {client} still has a blocked statement; resume it first")
+            raise ClientStateError(
+                f"client {client} still has a blocked statement; resume it first"
+            )
         entry[0].check(params)
         if state.tx is None and entry[0].read_only:
-            return entry[1](_NO_TRANSACTION, **params)  # autocommit SELECT: nothing to apply or release
+            return entry[1](
+                _NO_TRANSACTION, **params
+            )  # autocommit SELECT: nothing to apply or release
         if state.tx is not None and state.tx.aborted:
             raise TransactionAbortedError(
                 query, "current transaction is aborted, commands ignored until end of transaction"
@@ -340,7 +378,12 @@ class MemoryBackend(ClientTable):
         return step()
 
     def _run(
-        self, client: str, state: _Client, query: str, method: Callable, params: dict,
+        self,
+        client: str,
+        state: _Client,
+        query: str,
+        method: Callable,
+        params: dict,
         resumed_row: int | None = None,
     ) -> Rows | Blocked:
         """Run `method` in the client's transaction, or in its own one that commits at once."""
@@ -433,7 +476,9 @@ class MemoryBackend(ClientTable):
             own = tx.jobs[job_id] = row.copy()
         return own
 
-    def _candidates(self, tx: Transaction, now: int, take_expired: bool, max_attempts: int) -> Iterator[int]:
+    def _candidates(
+        self, tx: Transaction, now: int, take_expired: bool, max_attempts: int
+    ) -> Iterator[int]:
         """Claimable job ids in id order: committed Pending merged with expired leases, plus rows
         `tx` itself made claimable. Callers re-check the version `tx` sees."""
         scan: Iterator[int] = self._pending_in_order()
@@ -442,7 +487,11 @@ class MemoryBackend(ClientTable):
             if expired:
                 scan = _merge_sorted(scan, expired)
         if tx.jobs:
-            own = sorted(job_id for job_id, row in tx.jobs.items() if row.claimable(now, take_expired, max_attempts))
+            own = sorted(
+                job_id
+                for job_id, row in tx.jobs.items()
+                if row.claimable(now, take_expired, max_attempts)
+            )
             scan = _merge_sorted(scan, own)
         return scan
 
@@ -452,7 +501,11 @@ class MemoryBackend(ClientTable):
         if not tx.jobs:
             yield from (job_id for _, job_id in committed)
             return
-        own = sorted((r.lease_until, r.id) for r in tx.jobs.values() if r.status == PROCESSING and r.lease_until < now)
+        own = sorted(
+            (r.lease_until, r.id)
+            for r in tx.jobs.values()
+            if r.status == PROCESSING and r.lease_until < now
+        )
         last = None
         for key in heapq.merge(committed, own):
             row = self._visible(tx, key[1])
@@ -475,7 +528,9 @@ class MemoryBackend(ClientTable):
         if holder is not None and holder is not tx and id in holder.jobs:
             raise _Wait(holder)  # the key's row is being written; a mere row lock does not wait
         if self._visible(tx, id) is not None:
-            raise UniqueViolationError("insert_job", f"duplicate key value violates unique constraint (id)=({id})")
+            raise UniqueViolationError(
+                "insert_job", f"duplicate key value violates unique constraint (id)=({id})"
+            )
         row = JobRow(id, event_id, payload, to_micros(now))
         self._lock(tx, id)
         tx.jobs[id] = row
@@ -489,10 +544,14 @@ class MemoryBackend(ClientTable):
                 break
             row = self._visible(tx, job_id)
             if row.claimable(now, take_expired, max_attempts):
-                out.append((row.id, row.status, row.lease_owner, _seconds(row.lease_until), row.attempts))
+                out.append(
+                    (row.id, row.status, row.lease_owner, _seconds(row.lease_until), row.attempts)
+                )
         return out
 
-    def claim_conditional(self, tx: Transaction, *, id, owner, now, lease_until, max_attempts) -> Rows:
+    def claim_conditional(
+        self, tx: Transaction, *, id, owner, now, lease_until, max_attempts
+    ) -> Rows:
         now = to_micros(now)
         row = self._writable(tx, id, lambda r: r.claimable(now, True, max_attempts))
         if row is None:
@@ -500,20 +559,26 @@ class MemoryBackend(ClientTable):
         self._take(row, owner, now, to_micros(lease_until))
         return [(row.id, row.attempts)]
 
-    def claim_unconditional(self, tx: Transaction, *, id, owner, now, lease_until, max_attempts) -> Rows:
+    def claim_unconditional(
+        self, tx: Transaction, *, id, owner, now, lease_until, max_attempts
+    ) -> Rows:
         row = self._writable(tx, id, lambda r: r.attempts < max_attempts)
         if row is None:
             return []
         self._take(row, owner, to_micros(now), to_micros(lease_until))
         return [(row.id, row.attempts)]
 
-    def claim_skip_locked(self, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts) -> Rows:
+    def claim_skip_locked(
+        self, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts
+    ) -> Rows:
         now_us = to_micros(now)
         for job_id in self._candidates(tx, now_us, take_expired, max_attempts):
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 continue
-            row = self._writable(tx, job_id, lambda r: r.claimable(now_us, take_expired, max_attempts))
+            row = self._writable(
+                tx, job_id, lambda r: r.claimable(now_us, take_expired, max_attempts)
+            )
             if row is not None:  # the scan stops here: it changed the index it was reading
                 self._take(row, owner, now_us, to_micros(lease_until))
                 return [(row.id, row.attempts)]
@@ -527,8 +592,11 @@ class MemoryBackend(ClientTable):
         if _resume_at is not None:  # the row we waited for, then the statement's snapshot after it
             later = (i for i in scan if i > _resume_at and i not in _before.rows)
             older = sorted(
-                i for i, r in _before.rows.items()
-                if i > _resume_at and r is not None and r.claimable(now_us, take_expired, max_attempts)
+                i
+                for i, r in _before.rows.items()
+                if i > _resume_at
+                and r is not None
+                and r.claimable(now_us, take_expired, max_attempts)
             )
             scan = itertools.chain([_resume_at], _merge_sorted(later, older))
         for job_id in scan:
@@ -556,7 +624,9 @@ class MemoryBackend(ClientTable):
             return []
         holder = self.row_locks.get(id)
         if holder is not None and holder is not tx:
-            raise LockNotAvailableError("lock_job_nowait", 'could not obtain lock on row in relation "payment_jobs"')
+            raise LockNotAvailableError(
+                "lock_job_nowait", 'could not obtain lock on row in relation "payment_jobs"'
+            )
         self._lock(tx, id)
         return [(row.id, row.status)]
 
@@ -618,7 +688,9 @@ class MemoryBackend(ClientTable):
         row.retry(max_attempts, "lease expired", to_micros(now), retry_backoff)
         return [(row.id, row.status, row.lease_owner, row.attempts)]
 
-    def fail_job_fenced(self, tx: Transaction, *, id, owner, attempt, now, max_attempts, retry_backoff) -> Rows:
+    def fail_job_fenced(
+        self, tx: Transaction, *, id, owner, attempt, now, max_attempts, retry_backoff
+    ) -> Rows:
         row = self._writable(tx, id, lambda r: r.owned_by(owner, attempt))
         if row is None:
             return []
@@ -658,10 +730,16 @@ class MemoryBackend(ClientTable):
     def purge_dedup_markers(self, tx: Transaction, *, before, _seen=None) -> Rows:
         if _seen is None:  # the rows the statement sees; a resumed one re-checks only these
             before_us = to_micros(before)
-            _seen = [(e, r) for e, r in self.markers.items() if r[2] < before_us and e not in tx.deleted_markers]
+            _seen = [
+                (e, r)
+                for e, r in self.markers.items()
+                if r[2] < before_us and e not in tx.deleted_markers
+            ]
             _seen += [(e, r) for e, r in tx.markers.items() if r[2] < before_us]
         # EvalPlanQual: a marker deleted (or deleted and inserted anew) meanwhile is skipped
-        doomed = sorted(e for e, r in _seen if self.markers.get(e) is r and e not in tx.deleted_markers)
+        doomed = sorted(
+            e for e, r in _seen if self.markers.get(e) is r and e not in tx.deleted_markers
+        )
         own = [e for e, r in _seen if tx.markers.get(e) is r]  # this transaction's inserts
         for event_id in doomed:
             holder = self.marker_locks.get(event_id)
@@ -675,9 +753,13 @@ class MemoryBackend(ClientTable):
             tx.deleted_markers.add(event_id)
         return [(e,) for e in sorted(doomed + own)]
 
-    def insert_ledger_entry(self, tx: Transaction, *, job_id, event_id, amount_cents, worker, attempt, now) -> Rows:
+    def insert_ledger_entry(
+        self, tx: Transaction, *, job_id, event_id, amount_cents, worker, attempt, now
+    ) -> Rows:
         entry_id = next(self._ledger_ids)
-        tx.ledger.append((entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now)))
+        tx.ledger.append(
+            (entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now))
+        )
         return [(entry_id,)]
 
     def count_jobs_by_status(self, tx: Transaction) -> Rows:
@@ -688,8 +770,19 @@ class MemoryBackend(ClientTable):
 
     def dump_jobs(self, tx: Transaction) -> Rows:
         return [
-            (r.id, r.event_id, r.payload, r.status, r.lease_owner, _seconds(r.lease_until), r.attempts,
-             _seconds(r.heartbeat_at), _seconds(r.created_at), _seconds(r.completed_at), r.last_error)
+            (
+                r.id,
+                r.event_id,
+                r.payload,
+                r.status,
+                r.lease_owner,
+                _seconds(r.lease_until),
+                r.attempts,
+                _seconds(r.heartbeat_at),
+                _seconds(r.created_at),
+                _seconds(r.completed_at),
+                r.last_error,
+            )
             for r in sorted(self._all_jobs(tx), key=lambda r: r.id)
         ]
 

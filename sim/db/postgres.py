@@ -121,8 +121,26 @@ class ServerStatementError(StatementError):
 class _Client:
     """One simulated client: its connection (opened lazily) and transaction state."""
 
-    __slots__ = ("conn", "pg", "fd", "tx", "pid", "prepared", "in_tx", "begun", "crashed", "pending",
-                 "holder", "due", "piped", "cancelled", "frozen", "signals", "since", "order")
+    __slots__ = (
+        "conn",
+        "pg",
+        "fd",
+        "tx",
+        "pid",
+        "prepared",
+        "in_tx",
+        "begun",
+        "crashed",
+        "pending",
+        "holder",
+        "due",
+        "piped",
+        "cancelled",
+        "frozen",
+        "signals",
+        "since",
+        "order",
+    )
 
     def __init__(self):
         self.conn: psycopg.Connection | None = None
@@ -151,12 +169,21 @@ class PostgresBackend(ClientTable):
     name = "postgres"
     _new_client = _Client
 
-    def __init__(self, dsn: str | None = None, *, keep_schema: bool = False, schema: str | None = None,
-                 queue: QueueDefinition | None = None, _existing: bool = False):
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        keep_schema: bool = False,
+        schema: str | None = None,
+        queue: QueueDefinition | None = None,
+        _existing: bool = False,
+    ):
         self.dsn = connect_dsn(dsn)
         self.schema = schema or f"leaselab_{secrets.token_hex(6)}"
         self.keep_schema = keep_schema or _existing
-        self.queue = queue  # a user's queue definition (checked on this server), or None: sql/ as is
+        self.queue = (
+            queue  # a user's queue definition (checked on this server), or None: sql/ as is
+        )
         if queue is not None:
             queue.check_on(self.dsn)
         self._queries = queue.queries if queue is not None else load_queries()
@@ -169,11 +196,17 @@ class PostgresBackend(ClientTable):
         # query, holder, pg_locks.locktype), and every server process a crash killed (client, pid).
         self.lock_waits: list[tuple[str, str, str, str]] = []
         self.terminated: list[tuple[str, int]] = []
-        self._monitor = open_connection(self.dsn, autocommit=True, application_name="leaselab:monitor")
+        self._monitor = open_connection(
+            self.dsn, autocommit=True, application_name="leaselab:monitor"
+        )
         self._closed = False
         try:
-            self._superuser = self._monitor.execute(
-                "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0] is True
+            self._superuser = (
+                self._monitor.execute(
+                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                ).fetchone()[0]
+                is True
+            )
             if _existing:
                 self._find_schema()
             else:
@@ -184,8 +217,11 @@ class PostgresBackend(ClientTable):
         self.pauses_waiters = may_signal(self._monitor, self._monitor.info.backend_pid)
         atexit.register(self.close)  # a backend never closed still drops its schema at exit
         if not self.pauses_waiters:
-            log.info("server at %s is not local: lock waiters are settled in order without pausing "
-                     "them, and PostgreSQL may reorder two waiters on one row", describe_dsn(self.dsn))
+            log.info(
+                "server at %s is not local: lock waiters are settled in order without pausing "
+                "them, and PostgreSQL may reorder two waiters on one row",
+                describe_dsn(self.dsn),
+            )
 
     @classmethod
     def attach(cls, dsn: str | None, schema: str) -> PostgresBackend:
@@ -197,13 +233,16 @@ class PostgresBackend(ClientTable):
         try:
             found = self._monitor.execute(
                 "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = 'ledger'",
-                (self.schema,)).fetchone()[0]
+                (self.schema,),
+            ).fetchone()[0]
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
         if not found:
-            raise DatabaseError(f"no Lease Lab schema {self.schema} at {describe_dsn(self.dsn)}; "
-                                "list the kept ones with SELECT nspname FROM pg_namespace "
-                                "WHERE nspname LIKE 'leaselab_%'")
+            raise DatabaseError(
+                f"no Lease Lab schema {self.schema} at {describe_dsn(self.dsn)}; "
+                "list the kept ones with SELECT nspname FROM pg_namespace "
+                "WHERE nspname LIKE 'leaselab_%'"
+            )
 
     def __repr__(self) -> str:
         return f"PostgresBackend({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -214,7 +253,9 @@ class PostgresBackend(ClientTable):
             with self._monitor.transaction():
                 self._monitor.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
                 self._monitor.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
-                self._monitor.execute(self.queue.schema_sql if self.queue is not None else schema_sql())
+                self._monitor.execute(
+                    self.queue.schema_sql if self.queue is not None else schema_sql()
+                )
         except pg_errors.InsufficientPrivilege as exc:
             info = conninfo_to_dict(self.dsn)
             raise unavailable(
@@ -247,7 +288,11 @@ class PostgresBackend(ClientTable):
             # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
             conn.execute("SET synchronous_commit TO off")
             if self._superuser:
-                conn.execute(sql.SQL("SET deadlock_timeout TO {}").format(sql.Literal(CLIENT_DEADLOCK_TIMEOUT)))
+                conn.execute(
+                    sql.SQL("SET deadlock_timeout TO {}").format(
+                        sql.Literal(CLIENT_DEADLOCK_TIMEOUT)
+                    )
+                )
             conn.adapters.register_loader("timestamptz", wire.SimTimeLoader)
             signals = self.pauses_waiters and may_signal(conn, conn.info.backend_pid)
         except psycopg.OperationalError as exc:
@@ -307,13 +352,19 @@ class PostgresBackend(ClientTable):
         deadline = time.monotonic() + THAW_WATCHDOG_S
         while not self._poll(state, MAX_WAIT_S):
             if time.monotonic() > deadline and self._thaw_all():
-                log.warning("%s of client %s was slow with waiters paused: they were let go, so "
-                            "PostgreSQL may reorder them", command, client)
+                log.warning(
+                    "%s of client %s was slow with waiters paused: they were let go, so "
+                    "PostgreSQL may reorder them",
+                    command,
+                    client,
+                )
                 deadline = time.monotonic() + STATEMENT_TIMEOUT_S
             elif time.monotonic() > deadline:
                 self.crash(client)
-                raise StatementStuckError(f"client {client}: {command} did not finish within "
-                                          f"{STATEMENT_TIMEOUT_S:.0f} s at {describe_dsn(self.dsn)}")
+                raise StatementStuckError(
+                    f"client {client}: {command} did not finish within "
+                    f"{STATEMENT_TIMEOUT_S:.0f} s at {describe_dsn(self.dsn)}"
+                )
         result = self._collect(state)
         if result.status not in _OK:
             raise self._error(command, result, False)
@@ -401,7 +452,9 @@ class PostgresBackend(ClientTable):
         its monitor connection: (column names, rows), times as timestamptz. Nothing is kept: the
         statement runs in a transaction of its own, rolled back if it fails."""
         with self._monitor.transaction():
-            self._monitor.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
+            self._monitor.execute(
+                sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema))
+            )
             cur = self._monitor.execute(text, params)
             if cur.description is None:
                 return [], []
@@ -520,8 +573,9 @@ class PostgresBackend(ClientTable):
                 if result is None:  # one between the results of two statements; more: trouble
                     gaps += 1
                     if gaps > 2 or pg.status == pq.ConnStatus.BAD:
-                        raise psycopg.OperationalError(pg.error_message.decode(errors="replace")
-                                                       or "connection lost")
+                        raise psycopg.OperationalError(
+                            pg.error_message.decode(errors="replace") or "connection lost"
+                        )
                     continue
                 gaps = 0
                 if result.status == pq.ExecStatus.PIPELINE_SYNC:
@@ -583,14 +637,18 @@ class PostgresBackend(ClientTable):
             if not rows and len(seen) > 1:
                 return self._paused_head(pid)
             if rows and rows[0][3] == "tuple":
-                heads = [p for p, _, _, _, head in rows if head] or [p for p, _, wait, _, _ in rows if wait == "Lock"]
+                heads = [p for p, _, _, _, head in rows if head] or [
+                    p for p, _, wait, _, _ in rows if wait == "Lock"
+                ]
                 if not heads:
                     return None
                 pid = heads[0]
                 continue
             stable = sorted(
-                (self._pids[p], p, wait == "Lock") for p, activity, wait, _, _ in rows
-                if p in self._pids and (activity.startswith("idle in transaction") or wait == "Lock")
+                (self._pids[p], p, wait == "Lock")
+                for p, activity, wait, _, _ in rows
+                if p in self._pids
+                and (activity.startswith("idle in transaction") or wait == "Lock")
             )
             return stable[0][1:] if stable else None
         return None
@@ -680,8 +738,11 @@ class PostgresBackend(ClientTable):
     def _settle_waiters(self) -> None:
         """After locks were released, let waiters that could not be paused run, in the order they
         began to wait, until they finish or wait again (best effort: see the module docstring)."""
-        waiting = sorted((s.order, c) for c, s in self._clients.items()
-                         if s.pending is not None and not s.signals and s.conn is not None)
+        waiting = sorted(
+            (s.order, c)
+            for c, s in self._clients.items()
+            if s.pending is not None and not s.signals and s.conn is not None
+        )
         for _, client in waiting:
             state = self._clients[client]
             give_up = time.monotonic() + MAX_WAIT_S * 20
@@ -699,7 +760,9 @@ class PostgresBackend(ClientTable):
                 self._disconnect([state])
             state.crashed = True
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return unavailable(self.dsn, f"lost the connection of client {client} during {query} ({message})")
+        return unavailable(
+            self.dsn, f"lost the connection of client {client} during {query} ({message})"
+        )
 
     def _error(self, query: str, result: pq.abc.PGresult, deadlock: bool) -> DatabaseError:
         sqlstate = (result.error_field(_SQLSTATE) or b"").decode()

@@ -27,14 +27,20 @@ def may_signal(conn: psycopg.Connection, pid: int) -> bool:
     our very address and port, and `pid` must be a postgres process. Set LEASELAB_PAUSE_WAITERS=0
     to never pause.
     """
-    if (not hasattr(signal, "SIGSTOP") or not sys.platform.startswith("linux") or not _EPOLL_SYSCALLS
-            or os.environ.get("LEASELAB_PAUSE_WAITERS", "1") == "0"):
+    if (
+        not hasattr(signal, "SIGSTOP")
+        or not sys.platform.startswith("linux")
+        or not _EPOLL_SYSCALLS
+        or os.environ.get("LEASELAB_PAUSE_WAITERS", "1") == "0"
+    ):
         return False
     try:
         sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
         try:
             if sock.family == socket.AF_UNIX:
-                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+                creds = sock.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+                )
                 local = struct.unpack("3i", creds)[0] == _parent(pid) and _is_postgres(pid)
             else:
                 address, port = sock.getsockname()[:2]
@@ -54,7 +60,9 @@ def _proc(pid: int, name: str) -> str:
         return f.read()
 
 
-_EPOLL_SYSCALLS = {"x86_64": {"232", "281", "441"}, "aarch64": {"22", "441"}}.get(platform.machine(), set())
+_EPOLL_SYSCALLS = {"x86_64": {"232", "281", "441"}, "aarch64": {"22", "441"}}.get(
+    platform.machine(), set()
+)
 
 
 def asleep_in_epoll(pid: int) -> bool:

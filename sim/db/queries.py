@@ -60,7 +60,9 @@ class Query:
                 raise ParameterError(self.name, pname, f"missing (expects {ptype})")
             value = params[pname]
             if type(value) not in PARAM_TYPES[ptype]:
-                raise ParameterError(self.name, pname, f"expects {ptype}, got {type(value).__name__} {value!r}")
+                raise ParameterError(
+                    self.name, pname, f"expects {ptype}, got {type(value).__name__} {value!r}"
+                )
         extra = sorted(set(params) - self.param_names)
         raise ParameterError(self.name, extra[0], "is not a parameter of this query")
 
@@ -83,7 +85,9 @@ def parse_queries(text: str) -> dict[str, Query]:
         sql = sql.rstrip(";").strip()
         used = set(PLACEHOLDER.findall(sql))
         if used != {p for p, _ in params}:
-            raise ValueError(f"query {name}: declared {sorted(p for p, _ in params)}, uses {sorted(used)}")
+            raise ValueError(
+                f"query {name}: declared {sorted(p for p, _ in params)}, uses {sorted(used)}"
+            )
         if name in queries:
             raise ValueError(f"query {name} is defined twice")
         queries[name] = Query(name, description, params, sql)

@@ -47,9 +47,25 @@ from sim.errors import ConfigError
 
 QUERIES_FILE = "queries.sql"
 SCHEMA_FILE = "schema.sql"
-_TYPE_NAMES = {16: "boolean", 19: "name", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
-               701: "double precision", 1042: "char", 1043: "varchar", 1082: "date", 1114: "timestamp",
-               1184: "timestamptz", 1700: "numeric", 2950: "uuid", 3802: "jsonb", 114: "json"}
+_TYPE_NAMES = {
+    16: "boolean",
+    19: "name",
+    20: "bigint",
+    21: "smallint",
+    23: "integer",
+    25: "text",
+    700: "real",
+    701: "double precision",
+    1042: "char",
+    1043: "varchar",
+    1082: "date",
+    1114: "timestamp",
+    1184: "timestamptz",
+    1700: "numeric",
+    2950: "uuid",
+    3802: "jsonb",
+    114: "json",
+}
 
 
 # Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved search_path.
@@ -104,7 +120,11 @@ class QueueDefinition:
 
     @property
     def schema_sql(self) -> str:
-        return bookkeeping_sql() + "\n" + (self.job_schema if self.job_schema is not None else job_schema_sql())
+        return (
+            bookkeeping_sql()
+            + "\n"
+            + (self.job_schema if self.job_schema is not None else job_schema_sql())
+        )
 
     def file(self, name: str = QUERIES_FILE) -> str:
         """The path of one of the directory's files, as error messages name it."""
@@ -137,7 +157,9 @@ class QueueDefinition:
 
         conn = open_connection(dsn, autocommit=True, application_name="leaselab:check")
         try:
-            self.missing = {n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql}
+            self.missing = {
+                n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
+            }
             _Checker(self, conn.pgconn).run()
         finally:
             conn.close()
@@ -149,11 +171,14 @@ class QueueDefinition:
         if found:
             raise QueueDefinitionError(
                 f"{self.where('dump_jobs')}: dump_jobs: returned status {found[0]!r}; Lease Lab reads "
-                f"{', '.join(STATUSES)} (map your states with CASE ... END)")
+                f"{', '.join(STATUSES)} (map your states with CASE ... END)"
+            )
 
     def absent(self, name: str) -> QueueDefinitionError:
         """The error for running statement `name`, which this queue leaves out."""
-        return QueueDefinitionError(f"{self.file()}: {name}: this queue has none ({self.missing[name]})")
+        return QueueDefinitionError(
+            f"{self.file()}: {name}: this queue has none ({self.missing[name]})"
+        )
 
     def require(self, scenario) -> None:
         """QueueDefinitionError if a run of `scenario` would call a statement this queue lacks."""
@@ -161,23 +186,30 @@ class QueueDefinition:
             if name in self.missing:
                 raise QueueDefinitionError(
                     f"{self.file()}: {name}: {why} calls it, but this queue has none ({self.missing[name]}); "
-                    f"define {name} in {QUERIES_FILE} or change {why.split(' = ')[0]}")
+                    f"define {name} in {QUERIES_FILE} or change {why.split(' = ')[0]}"
+                )
 
 
 def load_queue(path: str | Path) -> QueueDefinition:
     """Read and check a queue directory's text (no server needed); QueueDefinitionError if bad."""
     root = Path(path)
     if not root.is_dir():
-        raise QueueDefinitionError(f"--sql {path}: not a directory (expected one holding {QUERIES_FILE} "
-                                   f"and optionally {SCHEMA_FILE})")
+        raise QueueDefinitionError(
+            f"--sql {path}: not a directory (expected one holding {QUERIES_FILE} "
+            f"and optionally {SCHEMA_FILE})"
+        )
     queries = root / QUERIES_FILE
     if not queries.is_file():
-        raise QueueDefinitionError(f"--sql {path}: no {QUERIES_FILE} in it (the statements that override "
-                                   "Lease Lab's, in the block format of sql/queries.sql)")
+        raise QueueDefinitionError(
+            f"--sql {path}: no {QUERIES_FILE} in it (the statements that override "
+            "Lease Lab's, in the block format of sql/queries.sql)"
+        )
     schema = root / SCHEMA_FILE
     job_schema = _read(schema) if schema.is_file() else None
     if job_schema is not None and not job_schema.strip():
-        raise QueueDefinitionError(f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours")
+        raise QueueDefinitionError(
+            f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
+        )
     overrides = parse_overrides(_read(queries), str(queries))
     return QueueDefinition(root, overrides, job_schema)
 
@@ -186,7 +218,9 @@ def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise QueueDefinitionError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise QueueDefinitionError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
@@ -194,8 +228,10 @@ def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("-- name:")]
     if not starts:
-        raise QueueDefinitionError(f"{file}:1: no '-- name: NAME' block; each statement starts with "
-                                   "-- name:, a description line and -- params:")
+        raise QueueDefinitionError(
+            f"{file}:1: no '-- name: NAME' block; each statement starts with "
+            "-- name:, a description line and -- params:"
+        )
     out: dict[str, Override] = {}
     for k, i in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
@@ -216,11 +252,21 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
     if not name:
         raise QueueDefinitionError(f"{file}:{line}: '-- name:' without a statement name")
     if name in BOOKKEEPING:
-        _fail(file, line, name, "is Lease Lab's bookkeeping (dedup markers and ledger stay Lease Lab's); remove it")
+        _fail(
+            file,
+            line,
+            name,
+            "is Lease Lab's bookkeeping (dedup markers and ledger stay Lease Lab's); remove it",
+        )
     if name not in CONTRACTS:
         close = difflib.get_close_matches(name, CONTRACTS, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        _fail(file, line, name, f"unknown statement name{hint}; a queue can define {', '.join(CONTRACTS)}")
+        _fail(
+            file,
+            line,
+            name,
+            f"unknown statement name{hint}; a queue can define {', '.join(CONTRACTS)}",
+        )
     j = i + 1
     header: list[tuple[int, str]] = []
     while j < end and lines[j].startswith("--"):
@@ -228,8 +274,13 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
         j += 1
     params = [(n, text) for n, text in header if text.startswith("-- params:")]
     if not params:
-        _fail(file, line, name, "no '-- params:' line after the description (declare the parameters it uses, "
-                                f"e.g. -- params: {_binds(name)})")
+        _fail(
+            file,
+            line,
+            name,
+            "no '-- params:' line after the description (declare the parameters it uses, "
+            f"e.g. -- params: {_binds(name)})",
+        )
     params_line, params_text = params[0]
     description = next((t.removeprefix("--").strip() for n, t in header if n < params_line), "")
     declared = _declared(params_text, file, params_line, name)
@@ -239,8 +290,13 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
         if not CONTRACTS[name].optional:
             _fail(file, line, name, "has no statement, and every run needs one")
         if declared:
-            _fail(file, params_line, name, "has no statement but declares parameters; an empty block leaves "
-                                           "the statement out and declares none")
+            _fail(
+                file,
+                params_line,
+                name,
+                "has no statement but declares parameters; an empty block leaves "
+                "the statement out and declares none",
+            )
         return Override(name, line, 0, description, (), "")
     sql = "\n".join(body[first:]).rstrip().rstrip(";").rstrip()
     sql_line = j + first + 1
@@ -259,10 +315,20 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
             continue
         parts = item.split()
         if len(parts) != 2:
-            _fail(file, line, name, f"parameter declaration {item.strip()!r} must be NAME TYPE, e.g. 'id int'")
+            _fail(
+                file,
+                line,
+                name,
+                f"parameter declaration {item.strip()!r} must be NAME TYPE, e.g. 'id int'",
+            )
         pname, ptype = parts
         if ptype not in PARAM_TYPES:
-            _fail(file, line, name, f"parameter {pname} has unknown type {ptype} (int, text, bool or time)")
+            _fail(
+                file,
+                line,
+                name,
+                f"parameter {pname} has unknown type {ptype} (int, text, bool or time)",
+            )
         out.append((pname, ptype))
     names = [p for p, _ in out]
     for p in names:
@@ -271,14 +337,26 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
     return tuple(out)
 
 
-def _check_params(name: str, declared, sql: str, file: str, params_line: int, sql_line: int) -> None:
+def _check_params(
+    name: str, declared, sql: str, file: str, params_line: int, sql_line: int
+) -> None:
     bound = dict(bound_params(name))
     for pname, ptype in declared:
         if pname not in bound:
-            _fail(file, params_line, name, f"declares {pname}, which Lease Lab does not bind to {name}; "
-                                           f"it binds {_binds(name)}")
+            _fail(
+                file,
+                params_line,
+                name,
+                f"declares {pname}, which Lease Lab does not bind to {name}; "
+                f"it binds {_binds(name)}",
+            )
         if bound[pname] != ptype:
-            _fail(file, params_line, name, f"declares {pname} {ptype}, but Lease Lab binds {pname} as {bound[pname]}")
+            _fail(
+                file,
+                params_line,
+                name,
+                f"declares {pname} {ptype}, but Lease Lab binds {pname} as {bound[pname]}",
+            )
     used = {}
     for n, text in enumerate(sql.splitlines()):
         for p in PLACEHOLDER.findall(text):
@@ -286,16 +364,29 @@ def _check_params(name: str, declared, sql: str, file: str, params_line: int, sq
     names = {p for p, _ in declared}
     for pname, at in used.items():
         if pname not in names:
-            known = f" (Lease Lab binds it as {bound[pname]}: add '{pname} {bound[pname]}')" if pname in bound else \
-                f"; Lease Lab binds {_binds(name)}"
-            _fail(file, at, name, f"uses %({pname})s, which its -- params: line does not declare{known}")
+            known = (
+                f" (Lease Lab binds it as {bound[pname]}: add '{pname} {bound[pname]}')"
+                if pname in bound
+                else f"; Lease Lab binds {_binds(name)}"
+            )
+            _fail(
+                file,
+                at,
+                name,
+                f"uses %({pname})s, which its -- params: line does not declare{known}",
+            )
     for pname, _ in declared:
         if pname not in used:
             _fail(file, params_line, name, f"declares {pname} but never uses %({pname})s")
     for pname in CONTRACTS[name].required:
         if pname not in used:
-            _fail(file, sql_line, name, f"must use %({pname})s (the job Lease Lab means); it uses "
-                                        f"{', '.join(sorted(used)) or 'no parameter'}")
+            _fail(
+                file,
+                sql_line,
+                name,
+                f"must use %({pname})s (the job Lease Lab means); it uses "
+                f"{', '.join(sorted(used)) or 'no parameter'}",
+            )
 
 
 class _Checker:
@@ -319,12 +410,20 @@ class _Checker:
                 self._ok(self._exec(job_schema_sql()))
             else:
                 result = self._exec(q.job_schema)
-                if result.status != pq.ExecStatus.COMMAND_OK and result.status != pq.ExecStatus.TUPLES_OK:
-                    line = 1 + q.job_schema[:_position(result)].count("\n")
-                    raise QueueDefinitionError(f"{q.file('schema.sql')}:{line}: PostgreSQL cannot run it: "
-                                               f"{_message(result)}")
+                if (
+                    result.status != pq.ExecStatus.COMMAND_OK
+                    and result.status != pq.ExecStatus.TUPLES_OK
+                ):
+                    line = 1 + q.job_schema[: _position(result)].count("\n")
+                    raise QueueDefinitionError(
+                        f"{q.file('schema.sql')}:{line}: PostgreSQL cannot run it: "
+                        f"{_message(result)}"
+                    )
                 self._own_schema_only(schema)
-            for name in [*q.overrides, *(n for n in CONTRACTS if n not in q.overrides)]:  # the user's first
+            for name in [
+                *q.overrides,
+                *(n for n in CONTRACTS if n not in q.overrides),
+            ]:  # the user's first
                 self._statement(name)
         finally:
             self._exec("ROLLBACK")
@@ -339,14 +438,18 @@ class _Checker:
             word = where.rpartition(".")[2].lower()
             lines = self.queue.job_schema.lower().splitlines()
             line = next((i + 1 for i, text in enumerate(lines) if word in text), 1)
-            raise QueueDefinitionError(f"{self.queue.file(SCHEMA_FILE)}:{line}: {what} outside the run's own schema; "
-                                       "keep names unqualified (Lease Lab creates everything in a schema of its own "
-                                       "and drops it afterwards)")
+            raise QueueDefinitionError(
+                f"{self.queue.file(SCHEMA_FILE)}:{line}: {what} outside the run's own schema; "
+                "keep names unqualified (Lease Lab creates everything in a schema of its own "
+                "and drops it afterwards)"
+            )
 
     @staticmethod
     def _ok(result) -> None:
         if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-            raise QueueDefinitionError(f"PostgreSQL refused to set up the check: {_message(result)}")
+            raise QueueDefinitionError(
+                f"PostgreSQL refused to set up the check: {_message(result)}"
+            )
 
     def _statement(self, name: str) -> None:
         q = self.queue
@@ -366,15 +469,28 @@ class _Checker:
             if o is None:  # the project's text under the user's schema: not available, not an error
                 why = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: {_message(result)}"
                 if not CONTRACTS[name].optional:
-                    raise QueueDefinitionError(f"{q.file()}: {name}: {why}; every run needs it: define it in "
-                                               f"{QUERIES_FILE}")
+                    raise QueueDefinitionError(
+                        f"{q.file()}: {name}: {why}; every run needs it: define it in "
+                        f"{QUERIES_FILE}"
+                    )
                 q.missing[name] = why
                 return
-            line = o.sql_line + text[:_position(result)].count("\n")
-            against = q.file(SCHEMA_FILE) if q.job_schema is not None else "Lease Lab's job table (sql/schema.sql)"
-            _fail(q.file(), line, name, f"PostgreSQL cannot PREPARE it against {against}: {_message(result)}")
+            line = o.sql_line + text[: _position(result)].count("\n")
+            against = (
+                q.file(SCHEMA_FILE)
+                if q.job_schema is not None
+                else "Lease Lab's job table (sql/schema.sql)"
+            )
+            _fail(
+                q.file(),
+                line,
+                name,
+                f"PostgreSQL cannot PREPARE it against {against}: {_message(result)}",
+            )
         described = self.pg.describe_prepared(stmt)
-        columns = [(described.fname(i).decode(), described.ftype(i)) for i in range(described.nfields)]
+        columns = [
+            (described.fname(i).decode(), described.ftype(i)) for i in range(described.nfields)
+        ]
         self._exec(f"DEALLOCATE leaselab_check_{name}")
         self._ok(self._exec("RELEASE SAVEPOINT leaselab_check"))
         if o is not None:
@@ -394,8 +510,10 @@ def _columns_problem(name: str, columns: list[tuple[str, int]]) -> str | None:
         return f"returns {len(columns)} column(s) ({got}); Lease Lab reads {how} {len(c.returns)}: {wanted}{extra}"
     for i, ((col, kind), (got_name, oid)) in enumerate(zip(c.returns, columns, strict=False)):
         if oid not in COLUMN_OIDS[kind]:
-            return (f"column {i + 1} ({got_name}) is {_TYPE_NAMES.get(oid, f'type OID {oid}')}; Lease Lab reads it as {col} {SQL_TYPE[kind]} "
-                    f"(cast it: ...::{SQL_TYPE[kind]})")
+            return (
+                f"column {i + 1} ({got_name}) is {_TYPE_NAMES.get(oid, f'type OID {oid}')}; Lease Lab reads it as {col} {SQL_TYPE[kind]} "
+                f"(cast it: ...::{SQL_TYPE[kind]})"
+            )
     return None
 
 
@@ -414,5 +532,13 @@ def loaded(sql: str | Path | QueueDefinition) -> QueueDefinition:
     return sql if isinstance(sql, QueueDefinition) else load_queue(sql)
 
 
-__all__ = ["QueueDefinition", "QueueDefinitionError", "Override", "load_queue", "loaded", "parse_overrides",
-           "QUERIES_FILE", "SCHEMA_FILE"]
+__all__ = [
+    "QueueDefinition",
+    "QueueDefinitionError",
+    "Override",
+    "load_queue",
+    "loaded",
+    "parse_overrides",
+    "QUERIES_FILE",
+    "SCHEMA_FILE",
+]

@@ -82,10 +82,14 @@ def redact_dsn(dsn: str) -> str:
         return scrub(_KV_PASSWORD.sub("", dsn).strip(), dsn)
     try:
         parts = urlsplit(dsn)
-    except ValueError:  # e.g. an unclosed [ipv6] host: keep scheme, user and what follows the last '@'
+    except (
+        ValueError
+    ):  # e.g. an unclosed [ipv6] host: keep scheme, user and what follows the last '@'
         scheme, _, rest = dsn.partition("://")
         userinfo, at, hosts = rest.rpartition("@")
-        return scrub(f"{scheme}://{userinfo.partition(':')[0]}{at}{_QUERY_PASSWORD.sub('', hosts)}", dsn)
+        return scrub(
+            f"{scheme}://{userinfo.partition(':')[0]}{at}{_QUERY_PASSWORD.sub('', hosts)}", dsn
+        )
     userinfo, at, hosts = parts.netloc.rpartition("@")
     netloc = f"{userinfo.partition(':')[0]}{at}{hosts}"
     query = "&".join(
@@ -106,7 +110,9 @@ def describe_dsn(dsn: str) -> str:
 
 def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavailableError:
     """The one-line error for a server we cannot use: where, what went wrong, what to do."""
-    return ServerUnavailableError(scrub(f"PostgreSQL at {describe_dsn(dsn)}: {problem}; {advice}", dsn))
+    return ServerUnavailableError(
+        scrub(f"PostgreSQL at {describe_dsn(dsn)}: {problem}; {advice}", dsn)
+    )
 
 
 def secrets(dsn: str | None) -> list[str]:
@@ -124,7 +130,10 @@ def secrets(dsn: str | None) -> list[str]:
         if ":" in userinfo:
             found.append(userinfo.partition(":")[2])
         found += [m.group(1) for m in _QUERY_PASSWORD_VALUE.finditer(dsn)]
-    found += [m.group(1).strip("'").replace("\\'", "'").replace("\\\\", "\\") for m in _KV_PASSWORD.finditer(dsn)]
+    found += [
+        m.group(1).strip("'").replace("\\'", "'").replace("\\\\", "\\")
+        for m in _KV_PASSWORD.finditer(dsn)
+    ]
     found += [unquote(f) for f in found]
     return sorted({f for f in found if f}, key=len, reverse=True)
 
@@ -140,11 +149,20 @@ def scrub(text: str, *dsns: str | None) -> str:
 def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
     """psycopg.connect with a connect timeout; failures become ServerUnavailableError."""
     try:
-        timeout = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": CONNECT_TIMEOUT_S}
+        timeout = (
+            {}
+            if "connect_timeout" in conninfo_to_dict(dsn)
+            else {"connect_timeout": CONNECT_TIMEOUT_S}
+        )
     except psycopg.ProgrammingError as exc:
-        detail = _QUOTED.sub(lambda m: m.group(0) if len(m.group(1)) <= 1 else '"..."', _first_line(exc))
-        raise unavailable(dsn, f"invalid DSN ({detail})",
-                          "fix the DSN given with --dsn, LEASELAB_DSN or DATABASE_URL") from None
+        detail = _QUOTED.sub(
+            lambda m: m.group(0) if len(m.group(1)) <= 1 else '"..."', _first_line(exc)
+        )
+        raise unavailable(
+            dsn,
+            f"invalid DSN ({detail})",
+            "fix the DSN given with --dsn, LEASELAB_DSN or DATABASE_URL",
+        ) from None
     try:
         return psycopg.connect(dsn, **timeout, **kwargs)
     except psycopg.OperationalError as exc:

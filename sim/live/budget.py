@@ -36,7 +36,10 @@ def shortest_interval(scenario) -> tuple[str, float]:
 def probe_latency(connection, probes: int = PROBES, *, missing=()) -> float:
     """Median wall seconds of a named read-only statement on this server: the claim's read
     (select_candidates), or the dump of Lease Lab's own dedup table when a user's queue has no such read."""
-    name, params = ("select_candidates", {"take_expired": True, "max_attempts": QUERY_DEFAULTS["max_attempts"], "limit": 1})
+    name, params = (
+        "select_candidates",
+        {"take_expired": True, "max_attempts": QUERY_DEFAULTS["max_attempts"], "limit": 1},
+    )
     if name in missing:
         name, params = "dump_processed_events", {}
     samples = []
@@ -52,7 +55,9 @@ def probe_latency(connection, probes: int = PROBES, *, missing=()) -> float:
 def check_scale(scenario, scale: float, latency: float) -> None:
     """ConfigError naming --time-scale when latency / scale exceeds MAX_SHARE of the shortest interval."""
     if not (scale > 0 and np.isfinite(scale)):
-        raise ConfigError(f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {scale!r}")
+        raise ConfigError(
+            f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {scale!r}"
+        )
     key, interval = shortest_interval(scenario)
     share = latency / scale / interval
     if share > MAX_SHARE:
@@ -60,4 +65,5 @@ def check_scale(scenario, scale: float, latency: float) -> None:
         raise ConfigError(
             f"--time-scale {scale:g}: a statement takes {latency * 1000:.1f} ms (median) on this server, "
             f"{latency / scale:.3g} s of scenario time, {share:.0%} of {key} {interval:g} s; above {MAX_SHARE:.0%} "
-            f"latency, not the lease policy, would dominate: use --time-scale >= {least:.2g}")
+            f"latency, not the lease policy, would dominate: use --time-scale >= {least:.2g}"
+        )

@@ -27,8 +27,19 @@ class DbUnavailable(Exception):
 
 
 class LiveConnection:
-    def __init__(self, dsn: str, schema: str, client: str, queries: dict, clock, recorder, *,
-                 slots=None, index: int | None = None, partition_mode: str = "fail"):
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        client: str,
+        queries: dict,
+        clock,
+        recorder,
+        *,
+        slots=None,
+        index: int | None = None,
+        partition_mode: str = "fail",
+    ):
         self.dsn, self.schema, self.client = dsn, schema, client
         self.queries = queries
         self.clock = clock
@@ -39,10 +50,16 @@ class LiveConnection:
     def open(self) -> None:
         if self.conn is not None:
             return
-        conn = psycopg.connect(self.dsn, autocommit=True, application_name=f"{APP_PREFIX}{self.schema}:{self.client}",
-                               connect_timeout=10)
+        conn = psycopg.connect(
+            self.dsn,
+            autocommit=True,
+            application_name=f"{APP_PREFIX}{self.schema}:{self.client}",
+            connect_timeout=10,
+        )
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        conn.execute("SET synchronous_commit TO off")  # as PostgresBackend: atomic, visible, not flushed
+        conn.execute(
+            "SET synchronous_commit TO off"
+        )  # as PostgresBackend: atomic, visible, not flushed
         self.conn = conn
 
     def drop(self) -> None:
@@ -62,7 +79,9 @@ class LiveConnection:
             raise DbUnavailable("partition")
         self.clock.sleep_until(end)
 
-    def run(self, name: str, params: dict, *, ttl: float | None = None, at: float | None = None) -> list[tuple]:
+    def run(
+        self, name: str, params: dict, *, ttl: float | None = None, at: float | None = None
+    ) -> list[tuple]:
         """Execute the named statement; its rows, times as scenario seconds (`at` overrides the clock)."""
         self._cross_partition()
         self.open()
@@ -83,7 +102,9 @@ class LiveConnection:
             self.drop()
             raise DbUnavailable(name) from None
         self.recorder.statement(name, time.monotonic() - start)
-        return [tuple(from_timestamp(v) if isinstance(v, datetime) else v for v in row) for row in rows]
+        return [
+            tuple(from_timestamp(v) if isinstance(v, datetime) else v for v in row) for row in rows
+        ]
 
     def control(self, command: str) -> None:
         """BEGIN / COMMIT / ROLLBACK (transaction control, not a query)."""
@@ -98,4 +119,3 @@ class LiveConnection:
 
     def close(self) -> None:
         self.drop()
-

@@ -19,7 +19,9 @@ from sim.rng import Streams
 class Action:
     t: float
     seq: int
-    kind: str = field(compare=False)  # crash | crash_holder | crash_job | pause | unpause | partition | heal | restart
+    kind: str = field(
+        compare=False
+    )  # crash | crash_holder | crash_job | pause | unpause | partition | heal | restart
     worker: int | None = field(default=None, compare=False)
     job: int | None = field(default=None, compare=False)
     until: float | None = field(default=None, compare=False)
@@ -49,8 +51,10 @@ class FaultSchedule:
             if crash.job is not None:
                 self.push(crash.at, "crash_job", job=crash.job)
         self.pick = streams.generator("crashes/holder-pick")
-        self.restart_delay = [faults.restart_delay.sampler(streams.generator(f"worker/{i}/restart"))
-                              for i in range(workers)]
+        self.restart_delay = [
+            faults.restart_delay.sampler(streams.generator(f"worker/{i}/restart"))
+            for i in range(workers)
+        ]
 
     def push(self, t: float, kind: str, **fields) -> None:
         self._seq += 1

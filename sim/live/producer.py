@@ -16,8 +16,15 @@ class LiveProducer:
 
     def _enqueue(self, job: int, at: float | None) -> None:
         spec = self.catalog[job]
-        self.db.run("insert_job", {"id": job, "event_id": spec.event_id,
-                                   "payload": payload_json(spec.event_id, spec.amount_cents)}, at=at)
+        self.db.run(
+            "insert_job",
+            {
+                "id": job,
+                "event_id": spec.event_id,
+                "payload": payload_json(spec.event_id, spec.amount_cents),
+            },
+            at=at,
+        )
         self.recorder.add("enqueue", "producer", job, None, spec.event_id, t=at)
 
     def prepare(self) -> None:
@@ -29,7 +36,7 @@ class LiveProducer:
             self._loaded += 1
 
     def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
-        for t, job, _event in self.arrivals[self._loaded:]:
+        for t, job, _event in self.arrivals[self._loaded :]:
             self.clock.sleep_until(t)
             self._enqueue(job, None)
         self.db.close()

@@ -23,13 +23,23 @@ class Recorder:
         self.clock = clock
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def add(self, kind: str, worker: str | None = None, job: int | None = None, attempt: int | None = None,
-            detail: object = None, *, t: float | None = None) -> None:
+    def add(
+        self,
+        kind: str,
+        worker: str | None = None,
+        job: int | None = None,
+        attempt: int | None = None,
+        detail: object = None,
+        *,
+        t: float | None = None,
+    ) -> None:
         t = self.clock.now() if t is None else t
         os.write(self._fd, (json.dumps([t, kind, worker, job, attempt, detail]) + "\n").encode())
 
     def statement(self, name: str, seconds: float) -> None:
-        os.write(self._fd, (json.dumps([self.clock.now(), STATEMENT, name, seconds]) + "\n").encode())
+        os.write(
+            self._fd, (json.dumps([self.clock.now(), STATEMENT, name, seconds]) + "\n").encode()
+        )
 
     def close(self) -> None:
         os.close(self._fd)

@@ -20,12 +20,21 @@ def repair(records: list[list], tables: dict) -> tuple[list[list], list[str]]:
         if (worker, job, attempt) in logged_effects:
             continue
         added.append([t, "effect", worker, job, attempt, event_id])
-        notes.append(f"effect of job {job} (attempt {attempt}) by {worker} at {t:.3f}s, from the ledger")
+        notes.append(
+            f"effect of job {job} (attempt {attempt}) by {worker} at {t:.3f}s, from the ledger"
+        )
         row = completed.get(job)
-        if row is not None and row[4] == worker and row[6] == attempt and (job, attempt) not in logged_completions:
+        if (
+            row is not None
+            and row[4] == worker
+            and row[6] == attempt
+            and (job, attempt) not in logged_completions
+        ):
             done = row[9]
             added.append([done, "complete", worker, job, attempt, None])
-            notes.append(f"completion of job {job} (attempt {attempt}) by {worker} at {done:.3f}s, from the jobs table")
+            notes.append(
+                f"completion of job {job} (attempt {attempt}) by {worker} at {done:.3f}s, from the jobs table"
+            )
             _unhold(records, worker, job, done)
     records = sorted(records + added, key=lambda r: r[0])
     return records, notes
@@ -37,5 +46,3 @@ def _unhold(records: list[list], worker: str, job: int, done: float) -> None:
         if record[1] == "crash" and record[2] == worker and record[3] == job and record[0] >= done:
             record[3] = record[4] = record[5] = None
             return
-
-

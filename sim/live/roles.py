@@ -27,8 +27,13 @@ def setup(config: dict):
     clock = LiveClock(0.0, config["scale"])
     name = config["name"]
     recorder = Recorder(Path(config["folder"]) / f"{name}-{config['spare']}.jsonl", clock)
-    common = dict(dsn=config["dsn"], schema=config["schema"], queries=queries_for(config), clock=clock,
-                  recorder=recorder)
+    common = dict(
+        dsn=config["dsn"],
+        schema=config["schema"],
+        queries=queries_for(config),
+        clock=clock,
+        recorder=recorder,
+    )
     if config["role"] == "worker":
         from sim.live.worker import LiveWorker
 
@@ -48,7 +53,9 @@ def setup(config: dict):
 
     def start(t0: float, incarnation: int, start_at: float) -> None:
         clock.t0 = t0
-        clock.sleep_until(0.0)  # everyone begins at the common start, not when its start line arrived
+        clock.sleep_until(
+            0.0
+        )  # everyone begins at the common start, not when its start line arrived
         role.run(incarnation, start_at)
 
     return start

@@ -47,14 +47,18 @@ class LiveError(RuntimeError):
 def supported(scenario: Scenario) -> Scenario:
     """ConfigError for settings live mode does not play (yet)."""
     if scenario.faults.crash_points:
-        raise ConfigError("faults.crash_points: not supported in live mode (its run-wide budget of crashes "
-                          "cannot be shared between worker processes); remove them")
+        raise ConfigError(
+            "faults.crash_points: not supported in live mode (its run-wide budget of crashes "
+            "cannot be shared between worker processes); remove them"
+        )
     if scenario.policy.clock != "db":
         raise ConfigError("policy.clock: live mode binds one clock for every process; must be db")
     p, f = scenario.policy, scenario.faults
     for key, value in (("policy.watcher_gap", p.watcher_gap), ("policy.deadline", p.deadline)):
         if value:
-            raise ConfigError(f"{key}: not supported in live mode yet (the simulation models it); set it to 0")
+            raise ConfigError(
+                f"{key}: not supported in live mode yet (the simulation models it); set it to 0"
+            )
     if f.shutdown != "crash":
         raise ConfigError("faults.shutdown: live mode stops workers with SIGKILL; must be crash")
     return scenario
@@ -71,13 +75,25 @@ class _Child:
 
 
 class LiveRunner:
-    def __init__(self, scenario: Scenario, *, duration: float, time_scale: float = 1.0, dsn: str | None = None,
-                 folder: str | Path | None = None, sql_dir: str | None = None):
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        duration: float,
+        time_scale: float = 1.0,
+        dsn: str | None = None,
+        folder: str | Path | None = None,
+        sql_dir: str | None = None,
+    ):
         if not (duration > 0 and np.isfinite(duration)):
             raise ConfigError(f"--duration: must be a number of seconds > 0, got {duration!r}")
         if not (time_scale > 0 and np.isfinite(time_scale)):
-            raise ConfigError(f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {time_scale!r}")
-        self.scenario = supported(scenario.replace(horizon=duration / time_scale, backend="postgres"))
+            raise ConfigError(
+                f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {time_scale!r}"
+            )
+        self.scenario = supported(
+            scenario.replace(horizon=duration / time_scale, backend="postgres")
+        )
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
@@ -88,11 +104,15 @@ class LiveRunner:
             self.queue.require(self.scenario)
         self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
         self._own_folder = folder is None
-        self.folder = Path(tempfile.mkdtemp(prefix="leaselab-live-")) if folder is None else Path(folder)
+        self.folder = (
+            Path(tempfile.mkdtemp(prefix="leaselab-live-")) if folder is None else Path(folder)
+        )
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
         self.lag: list[float] = []
-        self.incidents: list[str] = []  # workers that died on their own (not killed by the fault schedule)
+        self.incidents: list[
+            str
+        ] = []  # workers that died on their own (not killed by the fault schedule)
         self._spawned = 0
 
     # ---- children -----------------------------------------------------------------------------
@@ -100,21 +120,41 @@ class LiveRunner:
     def _spawn(self, name: str, role: str, index: int | None = None) -> subprocess.Popen:
         """Start a child: it imports, connects, says `ready` and waits for its start line."""
         self._spawned += 1
-        config = {"name": name, "role": role, "index": index, "spare": self._spawned, "dsn": self.backend.dsn,
-                  "schema": self.backend.schema, "folder": str(self.folder / "records"), "slots": str(self.folder / "slots"),
-                  "scale": self.scale, "scenario": dumps(self.scenario), "sql_dir": self.sql_dir}
+        config = {
+            "name": name,
+            "role": role,
+            "index": index,
+            "spare": self._spawned,
+            "dsn": self.backend.dsn,
+            "schema": self.backend.schema,
+            "folder": str(self.folder / "records"),
+            "slots": str(self.folder / "slots"),
+            "scale": self.scale,
+            "scenario": dumps(self.scenario),
+            "sql_dir": self.sql_dir,
+        }
         with open(self.folder / f"{name}-{self._spawned}.stderr", "wb") as stderr:
-            proc = subprocess.Popen(command(sys.executable, str(Path(sim_package.__file__).parent)), stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=stderr)
+            proc = subprocess.Popen(
+                command(sys.executable, str(Path(sim_package.__file__).parent)),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
         proc.stderr_path = self.folder / f"{name}-{self._spawned}.stderr"
         proc.stdin.write((json.dumps(config) + "\n").encode())
         proc.stdin.flush()
         return proc
 
     @staticmethod
-    def _start(proc: subprocess.Popen, t0: float, incarnation: int = 0, start_at: float = 0.0) -> None:
+    def _start(
+        proc: subprocess.Popen, t0: float, incarnation: int = 0, start_at: float = 0.0
+    ) -> None:
         try:
-            proc.stdin.write((json.dumps({"t0": t0, "incarnation": incarnation, "start_at": start_at}) + "\n").encode())
+            proc.stdin.write(
+                (
+                    json.dumps({"t0": t0, "incarnation": incarnation, "start_at": start_at}) + "\n"
+                ).encode()
+            )
             proc.stdin.close()
         except BrokenPipeError:
             pass  # it died while starting: _watch_children reports it
@@ -128,7 +168,9 @@ class LiveRunner:
 
     def _start_all(self) -> float:
         policy = self.scenario.policy
-        specs = [("producer", "producer", None)] + [(f"w{i}", "worker", i) for i in range(policy.workers)]
+        specs = [("producer", "producer", None)] + [
+            (f"w{i}", "worker", i) for i in range(policy.workers)
+        ]
         if policy.watcher:
             specs.append(("watcher", "watcher", None))
         for name, role, index in specs:
@@ -144,7 +186,9 @@ class LiveRunner:
         return t0
 
     def _kill_all(self) -> None:
-        procs = [c.proc for c in self.children.values()] + [c.spare for c in self.children.values() if c.spare]
+        procs = [c.proc for c in self.children.values()] + [
+            c.spare for c in self.children.values() if c.spare
+        ]
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
@@ -186,7 +230,9 @@ class LiveRunner:
         self.slots.release(i)
         restart_at = t + schedule.restart_delay[i]()
         child.incarnation += 1
-        if child.spare is None:  # killed again before a new spare was started: start one now (it starts late)
+        if (
+            child.spare is None
+        ):  # killed again before a new spare was started: start one now (it starts late)
             child.spare = self._spawn(child.name, "worker", i)
         child.proc, child.spare = child.spare, None
         self._start(child.proc, self.clock.t0, child.incarnation, restart_at)
@@ -204,7 +250,9 @@ class LiveRunner:
         if kind == "crash":
             self._crash(i, schedule)
         elif kind == "crash_holder":
-            holders = [j for j in range(self.scenario.policy.workers) if self._up(j) and self.slots.held(j)]
+            holders = [
+                j for j in range(self.scenario.policy.workers) if self._up(j) and self.slots.held(j)
+            ]
             if holders:
                 self._crash(holders[int(schedule.pick.integers(len(holders)))], schedule)
         elif kind == "crash_job":
@@ -218,7 +266,9 @@ class LiveRunner:
             child = self._worker(i)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGSTOP)
-            self.recorder.add("pause_start", child.name, None, None, action.until - action.t, t=action.t)
+            self.recorder.add(
+                "pause_start", child.name, None, None, action.until - action.t, t=action.t
+            )
         elif kind == "unpause":
             child = self._worker(i)
             if child.proc.poll() is None:
@@ -226,7 +276,9 @@ class LiveRunner:
             self.recorder.add("pause_end", child.name, t=action.t)
         elif kind == "partition":
             self.slots.partition(i, action.until)
-            self.recorder.add("partition_start", f"w{i}", None, None, action.until - action.t, t=action.t)
+            self.recorder.add(
+                "partition_start", f"w{i}", None, None, action.until - action.t, t=action.t
+            )
         elif kind == "heal":
             self.recorder.add("partition_end", f"w{i}", t=action.t)
 
@@ -238,11 +290,15 @@ class LiveRunner:
                 continue
             if child.role == "worker" and not child.restarting:
                 t = self.clock.now()
-                self.incidents.append(f"{child.name} exited on its own at {t:.3f}s with code {code}: "
-                                      f"{_last_line(child.proc.stderr_path)}")
+                self.incidents.append(
+                    f"{child.name} exited on its own at {t:.3f}s with code {code}: "
+                    f"{_last_line(child.proc.stderr_path)}"
+                )
                 self._crashed(child.index, t, schedule)
             elif child.role != "worker" or code != -signal.SIGKILL:
-                raise LiveError(f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}")
+                raise LiveError(
+                    f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}"
+                )
 
     def _play(self, schedule: FaultSchedule) -> None:
         horizon = self.scenario.horizon
@@ -277,16 +333,32 @@ class LiveRunner:
         from sim.db.postgres import PostgresBackend
 
         (self.folder / "records").mkdir(exist_ok=True)
-        self.backend = PostgresBackend(self.dsn, queue=self.queue)  # checks a user's queue on the server
-        (self.folder / "run.json").write_text(json.dumps({  # what a crashed runner leaves to clean up
-            "schema": self.backend.schema, "scenario": self.scenario.name, "horizon": self.scenario.horizon,
-            "time_scale": self.scale}), encoding="utf-8")
+        self.backend = PostgresBackend(
+            self.dsn, queue=self.queue
+        )  # checks a user's queue on the server
+        (self.folder / "run.json").write_text(
+            json.dumps(
+                {  # what a crashed runner leaves to clean up
+                    "schema": self.backend.schema,
+                    "scenario": self.scenario.name,
+                    "horizon": self.scenario.horizon,
+                    "time_scale": self.scale,
+                }
+            ),
+            encoding="utf-8",
+        )
         if self.queue is not None:
             self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()
         try:
-            probe = LiveConnection(self.backend.dsn, self.backend.schema, "probe", queries_for({"sql_dir": self.sql_dir}),
-                                   LiveClock(0.0, self.scale), _NoRecords())
+            probe = LiveConnection(
+                self.backend.dsn,
+                self.backend.schema,
+                "probe",
+                queries_for({"sql_dir": self.sql_dir}),
+                LiveClock(0.0, self.scale),
+                _NoRecords(),
+            )
             try:
                 missing = self.queue.missing if self.queue is not None else {}
                 check_scale(self.scenario, self.scale, probe_latency(probe, missing=missing))
@@ -307,8 +379,10 @@ class LiveRunner:
             self.recorder.close()
             self._await_backends_gone()
             self.backend.connect("inspector")
-            tables = {name: self.backend.execute("inspector", f"dump_{name}", {})
-                      for name in ("jobs", "ledger", "processed_events")}
+            tables = {
+                name: self.backend.execute("inspector", f"dump_{name}", {})
+                for name in ("jobs", "ledger", "processed_events")
+            }
         finally:
             self.backend.close()
         return self._result(tables, time.monotonic() - wall_start)
@@ -326,11 +400,22 @@ class LiveRunner:
         records, statements = read_records(self.folder / "records")
         records, repaired = repair(records, tables)
         counts = pd.Series([name for name, _ in statements], dtype=object).value_counts().to_dict()
-        run = LiveRun(self.scenario, event_log(records), {str(k): int(v) for k, v in counts.items()}, tables, {}, wall,
-                      "live", queue=None if self.queue is None else self.queue.name, time_scale=self.scale,
-                      statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
-                      runner_lag=np.asarray(self.lag), repaired=repaired, incidents=list(self.incidents),
-                      folder=str(self.folder))
+        run = LiveRun(
+            self.scenario,
+            event_log(records),
+            {str(k): int(v) for k, v in counts.items()},
+            tables,
+            {},
+            wall,
+            "live",
+            queue=None if self.queue is None else self.queue.name,
+            time_scale=self.scale,
+            statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
+            runner_lag=np.asarray(self.lag),
+            repaired=repaired,
+            incidents=list(self.incidents),
+            folder=str(self.folder),
+        )
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
             run.folder = ""
@@ -346,7 +431,8 @@ def server_backends(backend, schema: str) -> list[tuple[int, str]]:
     """(pid, state letter from /proc when local) of the server backends of a live run's clients still connected."""
     rows = backend._monitor.execute(
         "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
-        (f"{APP_PREFIX}{schema}:%",)).fetchall()
+        (f"{APP_PREFIX}{schema}:%",),
+    ).fetchall()
     return [(pid, _proc_state(pid)) for (pid,) in rows]
 
 
@@ -363,8 +449,17 @@ def _last_line(path: Path) -> str:
     return text.splitlines()[-1] if text else "no message"
 
 
-def live(scenario: Scenario | str, *, duration: float, time_scale: float = 1.0, dsn: str | None = None,
-         seed: int | None = None, folder: str | Path | None = None, sql=None, **overrides) -> LiveRun:
+def live(
+    scenario: Scenario | str,
+    *,
+    duration: float,
+    time_scale: float = 1.0,
+    dsn: str | None = None,
+    seed: int | None = None,
+    folder: str | Path | None = None,
+    sql=None,
+    **overrides,
+) -> LiveRun:
     """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
     seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
     Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
@@ -373,4 +468,6 @@ def live(scenario: Scenario | str, *, duration: float, time_scale: float = 1.0, 
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
         scenario = scenario.replace(seed=seed)
-    return LiveRunner(scenario, duration=duration, time_scale=time_scale, dsn=dsn, folder=folder, sql_dir=sql).run()
+    return LiveRunner(
+        scenario, duration=duration, time_scale=time_scale, dsn=dsn, folder=folder, sql_dir=sql
+    ).run()

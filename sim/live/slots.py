@@ -31,7 +31,9 @@ class Slots:
             self._map = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        self._lock = threading.Lock()  # a worker's two threads (claims and heartbeats) write its record
+        self._lock = (
+            threading.Lock()
+        )  # a worker's two threads (claims and heartbeats) write its record
 
     def hold(self, i: int, job: int, attempt: int, until: float) -> None:
         with self._lock:

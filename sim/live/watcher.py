@@ -12,8 +12,15 @@ class LiveWatcher:
         self.policy = scenario.policy
         self.clock, self.recorder = clock, recorder
         self.db = LiveConnection(dsn, schema, "watcher", queries, clock, recorder)
-        self.phase = (float(Streams(scenario.seed).generator("watcher/phase").uniform(0, self.policy.watcher_interval))
-                      if self.policy.random_phase else 0.0)
+        self.phase = (
+            float(
+                Streams(scenario.seed)
+                .generator("watcher/phase")
+                .uniform(0, self.policy.watcher_interval)
+            )
+            if self.policy.random_phase
+            else 0.0
+        )
 
     def prepare(self) -> None:
         self.db.open()
@@ -21,12 +28,20 @@ class LiveWatcher:
     def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
         policy = self.policy
         max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
-        backoff = to_micros(policy.retry_backoff)  # microseconds x attempts^4, as the model's watcher
+        backoff = to_micros(
+            policy.retry_backoff
+        )  # microseconds x attempts^4, as the model's watcher
         self.clock.sleep(self.phase)
         while True:
             try:
-                rows = self.db.run("requeue_expired", {"max_attempts": max_attempts, "limit": policy.watcher_batch,
-                                                          "retry_backoff": backoff})
+                rows = self.db.run(
+                    "requeue_expired",
+                    {
+                        "max_attempts": max_attempts,
+                        "limit": policy.watcher_batch,
+                        "retry_backoff": backoff,
+                    },
+                )
             except DbUnavailable:
                 rows = []
             now = self.clock.now()

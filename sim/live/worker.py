@@ -36,7 +36,9 @@ class LiveWorker:
         _, self.catalog = job_plan(scenario)
         partition = {"slots": slots, "index": index, "partition_mode": self.faults.partition_mode}
         self.db = LiveConnection(dsn, schema, self.name, queries, clock, recorder, **partition)
-        self.hb_db = LiveConnection(dsn, schema, f"{self.name}/hb", queries, clock, recorder, **partition)
+        self.hb_db = LiveConnection(
+            dsn, schema, f"{self.name}/hb", queries, clock, recorder, **partition
+        )
         self._psp_dir = os.path.join(os.path.dirname(recorder.path), "psp-keys")
 
     def _streams(self, incarnation: int) -> None:
@@ -47,8 +49,11 @@ class LiveWorker:
             return streams.generator(stream_name(base, incarnation))
 
         i = self.index
-        self.phase = (float(stream(f"worker/{i}/phase").uniform(0, self.policy.poll_interval))
-                      if self.policy.random_phase and incarnation == 0 else 0.0)
+        self.phase = (
+            float(stream(f"worker/{i}/phase").uniform(0, self.policy.poll_interval))
+            if self.policy.random_phase and incarnation == 0
+            else 0.0
+        )
         self._psp_call = self.scenario.workload.psp_call.sampler(stream(f"worker/{i}/psp"))
         self._hb_delay = self.faults.heartbeat_delay.sampler(stream(f"worker/{i}/hb-delay"))
         self._hb_loss = stream(f"worker/{i}/hb-loss")
@@ -96,11 +101,18 @@ class LiveWorker:
         policy, db = self.policy, self.db
         ttl, cap = policy.lease_ttl, policy.max_attempts
         if policy.claim == "skip_locked":
-            params = {"owner": self.name, "take_expired": policy.claim_takes_expired, "max_attempts": cap}
+            params = {
+                "owner": self.name,
+                "take_expired": policy.claim_takes_expired,
+                "max_attempts": cap,
+            }
             return _claimed(db.run("claim_skip_locked", params, ttl=ttl), params)
         if policy.claim == "select_for_update":
             db.control("BEGIN")
-            rows = db.run("lock_next_candidate", {"take_expired": policy.claim_takes_expired, "max_attempts": cap})
+            rows = db.run(
+                "lock_next_candidate",
+                {"take_expired": policy.claim_takes_expired, "max_attempts": cap},
+            )
             if not rows:
                 db.control("COMMIT")
                 return None
@@ -109,10 +121,18 @@ class LiveWorker:
             rows = db.run("claim_unconditional", params, ttl=ttl)
             db.control("COMMIT")
             return _claimed(rows, params)
-        query = "claim_conditional" if policy.claim == "conditional_update" else "claim_unconditional"
+        query = (
+            "claim_conditional" if policy.claim == "conditional_update" else "claim_unconditional"
+        )
         while True:
-            candidates = db.run("select_candidates", {"take_expired": policy.claim_takes_expired,
-                                                      "max_attempts": cap, "limit": policy.candidates})
+            candidates = db.run(
+                "select_candidates",
+                {
+                    "take_expired": policy.claim_takes_expired,
+                    "max_attempts": cap,
+                    "limit": policy.candidates,
+                },
+            )
             if not candidates:
                 return None
             self.clock.sleep(policy.select_to_update_gap)
@@ -149,7 +169,12 @@ class LiveWorker:
         if self.policy.idempotency_key:
             os.makedirs(self._psp_dir, exist_ok=True)
             try:
-                os.close(os.open(os.path.join(self._psp_dir, spec.event_id), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.close(
+                    os.open(
+                        os.path.join(self._psp_dir, spec.event_id),
+                        os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+                    )
+                )
             except FileExistsError:
                 outcome = "replay"
         self.recorder.add("psp_charge", self.name, lease.job, lease.attempt, outcome)
@@ -163,16 +188,29 @@ class LiveWorker:
             db.control("BEGIN")
             apply_effect = True
             if self.policy.dedup:
-                marker = db.run("insert_dedup_marker", {"event_id": spec.event_id, "payload_hash": spec.payload_hash})
+                marker = db.run(
+                    "insert_dedup_marker",
+                    {"event_id": spec.event_id, "payload_hash": spec.payload_hash},
+                )
                 if not marker:
                     apply_effect = False
                     stored = db.run("read_dedup_marker", {"event_id": spec.event_id})
                     if stored and stored[0][1] != spec.payload_hash:
-                        self._reject(lease, "payload differs from the first delivery of this event id")
+                        self._reject(
+                            lease, "payload differs from the first delivery of this event id"
+                        )
                         return
             if apply_effect:
-                db.run("insert_ledger_entry", {"job_id": job, "event_id": spec.event_id, "amount_cents": spec.amount_cents,
-                                               "worker": name, "attempt": attempt})
+                db.run(
+                    "insert_ledger_entry",
+                    {
+                        "job_id": job,
+                        "event_id": spec.event_id,
+                        "amount_cents": spec.amount_cents,
+                        "worker": name,
+                        "attempt": attempt,
+                    },
+                )
             if self.policy.fencing:
                 done = db.run("complete_fenced", {"id": job, "owner": name, "attempt": attempt})
             else:
@@ -187,7 +225,9 @@ class LiveWorker:
             self.recorder.add("db_error", name, job, attempt, "complete")
             return
         now = self.clock.now()
-        self.recorder.add("effect" if apply_effect else "dedup_skip", name, job, attempt, spec.event_id, t=now)
+        self.recorder.add(
+            "effect" if apply_effect else "dedup_skip", name, job, attempt, spec.event_id, t=now
+        )
         self.recorder.add("complete", name, job, attempt, lease.until, t=now)
 
     def _abort(self) -> None:
@@ -197,8 +237,10 @@ class LiveWorker:
             self.db.drop()
 
     def _reject(self, lease: Lease, reason: str) -> None:
-        rows = self.db.run("reject_job_fenced", {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
-                                                 "error": reason})
+        rows = self.db.run(
+            "reject_job_fenced",
+            {"id": lease.job, "owner": self.name, "attempt": lease.attempt, "error": reason},
+        )
         if rows:
             self.db.control("COMMIT")
             self.recorder.add("payload_conflict", self.name, lease.job, lease.attempt, reason)
@@ -219,7 +261,9 @@ class LiveWorker:
                 continue
             clock.sleep(self._hb_delay())
             try:
-                rows = self.hb_db.run("heartbeat", {"id": lease.job, "owner": name, "attempt": lease.attempt}, ttl=ttl)
+                rows = self.hb_db.run(
+                    "heartbeat", {"id": lease.job, "owner": name, "attempt": lease.attempt}, ttl=ttl
+                )
             except DbUnavailable:
                 self.recorder.add("db_error", name, lease.job, lease.attempt, "heartbeat")
                 if clock.now() >= lease.until:  # cannot renew and the lease ran out: fail safe

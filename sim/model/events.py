@@ -38,7 +38,11 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-STATUS_MOVES = ("requeue", "release", "deadline")  # records whose detail is the job's new status (None: no row)
+STATUS_MOVES = (
+    "requeue",
+    "release",
+    "deadline",
+)  # records whose detail is the job's new status (None: no row)
 
 
 class Event(NamedTuple):
@@ -78,8 +82,18 @@ class EventLog:
     `add` appends one record; iterating yields Event tuples; `frame()` builds the tidy DataFrame.
     """
 
-    __slots__ = ("_t", "_kind", "_worker", "_job", "_attempt", "_detail", "_kinds", "_kind_code",
-                 "_workers", "_worker_code")
+    __slots__ = (
+        "_t",
+        "_kind",
+        "_worker",
+        "_job",
+        "_attempt",
+        "_detail",
+        "_kinds",
+        "_kind_code",
+        "_workers",
+        "_worker_code",
+    )
 
     def __init__(self):
         self._t = array("d")
@@ -93,8 +107,15 @@ class EventLog:
         self._workers: list[str] = []
         self._worker_code: dict[str | None, int] = {None: _NONE}
 
-    def add(self, t: float, kind: str, worker: str | None = None, job: int | None = None,
-            attempt: int | None = None, detail: object = None) -> None:
+    def add(
+        self,
+        t: float,
+        kind: str,
+        worker: str | None = None,
+        job: int | None = None,
+        attempt: int | None = None,
+        detail: object = None,
+    ) -> None:
         code = self._kind_code.get(kind)
         if code is None:
             code = self._kind_code[kind] = len(self._kinds)
@@ -115,32 +136,53 @@ class EventLog:
 
     def __iter__(self) -> Iterator[Event]:
         kinds, workers = self._kinds, self._workers
-        for t, kind, who, job, attempt, detail in zip(self._t, self._kind, self._worker, self._job,
-                                                      self._attempt, self._detail, strict=True):
-            yield Event(t, kinds[kind], None if who == _NONE else workers[who],
-                        None if job == _NONE else job, None if attempt == _NONE else attempt, detail)
+        for t, kind, who, job, attempt, detail in zip(
+            self._t, self._kind, self._worker, self._job, self._attempt, self._detail, strict=True
+        ):
+            yield Event(
+                t,
+                kinds[kind],
+                None if who == _NONE else workers[who],
+                None if job == _NONE else job,
+                None if attempt == _NONE else attempt,
+                detail,
+            )
 
     def arrays(self) -> LogArrays:
         """The columns as numpy arrays, copied (the log may grow on): what summaries compute on."""
-        return LogArrays(np.array(self._t, dtype=np.float64), np.array(self._kind, dtype=np.uint8),
-                         np.array(self._job, dtype=np.int64), list(self._detail), dict(self._kind_code),
-                         list(self._kinds))
+        return LogArrays(
+            np.array(self._t, dtype=np.float64),
+            np.array(self._kind, dtype=np.uint8),
+            np.array(self._job, dtype=np.int64),
+            list(self._detail),
+            dict(self._kind_code),
+            list(self._kinds),
+        )
 
     def frame(self) -> pd.DataFrame:
         """One row per record: t, kind, worker, job, attempt, detail (nullable integers as Int64)."""
-        kinds = pd.Categorical.from_codes(np.frombuffer(self._kind, dtype=np.uint8), categories=self._kinds) \
-            if self._kinds else pd.Categorical([])
-        workers = np.array([None, *self._workers], dtype=object)[np.frombuffer(self._worker, dtype=np.int16) + 1]
+        kinds = (
+            pd.Categorical.from_codes(
+                np.frombuffer(self._kind, dtype=np.uint8), categories=self._kinds
+            )
+            if self._kinds
+            else pd.Categorical([])
+        )
+        workers = np.array([None, *self._workers], dtype=object)[
+            np.frombuffer(self._worker, dtype=np.int16) + 1
+        ]
         job = np.frombuffer(self._job, dtype=np.int64)
         attempt = np.frombuffer(self._attempt, dtype=np.int32)
-        frame = pd.DataFrame({
-            "t": np.frombuffer(self._t, dtype=np.float64).copy(),
-            "kind": np.asarray(kinds, dtype=object),
-            "worker": workers,
-            "job": pd.array(np.where(job == _NONE, 0, job), dtype="Int64"),
-            "attempt": pd.array(np.where(attempt == _NONE, 0, attempt), dtype="Int64"),
-            "detail": pd.Series(self._detail, dtype=object),
-        })
+        frame = pd.DataFrame(
+            {
+                "t": np.frombuffer(self._t, dtype=np.float64).copy(),
+                "kind": np.asarray(kinds, dtype=object),
+                "worker": workers,
+                "job": pd.array(np.where(job == _NONE, 0, job), dtype="Int64"),
+                "attempt": pd.array(np.where(attempt == _NONE, 0, attempt), dtype="Int64"),
+                "detail": pd.Series(self._detail, dtype=object),
+            }
+        )
         frame.loc[job == _NONE, "job"] = pd.NA
         frame.loc[attempt == _NONE, "attempt"] = pd.NA
         return frame

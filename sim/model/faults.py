@@ -67,16 +67,24 @@ class OutageCalendar:
         return t + remaining
 
 
-def worker_outages(faults, i: int, streams, horizon: float) -> tuple[OutageCalendar, OutageCalendar]:
+def worker_outages(
+    faults, i: int, streams, horizon: float
+) -> tuple[OutageCalendar, OutageCalendar]:
     """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and live)."""
     pauses = OutageCalendar.draw(
-        [(p.at, p.duration) for p in faults.pauses if p.worker == i], faults.pause_rate,
+        [(p.at, p.duration) for p in faults.pauses if p.worker == i],
+        faults.pause_rate,
         faults.pause_duration.sampler(streams.generator(f"worker/{i}/pause-duration")),
-        horizon, streams.generator(f"worker/{i}/pauses"))
+        horizon,
+        streams.generator(f"worker/{i}/pauses"),
+    )
     partitions = OutageCalendar.draw(
-        [(p.at, p.duration) for p in faults.partitions if p.worker == i], faults.partition_rate,
+        [(p.at, p.duration) for p in faults.partitions if p.worker == i],
+        faults.partition_rate,
         faults.partition_duration.sampler(streams.generator(f"worker/{i}/partition-duration")),
-        horizon, streams.generator(f"worker/{i}/partitions"))
+        horizon,
+        streams.generator(f"worker/{i}/partitions"),
+    )
     return pauses, partitions
 
 

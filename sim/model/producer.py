@@ -65,7 +65,11 @@ def payload_json(event_id: str, amount_cents: int) -> str:
 def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
     """(time, event number, amount) of every delivery in time order, redeliveries included."""
     w = scenario.workload
-    gaps = Dist.exponential(1.0 / w.rate).sampler(streams.generator("arrivals")) if w.arrival == "poisson" else None
+    gaps = (
+        Dist.exponential(1.0 / w.rate).sampler(streams.generator("arrivals"))
+        if w.arrival == "poisson"
+        else None
+    )
     amounts = blocks(streams.generator("amounts").integers, 100, 100_000)
     duplicates = streams.generator("redelivery")
     delay = w.redelivery_delay.sampler(streams.generator("redelivery/delay"))
@@ -90,7 +94,9 @@ def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
 def producer(world):
     """Process: enqueue each delivery when it arrives; those due at t=0 go in before anything runs."""
     env, log, catalog = world.env, world.log, world.catalog
-    latency = world.scenario.workload.statement_latency.sampler(world.streams.generator("latency/producer"))
+    latency = world.scenario.workload.statement_latency.sampler(
+        world.streams.generator("latency/producer")
+    )
     db = DbSession(world, "producer", latency)
     work = world.scenario.workload.processing.sampler(world.streams.generator("processing"))
     for t, event_no, amount in deliveries(world.scenario, world.streams):

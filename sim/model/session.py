@@ -104,8 +104,14 @@ class DbSession:
             outcome = yield event
         finally:  # done, or interrupted (the worker died): no longer waiting either way
             self._resumed = None
-        self.world.log.add(self.env.now, "lock_wait", self.client, job, None,
-                           f"{'>'.join(self._holders)}:{self.env.now - start:.6f}")
+        self.world.log.add(
+            self.env.now,
+            "lock_wait",
+            self.client,
+            job,
+            None,
+            f"{'>'.join(self._holders)}:{self.env.now - start:.6f}",
+        )
         return outcome
 
     def _holder_ended(self, holder: str, event: simpy.Event) -> None:

@@ -47,22 +47,45 @@ class Worker:
         streams = world.streams
         latency = world.scenario.workload.statement_latency
         partitions = partitions if partitions else None
-        self.db = DbSession(world, self.name, latency.sampler(streams.generator(f"latency/{self.name}")),
-                            skew=skew, partitions=partitions)
-        self.hb_db = DbSession(world, f"{self.name}/hb", latency.sampler(streams.generator(f"latency/{self.name}/hb")),
-                               skew=skew, partitions=partitions)
+        self.db = DbSession(
+            world,
+            self.name,
+            latency.sampler(streams.generator(f"latency/{self.name}")),
+            skew=skew,
+            partitions=partitions,
+        )
+        self.hb_db = DbSession(
+            world,
+            f"{self.name}/hb",
+            latency.sampler(streams.generator(f"latency/{self.name}/hb")),
+            skew=skew,
+            partitions=partitions,
+        )
         faults = world.scenario.faults
-        self._phase = (float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
-                       if self.policy.random_phase else 0.0)
-        self._restart_delay = faults.restart_delay.sampler(streams.generator(f"worker/{index}/restart"))
-        self._psp_call = world.scenario.workload.psp_call.sampler(streams.generator(f"worker/{index}/psp"))
-        self._hb_delay = faults.heartbeat_delay.sampler(streams.generator(f"worker/{index}/hb-delay"))
+        self._phase = (
+            float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
+            if self.policy.random_phase
+            else 0.0
+        )
+        self._restart_delay = faults.restart_delay.sampler(
+            streams.generator(f"worker/{index}/restart")
+        )
+        self._psp_call = world.scenario.workload.psp_call.sampler(
+            streams.generator(f"worker/{index}/psp")
+        )
+        self._hb_delay = faults.heartbeat_delay.sampler(
+            streams.generator(f"worker/{index}/hb-delay")
+        )
         self._hb_loss = streams.generator(f"worker/{index}/hb-loss")
         self.up = True
         self.lease: Lease | None = None
         self.heartbeat_proc: simpy.Process | None = None
-        self.handler: simpy.Process | None = None  # the job's handler, when it runs as a process (deadline)
-        self.orphans: list[tuple[simpy.Process, Lease]] = []  # handlers still running past their deadline
+        self.handler: simpy.Process | None = (
+            None  # the job's handler, when it runs as a process (deadline)
+        )
+        self.orphans: list[
+            tuple[simpy.Process, Lease]
+        ] = []  # handlers still running past their deadline
         self._sessions = 0  # connections opened for the worker after a deadline
         self.process = self.env.process(self.run())
 
@@ -76,7 +99,10 @@ class Worker:
                 yield from self._serve()
             except (simpy.Interrupt, _CrashPoint) as stop:
                 lease = self.lease
-                graceful = isinstance(stop, simpy.Interrupt) and self.world.scenario.faults.shutdown == "graceful"
+                graceful = (
+                    isinstance(stop, simpy.Interrupt)
+                    and self.world.scenario.faults.shutdown == "graceful"
+                )
                 self._die("shutdown" if graceful else "crash")
                 if graceful and lease is not None:
                     yield from self._release(lease)
@@ -115,11 +141,26 @@ class Worker:
         """Graceful shutdown: on a fresh connection, give the job back (fenced) before the process exits."""
         self.db.reconnect()
         try:
-            rows = yield from self.db.run("release_job_fenced", {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
-                                                                 "max_attempts": self.policy.max_attempts}, job=lease.job)
+            rows = yield from self.db.run(
+                "release_job_fenced",
+                {
+                    "id": lease.job,
+                    "owner": self.name,
+                    "attempt": lease.attempt,
+                    "max_attempts": self.policy.max_attempts,
+                },
+                job=lease.job,
+            )
         except DbUnavailable:
             rows = []
-        self.log.add(self.env.now, "release", self.name, lease.job, lease.attempt, rows[0][1] if rows else None)
+        self.log.add(
+            self.env.now,
+            "release",
+            self.name,
+            lease.job,
+            lease.attempt,
+            rows[0][1] if rows else None,
+        )
         self.db.crash()  # the process exits; the restart opens a new connection
 
     def _serve(self):
@@ -140,7 +181,8 @@ class Worker:
             if self.policy.heartbeat:
                 # a plain timer, not a process: most jobs end before their first heartbeat is due
                 self.env.timeout(self.policy.heartbeat_interval).callbacks.append(
-                    lambda _, lease=lease: self._start_heartbeat(lease))
+                    lambda _, lease=lease: self._start_heartbeat(lease)
+                )
             if self.policy.deadline:
                 yield from self._process_within_deadline(lease)
                 continue
@@ -163,16 +205,35 @@ class Worker:
             return
         self.orphans.append((handler, lease))
         self._sessions += 1
-        self.db = DbSession(self.world, f"{self.name}/{self._sessions}", self.db.latency, skew=self.db.skew,
-                            partitions=self.db.partitions)
-        params = {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
-                  "max_attempts": self.policy.max_attempts, "retry_backoff": to_micros(self.policy.retry_backoff)}
+        self.db = DbSession(
+            self.world,
+            f"{self.name}/{self._sessions}",
+            self.db.latency,
+            skew=self.db.skew,
+            partitions=self.db.partitions,
+        )
+        params = {
+            "id": lease.job,
+            "owner": self.name,
+            "attempt": lease.attempt,
+            "max_attempts": self.policy.max_attempts,
+            "retry_backoff": to_micros(self.policy.retry_backoff),
+        }
         try:
             rows = yield from self.db.run("fail_job_fenced", params, job=lease.job)
         except DbUnavailable:
-            self.log.add(self.env.now, "db_error", self.name, lease.job, lease.attempt, "fail_job_fenced")
+            self.log.add(
+                self.env.now, "db_error", self.name, lease.job, lease.attempt, "fail_job_fenced"
+            )
             return
-        self.log.add(self.env.now, "deadline", self.name, lease.job, lease.attempt, rows[0][1] if rows else None)
+        self.log.add(
+            self.env.now,
+            "deadline",
+            self.name,
+            lease.job,
+            lease.attempt,
+            rows[0][1] if rows else None,
+        )
 
     def _handler(self, lease: Lease):
         """Process: the job's handler; a crash point in a handler past its deadline kills the worker too."""
@@ -189,7 +250,9 @@ class Worker:
             pass  # the worker died under it
         finally:
             lease.done = True
-            if any(orphan is lease for _, orphan in self.orphans):  # past its deadline: close its connection
+            if any(
+                orphan is lease for _, orphan in self.orphans
+            ):  # past its deadline: close its connection
                 self.orphans = [(h, orphan) for h, orphan in self.orphans if orphan is not lease]
                 lease.db.crash()
 
@@ -219,23 +282,39 @@ class Worker:
         """Generator: returns (job, attempt, lease_until) or None when nothing could be claimed."""
         strategy = self.policy.claim
         if strategy == "skip_locked":
-            params = {"owner": self.name, "take_expired": self.policy.claim_takes_expired,
-                      "max_attempts": self.policy.max_attempts}
+            params = {
+                "owner": self.name,
+                "take_expired": self.policy.claim_takes_expired,
+                "max_attempts": self.policy.max_attempts,
+            }
             rows = yield from self.db.run("claim_skip_locked", params, ttl=self.policy.lease_ttl)
             return self._claimed(rows, params)
         if strategy == "select_for_update":
             return (yield from self._claim_select_for_update())
         while True:
-            candidates = yield from self.db.run("select_candidates", {"take_expired": self.policy.claim_takes_expired,
-                                                                       "max_attempts": self.policy.max_attempts,
-                                                                       "limit": self.policy.candidates})
+            candidates = yield from self.db.run(
+                "select_candidates",
+                {
+                    "take_expired": self.policy.claim_takes_expired,
+                    "max_attempts": self.policy.max_attempts,
+                    "limit": self.policy.candidates,
+                },
+            )
             if not candidates:
                 return None
             if self.policy.select_to_update_gap:
                 yield self._busy(self.policy.select_to_update_gap)
             for row in candidates:
-                query = "claim_conditional" if strategy == "conditional_update" else "claim_unconditional"
-                params = {"id": row[0], "owner": self.name, "max_attempts": self.policy.max_attempts}
+                query = (
+                    "claim_conditional"
+                    if strategy == "conditional_update"
+                    else "claim_unconditional"
+                )
+                params = {
+                    "id": row[0],
+                    "owner": self.name,
+                    "max_attempts": self.policy.max_attempts,
+                }
                 rows = yield from self.db.run(query, params, job=row[0], ttl=self.policy.lease_ttl)
                 if rows:
                     return self._claimed(rows, params)
@@ -243,8 +322,13 @@ class Worker:
 
     def _claim_select_for_update(self):
         self.db.begin()
-        rows = yield from self.db.run("lock_next_candidate", {"take_expired": self.policy.claim_takes_expired,
-                                                               "max_attempts": self.policy.max_attempts})
+        rows = yield from self.db.run(
+            "lock_next_candidate",
+            {
+                "take_expired": self.policy.claim_takes_expired,
+                "max_attempts": self.policy.max_attempts,
+            },
+        )
         if not rows:
             yield from self.db.commit()
             return None
@@ -252,7 +336,9 @@ class Worker:
         if self.policy.select_to_update_gap:
             yield self._busy(self.policy.select_to_update_gap)
         params = {"id": job, "owner": self.name, "max_attempts": self.policy.max_attempts}
-        rows = yield from self.db.run("claim_unconditional", params, job=job, ttl=self.policy.lease_ttl)
+        rows = yield from self.db.run(
+            "claim_unconditional", params, job=job, ttl=self.policy.lease_ttl
+        )
         yield from self.db.commit()
         return self._claimed(rows, params)
 
@@ -300,20 +386,39 @@ class Worker:
         db.begin()
         apply_effect = True
         if self.policy.dedup:
-            marker = yield from db.run("insert_dedup_marker", {"event_id": spec.event_id, "payload_hash": spec.payload_hash}, job=job)
+            marker = yield from db.run(
+                "insert_dedup_marker",
+                {"event_id": spec.event_id, "payload_hash": spec.payload_hash},
+                job=job,
+            )
             if marker:
                 self._crash_point("after_marker")
             else:
                 apply_effect = False
-                stored = yield from db.run("read_dedup_marker", {"event_id": spec.event_id}, job=job)
+                stored = yield from db.run(
+                    "read_dedup_marker", {"event_id": spec.event_id}, job=job
+                )
                 if stored and stored[0][1] != spec.payload_hash:
-                    yield from self._reject(lease, "payload differs from the first delivery of this event id")
+                    yield from self._reject(
+                        lease, "payload differs from the first delivery of this event id"
+                    )
                     return
         if apply_effect:
-            yield from db.run("insert_ledger_entry", {"job_id": job, "event_id": spec.event_id, "amount_cents": spec.amount_cents,
-                                                      "worker": self.name, "attempt": attempt}, job=job)
+            yield from db.run(
+                "insert_ledger_entry",
+                {
+                    "job_id": job,
+                    "event_id": spec.event_id,
+                    "amount_cents": spec.amount_cents,
+                    "worker": self.name,
+                    "attempt": attempt,
+                },
+                job=job,
+            )
         if self.policy.fencing:
-            done = yield from db.run("complete_fenced", {"id": job, "owner": self.name, "attempt": attempt}, job=job)
+            done = yield from db.run(
+                "complete_fenced", {"id": job, "owner": self.name, "attempt": attempt}, job=job
+            )
         else:
             done = yield from db.run("complete_unfenced", {"id": job}, job=job)
         if not done:
@@ -334,14 +439,21 @@ class Worker:
 
     def _reject(self, lease: Lease, reason: str):
         db = lease.db
-        rows = yield from db.run("reject_job_fenced", {"id": lease.job, "owner": self.name, "attempt": lease.attempt,
-                                                            "error": reason}, job=lease.job)
+        rows = yield from db.run(
+            "reject_job_fenced",
+            {"id": lease.job, "owner": self.name, "attempt": lease.attempt, "error": reason},
+            job=lease.job,
+        )
         if rows:
             yield from db.commit()
-            self.log.add(self.env.now, "payload_conflict", self.name, lease.job, lease.attempt, reason)
+            self.log.add(
+                self.env.now, "payload_conflict", self.name, lease.job, lease.attempt, reason
+            )
         else:
             yield from db.rollback()
-            self.log.add(self.env.now, "complete_rejected", self.name, lease.job, lease.attempt, lease.until)
+            self.log.add(
+                self.env.now, "complete_rejected", self.name, lease.job, lease.attempt, lease.until
+            )
 
     # ---- heartbeat ----------------------------------------------------------------------------
 
@@ -360,29 +472,55 @@ class Worker:
                 yield previous  # the last lease's heartbeat statement is still in flight
             while not lease.done:
                 if faults.heartbeat_loss and self._hb_loss.random() < faults.heartbeat_loss:
-                    self.log.add(self.env.now, "heartbeat_lost", self.name, lease.job, lease.attempt)
+                    self.log.add(
+                        self.env.now, "heartbeat_lost", self.name, lease.job, lease.attempt
+                    )
                 else:
                     delay = self._hb_delay()
                     if delay:
                         yield self.env.timeout(delay)
                     try:
-                        rows = yield from self.hb_db.run("heartbeat", {"id": lease.job, "owner": self.name, "attempt": lease.attempt},
-                                                         job=lease.job, ttl=ttl)
+                        rows = yield from self.hb_db.run(
+                            "heartbeat",
+                            {"id": lease.job, "owner": self.name, "attempt": lease.attempt},
+                            job=lease.job,
+                            ttl=ttl,
+                        )
                     except DbUnavailable:
-                        self.log.add(self.env.now, "db_error", self.name, lease.job, lease.attempt, "heartbeat")
+                        self.log.add(
+                            self.env.now,
+                            "db_error",
+                            self.name,
+                            lease.job,
+                            lease.attempt,
+                            "heartbeat",
+                        )
                         rows = None
-                        if self.hb_db.now() >= lease.until:  # cannot renew and the lease ran out: fail safe
+                        if (
+                            self.hb_db.now() >= lease.until
+                        ):  # cannot renew and the lease ran out: fail safe
                             lease.lost = True
                     if lease.done:
                         return
                     if rows:
                         lapsed = lease.until < self.hb_db.now()
                         lease.until = rows[0][1]
-                        if record or lapsed:  # a renewal after a lapse is always kept: it shows a false expiry
-                            self.log.add(self.env.now, "heartbeat", self.name, lease.job, lease.attempt, lease.until)
+                        if (
+                            record or lapsed
+                        ):  # a renewal after a lapse is always kept: it shows a false expiry
+                            self.log.add(
+                                self.env.now,
+                                "heartbeat",
+                                self.name,
+                                lease.job,
+                                lease.attempt,
+                                lease.until,
+                            )
                     elif rows is not None:
                         lease.lost = True
-                        self.log.add(self.env.now, "heartbeat_rejected", self.name, lease.job, lease.attempt)
+                        self.log.add(
+                            self.env.now, "heartbeat_rejected", self.name, lease.job, lease.attempt
+                        )
                         return
                 yield from self._sleep(interval)
         except simpy.Interrupt:

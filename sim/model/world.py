@@ -56,7 +56,9 @@ class World:
         self.tx = TxRegistry(self.env)
         self.psp = Psp(self.env, self.log)
         self.catalog = JobCatalog()
-        self.crash_points = CrashPoints(scenario.faults.crash_points, self.streams.generator("crash-points"))
+        self.crash_points = CrashPoints(
+            scenario.faults.crash_points, self.streams.generator("crash-points")
+        )
         self.workers: list[Worker] = []
 
 
@@ -80,9 +82,15 @@ def build(scenario, backend) -> World:
             env.process(log_outages(env, world.log, worker.name, pauses, "pause"))
         if partitions:
             env.process(log_outages(env, world.log, worker.name, partitions, "partition"))
-    holder_times = holder_crash_times(faults, policy.workers, world.streams, horizon)  # [] unless crash_target = "holder"
+    holder_times = holder_crash_times(
+        faults, policy.workers, world.streams, horizon
+    )  # [] unless crash_target = "holder"
     if holder_times:
-        env.process(crash_holders(env, world.workers, holder_times, world.streams.generator("crashes/holder-pick")))
+        env.process(
+            crash_holders(
+                env, world.workers, holder_times, world.streams.generator("crashes/holder-pick")
+            )
+        )
     for crash in faults.crashes:
         if crash.job is not None:
             env.process(crash_owner(env, world.workers, crash.job, crash.at))

@@ -38,7 +38,9 @@ from sim.plots.style import (
 from sim.wording import count
 
 
-def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: float = 0.95) -> pd.DataFrame:
+def metric_table(
+    frame: pd.DataFrame, keys: list[str], metric: str, confidence: float = 0.95
+) -> pd.DataFrame:
     """`keys` + mean, low, high of `metric`, one row per key combination, sorted by the keys.
 
     Reads `<metric>_mean/_ci_low/_ci_high` of an aggregated frame, or averages per-run rows; a rate
@@ -50,7 +52,9 @@ def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: 
 
     missing = [k for k in keys if k not in frame.columns]
     if missing:
-        raise ConfigError(f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, frame.columns))})")
+        raise ConfigError(
+            f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, frame.columns))})"
+        )
     if f"{metric}_mean" in frame.columns:
         out = frame[keys].copy()
         out["n"] = frame["n"] if "n" in frame.columns else np.nan
@@ -59,13 +63,17 @@ def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: 
             column = f"{metric}_ci_{side}"
             out[side] = frame[column].astype(float) if column in frame.columns else np.nan
         if keys and out.duplicated(keys).any():
-            raise ConfigError(f"{metric}: several rows per {', '.join(keys)}; filter the other grid keys first")
+            raise ConfigError(
+                f"{metric}: several rows per {', '.join(keys)}; filter the other grid keys first"
+            )
     else:
         per_run = add_rates(frame)
         if metric in per_run.columns:
             agg = summarize(per_run, keys, [metric], confidence)
             out = agg[keys + ["n"]].copy()
-            out["mean"], out["low"], out["high"] = (agg[f"{metric}_{s}"] for s in ("mean", "ci_low", "ci_high"))
+            out["mean"], out["low"], out["high"] = (
+                agg[f"{metric}_{s}"] for s in ("mean", "ci_low", "ci_high")
+            )
         elif metric in RATES and all(f"{c}_mean" in frame.columns for c in RATES[metric]):
             num, den = RATES[metric]
             out = frame[keys].copy()
@@ -74,7 +82,9 @@ def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: 
             out["mean"] = frame[f"{num}_mean"].astype(float) / denominator.where(denominator > 0)
             out["low"] = out["high"] = np.nan
         else:
-            raise ConfigError(f"{metric}: the frame has neither {metric}_mean nor per-run {metric} values")
+            raise ConfigError(
+                f"{metric}: the frame has neither {metric}_mean nor per-run {metric} values"
+            )
     out["low"] = out["low"].clip(lower=0.0)
     if is_percent(metric):
         out["high"] = out["high"].clip(upper=1.0)
@@ -82,6 +92,7 @@ def metric_table(frame: pd.DataFrame, keys: list[str], metric: str, confidence: 
 
 
 # ---- claims and charges per job, by claim strategy ---------------------------------------------
+
 
 def multiplicity(run) -> dict[str, float]:
     """How many times each job was claimed, and each payment charged and booked (1.0 = exactly once).
@@ -94,7 +105,11 @@ def multiplicity(run) -> dict[str, float]:
     charges = charges.merge(run.jobs[["job", "event_id"]], on="job").groupby("event_id").size()
     ledger = run.table_ledger.groupby("event_id").size()
     mean = lambda s: float(s.mean()) if len(s) else np.nan  # noqa: E731
-    return {"leases_per_job": mean(leases), "charges_per_payment": mean(charges), "ledger_rows_per_payment": mean(ledger)}
+    return {
+        "leases_per_job": mean(leases),
+        "charges_per_payment": mean(charges),
+        "ledger_rows_per_payment": mean(ledger),
+    }
 
 
 def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
@@ -105,7 +120,9 @@ def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
     whiskers are the CI of the mean over replications.
     """
     if not hasattr(runs_by_strategy, "items") or not len(runs_by_strategy):
-        raise ConfigError("runs_by_strategy: expected a non-empty mapping of label -> Run or list of Runs")
+        raise ConfigError(
+            "runs_by_strategy: expected a non-empty mapping of label -> Run or list of Runs"
+        )
     from sim.stats import mean_ci
 
     ax = new_axes(ax, (9, 4.8))
@@ -123,26 +140,60 @@ def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
             if not np.isfinite(mean):
                 continue
             x = g - 0.4 + width * (k + 0.5)
-            bar = ax.bar(x, mean - 1.0, bottom=1.0, width=width * 0.92, color=colour, hatch=hatch,
-                         edgecolor=INK, lw=0.7, label=name if g == 0 else None, zorder=3)
+            bar = ax.bar(
+                x,
+                mean - 1.0,
+                bottom=1.0,
+                width=width * 0.92,
+                color=colour,
+                hatch=hatch,
+                edgecolor=INK,
+                lw=0.7,
+                label=name if g == 0 else None,
+                zorder=3,
+            )
             for patch in bar.patches:
                 patch.set_gid("bar")
             top = mean
             if np.isfinite(low) and high > low:
-                ax.plot([x, x], [low, high], color=INK, lw=1.1, marker="_", ms=7, mew=1.1, zorder=4, gid="ci")
+                ax.plot(
+                    [x, x],
+                    [low, high],
+                    color=INK,
+                    lw=1.1,
+                    marker="_",
+                    ms=7,
+                    mew=1.1,
+                    zorder=4,
+                    gid="ci",
+                )
                 top = high
-            ax.text(x, top, f"{mean:.2f}", ha="center", va="bottom", fontsize=ANNOTATION_PT, color=INK, zorder=5,
-                    gid="bar-label")
+            ax.text(
+                x,
+                top,
+                f"{mean:.2f}",
+                ha="center",
+                va="bottom",
+                fontsize=ANNOTATION_PT,
+                color=INK,
+                zorder=5,
+                gid="bar-label",
+            )
             tops.append(top)
-    ax.axhline(1.0, color=INK, ls="--", lw=1.2, zorder=2, gid="ideal", label="1.0 = exactly once (ideal)")
+    ax.axhline(
+        1.0, color=INK, ls="--", lw=1.2, zorder=2, gid="ideal", label="1.0 = exactly once (ideal)"
+    )
     ax.set_xticks(range(len(labels)), labels)
     span = max(tops) - 1.0
     ax.set_ylim(1.0 - max(0.03, 0.08 * span), max(tops) + max(0.05, 0.12 * span))
     ax.set_ylabel("count per job or payment")
     ax.set_xlabel("claim strategy")
     whisk = f"whiskers: {confidence:.0%} CI of the mean" if max(counts) > 1 else "one run each"
-    finish(ax, "Double processing by claim strategy: how often each job ran, was charged and booked",
-            f"bars rise from 1.0 (exactly once): their height is the excess; {whisk}")
+    finish(
+        ax,
+        "Double processing by claim strategy: how often each job ran, was charged and booked",
+        f"bars rise from 1.0 (exactly once): their height is the excess; {whisk}",
+    )
     ax.grid(axis="x", visible=False)
     ax.legend(loc="upper right", fontsize=ANNOTATION_PT, frameon=False)
     return ax
@@ -150,8 +201,15 @@ def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
 
 # ---- race probability vs workers ---------------------------------------------------------------
 
-def race_probability(frame: pd.DataFrame, ax=None, *, x: str = "policy.workers",
-                     by: str | None = "policy.select_to_update_gap", confidence: float = 0.95):
+
+def race_probability(
+    frame: pd.DataFrame,
+    ax=None,
+    *,
+    x: str = "policy.workers",
+    by: str | None = "policy.select_to_update_gap",
+    confidence: float = 0.95,
+):
     """Double claims per lease vs `x` (workers), one line per `by` value (select-to-update gap).
 
     `frame`: per-run rows with double_claims and leases (or race_probability), or an aggregated frame
@@ -163,14 +221,38 @@ def race_probability(frame: pd.DataFrame, ax=None, *, x: str = "policy.workers",
     groups = list(table.groupby(by, sort=True)) if by else [(None, table)]
     banded = False
     for i, (value, group) in enumerate(groups):
-        colour, marker, ls = PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)]
+        colour, marker, ls = (
+            PALETTE[i % len(PALETTE)],
+            MARKERS[i % len(MARKERS)],
+            LINESTYLES[i % len(LINESTYLES)],
+        )
         label = setting_text(by, value) if by else "simulated"
-        ax.plot(group[x], 100 * group["mean"], color=colour, marker=marker, ls=ls, lw=1.6, ms=6,
-                mec=INK, mew=0.6, label=label, zorder=3, gid="line")
+        ax.plot(
+            group[x],
+            100 * group["mean"],
+            color=colour,
+            marker=marker,
+            ls=ls,
+            lw=1.6,
+            ms=6,
+            mec=INK,
+            mew=0.6,
+            label=label,
+            zorder=3,
+            gid="line",
+        )
         ci = group[["low", "high"]].notna().all(axis=1)
         if ci.any():
-            ax.fill_between(group.loc[ci, x], 100 * group.loc[ci, "low"], 100 * group.loc[ci, "high"],
-                            color=colour, alpha=0.16, lw=0, zorder=2, gid="ci-band")
+            ax.fill_between(
+                group.loc[ci, x],
+                100 * group.loc[ci, "low"],
+                100 * group.loc[ci, "high"],
+                color=colour,
+                alpha=0.16,
+                lw=0,
+                zorder=2,
+                gid="ci-band",
+            )
             banded = True
     from matplotlib.ticker import MaxNLocator, PercentFormatter
 
@@ -180,17 +262,35 @@ def race_probability(frame: pd.DataFrame, ax=None, *, x: str = "policy.workers",
     ax.set_xlabel(key_label(x))
     ax.set_ylabel("race probability (double claims / leases)")
     band = f"; bands: {confidence:.0%} CI of the mean" if banded else ""
-    finish(ax, "Read-then-write race: share of leases that were double claims", f"{n_text(table)}{band}")
+    finish(
+        ax,
+        "Read-then-write race: share of leases that were double claims",
+        f"{n_text(table)}{band}",
+    )
     if by:
-        ax.legend(title=KEY_LABELS.get(by, (by,))[0], fontsize=ANNOTATION_PT, title_fontsize=ANNOTATION_PT, frameon=False, loc="upper left")
+        ax.legend(
+            title=KEY_LABELS.get(by, (by,))[0],
+            fontsize=ANNOTATION_PT,
+            title_fontsize=ANNOTATION_PT,
+            frameon=False,
+            loc="upper left",
+        )
     return ax
 
 
 # ---- recovery latency vs an interval, with the theory -------------------------------------------
 
-def recovery_vs_interval(agg: pd.DataFrame, x: str = "policy.watcher_interval", ax=None, theory=None, *,
-                         metric: str = "recovery_latency_mean", theory_label: str = "theory (sim.analytic)",
-                         confidence: float = 0.95):
+
+def recovery_vs_interval(
+    agg: pd.DataFrame,
+    x: str = "policy.watcher_interval",
+    ax=None,
+    theory=None,
+    *,
+    metric: str = "recovery_latency_mean",
+    theory_label: str = "theory (sim.analytic)",
+    confidence: float = 0.95,
+):
     """Simulated recovery latency (mean, CI band) vs `x` (watcher interval or TTL), beside the theory.
 
     `theory`: a callable x -> seconds (e.g. a lambda around sim.analytic.recovery_latency_mean),
@@ -201,19 +301,44 @@ def recovery_vs_interval(agg: pd.DataFrame, x: str = "policy.watcher_interval", 
     ax = new_axes(ax, (8, 4.8))
     ci = table[["low", "high"]].notna().all(axis=1)
     if ci.any():
-        ax.fill_between(table.loc[ci, x], table.loc[ci, "low"], table.loc[ci, "high"], color=PALETTE[0],
-                        alpha=0.18, lw=0, zorder=2, gid="ci-band", label=f"{confidence:.0%} CI of the mean")
-    ax.plot(table[x], table["mean"], color=PALETTE[0], marker="o", ms=6, mec=INK, mew=0.6, lw=1.6,
-            zorder=3, gid="simulated", label="simulated")
+        ax.fill_between(
+            table.loc[ci, x],
+            table.loc[ci, "low"],
+            table.loc[ci, "high"],
+            color=PALETTE[0],
+            alpha=0.18,
+            lw=0,
+            zorder=2,
+            gid="ci-band",
+            label=f"{confidence:.0%} CI of the mean",
+        )
+    ax.plot(
+        table[x],
+        table["mean"],
+        color=PALETTE[0],
+        marker="o",
+        ms=6,
+        mec=INK,
+        mew=0.6,
+        lw=1.6,
+        zorder=3,
+        gid="simulated",
+        label="simulated",
+    )
     if theory is not None:
         tx, ty = _theory_points(theory, table[x])
-        ax.plot(tx, ty, color=PALETTE[5], ls="--", lw=1.8, zorder=4, gid="theory", label=theory_label)
+        ax.plot(
+            tx, ty, color=PALETTE[5], ls="--", lw=1.8, zorder=4, gid="theory", label=theory_label
+        )
     ax.set_ylim(bottom=0)
     ax.set_xlabel(key_label(x))
     ax.set_ylabel(metric_label(metric))
     what = METRIC_LABELS.get(metric, (metric,))[0]
-    finish(ax, f"Recovery after a crash: {what} vs {KEY_LABELS.get(x, (x,))[0]}",
-            f"crash of the owner -> the job claimed again; {n_text(table)}")
+    finish(
+        ax,
+        f"Recovery after a crash: {what} vs {KEY_LABELS.get(x, (x,))[0]}",
+        f"crash of the owner -> the job claimed again; {n_text(table)}",
+    )
     ax.legend(fontsize=ANNOTATION_PT, frameon=False, loc="upper left")
     return ax
 
@@ -231,14 +356,25 @@ def _theory_points(theory, xs: pd.Series):
         return np.array([k for k, _ in pairs]), np.array([v for _, v in pairs])
     values = np.asarray(theory, dtype=float)
     if values.shape != xs.shape:
-        raise ConfigError(f"theory: expected a callable, a Series, a dict or {len(xs)} values, got {values.shape}")
+        raise ConfigError(
+            f"theory: expected a callable, a Series, a dict or {len(xs)} values, got {values.shape}"
+        )
     return xs, values
 
 
 # ---- heatmap of one metric over two settings ----------------------------------------------------
 
-def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.heartbeat_interval",
-            value: str = "false_expiry_rate", ax=None, *, cmap: str | None = None, confidence: float = 0.95):
+
+def heatmap(
+    agg: pd.DataFrame,
+    x: str = "policy.lease_ttl",
+    y: str = "policy.heartbeat_interval",
+    value: str = "false_expiry_rate",
+    ax=None,
+    *,
+    cmap: str | None = None,
+    confidence: float = 0.95,
+):
     """One annotated cell per (x, y) setting, coloured by `value` on a perceptually uniform map.
 
     Typical values: false_expiry_rate, recovery_latency_p99. Cells without data are hatched grey.
@@ -263,17 +399,57 @@ def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.hea
             v = np.nan if row is None else row["mean"]
             if np.isfinite(v):
                 face = colours(norm(v))
-                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor=face, edgecolor="white", lw=1.5, gid="cell"))
+                ax.add_patch(
+                    Rectangle(
+                        (i - 0.5, j - 0.5),
+                        1,
+                        1,
+                        facecolor=face,
+                        edgecolor="white",
+                        lw=1.5,
+                        gid="cell",
+                    )
+                )
                 text = format_value(value, v)
                 if not big and np.isfinite(row["low"]) and np.isfinite(row["high"]):
-                    text += f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
+                    text += (
+                        f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
+                    )
                 lum = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
-                ax.text(i, j, text, ha="center", va="center", fontsize=ANNOTATION_PT, linespacing=1.3,
-                        color="white" if lum < 0.45 else INK, gid="cell-label")
+                ax.text(
+                    i,
+                    j,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=ANNOTATION_PT,
+                    linespacing=1.3,
+                    color="white" if lum < 0.45 else INK,
+                    gid="cell-label",
+                )
             else:
-                ax.add_patch(Rectangle((i - 0.5, j - 0.5), 1, 1, facecolor="#f4f4f4", edgecolor="#bbbbbb",
-                                       hatch="////", lw=0.8, gid="cell-missing"))
-                ax.text(i, j, "no data", ha="center", va="center", fontsize=ANNOTATION_PT, color="#666666", gid="cell-label")
+                ax.add_patch(
+                    Rectangle(
+                        (i - 0.5, j - 0.5),
+                        1,
+                        1,
+                        facecolor="#f4f4f4",
+                        edgecolor="#bbbbbb",
+                        hatch="////",
+                        lw=0.8,
+                        gid="cell-missing",
+                    )
+                )
+                ax.text(
+                    i,
+                    j,
+                    "no data",
+                    ha="center",
+                    va="center",
+                    fontsize=ANNOTATION_PT,
+                    color="#666666",
+                    gid="cell-label",
+                )
     ax.set_xlim(-0.5, len(xs) - 0.5)
     ax.set_ylim(-0.5, len(ys) - 0.5)
     ax.set_xticks(range(len(xs)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in xs])
@@ -283,7 +459,9 @@ def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.hea
         side.set_visible(False)
     ax.set_xlabel(key_label(x))
     ax.set_ylabel(key_label(y))
-    bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
+    bar = ax.figure.colorbar(
+        mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02
+    )
     bar.set_label(metric_label(value))
     if is_percent(value):
         from matplotlib.ticker import PercentFormatter
@@ -291,13 +469,17 @@ def heatmap(agg: pd.DataFrame, x: str = "policy.lease_ttl", y: str = "policy.hea
         bar.ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
     what = METRIC_LABELS.get(value, (value,))[0]
     ci = "" if big or not table[["low", "high"]].notna().any().any() else f" [{confidence:.0%} CI]"
-    finish(ax, f"{what[:1].upper()}{what[1:]} by {KEY_LABELS.get(x, (x,))[0]} and {KEY_LABELS.get(y, (y,))[0]}",
-            f"cell: mean{ci}; {n_text(table, 'cell')}")
+    finish(
+        ax,
+        f"{what[:1].upper()}{what[1:]} by {KEY_LABELS.get(x, (x,))[0]} and {KEY_LABELS.get(y, (y,))[0]}",
+        f"cell: mean{ci}; {n_text(table, 'cell')}",
+    )
     ax.grid(False)
     return ax
 
 
 # ---- the trade-off: recovery latency vs false-expiry risk, sized by DB load ---------------------
+
 
 def pareto_front(x, y) -> np.ndarray:
     """Boolean mask of the points no other point beats on both x and y (lower is better; NaN: never)."""
@@ -310,12 +492,23 @@ def pareto_front(x, y) -> np.ndarray:
     return front
 
 
-LOG_DECADES = 2.0  # tradeoff(logx=None) turns to a log x axis when positive x values span more decades
+LOG_DECADES = (
+    2.0  # tradeoff(logx=None) turns to a log x axis when positive x values span more decades
+)
 
 
-def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str = "recovery_latency_mean",
-             size: str = "statements_per_s", keys: list[str] | None = None, confidence: float = 0.95,
-             logx: bool | None = None, whiskers: str = "grey whiskers: 95% CIs"):
+def tradeoff(
+    agg: pd.DataFrame,
+    ax=None,
+    *,
+    x: str = "false_expiry_rate",
+    y: str = "recovery_latency_mean",
+    size: str = "statements_per_s",
+    keys: list[str] | None = None,
+    confidence: float = 0.95,
+    logx: bool | None = None,
+    whiskers: str = "grey whiskers: 95% CIs",
+):
     """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
 
     Each point is one setting (a row of a sweep's aggregate, identified by its dotted grid keys or
@@ -339,13 +532,19 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
     ts = metric_table(agg, keys, size, confidence)
     points = tx.rename(columns={c: f"{c}_x" for c in ("mean", "low", "high")})
     for table, tag in ((ty, "y"), (ts, "s")):
-        points = points.merge(table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys)
+        points = points.merge(
+            table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys
+        )
     px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
     shown = np.isfinite(px) & np.isfinite(py)
     log = _spans_decades(px[shown], LOG_DECADES) if logx is None else bool(logx)
     if log and not (px[shown] > 0).any():
         raise ConfigError(f"logx: no setting has a positive {x}; a log axis needs some")
-    edge = _zero_edge(px[shown], points.loc[shown, ["low_x", "high_x"]].to_numpy(dtype=float)) if log else None
+    edge = (
+        _zero_edge(px[shown], points.loc[shown, ["low_x", "high_x"]].to_numpy(dtype=float))
+        if log
+        else None
+    )
     dx = np.where(px > 0, px, edge) if edge is not None else px  # where each point is drawn
     ax = new_axes(ax, (9, 6))
     if log:
@@ -359,21 +558,58 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
     colours = mpl.colormaps["cividis"]
     for i in np.flatnonzero(shown):
         if np.isfinite(points["low_y"].iat[i]) and np.isfinite(points["high_y"].iat[i]):
-            ax.plot([dx[i]] * 2, [points["low_y"].iat[i], points["high_y"].iat[i]], color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+            ax.plot(
+                [dx[i]] * 2,
+                [points["low_y"].iat[i], points["high_y"].iat[i]],
+                color="#b0b0b0",
+                lw=0.8,
+                zorder=1,
+                gid="ci",
+            )
         if np.isfinite(points["low_x"].iat[i]) and np.isfinite(points["high_x"].iat[i]):
             ends = [points["low_x"].iat[i], points["high_x"].iat[i]]
             if log:  # an interval reaching 0 reaches the dotted line
                 ends = [v if v > 0 else edge for v in ends]
             ax.plot(ends, [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
-    ax.scatter(dx[shown], py[shown], s=areas[shown], c=ps[shown], cmap=colours, norm=norm, edgecolors=INK,
-               linewidths=0.7, alpha=0.9, zorder=3, gid="point")
+    ax.scatter(
+        dx[shown],
+        py[shown],
+        s=areas[shown],
+        c=ps[shown],
+        cmap=colours,
+        norm=norm,
+        edgecolors=INK,
+        linewidths=0.7,
+        alpha=0.9,
+        zorder=3,
+        gid="point",
+    )
     front = pareto_front(px, py)
     order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
     if len(order):
-        ax.plot(dx[order], py[order], drawstyle="steps-post", color=INK, ls="--", lw=1.2, zorder=2, gid="frontier")
-        ax.scatter(dx[order], py[order], s=areas[order] + 160, facecolors="none", edgecolors=INK, linewidths=1.8,
-                   zorder=4, gid="frontier-point")
-    bar = ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02)
+        ax.plot(
+            dx[order],
+            py[order],
+            drawstyle="steps-post",
+            color=INK,
+            ls="--",
+            lw=1.2,
+            zorder=2,
+            gid="frontier",
+        )
+        ax.scatter(
+            dx[order],
+            py[order],
+            s=areas[order] + 160,
+            facecolors="none",
+            edgecolors=INK,
+            linewidths=1.8,
+            zorder=4,
+            gid="frontier-point",
+        )
+    bar = ax.figure.colorbar(
+        mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02
+    )
     bar.set_label(f"{metric_label(size)}: marker size and shade")
     ax.set_xlabel(metric_label(x) + "  (risk: lower is better" + ("; log scale)" if log else ")"))
     ax.set_ylabel(metric_label(y) + "  (lower is better)")
@@ -385,23 +621,34 @@ def tradeoff(agg: pd.DataFrame, ax=None, *, x: str = "false_expiry_rate", y: str
             low, high = np.log10(min(dx[shown].min(), edge or np.inf)), np.log10(right)
             span = max(high - low, 1.0)
             top = 10 ** (high + 0.24 * span)
-            ax.set_xlim(10 ** (low - 0.06 * span), min(top, 3.0) if is_percent(x) else top)  # a share is <= 100%
+            ax.set_xlim(
+                10 ** (low - 0.06 * span), min(top, 3.0) if is_percent(x) else top
+            )  # a share is <= 100%
         else:
-            ax.set_xlim(min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown]))
+            ax.set_xlim(
+                min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown])
+            )
     _x_ticks(ax, x, log, edge)
-    handles = [Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
-               Line2D([], [], color=INK, ls="--", lw=1.2)]
+    handles = [
+        Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
+        Line2D([], [], color=INK, ls="--", lw=1.2),
+    ]
     names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
     if edge is not None:
         ax.axvline(edge, color="#888888", ls=":", lw=1.2, zorder=1, gid="zero-line")
         handles.append(Line2D([], [], color="#888888", ls=":", lw=1.2))
         sign = "=" if (px[shown] >= 0).all() else "<="
-        names.append(f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
-                     "(a log axis has no 0)")
+        names.append(
+            f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
+            "(a log axis has no 0)"
+        )
     legend = ax.legend(handles, names, fontsize=ANNOTATION_PT, frameon=False, loc="upper right")
-    finish(ax, "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
-            f"each point is one setting; {n_text(ty)}" + (f"; {whiskers}" if any(
-                a.get_gid() == "ci" for a in ax.lines) else ""))
+    finish(
+        ax,
+        "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
+        f"each point is one setting; {n_text(ty)}"
+        + (f"; {whiskers}" if any(a.get_gid() == "ci" for a in ax.lines) else ""),
+    )
     # labels last: the title and the colour bar have moved the axes to where they will be drawn
     label_all = shown.sum() <= 24
     chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
@@ -414,7 +661,7 @@ def _spans_decades(values, decades: float) -> bool:
     """Whether the positive finite values span more than `decades` powers of ten."""
     values = np.asarray(values, dtype=float)
     positive = values[np.isfinite(values) & (values > 0)]
-    return len(positive) >= 2 and positive.max() > positive.min() * 10 ** decades
+    return len(positive) >= 2 and positive.max() > positive.min() * 10**decades
 
 
 def _zero_edge(means, interval_ends) -> float | None:
@@ -424,7 +671,7 @@ def _zero_edge(means, interval_ends) -> float | None:
     values = values[np.isfinite(values)]
     if not (values <= 0).any():
         return None
-    return float(values[values > 0].min()) / 10 ** 0.5
+    return float(values[values > 0].min()) / 10**0.5
 
 
 def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
@@ -442,7 +689,7 @@ def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
 
     low, high = ax.get_xlim()
     ax.xaxis.set_major_locator(LogLocator(subs=(1.0,) if high > 100 * low else (1.0, 2.0, 5.0)))
-    cut = edge * 10 ** 0.25 if edge is not None else 0.0  # halfway to the smallest positive value
+    cut = edge * 10**0.25 if edge is not None else 0.0  # halfway to the smallest positive value
 
     def label(v, _):
         return "" if v < cut else (f"{100 * v:.4g}%" if percent else f"{v:g}")
@@ -450,9 +697,18 @@ def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(label))
     ax.xaxis.set_minor_formatter(NullFormatter())
     if edge is not None:
-        ax.annotate("0%" if percent else "0", (edge, 0), xycoords=ax.get_xaxis_transform(), xytext=(0, -7),
-                    textcoords="offset points", ha="center", va="top", fontsize=mpl.rcParams["xtick.labelsize"],
-                    color=INK, gid="zero-label")
+        ax.annotate(
+            "0%" if percent else "0",
+            (edge, 0),
+            xycoords=ax.get_xaxis_transform(),
+            xytext=(0, -7),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            fontsize=mpl.rcParams["xtick.labelsize"],
+            color=INK,
+            gid="zero-label",
+        )
 
 
 def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
@@ -472,15 +728,37 @@ def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
     for i in np.argsort(where[:, 1], kind="stable"):
         for k, side in ((k, side) for k in steps for side in (1, -1)):
             dy = 3.0 + (ANNOTATION_PT + 1.5) * k  # points: one line and a gap per step
-            label = ax.annotate(texts[i], (xs[i], ys[i]), xytext=(10 * side, dy), textcoords="offset points",
-                                fontsize=ANNOTATION_PT, va="center", ha="left" if side > 0 else "right",
-                                fontweight="bold" if bold[i] else "normal", color=INK, zorder=5, gid="point-label",
-                                bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
-                                arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6, "shrinkA": 0,
-                                            "shrinkB": 4} if abs(dy) > 12 else None)
+            label = ax.annotate(
+                texts[i],
+                (xs[i], ys[i]),
+                xytext=(10 * side, dy),
+                textcoords="offset points",
+                fontsize=ANNOTATION_PT,
+                va="center",
+                ha="left" if side > 0 else "right",
+                fontweight="bold" if bold[i] else "normal",
+                color=INK,
+                zorder=5,
+                gid="point-label",
+                bbox={"boxstyle": "round,pad=0.12", "facecolor": "white", "alpha": 0.8, "lw": 0},
+                arrowprops={
+                    "arrowstyle": "-",
+                    "color": "#999999",
+                    "lw": 0.6,
+                    "shrinkA": 0,
+                    "shrinkB": 4,
+                }
+                if abs(dy) > 12
+                else None,
+            )
             label.set_in_layout(False)  # placed for this layout: it must not move the axes again
             box = label.get_window_extent(renderer)
-            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            inside = (
+                frame.x0 <= box.x0
+                and box.x1 <= frame.x1
+                and frame.y0 <= box.y0
+                and box.y1 <= frame.y1
+            )
             if inside and not any(box.overlaps(other) for other in placed + blocked):
                 placed.append(box)
                 break
@@ -505,35 +783,74 @@ def _pad(values) -> float:
 
 # ---- observed durations (sim.advise's input) ------------------------------------------------
 
+
 def duration_summary(values) -> pd.Series:
     """Count, median, p90, p99, p99.9 and max of observed durations (seconds)."""
     values = np.asarray(values, dtype=float)
     q = np.quantile(values, [0.5, 0.9, 0.99, 0.999])
-    return pd.Series({"jobs": len(values), "median": q[0], "p90": q[1], "p99": q[2], "p99.9": q[3],
-                      "max": float(values.max())})
+    return pd.Series(
+        {
+            "jobs": len(values),
+            "median": q[0],
+            "p90": q[1],
+            "p99": q[2],
+            "p99.9": q[3],
+            "max": float(values.max()),
+        }
+    )
 
 
-def plot_durations(values, *, ttl: float | None = None, heartbeat_interval: float | None = None, ax=None):
+def plot_durations(
+    values, *, ttl: float | None = None, heartbeat_interval: float | None = None, ax=None
+):
     """Histogram of durations on a log axis, with the median, p99, p99.9 and max marked; optionally
     the TTL and heartbeat interval of a recommendation, to see what each has to cover."""
     ax = new_axes(ax, (10, 4))
     values = np.asarray(values, dtype=float)
     positive = values[values > 0]
     bins = np.geomspace(positive.min(), positive.max(), 60)
-    ax.hist(positive, bins=bins, color=PALETTE[0], alpha=0.75, edgecolor="white", lw=0.4, gid="histogram")
+    ax.hist(
+        positive,
+        bins=bins,
+        color=PALETTE[0],
+        alpha=0.75,
+        edgecolor="white",
+        lw=0.4,
+        gid="histogram",
+    )
     ax.set_xscale("log")
     summary = duration_summary(values)
     for k, name in enumerate(("median", "p99", "p99.9", "max")):
         ax.axvline(summary[name], color=INK, ls=(0, (1 + k, 2)), lw=1.0)
         right = k < 2  # the last labels go left of their line, inside the axes
-        ax.annotate(f"{name} {summary[name]:.3g} s", (summary[name], 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(3 if right else -3, -4 - 11 * k), textcoords="offset points", fontsize=ANNOTATION_PT, color=INK,
-                    va="top", ha="left" if right else "right")
-    for value, label, colour in ((ttl, "TTL", PALETTE[5]), (heartbeat_interval, "heartbeat", PALETTE[2])):
+        ax.annotate(
+            f"{name} {summary[name]:.3g} s",
+            (summary[name], 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3 if right else -3, -4 - 11 * k),
+            textcoords="offset points",
+            fontsize=ANNOTATION_PT,
+            color=INK,
+            va="top",
+            ha="left" if right else "right",
+        )
+    for value, label, colour in (
+        (ttl, "TTL", PALETTE[5]),
+        (heartbeat_interval, "heartbeat", PALETTE[2]),
+    ):
         if value is not None:
             ax.axvline(value, color=colour, lw=2.0)
-            ax.annotate(f"{label} {value:g} s", (value, 0.5), xycoords=("data", "axes fraction"), xytext=(4, 0),
-                        textcoords="offset points", fontsize=ANNOTATION_PT, color=colour, rotation=90, va="center")
+            ax.annotate(
+                f"{label} {value:g} s",
+                (value, 0.5),
+                xycoords=("data", "axes fraction"),
+                xytext=(4, 0),
+                textcoords="offset points",
+                fontsize=ANNOTATION_PT,
+                color=colour,
+                rotation=90,
+                va="center",
+            )
     ax.set_xlabel("processing time (s, log scale)")
     ax.set_ylabel("jobs")
     ax.set_title(f"Observed processing times: {int(summary['jobs'])} jobs", loc="left", fontsize=10)

@@ -27,27 +27,40 @@ PEER_COLUMNS = (  # (metric, header) printed to the right of peer_comparison's b
     ("statements_per_s", "DB load\nall stmt/s"),
     ("recovery_statements_per_s", "heartbeat +\nwatcher\nstmt/s"),
 )
-_TIME_TICKS = ((1, "1 s"), (10, "10 s"), (60, "1 min"), (300, "5 min"), (900, "15 min"), (3600, "1 h"),
-               (4 * 3600, "4 h"), (24 * 3600, "1 day"))
+_TIME_TICKS = (
+    (1, "1 s"),
+    (10, "10 s"),
+    (60, "1 min"),
+    (300, "5 min"),
+    (900, "15 min"),
+    (3600, "1 h"),
+    (4 * 3600, "4 h"),
+    (24 * 3600, "1 day"),
+)
 
 
 def peer_settings(row) -> str:
     """'lease 1 h, no heartbeat, watcher 30 s' from a compare_peers row."""
     beat = row.get("heartbeat_interval", np.nan)
     watch = row.get("watcher_interval", np.nan)
-    parts = [f"lease {duration(row['lease_ttl'])}",
-             "no heartbeat" if not np.isfinite(beat) else f"heartbeat {duration(beat)}",
-             "no watcher" if not np.isfinite(watch) else f"watcher {duration(watch)}"]
+    parts = [
+        f"lease {duration(row['lease_ttl'])}",
+        "no heartbeat" if not np.isfinite(beat) else f"heartbeat {duration(beat)}",
+        "no watcher" if not np.isfinite(watch) else f"watcher {duration(watch)}",
+    ]
     return ", ".join(parts)
 
 
-def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_latency_mean",
-                    columns=PEER_COLUMNS):
+def peer_comparison(
+    frame: pd.DataFrame, ax=None, *, metric: str = "recovery_latency_mean", columns=PEER_COLUMNS
+):
     """One bar per peer (sim.peers.compare_peers): `metric` on a log time axis, CI whiskers,
     hatched by how the peer recovers an expired lease; per-run means of `columns` on the right."""
     needed = {"label", "recovery", "lease_ttl", f"{metric}_mean"}
     if not needed <= set(frame.columns):
-        raise ConfigError(f"peer_comparison: expected a sim.peers.compare_peers frame with {', '.join(sorted(needed))}")
+        raise ConfigError(
+            f"peer_comparison: expected a sim.peers.compare_peers frame with {', '.join(sorted(needed))}"
+        )
     from matplotlib.ticker import FixedLocator, NullLocator
     from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
@@ -65,25 +78,71 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
         colour, hatch, text = RECOVERY_STYLES.get(row["recovery"], RECOVERY_STYLES["none"])
         seen.setdefault(text, Patch(facecolor=colour, hatch=hatch, edgecolor=INK, lw=0.7))
         if np.isfinite(means[y]):
-            ax.barh(y, means[y] - left, left=left, height=0.62, color=colour, hatch=hatch, edgecolor=INK, lw=0.7,
-                    zorder=3, gid="bar")
+            ax.barh(
+                y,
+                means[y] - left,
+                left=left,
+                height=0.62,
+                color=colour,
+                hatch=hatch,
+                edgecolor=INK,
+                lw=0.7,
+                zorder=3,
+                gid="bar",
+            )
             end = means[y]
             if np.isfinite(low[y]) and np.isfinite(high[y]) and high[y] > low[y]:
-                ax.plot([max(low[y], left), high[y]], [y, y], color=INK, lw=1.2, marker="|", ms=9, mew=1.2,
-                        zorder=4, gid="ci")
+                ax.plot(
+                    [max(low[y], left), high[y]],
+                    [y, y],
+                    color=INK,
+                    lw=1.2,
+                    marker="|",
+                    ms=9,
+                    mew=1.2,
+                    zorder=4,
+                    gid="ci",
+                )
                 end = max(end, high[y])
-            ax.text(end * 1.12, y, duration(means[y]), va="center", ha="left", fontsize=ANNOTATION_PT,
-                    color=INK, zorder=5, gid="bar-label")
+            ax.text(
+                end * 1.12,
+                y,
+                duration(means[y]),
+                va="center",
+                ha="left",
+                fontsize=ANNOTATION_PT,
+                color=INK,
+                zorder=5,
+                gid="bar-label",
+            )
         else:
             detected = row.get("detection_latency_mean_mean", np.nan)
             note = "never re-run"
             if row["recovery"] == "watcher fails the job":
-                note += f": the crashed job is marked failed after ~{duration(detected)}" if np.isfinite(detected) \
+                note += (
+                    f": the crashed job is marked failed after ~{duration(detected)}"
+                    if np.isfinite(detected)
                     else ": the crashed job is marked failed"
-            ax.text(left * 1.15, y, note, va="center", ha="left", fontsize=ANNOTATION_PT, color=INK, style="italic",
-                    zorder=5, gid="no-bar",
-                    bbox={"boxstyle": "square,pad=0.3", "facecolor": "white", "edgecolor": colour, "ls": "--",
-                          "lw": 1.2})
+                )
+            ax.text(
+                left * 1.15,
+                y,
+                note,
+                va="center",
+                ha="left",
+                fontsize=ANNOTATION_PT,
+                color=INK,
+                style="italic",
+                zorder=5,
+                gid="no-bar",
+                bbox={
+                    "boxstyle": "square,pad=0.3",
+                    "facecolor": "white",
+                    "edgecolor": colour,
+                    "ls": "--",
+                    "lw": 1.2,
+                },
+            )
     ax.set_xscale("log")
     ax.set_xlim(left, right)
     ticks = [(t, s) for t, s in _TIME_TICKS if left <= t <= right]
@@ -91,25 +150,59 @@ def peer_comparison(frame: pd.DataFrame, ax=None, *, metric: str = "recovery_lat
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([s for _, s in ticks])
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_yticks(range(len(rows)), [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()], fontsize=ANNOTATION_PT)
+    ax.set_yticks(
+        range(len(rows)),
+        [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()],
+        fontsize=ANNOTATION_PT,
+    )
     ax.tick_params(axis="y", length=0)
     name = METRIC_LABELS.get(metric, (metric,))[0]
     ax.set_xlabel(f"{name}: the owner crashes -> another worker claims the job (log scale)")
     edge = blended_transform_factory(ax.transAxes, ax.transData)
     for k, (column, header) in enumerate(columns):
         shift = ScaledTranslation(0.5 + 0.8 * k, 0, ax.figure.dpi_scale_trans)
-        ax.text(1.0, -0.62, header, transform=edge + shift, ha="center", va="bottom", fontsize=ANNOTATION_PT,
-                fontweight="bold", color=INK, gid="column-header")
+        ax.text(
+            1.0,
+            -0.62,
+            header,
+            transform=edge + shift,
+            ha="center",
+            va="bottom",
+            fontsize=ANNOTATION_PT,
+            fontweight="bold",
+            color=INK,
+            gid="column-header",
+        )
         values = rows.get(f"{column}_mean", pd.Series(np.nan, index=rows.index))
         for y, value in enumerate(values):
-            ax.text(1.0, y, format_value(column, value), transform=edge + shift, ha="center", va="center",
-                    fontsize=ANNOTATION_PT, color=INK, gid="cell-text")
+            ax.text(
+                1.0,
+                y,
+                format_value(column, value),
+                transform=edge + shift,
+                ha="center",
+                va="center",
+                fontsize=ANNOTATION_PT,
+                color=INK,
+                gid="cell-text",
+            )
     n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
     seeds = f"{count(int(n.min()), 'seed')} per peer" if len(n) else "seeds: not given"
     confidence = frame.attrs.get("confidence", 0.95)
-    finish(ax, f"Peer queues' default recovery settings on one payment workload: {name}",
-            f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run")
+    finish(
+        ax,
+        f"Peer queues' default recovery settings on one payment workload: {name}",
+        f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run",
+    )
     ax.grid(axis="y", visible=False)
-    ax.legend(list(seen.values()), list(seen), loc="lower right", fontsize=ANNOTATION_PT, frameon=True, framealpha=0.9,
-              title="how an expired lease comes back", title_fontsize=ANNOTATION_PT)
+    ax.legend(
+        list(seen.values()),
+        list(seen),
+        loc="lower right",
+        fontsize=ANNOTATION_PT,
+        frameon=True,
+        framealpha=0.9,
+        title="how an expired lease comes back",
+        title_fontsize=ANNOTATION_PT,
+    )
     return ax

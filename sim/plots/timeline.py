@@ -33,8 +33,14 @@ from sim.scenario import LOCK_TTL
 from sim.wording import count, plural
 
 
-def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
-                   workers: int | Iterable[int | str] | None = None, jobs: int | Iterable[int] | None = None):
+def lease_timeline(
+    run,
+    ax=None,
+    *,
+    window: tuple[float, float] | None = None,
+    workers: int | Iterable[int | str] | None = None,
+    jobs: int | Iterable[int] | None = None,
+):
     """One lane per worker (w0 at the top), one bar per lease, faults and watcher ticks.
 
     - bar: a lease from its claim to its `end`, coloured by job, hatched by `end_reason`;
@@ -65,17 +71,31 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     _draw_spans(ax, run.events, y_of, t0, t1, float(scenario.horizon), legend)
     leases = run.leases
     tail_end = leases["released_at"].fillna(leases["end"]).clip(lower=leases["end"])
-    visible = (leases["worker"].isin(lanes) & (leases["start"] <= t1)
-               & (np.maximum(tail_end, leases["until"]) >= t0))
+    visible = (
+        leases["worker"].isin(lanes)
+        & (leases["start"] <= t1)
+        & (np.maximum(tail_end, leases["until"]) >= t0)
+    )
     if only is not None:
         visible &= leases["job"].isin(only)
     overlapping = _overlapping(leases)
     span = t1 - t0
-    for i, lease in zip(np.flatnonzero(visible.to_numpy()), leases[visible].to_dict("records"), strict=True):
-        _draw_lease(ax, lease, y_of[lease["worker"]], float(tail_end.iloc[i]), overlapping[i], span, legend)
-    _draw_links(ax, leases if only is None else leases[leases["job"].isin(only)], y_of, t0, t1, legend)
-    _draw_marks(ax, events if only is None else events[events["job"].isin(only)], y_of,
-                _charged_twice(run.events), legend)
+    for i, lease in zip(
+        np.flatnonzero(visible.to_numpy()), leases[visible].to_dict("records"), strict=True
+    ):
+        _draw_lease(
+            ax, lease, y_of[lease["worker"]], float(tail_end.iloc[i]), overlapping[i], span, legend
+        )
+    _draw_links(
+        ax, leases if only is None else leases[leases["job"].isin(only)], y_of, t0, t1, legend
+    )
+    _draw_marks(
+        ax,
+        events if only is None else events[events["job"].isin(only)],
+        y_of,
+        _charged_twice(run.events),
+        legend,
+    )
     if show_watcher:
         _draw_watcher(ax, events, len(lanes), legend)
 
@@ -93,41 +113,99 @@ def lease_timeline(run, ax=None, *, window: tuple[float, float] | None = None,
     ax.set_ylabel("worker")
     ax.set_title(_title(run, window, only), loc="left", fontsize=10)
     order = [k for k in _LEGEND_ORDER if k in legend]
-    ax.legend([legend[k] for k in order], order, loc="upper left", bbox_to_anchor=(1.005, 1.0),
-              fontsize=ANNOTATION_PT, frameon=False, borderaxespad=0.0, handlelength=2.4, handleheight=1.2)
+    ax.legend(
+        [legend[k] for k in order],
+        order,
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        fontsize=ANNOTATION_PT,
+        frameon=False,
+        borderaxespad=0.0,
+        handlelength=2.4,
+        handleheight=1.2,
+    )
     return ax
 
 
 # ---- pieces --------------------------------------------------------------------------------------
 
-def _draw_lease(ax, lease, y: float, tail_end: float, overlapping: bool, span: float, legend) -> None:
+
+def _draw_lease(
+    ax, lease, y: float, tail_end: float, overlapping: bool, span: float, legend
+) -> None:
     start, end, reason = float(lease["start"]), float(lease["end"]), lease["end_reason"]
     hatch, label = END_STYLES.get(reason, ("", reason))
     colour = JOB_COLOURS[int(lease["job"]) % len(JOB_COLOURS)]
     top = y - BAR_HEIGHT / 2
-    ax.add_patch(Rectangle((start, top), end - start, BAR_HEIGHT, facecolor=colour, edgecolor=INK,
-                           lw=0.6, hatch=hatch, zorder=3, gid="lease"))
+    ax.add_patch(
+        Rectangle(
+            (start, top),
+            end - start,
+            BAR_HEIGHT,
+            facecolor=colour,
+            edgecolor=INK,
+            lw=0.6,
+            hatch=hatch,
+            zorder=3,
+            gid="lease",
+        )
+    )
     legend.setdefault(label, Patch(facecolor="white", edgecolor=INK, lw=0.6, hatch=hatch))
     if reason in ("expired", "revoked") and tail_end > end:
         # the owner does not know yet: it keeps working on a lease it no longer has
-        ax.add_patch(Rectangle((end, top + 0.12), tail_end - end, BAR_HEIGHT - 0.24, facecolor=colour,
-                               alpha=0.35, edgecolor=colour, lw=0.8, ls=(0, (2, 2)), zorder=2, gid="zombie"))
-        legend.setdefault(_ZOMBIE, Patch(facecolor="#bbbbbb", alpha=0.6, edgecolor="#888888", ls=(0, (2, 2))))
+        ax.add_patch(
+            Rectangle(
+                (end, top + 0.12),
+                tail_end - end,
+                BAR_HEIGHT - 0.24,
+                facecolor=colour,
+                alpha=0.35,
+                edgecolor=colour,
+                lw=0.8,
+                ls=(0, (2, 2)),
+                zorder=2,
+                gid="zombie",
+            )
+        )
+        legend.setdefault(
+            _ZOMBIE, Patch(facecolor="#bbbbbb", alpha=0.6, edgecolor="#888888", ls=(0, (2, 2)))
+        )
     if reason == "crashed" and lease["until"] > end:
         ax.plot([end, lease["until"]], [y, y], color=INK, lw=1.1, zorder=2, gid="db-lease")
-        ax.plot([lease["until"]], [y], marker="|", ms=9, mew=1.6, color=INK, zorder=2, gid="db-lease")
+        ax.plot(
+            [lease["until"]], [y], marker="|", ms=9, mew=1.6, color=INK, zorder=2, gid="db-lease"
+        )
         legend.setdefault(_DB_LEASE, Line2D([], [], color=INK, lw=1.1, marker="|", ms=9, mew=1.6))
     if overlapping:
         right = max(end, tail_end)
-        ax.add_patch(Rectangle((start, top - 0.06), right - start, BAR_HEIGHT + 0.12, fill=False,
-                               edgecolor=OVERLAP, lw=2.0, zorder=5, gid="overlap"))
+        ax.add_patch(
+            Rectangle(
+                (start, top - 0.06),
+                right - start,
+                BAR_HEIGHT + 0.12,
+                fill=False,
+                edgecolor=OVERLAP,
+                lw=2.0,
+                zorder=5,
+                gid="overlap",
+            )
+        )
         legend.setdefault(_OVERLAP, Patch(facecolor="none", edgecolor=OVERLAP, lw=2.0))
     attempt = int(lease["attempt"])
     text = f"j{int(lease['job'])}" + (f" #{attempt}" if attempt > 1 else "")
     if end - start >= (0.012 + 0.0084 * len(text)) * span:  # room for the label inside the bar
-        ax.text(start + 0.004 * span, y, text, va="center", ha="left", fontsize=ANNOTATION_PT, color=INK,
-                zorder=4, clip_on=True,
-                bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "lw": 0})
+        ax.text(
+            start + 0.004 * span,
+            y,
+            text,
+            va="center",
+            ha="left",
+            fontsize=ANNOTATION_PT,
+            color=INK,
+            zorder=4,
+            clip_on=True,
+            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "lw": 0},
+        )
 
 
 def _draw_links(ax, leases: pd.DataFrame, y_of: dict, t0: float, t1: float, legend) -> None:
@@ -135,60 +213,156 @@ def _draw_links(ax, leases: pd.DataFrame, y_of: dict, t0: float, t1: float, lege
     ordered = leases.sort_values(["job", "start"], kind="stable").reset_index(drop=True)
     previous = ordered.shift(1)
     lanes = list(y_of)
-    follows = ((previous["job"] == ordered["job"]) & ordered["worker"].isin(lanes)
-               & previous["worker"].isin(lanes) & (ordered["start"] >= t0)
-               & previous["end_reason"].isin(["revoked", "crashed", "expired", "released"]))
+    follows = (
+        (previous["job"] == ordered["job"])
+        & ordered["worker"].isin(lanes)
+        & previous["worker"].isin(lanes)
+        & (ordered["start"] >= t0)
+        & previous["end_reason"].isin(["revoked", "crashed", "expired", "released"])
+    )
     for k in np.flatnonzero(follows.to_numpy(dtype=bool)):
         prev, nxt = previous.iloc[k], ordered.iloc[k]
         y_prev, y_next = y_of[prev["worker"]], y_of[nxt["worker"]]
         if prev["end_reason"] == "revoked":
             if prev["revoked_by"] == nxt["worker"] and nxt["start"] <= t1:
-                ax.plot([nxt["start"]] * 2, [y_prev, y_next], color=OVERLAP, lw=1.0, ls=(0, (3, 2)),
-                        zorder=6, gid="double-claim")
-                ax.plot([nxt["start"]], [y_next], marker="o", ms=4, color=OVERLAP, zorder=6, gid="double-claim")
-                legend.setdefault(_DOUBLE, Line2D([], [], color=OVERLAP, lw=1.0, ls=(0, (3, 2)), marker="o", ms=4))
+                ax.plot(
+                    [nxt["start"]] * 2,
+                    [y_prev, y_next],
+                    color=OVERLAP,
+                    lw=1.0,
+                    ls=(0, (3, 2)),
+                    zorder=6,
+                    gid="double-claim",
+                )
+                ax.plot(
+                    [nxt["start"]],
+                    [y_next],
+                    marker="o",
+                    ms=4,
+                    color=OVERLAP,
+                    zorder=6,
+                    gid="double-claim",
+                )
+                legend.setdefault(
+                    _DOUBLE, Line2D([], [], color=OVERLAP, lw=1.0, ls=(0, (3, 2)), marker="o", ms=4)
+                )
             continue
         source = prev["until"] if prev["end_reason"] == "crashed" else prev["end"]
         if source > t1 or nxt["start"] > t1 + (t1 - t0):
             continue
-        ax.annotate("", xy=(nxt["start"], y_next), xytext=(source, y_prev),
-                    arrowprops={"arrowstyle": "->", "color": INK, "lw": 0.9, "ls": ":", "shrinkA": 2, "shrinkB": 2},
-                    zorder=6, gid="reclaim")
+        ax.annotate(
+            "",
+            xy=(nxt["start"], y_next),
+            xytext=(source, y_prev),
+            arrowprops={
+                "arrowstyle": "->",
+                "color": INK,
+                "lw": 0.9,
+                "ls": ":",
+                "shrinkA": 2,
+                "shrinkB": 2,
+            },
+            zorder=6,
+            gid="reclaim",
+        )
         legend.setdefault(_RECLAIM, Line2D([], [], color=INK, lw=0.9, ls=":"))
         if prev["end_reason"] == "crashed":  # the recovery latency, crash to re-claim
-            ax.annotate(f"recovery {nxt['start'] - prev['end']:.3g} s", (nxt["start"], y_next + BAR_HEIGHT / 2),
-                        xytext=(-2, -1), textcoords="offset points", ha="right", va="top", fontsize=ANNOTATION_PT,
-                        color=INK, zorder=6, annotation_clip=True, gid="recovery",
-                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0})
+            ax.annotate(
+                f"recovery {nxt['start'] - prev['end']:.3g} s",
+                (nxt["start"], y_next + BAR_HEIGHT / 2),
+                xytext=(-2, -1),
+                textcoords="offset points",
+                ha="right",
+                va="top",
+                fontsize=ANNOTATION_PT,
+                color=INK,
+                zorder=6,
+                annotation_clip=True,
+                gid="recovery",
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0},
+            )
 
 
 def _draw_marks(ax, events: pd.DataFrame, y_of: dict, charged_twice: set, legend) -> None:
     mine = events[events["worker"].isin(list(y_of))]
     y = mine["worker"].map(y_of)
-    charges = (mine["kind"] == "psp_charge") & (mine["detail"] == "new") & mine["job"].isin(charged_twice)
+    charges = (
+        (mine["kind"] == "psp_charge") & (mine["detail"] == "new") & mine["job"].isin(charged_twice)
+    )
     if charges.any():
-        ax.plot(mine.loc[charges, "t"], y[charges] + BAR_HEIGHT / 2 + 0.14, ls="none", marker=r"$\$$",
-                ms=8, color=INK, zorder=4, gid="charge")
+        ax.plot(
+            mine.loc[charges, "t"],
+            y[charges] + BAR_HEIGHT / 2 + 0.14,
+            ls="none",
+            marker=r"$\$$",
+            ms=8,
+            color=INK,
+            zorder=4,
+            gid="charge",
+        )
         legend.setdefault(_CHARGE, Line2D([], [], ls="none", marker=r"$\$$", ms=8, color=INK))
     beats = mine["kind"] == "heartbeat"
     if beats.any():
-        ax.plot(mine.loc[beats, "t"], y[beats] - BAR_HEIGHT / 2 - 0.09, ls="none", marker="|", ms=5,
-                mew=1.0, color=INK, zorder=4, gid="heartbeat")
-        legend.setdefault(_HEARTBEAT, Line2D([], [], ls="none", marker="|", ms=7, mew=1.0, color=INK))
+        ax.plot(
+            mine.loc[beats, "t"],
+            y[beats] - BAR_HEIGHT / 2 - 0.09,
+            ls="none",
+            marker="|",
+            ms=5,
+            mew=1.0,
+            color=INK,
+            zorder=4,
+            gid="heartbeat",
+        )
+        legend.setdefault(
+            _HEARTBEAT, Line2D([], [], ls="none", marker="|", ms=7, mew=1.0, color=INK)
+        )
     lost = mine["kind"] == "heartbeat_lost"
     if lost.any():
-        ax.plot(mine.loc[lost, "t"], y[lost] - BAR_HEIGHT / 2 - 0.09, ls="none", marker="|", ms=5,
-                mew=1.0, color="#999999", zorder=4, gid="heartbeat-lost")
-        legend.setdefault(_HEARTBEAT_LOST, Line2D([], [], ls="none", marker="|", ms=7, mew=1.0, color="#999999"))
+        ax.plot(
+            mine.loc[lost, "t"],
+            y[lost] - BAR_HEIGHT / 2 - 0.09,
+            ls="none",
+            marker="|",
+            ms=5,
+            mew=1.0,
+            color="#999999",
+            zorder=4,
+            gid="heartbeat-lost",
+        )
+        legend.setdefault(
+            _HEARTBEAT_LOST, Line2D([], [], ls="none", marker="|", ms=7, mew=1.0, color="#999999")
+        )
     refused = mine["kind"].isin(["heartbeat_rejected", "complete_rejected"])
     if refused.any():
-        ax.plot(mine.loc[refused, "t"], y[refused], ls="none", marker="o", ms=8, mew=1.6, mfc="white",
-                color=INK, zorder=7, gid="refused")
-        legend.setdefault(_REFUSED, Line2D([], [], ls="none", marker="o", ms=7, mew=1.6, mfc="white", color=INK))
+        ax.plot(
+            mine.loc[refused, "t"],
+            y[refused],
+            ls="none",
+            marker="o",
+            ms=8,
+            mew=1.6,
+            mfc="white",
+            color=INK,
+            zorder=7,
+            gid="refused",
+        )
+        legend.setdefault(
+            _REFUSED, Line2D([], [], ls="none", marker="o", ms=7, mew=1.6, mfc="white", color=INK)
+        )
     crashes = mine["kind"] == "crash"
     if crashes.any():
-        ax.plot(mine.loc[crashes, "t"], y[crashes], ls="none", marker="x", ms=10, mew=2.4, color=INK,
-                zorder=7, gid="crash")
+        ax.plot(
+            mine.loc[crashes, "t"],
+            y[crashes],
+            ls="none",
+            marker="x",
+            ms=10,
+            mew=2.4,
+            color=INK,
+            zorder=7,
+            gid="crash",
+        )
         legend.setdefault(_CRASH, Line2D([], [], ls="none", marker="x", ms=8, mew=2.2, color=INK))
 
 
@@ -197,28 +371,67 @@ def _draw_watcher(ax, events: pd.DataFrame, y: float, legend) -> None:
     moved = pd.to_numeric(ticks["detail"], errors="coerce").fillna(0)
     quiet, busy = ticks[moved == 0], ticks[moved > 0]
     if not quiet.empty:
-        ax.plot(quiet["t"], np.full(len(quiet), y), ls="none", marker="|", ms=6, mew=0.8,
-                color="#9a9a9a", zorder=3, gid="watcher-tick")
-        legend.setdefault(_WATCHER, Line2D([], [], ls="none", marker="|", ms=6, mew=0.8, color="#9a9a9a"))
+        ax.plot(
+            quiet["t"],
+            np.full(len(quiet), y),
+            ls="none",
+            marker="|",
+            ms=6,
+            mew=0.8,
+            color="#9a9a9a",
+            zorder=3,
+            gid="watcher-tick",
+        )
+        legend.setdefault(
+            _WATCHER, Line2D([], [], ls="none", marker="|", ms=6, mew=0.8, color="#9a9a9a")
+        )
     if not busy.empty:
-        ax.plot(busy["t"], np.full(len(busy), y), ls="none", marker="|", ms=16, mew=2.6, color=INK,
-                zorder=4, gid="watcher-requeue")
+        ax.plot(
+            busy["t"],
+            np.full(len(busy), y),
+            ls="none",
+            marker="|",
+            ms=16,
+            mew=2.6,
+            color=INK,
+            zorder=4,
+            gid="watcher-requeue",
+        )
         for t, n in zip(busy["t"], moved[moved > 0], strict=True):
-            ax.annotate(f"{int(n)}", (t, y), xytext=(4, 4), textcoords="offset points", fontsize=ANNOTATION_PT,
-                        color=INK, va="bottom")
-        legend.setdefault(_WATCHER_BUSY, Line2D([], [], ls="none", marker="|", ms=12, mew=2.6, color=INK))
+            ax.annotate(
+                f"{int(n)}",
+                (t, y),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=ANNOTATION_PT,
+                color=INK,
+                va="bottom",
+            )
+        legend.setdefault(
+            _WATCHER_BUSY, Line2D([], [], ls="none", marker="|", ms=12, mew=2.6, color=INK)
+        )
 
 
-def _draw_spans(ax, events: pd.DataFrame, y_of: dict, t0: float, t1: float, horizon: float, legend) -> None:
+def _draw_spans(
+    ax, events: pd.DataFrame, y_of: dict, t0: float, t1: float, horizon: float, legend
+) -> None:
     """Shade each lane while its worker is paused, partitioned from the DB, or down after a crash."""
     styles = {
         "pause": ({"facecolor": "#8c8c8c", "alpha": 0.35, "lw": 0}, _PAUSE),
-        "partition": ({"facecolor": "#cfe3f3", "edgecolor": "#7a9ab5", "hatch": "..", "lw": 0}, _PARTITION),
+        "partition": (
+            {"facecolor": "#cfe3f3", "edgecolor": "#7a9ab5", "hatch": "..", "lw": 0},
+            _PARTITION,
+        ),
         "down": ({"facecolor": "#000000", "alpha": 0.07, "lw": 0}, _DOWN),
     }
-    pairs = {"pause_start": ("pause", True), "pause_end": ("pause", False),
-             "partition_start": ("partition", True), "partition_end": ("partition", False),
-             "crash": ("down", True), "restart": ("down", False)}
+    pairs = {
+        "pause_start": ("pause", True),
+        "pause_end": ("pause", False),
+        "partition_start": ("partition", True),
+        "partition_end": ("partition", False),
+        "crash": ("down", True),
+        "restart": ("down", False),
+    }
     mine = events[events["kind"].isin(list(pairs)) & events["worker"].isin(list(y_of))]
     opened: dict[tuple[str, str], float] = {}
     spans: list[tuple[str, str, float, float]] = []
@@ -256,8 +469,21 @@ _DOWN = "down (crash to restart)"
 _WATCHER = "watcher tick, nothing to do"
 _WATCHER_BUSY = "watcher tick that requeued jobs (count)"
 _LEGEND_ORDER = [label for _, label in END_STYLES.values()] + [
-    _ZOMBIE, _DB_LEASE, _OVERLAP, _DOUBLE, _RECLAIM, _HEARTBEAT, _HEARTBEAT_LOST, _CHARGE, _REFUSED, _CRASH,
-    _PAUSE, _PARTITION, _DOWN, _WATCHER, _WATCHER_BUSY,
+    _ZOMBIE,
+    _DB_LEASE,
+    _OVERLAP,
+    _DOUBLE,
+    _RECLAIM,
+    _HEARTBEAT,
+    _HEARTBEAT_LOST,
+    _CHARGE,
+    _REFUSED,
+    _CRASH,
+    _PAUSE,
+    _PARTITION,
+    _DOWN,
+    _WATCHER,
+    _WATCHER_BUSY,
 ]
 
 
@@ -336,7 +562,11 @@ def _charged_twice(events: pd.DataFrame) -> set:
 def _timeline_name(name: str) -> str:
     """'baseline: lease timeline'; a scenario named after what it shows reads 'lease timeline' or
     'lock timeline', not 'lease: lease timeline'."""
-    return f"{name} timeline" if name in ("lease", "lock", "lease timeline") else f"{name}: lease timeline"
+    return (
+        f"{name} timeline"
+        if name in ("lease", "lock", "lease timeline")
+        else f"{name}: lease timeline"
+    )
 
 
 def _title(run, window, jobs: list[int] | None = None) -> str:
@@ -344,14 +574,35 @@ def _title(run, window, jobs: list[int] | None = None) -> str:
     summary = run.summary
     beat = f"heartbeat every {p.heartbeat_interval:g} s" if p.heartbeat else "no heartbeat"
     watch = f"watcher every {p.watcher_interval:g} s" if p.watcher else "no watcher"
-    ttl = "no TTL (a lock: claims never expire)" if p.lease_ttl >= LOCK_TTL else f"TTL {p.lease_ttl:g} s"
-    facts = [f"claim={p.claim}", ttl, beat, watch,
-             "fenced" if p.fencing else "unfenced", f"seed {s.seed}", run.backend]
-    counts = [count(int(summary[key]), one, many) for key, one, many in (
-        ("leases", "lease", "leases"), ("false_expiries", "false expiry", "false expiries"),
-        ("double_claims", "double claim", "double claims"), ("crashes", "crash", "crashes"),
-        ("duplicate_external_effects", "duplicate PSP charge", "duplicate PSP charges"))]
-    zoom = "" if window is None else f"  (zoom {window[0]:.4g} to {window[1]:.4g} s of {s.horizon:g} s)"
+    ttl = (
+        "no TTL (a lock: claims never expire)"
+        if p.lease_ttl >= LOCK_TTL
+        else f"TTL {p.lease_ttl:g} s"
+    )
+    facts = [
+        f"claim={p.claim}",
+        ttl,
+        beat,
+        watch,
+        "fenced" if p.fencing else "unfenced",
+        f"seed {s.seed}",
+        run.backend,
+    ]
+    counts = [
+        count(int(summary[key]), one, many)
+        for key, one, many in (
+            ("leases", "lease", "leases"),
+            ("false_expiries", "false expiry", "false expiries"),
+            ("double_claims", "double claim", "double claims"),
+            ("crashes", "crash", "crashes"),
+            ("duplicate_external_effects", "duplicate PSP charge", "duplicate PSP charges"),
+        )
+    ]
+    zoom = (
+        ""
+        if window is None
+        else f"  (zoom {window[0]:.4g} to {window[1]:.4g} s of {s.horizon:g} s)"
+    )
     if jobs is not None:
         zoom += f"  ({plural(len(jobs), 'job')} {', '.join(str(j) for j in jobs)} only)"
     return f"{_timeline_name(s.name)}{zoom}\n{', '.join(facts)}\nthis run: {', '.join(counts)}"
@@ -384,7 +635,6 @@ def auto_window(run, span: float = 120.0, per_lane: float = 14.0) -> tuple[float
     return (math.floor(t0 / step) * step, min(horizon, math.ceil(t1 / step) * step))
 
 
-
 def save_timeline(run, path):
     """The lease timeline, zoomed to the interesting part of long runs, as a PNG."""
     from matplotlib.figure import Figure
@@ -402,7 +652,10 @@ def busy_window(run, pad: float = 4.0) -> tuple[float, float]:
     leases = run.leases
     ends = [0.0]
     if len(leases):
-        ends += [float(np.nanmax(leases["end"])), float(np.nanmax(leases["released_at"].fillna(0.0)))]
+        ends += [
+            float(np.nanmax(leases["end"])),
+            float(np.nanmax(leases["released_at"].fillna(0.0))),
+        ]
         finite = leases["until"][leases["until"] < run.scenario.horizon]
         if len(finite):
             ends.append(float(finite.max()))
@@ -411,7 +664,6 @@ def busy_window(run, pad: float = 4.0) -> tuple[float, float]:
     if len(marks):
         ends.append(float(marks.max()))
     return 0.0, min(float(run.scenario.horizon), max(ends) + pad)
-
 
 
 def lease_clock(run, job: int = 1, ax=None):
@@ -426,7 +678,9 @@ def lease_clock(run, job: int = 1, ax=None):
     if leases.empty:
         raise ConfigError(f"job {job}: no lease in this run")
     if run.scenario.policy.lease_ttl >= LOCK_TTL:
-        raise ConfigError("lease_clock: this run's claims never expire (a lock): there is no clock to draw")
+        raise ConfigError(
+            "lease_clock: this run's claims never expire (a lock): there is no clock to draw"
+        )
     events = run.events
     mine = events[(events["job"] == job) & events["kind"].isin(["claim", "heartbeat"])]
     crashes = events[(events["job"] == job) & (events["kind"] == "crash")]
@@ -436,8 +690,11 @@ def lease_clock(run, job: int = 1, ax=None):
     handles, labels = [], []
     top = 0.0
     for lease in leases.itertuples():
-        renewals = mine[(mine["worker"] == lease.worker) & (mine["attempt"] == lease.attempt)
-                        & (mine["t"] >= lease.start)]
+        renewals = mine[
+            (mine["worker"] == lease.worker)
+            & (mine["attempt"] == lease.attempt)
+            & (mine["t"] >= lease.start)
+        ]
         renewed_at = renewals["t"].to_numpy(float)
         untils = renewals["detail"].to_numpy(float)
         last_until = float(untils[-1])
@@ -459,7 +716,17 @@ def lease_clock(run, job: int = 1, ax=None):
             handles.append(Line2D([], [], color=colour, ls=style, lw=1.8))
             labels.append(f"{lease.worker}'s lease")
         if stop == last_until and stop < horizon:
-            ax.plot([stop], [0], marker="o", ms=8, mfc="white", mec=INK, mew=1.6, zorder=5, gid="expired")
+            ax.plot(
+                [stop],
+                [0],
+                marker="o",
+                ms=8,
+                mfc="white",
+                mec=INK,
+                mew=1.6,
+                zorder=5,
+                gid="expired",
+            )
     for crash in crashes.itertuples():
         ax.axvline(crash.t, color=INK, lw=0.8, ls=":", zorder=1)
         ax.plot([crash.t], [0], marker="x", ms=10, mew=2.2, color=INK, zorder=5, gid="crash")
@@ -468,8 +735,14 @@ def lease_clock(run, job: int = 1, ax=None):
         labels.append("owner crashes")
     if top > 0:
         ax.axhline(ttl, color="#999999", lw=0.9, ls="--", zorder=1)
-        ax.annotate("TTL: a fresh lease", (0, ttl), xytext=(4, 3), textcoords="offset points", fontsize=ANNOTATION_PT,
-                    color="#555555")
+        ax.annotate(
+            "TTL: a fresh lease",
+            (0, ttl),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize=ANNOTATION_PT,
+            color="#555555",
+        )
     handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="white", mec=INK, mew=1.6))
     labels.append("lease runs out: the job is claimable again")
     ax.axhline(0, color=INK, lw=1.0, zorder=2)
@@ -478,10 +751,21 @@ def lease_clock(run, job: int = 1, ax=None):
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("seconds left on the lease")
     name = run.scenario.name
-    ax.set_title(("" if name in ("lease", "lock") else f"{name}: ") + f"time left on each lease of job {job} "
-                 "(a heartbeat resets it; at zero the job is claimable again)", loc="left", fontsize=10)
+    ax.set_title(
+        ("" if name in ("lease", "lock") else f"{name}: ")
+        + f"time left on each lease of job {job} "
+        "(a heartbeat resets it; at zero the job is claimable again)",
+        loc="left",
+        fontsize=10,
+    )
     ax.grid(color="#e6e6e6", lw=0.6)
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=ANNOTATION_PT, frameon=False,
-              borderaxespad=0.0)
+    ax.legend(
+        handles,
+        labels,
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        fontsize=ANNOTATION_PT,
+        frameon=False,
+        borderaxespad=0.0,
+    )
     return ax
-

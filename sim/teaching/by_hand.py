@@ -56,8 +56,15 @@ class Script:
             text = count(len(result), "row") + (f": {_short(result)}" if result else "")
         else:
             text = str(result)
-        self.rows.append({"step": len(self.rows) + 1, "t": self.now, "client": client, "statement": statement,
-                          "result": text})
+        self.rows.append(
+            {
+                "step": len(self.rows) + 1,
+                "t": self.now,
+                "client": client,
+                "statement": statement,
+                "result": text,
+            }
+        )
 
     def sql(self, client: str, query: str, *, ttl: float | None = None, **params):
         """Run the named query (sql/queries.sql) for `client`; returns rows or Blocked."""
@@ -66,7 +73,10 @@ class Script:
             params.setdefault("now", self.now)
         if "lease_until" in q.param_names and ttl is not None:
             params["lease_until"] = self.now + float(ttl)
-        for name, value in QUERY_DEFAULTS.items():  # Policy's defaults: 25 attempts, no retry backoff
+        for (
+            name,
+            value,
+        ) in QUERY_DEFAULTS.items():  # Policy's defaults: 25 attempts, no retry backoff
             if name in q.param_names:
                 params.setdefault(name, value)
         if client not in self._connected:
@@ -106,20 +116,25 @@ class Script:
             raise ConfigError(f"table: {name!r} is not one of {', '.join(TABLE_COLUMNS)}")
         if "_inspector" not in self._connected:
             self.connect("_inspector")
-        return pd.DataFrame(self.db.execute("_inspector", f"dump_{name}", {}), columns=TABLE_COLUMNS[name])
+        return pd.DataFrame(
+            self.db.execute("_inspector", f"dump_{name}", {}), columns=TABLE_COLUMNS[name]
+        )
 
     @property
     def transcript(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows, columns=["step", "t", "client", "statement", "result"]).set_index("step")
+        return pd.DataFrame(
+            self.rows, columns=["step", "t", "client", "statement", "result"]
+        ).set_index("step")
 
     def close(self) -> None:
         self.db.close()
 
 
 def _short(rows: list, limit: int = 3) -> str:
-    shown = ", ".join(str(tuple(round(v, 3) if isinstance(v, float) else v for v in r)) for r in rows[:limit])
+    shown = ", ".join(
+        str(tuple(round(v, 3) if isinstance(v, float) else v for v in r)) for r in rows[:limit]
+    )
     return shown + (", ..." if len(rows) > limit else "")
-
 
 
 class Delivery:
@@ -135,17 +150,34 @@ class Delivery:
     insert, applies the effect when claimed and commits. crash() kills the client mid-way.
     """
 
-    def __init__(self, script: Script, client: str, event_id: str, *, amount_cents: int = 1000,
-                 payload: str | None = None, job_id: int = 1, attempt: int = 1):
+    def __init__(
+        self,
+        script: Script,
+        client: str,
+        event_id: str,
+        *,
+        amount_cents: int = 1000,
+        payload: str | None = None,
+        job_id: int = 1,
+        attempt: int = 1,
+    ):
         self.script, self.client, self.event_id = script, client, event_id
         self.amount_cents, self.job_id, self.attempt = amount_cents, job_id, attempt
-        self.payload = payload if payload is not None else json.dumps({"event_id": event_id, "amount_cents": amount_cents})
+        self.payload = (
+            payload
+            if payload is not None
+            else json.dumps({"event_id": event_id, "amount_cents": amount_cents})
+        )
         self.state = "new"
 
     def start(self) -> str:
         self.script.begin(self.client)
-        rows = self.script.sql(self.client, "insert_dedup_marker", event_id=self.event_id,
-                               payload_hash=payload_hash(self.payload))
+        rows = self.script.sql(
+            self.client,
+            "insert_dedup_marker",
+            event_id=self.event_id,
+            payload_hash=payload_hash(self.payload),
+        )
         return self._after_marker(rows)
 
     def _after_marker(self, rows) -> str:
@@ -155,7 +187,9 @@ class Delivery:
             self.state = "claimed"
         else:
             stored = self.script.sql(self.client, "read_dedup_marker", event_id=self.event_id)
-            self.state = "rejected" if stored and stored[0][1] != payload_hash(self.payload) else "duplicate"
+            self.state = (
+                "rejected" if stored and stored[0][1] != payload_hash(self.payload) else "duplicate"
+            )
         return self.state
 
     def finish(self) -> str:
@@ -165,8 +199,15 @@ class Delivery:
             if self.state == "waiting":
                 return self.state
         if self.state == "claimed":
-            self.script.sql(self.client, "insert_ledger_entry", job_id=self.job_id, event_id=self.event_id,
-                            amount_cents=self.amount_cents, worker=self.client, attempt=self.attempt)
+            self.script.sql(
+                self.client,
+                "insert_ledger_entry",
+                job_id=self.job_id,
+                event_id=self.event_id,
+                amount_cents=self.amount_cents,
+                worker=self.client,
+                attempt=self.attempt,
+            )
             self.script.commit(self.client)
             self.state = "applied"
         elif self.state == "duplicate":
@@ -176,7 +217,9 @@ class Delivery:
             self.script.rollback(self.client)
             self.state = "rejected"
         else:
-            raise ConfigError(f"delivery {self.event_id} by {self.client}: cannot finish from state {self.state!r}")
+            raise ConfigError(
+                f"delivery {self.event_id} by {self.client}: cannot finish from state {self.state!r}"
+            )
         return self.state
 
     def crash(self) -> str:
@@ -198,4 +241,3 @@ def ledger_counts(script: Script) -> pd.Series:
     """Ledger rows per event id (the stored effect)."""
     ledger = script.table("ledger")
     return ledger.groupby("event_id").size().rename("ledger_rows")
-

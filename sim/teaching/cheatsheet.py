@@ -44,13 +44,21 @@ class Proof:
     def row(self) -> str:
         """A Markdown table row: says | measured | notebook."""
         shown = self.measured if self.holds else f"**This run does not show it:** {self.measured}"
-        where = "the figure above" if self.notebook == "11" else f"[{self.notebook}]({_NOTEBOOKS[self.notebook]})"
+        where = (
+            "the figure above"
+            if self.notebook == "11"
+            else f"[{self.notebook}]({_NOTEBOOKS[self.notebook]})"
+        )
         return f"| {self.says} | {shown} | {where} |"
 
 
 _NOTEBOOKS = {
-    "01": "01-what-is-a-lease.ipynb", "02": "02-read-then-write-race.ipynb", "03": "03-heartbeats-and-zombies.ipynb",
-    "04": "04-stuck-watcher-and-recovery.ipynb", "05": "05-duplicate-delivery.ipynb", "06": "06-tune-your-ttl.ipynb",
+    "01": "01-what-is-a-lease.ipynb",
+    "02": "02-read-then-write-race.ipynb",
+    "03": "03-heartbeats-and-zombies.ipynb",
+    "04": "04-stuck-watcher-and-recovery.ipynb",
+    "05": "05-duplicate-delivery.ipynb",
+    "06": "06-tune-your-ttl.ipynb",
     "07": "07-how-popular-queues-recover.ipynb",
 }
 
@@ -64,23 +72,33 @@ def table(proofs: list[Proof]) -> str:
 
 # ---- the scenes the proofs share --------------------------------------------------------------------
 
+
 def _crash_scene(seed: int, crash_at: float = 12.0):
     """01's crash with a lock and with a lease."""
     import sim
 
-    return (sim.run(one_job(crash_at=crash_at, lock=True, seed=seed)),
-            sim.run(one_job(crash_at=crash_at, seed=seed)))
+    return (
+        sim.run(one_job(crash_at=crash_at, lock=True, seed=seed)),
+        sim.run(one_job(crash_at=crash_at, seed=seed)),
+    )
 
 
 def _long_jobs(seed: int):
     """03's long jobs without and with a heartbeat (every 10 s)."""
     import sim
 
-    return (sim.run("no-heartbeat-long-jobs", seed=seed),
-            sim.run("no-heartbeat-long-jobs", seed=seed, **{"policy.heartbeat": True, "policy.heartbeat_interval": 10.0}))
+    return (
+        sim.run("no-heartbeat-long-jobs", seed=seed),
+        sim.run(
+            "no-heartbeat-long-jobs",
+            seed=seed,
+            **{"policy.heartbeat": True, "policy.heartbeat_interval": 10.0},
+        ),
+    )
 
 
 # ---- the six checklist items --------------------------------------------------------------------------
+
 
 def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     """Items 1 to 6, each with its number."""
@@ -89,50 +107,81 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     race = sim.preset("read-then-write-race")
     naive = sim.run(race, seed=seed).summary
     fixed = sim.run(race, seed=seed, **{"policy.claim": "conditional_update", "expect": []}).summary
-    one = Proof("checklist:1", "The claim is one atomic `UPDATE ... WHERE`, not read-then-write.",
-                f"Read-then-write: {count(int(naive.double_claims), 'double claim')} in {int(naive.leases)} leases, "
-                f"{count(int(naive.duplicate_external_effects), 'payment')} charged twice; the conditional UPDATE on the "
-                f"same arrivals: {count(int(fixed.double_claims), 'double claim')}.", "02",
-                naive.double_claims > 0 and fixed.double_claims == 0)
+    one = Proof(
+        "checklist:1",
+        "The claim is one atomic `UPDATE ... WHERE`, not read-then-write.",
+        f"Read-then-write: {count(int(naive.double_claims), 'double claim')} in {int(naive.leases)} leases, "
+        f"{count(int(naive.duplicate_external_effects), 'payment')} charged twice; the conditional UPDATE on the "
+        f"same arrivals: {count(int(fixed.double_claims), 'double claim')}.",
+        "02",
+        naive.double_claims > 0 and fixed.double_claims == 0,
+    )
 
     bare, beating = _long_jobs(seed)
     s, b = bare.summary, beating.summary
     ttl = bare.scenario.policy.lease_ttl
     longest = float((bare.leases["released_at"] - bare.leases["start"]).max())
-    two = Proof("checklist:2", "The TTL really exceeds the longest expected processing.",
-                f"A {ttl:g} s TTL without heartbeat, jobs up to {longest:.3g} s: {int(s.false_expiries)} of "
-                f"{int(s.leases)} leases expired under a live owner, {count(int(s.duplicate_external_effects), 'extra charge')}.",
-                "03", s.false_expiries > 0 and longest > ttl)
-    three = Proof("checklist:3", "Long jobs renew their lease by heartbeat.",
-                  f"The same jobs and TTL with a heartbeat every {beating.scenario.policy.heartbeat_interval:g} s: "
-                  f"{count(int(b.false_expiries), 'false expiry', 'false expiries')}, {int(b.completed)} of {int(b.jobs)} "
-                  "jobs completed.", "03", b.false_expiries == 0 and b.completed == b.jobs)
+    two = Proof(
+        "checklist:2",
+        "The TTL really exceeds the longest expected processing.",
+        f"A {ttl:g} s TTL without heartbeat, jobs up to {longest:.3g} s: {int(s.false_expiries)} of "
+        f"{int(s.leases)} leases expired under a live owner, {count(int(s.duplicate_external_effects), 'extra charge')}.",
+        "03",
+        s.false_expiries > 0 and longest > ttl,
+    )
+    three = Proof(
+        "checklist:3",
+        "Long jobs renew their lease by heartbeat.",
+        f"The same jobs and TTL with a heartbeat every {beating.scenario.policy.heartbeat_interval:g} s: "
+        f"{count(int(b.false_expiries), 'false expiry', 'false expiries')}, {int(b.completed)} of {int(b.jobs)} "
+        "jobs completed.",
+        "03",
+        b.false_expiries == 0 and b.completed == b.jobs,
+    )
 
     watched = sim.run("crash-recovery", seed=seed, **{"workload.jobs": crash_jobs})
-    orphaned = sim.run("crash-recovery", seed=seed, **{"workload.jobs": crash_jobs, "policy.watcher": False})
+    orphaned = sim.run(
+        "crash-recovery", seed=seed, **{"workload.jobs": crash_jobs, "policy.watcher": False}
+    )
     jobs = orphaned.table_jobs
-    stuck = jobs[(jobs["status"] == "Processing") & (jobs["lease_until"] < orphaned.scenario.horizon)]
+    stuck = jobs[
+        (jobs["status"] == "Processing") & (jobs["lease_until"] < orphaned.scenario.horizon)
+    ]
     rec = watched.recoveries
-    four = Proof("checklist:4", "The stuck watcher runs periodically.",
-                 f"Without a watcher, {count(len(stuck), 'job')} stayed `Processing` with an expired lease until the run "
-                 f"ended; with one every {watched.scenario.policy.watcher_interval:g} s, "
-                 f"{int(rec['latency'].notna().sum())} of {count(len(rec), 'crashed job')} were claimed again.",
-                 "04", len(stuck) > 0 and len(rec) > 0 and bool(rec["latency"].notna().all()))
+    four = Proof(
+        "checklist:4",
+        "The stuck watcher runs periodically.",
+        f"Without a watcher, {count(len(stuck), 'job')} stayed `Processing` with an expired lease until the run "
+        f"ended; with one every {watched.scenario.policy.watcher_interval:g} s, "
+        f"{int(rec['latency'].notna().sum())} of {count(len(rec), 'crashed job')} were claimed again.",
+        "04",
+        len(stuck) > 0 and len(rec) > 0 and bool(rec["latency"].notna().all()),
+    )
 
     _, lease_run = _crash_scene(seed)
     row = lease_run.table_jobs.iloc[0]
     claims = lease_run.events.query("kind == 'claim'")
-    five = Proof("checklist:5", "`lease_owner` is stored for diagnosis.",
-                 f"After {claims['worker'].iloc[0]} crashed, the row names `lease_owner` = {row.lease_owner}, "
-                 "the worker that took the job over.", "01",
-                 row.lease_owner == claims["worker"].iloc[-1] != claims["worker"].iloc[0])
-    six = Proof("checklist:6", "`attempts` is incremented on every lease and kept.",
-                f"`attempts` = {int(row.attempts)} on the row, one per claim in the event log "
-                f"({count(len(claims), 'claim')}).", "01", int(row.attempts) == len(claims) >= 2)
+    five = Proof(
+        "checklist:5",
+        "`lease_owner` is stored for diagnosis.",
+        f"After {claims['worker'].iloc[0]} crashed, the row names `lease_owner` = {row.lease_owner}, "
+        "the worker that took the job over.",
+        "01",
+        row.lease_owner == claims["worker"].iloc[-1] != claims["worker"].iloc[0],
+    )
+    six = Proof(
+        "checklist:6",
+        "`attempts` is incremented on every lease and kept.",
+        f"`attempts` = {int(row.attempts)} on the row, one per claim in the event log "
+        f"({count(len(claims), 'claim')}).",
+        "01",
+        int(row.attempts) == len(claims) >= 2,
+    )
     return [one, two, three, four, five, six]
 
 
 # ---- the three confusions -----------------------------------------------------------------------------
+
 
 def confusions(seed: int = 1) -> list[Proof]:
     import sim
@@ -140,11 +189,15 @@ def confusions(seed: int = 1) -> list[Proof]:
     lock_run, lease_run = _crash_scene(seed)
     crash = float(lease_run.events.query("kind == 'crash'")["t"].iloc[0])
     recovery = lease_run.recoveries.iloc[0]
-    lock = Proof("confused:lease-vs-lock", "A lease is not a lock: a lease expires; a lock can stay forever.",
-                 f"The owner crashed at {crash:g} s. With a lock the job was still not claimed again when the run ended "
-                 f"at {lock_run.scenario.horizon:g} s; with a lease {recovery.reclaimed_by} took it "
-                 f"{recovery.latency:.3g} s after the crash.", "01",
-                 bool(lock_run.recoveries["latency"].isna().all()) and recovery.latency > 0)
+    lock = Proof(
+        "confused:lease-vs-lock",
+        "A lease is not a lock: a lease expires; a lock can stay forever.",
+        f"The owner crashed at {crash:g} s. With a lock the job was still not claimed again when the run ended "
+        f"at {lock_run.scenario.horizon:g} s; with a lease {recovery.reclaimed_by} took it "
+        f"{recovery.latency:.3g} s after the crash.",
+        "01",
+        bool(lock_run.recoveries["latency"].isna().all()) and recovery.latency > 0,
+    )
 
     results = {}
     for claim in ("claim_unconditional", "claim_conditional"):
@@ -156,75 +209,123 @@ def confusions(seed: int = 1) -> list[Proof]:
             script.sql(worker, claim, id=1, owner=worker, ttl=30)
         rows = script.transcript.query("statement == @claim")["result"]
         results[claim] = int(rows.str.startswith("1 row").sum())
-    race = Proof("confused:read-then-write-vs-conditional-update",
-                 "Read-then-write is not enough; the conditional UPDATE is atomic.",
-                 f"Two workers read the same `Pending` job: {results['claim_unconditional']} of 2 unconditional UPDATEs "
-                 f"returned the row (both think they own it); {results['claim_conditional']} of 2 conditional ones did.",
-                 "02", results["claim_unconditional"] == 2 and results["claim_conditional"] == 1)
+    race = Proof(
+        "confused:read-then-write-vs-conditional-update",
+        "Read-then-write is not enough; the conditional UPDATE is atomic.",
+        f"Two workers read the same `Pending` job: {results['claim_unconditional']} of 2 unconditional UPDATEs "
+        f"returned the row (both think they own it); {results['claim_conditional']} of 2 conditional ones did.",
+        "02",
+        results["claim_unconditional"] == 2 and results["claim_conditional"] == 1,
+    )
 
     sqs = sim.run("sqs-visibility", seed=seed)
     reappeared = int(sqs.leases["false_expiry"].sum())
-    nack = Proof("confused:nack-vs-lease",
-                 "A nack or visibility timeout manages visibility; a lease keeps the job's state and attempts.",
-                 f"In the SQS preset {count(reappeared, 'message')} reappeared while the first consumer was still "
-                 "working: the broker's timer knows nothing of the job. The lease row answers *stuck? who? how many "
-                 "tries?* with one query.", "07", reappeared > 0)
+    nack = Proof(
+        "confused:nack-vs-lease",
+        "A nack or visibility timeout manages visibility; a lease keeps the job's state and attempts.",
+        f"In the SQS preset {count(reappeared, 'message')} reappeared while the first consumer was still "
+        "working: the broker's timer knows nothing of the job. The lease row answers *stuck? who? how many "
+        "tries?* with one query.",
+        "07",
+        reappeared > 0,
+    )
     return [lock, race, nack]
 
 
 # ---- the four takeaways --------------------------------------------------------------------------------
 
-def takeaways(seed: int = 1, *, race_jobs: int = 100, race_replications: int = 2, stall_jobs: int = 300,
-              recovery_replications: int = 12) -> list[Proof]:
+
+def takeaways(
+    seed: int = 1,
+    *,
+    race_jobs: int = 100,
+    race_replications: int = 2,
+    stall_jobs: int = 300,
+    recovery_replications: int = 12,
+) -> list[Proof]:
     import sim
 
     _, lease_run = _crash_scene(seed)
     dead = lease_run.leases.iloc[0]
     crash = float(lease_run.events.query("kind == 'crash'")["t"].iloc[0])
     recovery = lease_run.recoveries.iloc[0]
-    ends = Proof("takeaway:1", CHEAT_SHEET_TAGS["takeaway:1"] + ".",
-                 f"{dead.worker} crashed at {crash:g} s and released nothing; its lease ran out by itself at "
-                 f"{dead.until:.4g} s and {recovery.reclaimed_by} claimed the job at {recovery.reclaimed_at:.4g} s.",
-                 "01", dead.until > crash and recovery.reclaimed_at >= dead.until)
+    ends = Proof(
+        "takeaway:1",
+        CHEAT_SHEET_TAGS["takeaway:1"] + ".",
+        f"{dead.worker} crashed at {crash:g} s and released nothing; its lease ran out by itself at "
+        f"{dead.until:.4g} s and {recovery.reclaimed_by} claimed the job at {recovery.reclaimed_at:.4g} s.",
+        "01",
+        dead.until > crash and recovery.reclaimed_at >= dead.until,
+    )
 
     race = sim.preset("read-then-write-race").with_overrides({"workload.jobs": race_jobs})
     shares = {}
     for workers in (2, 32):
-        runs = [sim.run(race, seed=seed + k, **{"policy.workers": workers, "policy.select_to_update_gap": 0.02})
-                for k in range(race_replications)]
-        shares[workers] = sum(r.summary.double_claims for r in runs) / max(1, sum(r.summary.leases for r in runs))
-    atomic = Proof("takeaway:2", CHEAT_SHEET_TAGS["takeaway:2"] + ".",
-                   f"With read-then-write and a 20 ms gap, {pct(shares[2])} of leases were double claims with 2 workers "
-                   f"and {pct(shares[32])} with 32: rare on a quiet queue, common on a busy one.", "02",
-                   shares[32] > shares[2])
+        runs = [
+            sim.run(
+                race,
+                seed=seed + k,
+                **{"policy.workers": workers, "policy.select_to_update_gap": 0.02},
+            )
+            for k in range(race_replications)
+        ]
+        shares[workers] = sum(r.summary.double_claims for r in runs) / max(
+            1, sum(r.summary.leases for r in runs)
+        )
+    atomic = Proof(
+        "takeaway:2",
+        CHEAT_SHEET_TAGS["takeaway:2"] + ".",
+        f"With read-then-write and a 20 ms gap, {pct(shares[2])} of leases were double claims with 2 workers "
+        f"and {pct(shares[32])} with 32: rare on a quiet queue, common on a busy one.",
+        "02",
+        shares[32] > shares[2],
+    )
 
     stalling = stalling_queue(jobs=stall_jobs, seed=seed)
     rates = {}
     for beat in (False, True):
         s = sim.run(stalling, **{"policy.lease_ttl": 5.0, "policy.heartbeat": beat}).summary
         rates[beat] = s.false_expiries / max(1, s.leases)
-    renew = Proof("takeaway:3", CHEAT_SHEET_TAGS["takeaway:3"] + ".",
-                  f"On a queue whose workers stall, at a 5 s TTL, {pct(rates[False])} of leases expired under a live "
-                  f"owner without a heartbeat and {pct(rates[True])} with one.", "03", rates[True] < rates[False])
+    renew = Proof(
+        "takeaway:3",
+        CHEAT_SHEET_TAGS["takeaway:3"] + ".",
+        f"On a queue whose workers stall, at a 5 s TTL, {pct(rates[False])} of leases expired under a live "
+        f"owner without a heartbeat and {pct(rates[True])} with one.",
+        "03",
+        rates[True] < rates[False],
+    )
 
     experiment = recovery_experiment()
     p = experiment.policy
-    latencies = [sim.run(experiment, seed=seed + k).recoveries["latency"].iloc[0] for k in range(recovery_replications)]
+    latencies = [
+        sim.run(experiment, seed=seed + k).recoveries["latency"].iloc[0]
+        for k in range(recovery_replications)
+    ]
     mean, low, high, n = mean_ci(latencies)
-    theory = analytic.recovery_latency_mean(ttl=p.lease_ttl, heartbeat_interval=p.heartbeat_interval,
-                                            poll_interval=p.poll_interval, watcher_interval=p.watcher_interval,
-                                            latency=experiment.workload.statement_latency.value)
-    watcher = Proof("takeaway:4", CHEAT_SHEET_TAGS["takeaway:4"] + ".",
-                    ("Every one" if n == recovery_replications else f"Only {n}")
-                    + f" of {count(recovery_replications, 'crash', 'crashes')} of a job's owner "
-                    + ("was" if n == recovery_replications else "were") + " recovered by the "
-                    f"watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average (95% interval {low:.3g} to {high:.3g} s); "
-                    f"the formula L - h/2 + W/2 + P/2 says {theory:.3g} s.", "04",
-                    n == recovery_replications and bool(np.isfinite(low)) and low <= theory <= high)
+    theory = analytic.recovery_latency_mean(
+        ttl=p.lease_ttl,
+        heartbeat_interval=p.heartbeat_interval,
+        poll_interval=p.poll_interval,
+        watcher_interval=p.watcher_interval,
+        latency=experiment.workload.statement_latency.value,
+    )
+    watcher = Proof(
+        "takeaway:4",
+        CHEAT_SHEET_TAGS["takeaway:4"] + ".",
+        ("Every one" if n == recovery_replications else f"Only {n}")
+        + f" of {count(recovery_replications, 'crash', 'crashes')} of a job's owner "
+        + ("was" if n == recovery_replications else "were")
+        + " recovered by the "
+        f"watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average (95% interval {low:.3g} to {high:.3g} s); "
+        f"the formula L - h/2 + W/2 + P/2 says {theory:.3g} s.",
+        "04",
+        n == recovery_replications and bool(np.isfinite(low)) and low <= theory <= high,
+    )
     return [ends, atomic, renew, watcher]
 
 
 # ---- the rules of thumb -------------------------------------------------------------------------------
+
 
 def watcher_rule(frame: pd.DataFrame) -> Proof:
     """From rules_of_thumb.repeat_recovery(): multiples of h lengthen the repeat recovery beyond
@@ -232,19 +333,33 @@ def watcher_rule(frame: pd.DataFrame) -> Proof:
     multiples, others = frame[frame["multiple"]], frame[~frame["multiple"]]
     h = float(frame["heartbeat_interval"].iloc[0])
     worst = multiples.loc[multiples["excess"].idxmax()] if len(multiples) else None
-    holds = (worst is not None and len(others) > 0 and bool((multiples["ci_low"] > multiples["theory"]).all())
-             and multiples["excess"].mean() > others["excess"].mean())
+    holds = (
+        worst is not None
+        and len(others) > 0
+        and bool((multiples["ci_low"] > multiples["theory"]).all())
+        and multiples["excess"].mean() > others["excess"].mean()
+    )
     if worst is None or not len(others):
-        measured = "The intervals tried need both multiples of the heartbeat interval and other intervals."
+        measured = (
+            "The intervals tried need both multiples of the heartbeat interval and other intervals."
+        )
     else:
         outside = bool((multiples["ci_low"] > multiples["theory"]).all())
-        measured = (f"Heartbeat every {h:g} s: at W = " + ", ".join(f"{w:g}" for w in multiples["watcher_interval"])
-                    + f" s a repeat recovery took on average {multiples['excess'].mean():.2g} s longer than the formula "
-                    f"(up to {worst['excess']:.2g} s at W = {worst['watcher_interval']:g} s; the formula is "
-                    f"{'below the 95% interval at every multiple' if outside else 'inside some of their 95% intervals'}); "
-                    f"at the other intervals tried, {others['excess'].mean():.2g} s on average.")
-    return Proof("rule:watcher-not-a-multiple-of-heartbeat", CHEAT_SHEET_TAGS["rule:watcher-not-a-multiple-of-heartbeat"]
-                 + ".", measured, "11", holds)
+        measured = (
+            f"Heartbeat every {h:g} s: at W = "
+            + ", ".join(f"{w:g}" for w in multiples["watcher_interval"])
+            + f" s a repeat recovery took on average {multiples['excess'].mean():.2g} s longer than the formula "
+            f"(up to {worst['excess']:.2g} s at W = {worst['watcher_interval']:g} s; the formula is "
+            f"{'below the 95% interval at every multiple' if outside else 'inside some of their 95% intervals'}); "
+            f"at the other intervals tried, {others['excess'].mean():.2g} s on average."
+        )
+    return Proof(
+        "rule:watcher-not-a-multiple-of-heartbeat",
+        CHEAT_SHEET_TAGS["rule:watcher-not-a-multiple-of-heartbeat"] + ".",
+        measured,
+        "11",
+        holds,
+    )
 
 
 def load_rule(frame: pd.DataFrame) -> Proof:
@@ -253,26 +368,49 @@ def load_rule(frame: pd.DataFrame) -> Proof:
     light, busy = frame.iloc[0], frame.iloc[-1]
     busy_p95_out = not (busy["p95_ci_low"] <= busy["closed_form_p95"] <= busy["p95_ci_high"])
     holds = bool(light["mean_inside"]) and (not bool(busy["mean_inside"]) or busy_p95_out)
-    measured = (f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s "
-                f"({light['mean_ci_low']:.3g} to {light['mean_ci_high']:.3g}), contains the closed form's "
-                f"{light['closed_form_mean']:.3g} s" if light["mean_inside"] else
-                f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s, misses "
-                f"the closed form's {light['closed_form_mean']:.3g} s already")
-    mean_where = "inside" if busy["mean_inside"] else (
-        "below" if busy["closed_form_mean"] < busy["mean_ci_low"] else "above")
-    p95_where = "inside" if not busy_p95_out else (
-        "below" if busy["closed_form_p95"] < busy["p95_ci_low"] else "above")
-    measured += (f"; at {100 * busy['utilization']:.0f}% it is {busy['mean']:.3g} s ({busy['mean_ci_low']:.3g} to "
-                 f"{busy['mean_ci_high']:.3g}, the closed form {mean_where}) and the 95th percentile {busy['p95']:.3g} s "
-                 f"({busy['p95_ci_low']:.3g} to {busy['p95_ci_high']:.3g}) against the light-load "
-                 f"{busy['closed_form_p95']:.3g} s ({p95_where}): on a busy queue the requeued job also waits for a "
-                 "free worker.")
-    return Proof("rule:simulate-percentiles-and-load", CHEAT_SHEET_TAGS["rule:simulate-percentiles-and-load"] + ".",
-                 measured, "11", holds)
+    measured = (
+        f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s "
+        f"({light['mean_ci_low']:.3g} to {light['mean_ci_high']:.3g}), contains the closed form's "
+        f"{light['closed_form_mean']:.3g} s"
+        if light["mean_inside"]
+        else f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s, misses "
+        f"the closed form's {light['closed_form_mean']:.3g} s already"
+    )
+    mean_where = (
+        "inside"
+        if busy["mean_inside"]
+        else ("below" if busy["closed_form_mean"] < busy["mean_ci_low"] else "above")
+    )
+    p95_where = (
+        "inside"
+        if not busy_p95_out
+        else ("below" if busy["closed_form_p95"] < busy["p95_ci_low"] else "above")
+    )
+    measured += (
+        f"; at {100 * busy['utilization']:.0f}% it is {busy['mean']:.3g} s ({busy['mean_ci_low']:.3g} to "
+        f"{busy['mean_ci_high']:.3g}, the closed form {mean_where}) and the 95th percentile {busy['p95']:.3g} s "
+        f"({busy['p95_ci_low']:.3g} to {busy['p95_ci_high']:.3g}) against the light-load "
+        f"{busy['closed_form_p95']:.3g} s ({p95_where}): on a busy queue the requeued job also waits for a "
+        "free worker."
+    )
+    return Proof(
+        "rule:simulate-percentiles-and-load",
+        CHEAT_SHEET_TAGS["rule:simulate-percentiles-and-load"] + ".",
+        measured,
+        "11",
+        holds,
+    )
 
 
-def rules(seed: int = 1, *, watcher_intervals=(9.0, 10.0, 11.0, 15.0, 20.0), replications: int = 12,
-          utilizations=(0.1, 0.8), load_replications: int = 4, load_jobs: int = 150):
+def rules(
+    seed: int = 1,
+    *,
+    watcher_intervals=(9.0, 10.0, 11.0, 15.0, 20.0),
+    replications: int = 12,
+    utilizations=(0.1, 0.8),
+    load_replications: int = 4,
+    load_jobs: int = 150,
+):
     """(repeat-recovery frame, load frame, [watcher rule, load rule])."""
     repeat = repeat_recovery(watcher_intervals, replications=replications, seed=seed)
     load = load_recovery(utilizations, replications=load_replications, jobs=load_jobs, seed=seed)

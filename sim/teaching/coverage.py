@@ -45,7 +45,9 @@ def _notebooks_dir(directory: str | Path | None) -> Path:
     return Path(__file__).resolve().parents[2] / "notebooks"
 
 
-def coverage(directory: str | Path | None = None, tags: Mapping[str, str] | None = None) -> pd.DataFrame:
+def coverage(
+    directory: str | Path | None = None, tags: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """One row per (tag, cell) of the notebooks in `directory`: the notebook, the section (the
     nearest heading above the cell) and the cell's index. Tags missing from every notebook appear
     once with an empty notebook, so a gap is visible. `tags` defaults to REQUIRED_TAGS + DEDUP_TAGS."""
@@ -62,17 +64,30 @@ def coverage(directory: str | Path | None = None, tags: Mapping[str, str] | None
                         section = line.lstrip("#").strip()
             for tag in cell.get("metadata", {}).get("tags", []):
                 if tag in wanted:
-                    rows.append({"tag": tag, "meaning": wanted[tag], "notebook": path.name, "section": section,
-                                 "cell": i, "cell_type": cell["cell_type"]})
-    frame = pd.DataFrame(rows, columns=["tag", "meaning", "notebook", "section", "cell", "cell_type"])
-    missing = [{"tag": t, "meaning": m, "notebook": "", "section": "", "cell": -1, "cell_type": ""}
-               for t, m in wanted.items() if t not in set(frame["tag"])]
+                    rows.append(
+                        {
+                            "tag": tag,
+                            "meaning": wanted[tag],
+                            "notebook": path.name,
+                            "section": section,
+                            "cell": i,
+                            "cell_type": cell["cell_type"],
+                        }
+                    )
+    frame = pd.DataFrame(
+        rows, columns=["tag", "meaning", "notebook", "section", "cell", "cell_type"]
+    )
+    missing = [
+        {"tag": t, "meaning": m, "notebook": "", "section": "", "cell": -1, "cell_type": ""}
+        for t, m in wanted.items()
+        if t not in set(frame["tag"])
+    ]
     if missing:
         frame = pd.concat([frame, pd.DataFrame(missing)], ignore_index=True)
     order = {t: i for i, t in enumerate(wanted)}
-    return frame.sort_values(["tag", "notebook", "cell"], key=lambda s: s.map(order) if s.name == "tag" else s) \
-        .reset_index(drop=True)
-
+    return frame.sort_values(
+        ["tag", "notebook", "cell"], key=lambda s: s.map(order) if s.name == "tag" else s
+    ).reset_index(drop=True)
 
 
 def coverage_markdown(frame: pd.DataFrame) -> str:
@@ -80,7 +95,9 @@ def coverage_markdown(frame: pd.DataFrame) -> str:
     lines = ["| tag | what it means | shown in |", "|---|---|---|"]
     for tag, group in frame.groupby("tag", sort=False):
         places = dict.fromkeys((r.notebook, r.section) for r in group.itertuples())
-        where = "; ".join(f"[{notebook}]({notebook}) ({section})" if notebook else "**not shown anywhere**"
-                          for notebook, section in places)
+        where = "; ".join(
+            f"[{notebook}]({notebook}) ({section})" if notebook else "**not shown anywhere**"
+            for notebook, section in places
+        )
         lines.append(f"| `{tag}` | {group['meaning'].iloc[0]} | {where} |")
     return "\n".join(lines)

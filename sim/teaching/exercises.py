@@ -44,8 +44,11 @@ def _unanswered(hint: str) -> Verdict:
 
 def _set_mismatch(*parts: tuple[set, str]) -> str:
     """'a, b let two workers win; c is safe too': each non-empty set, sorted, with its remark."""
-    return "; ".join(f"{', '.join(f'{x:g}' if isinstance(x, float) else str(x) for x in sorted(items))} {remark}"
-                     for items, remark in parts if items)
+    return "; ".join(
+        f"{', '.join(f'{x:g}' if isinstance(x, float) else str(x) for x in sorted(items))} {remark}"
+        for items, remark in parts
+        if items
+    )
 
 
 def _number(answer) -> float | None:
@@ -66,31 +69,51 @@ def check_lease_end(answer, run) -> Verdict:
         raise ConfigError("check_lease_end: this run has no crashed lease")
     lease = crashed.iloc[0]
     truth = float(lease["until"])
-    renewed = run.events[(run.events["worker"] == lease["worker"]) & (run.events["job"] == lease["job"])
-                         & run.events["kind"].isin(["claim", "heartbeat"])]
+    renewed = run.events[
+        (run.events["worker"] == lease["worker"])
+        & (run.events["job"] == lease["job"])
+        & run.events["kind"].isin(["claim", "heartbeat"])
+    ]
     last = float(renewed["t"].max())
     value = _number(answer)
     if value is not None and abs(value - truth) <= 0.5:
-        return Verdict(True, f"The lease was last renewed at {last:.3g} s and runs out at {truth:.4g} s = "
-                             f"{last:.3g} s + TTL {run.scenario.policy.lease_ttl:g} s, however early the owner died.")
-    return Verdict(False, f"Look for the last claim or heartbeat of {lease['worker']} before the crash "
-                          f"at {lease['end']:.3g} s in `run.events`; {hint}")
+        return Verdict(
+            True,
+            f"The lease was last renewed at {last:.3g} s and runs out at {truth:.4g} s = "
+            f"{last:.3g} s + TTL {run.scenario.policy.lease_ttl:g} s, however early the owner died.",
+        )
+    return Verdict(
+        False,
+        f"Look for the last claim or heartbeat of {lease['worker']} before the crash "
+        f"at {lease['end']:.3g} s in `run.events`; {hint}",
+    )
 
 
 def check_lock_recovery(answer, run) -> Verdict:
     """01: with a lock (no expiry), when is the crashed owner's job claimed again? ('never')"""
     if answer is None:
-        return _unanswered("what would have to happen for another worker to take a lock nobody releases?")
+        return _unanswered(
+            "what would have to happen for another worker to take a lock nobody releases?"
+        )
     recovered = run.recoveries["latency"].notna().any()
-    never = (isinstance(answer, str) and answer.strip().lower() in ("never", "none", "inf", "infinity")) or \
-        (_number(answer) is not None and math.isinf(_number(answer)))
+    never = (
+        isinstance(answer, str) and answer.strip().lower() in ("never", "none", "inf", "infinity")
+    ) or (_number(answer) is not None and math.isinf(_number(answer)))
     if recovered:
-        raise ConfigError("check_lock_recovery: in this run the job was claimed again; pass the lock run")
+        raise ConfigError(
+            "check_lock_recovery: in this run the job was claimed again; pass the lock run"
+        )
     if never:
-        return Verdict(True, f"In this run the job is still {run.jobs['status'].iloc[0]} at the horizon "
-                             f"({run.scenario.horizon:g} s): a lock has no expiry, so nobody may take it.")
-    return Verdict(False, "Nothing ever releases the lock: the dead owner cannot, and no clock runs out. "
-                          "Answer 'never' (or math.inf).")
+        return Verdict(
+            True,
+            f"In this run the job is still {run.jobs['status'].iloc[0]} at the horizon "
+            f"({run.scenario.horizon:g} s): a lock has no expiry, so nobody may take it.",
+        )
+    return Verdict(
+        False,
+        "Nothing ever releases the lock: the dead owner cannot, and no clock runs out. "
+        "Answer 'never' (or math.inf).",
+    )
 
 
 @cache
@@ -99,9 +122,21 @@ def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, 
 
     out = {}
     for strategy in STRATEGIES:
-        out[strategy] = sum(int(sim.run("read-then-write-race", seed=s, **{
-            "policy.claim": strategy, "workload.jobs": 120, "horizon": 90.0, "expect": []}).summary["double_claims"])
-            for s in seeds)
+        out[strategy] = sum(
+            int(
+                sim.run(
+                    "read-then-write-race",
+                    seed=s,
+                    **{
+                        "policy.claim": strategy,
+                        "workload.jobs": 120,
+                        "horizon": 90.0,
+                        "expect": [],
+                    },
+                ).summary["double_claims"]
+            )
+            for s in seeds
+        )
     return out
 
 
@@ -119,15 +154,24 @@ def check_safe_claims(answer) -> Verdict:
     chosen = {_strategy(a) for a in answer}
     unknown = chosen - set(STRATEGIES)
     if unknown:
-        return Verdict(False, f"{', '.join(sorted(unknown))}: not a claim strategy; choose among {', '.join(STRATEGIES)}.")
+        return Verdict(
+            False,
+            f"{', '.join(sorted(unknown))}: not a claim strategy; choose among {', '.join(STRATEGIES)}.",
+        )
     counts = _double_claims_by_strategy()
     safe = {s for s, n in counts.items() if n == 0}
     evidence = "; ".join(f"{s}: {n} double claims" for s, n in counts.items())
     if chosen == safe:
-        return Verdict(True, f"Measured on three contended runs each: {evidence}. The safe ones decide "
-                             "and write in one atomic step (or hold the row lock from the read to the write).")
-    return Verdict(False, _set_mismatch((chosen - safe, "let two workers win"), (safe - chosen, "is safe too"))
-                   + f". Measured: {evidence}.")
+        return Verdict(
+            True,
+            f"Measured on three contended runs each: {evidence}. The safe ones decide "
+            "and write in one atomic step (or hold the row lock from the read to the write).",
+        )
+    return Verdict(
+        False,
+        _set_mismatch((chosen - safe, "let two workers win"), (safe - chosen, "is safe too"))
+        + f". Measured: {evidence}.",
+    )
 
 
 def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
@@ -138,12 +182,21 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
     truth = str(waits.idxmax())
     chosen = _strategy(answer)
     if chosen == truth:
-        return Verdict(True, f"{truth} waited {waits[truth]:.3g} s on row locks in these runs: every worker "
-                             "blocks on the same oldest row until its holder commits, one after another.")
+        return Verdict(
+            True,
+            f"{truth} waited {waits[truth]:.3g} s on row locks in these runs: every worker "
+            "blocks on the same oldest row until its holder commits, one after another.",
+        )
     if chosen not in waits.index:
-        return Verdict(False, f"{answer!r} is not a strategy of this experiment; choose among {', '.join(waits.index)}.")
-    return Verdict(False, f"{chosen} waited {waits[chosen]:.3g} s on row locks; one strategy "
-                          "waited far longer. A blocking lock makes the others wait, a skipped one does not.")
+        return Verdict(
+            False,
+            f"{answer!r} is not a strategy of this experiment; choose among {', '.join(waits.index)}.",
+        )
+    return Verdict(
+        False,
+        f"{chosen} waited {waits[chosen]:.3g} s on row locks; one strategy "
+        "waited far longer. A blocking lock makes the others wait, a skipped one does not.",
+    )
 
 
 def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> bool:
@@ -151,49 +204,100 @@ def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float 
     (just before a heartbeat is sent, so the last renewal is a full interval old)? Simulated."""
     import sim
 
-    probe = sim.run(one_job(ttl=ttl, heartbeat_interval=heartbeat_interval, work=1000.0, workers=1, horizon=60.0,
-                            name="pause-probe"))
+    probe = sim.run(
+        one_job(
+            ttl=ttl,
+            heartbeat_interval=heartbeat_interval,
+            work=1000.0,
+            workers=1,
+            horizon=60.0,
+            name="pause-probe",
+        )
+    )
     beats = probe.events.loc[probe.events["kind"] == "heartbeat", "t"].to_numpy(float)
     wake = (beats[1] if len(beats) > 1 else beats[0]) - 0.002  # the heartbeat statement takes 2 ms
-    run = sim.run(one_job(ttl=ttl, heartbeat_interval=heartbeat_interval, work=1000.0, workers=1,
-                          pause=(wake - 0.001, pause), horizon=wake + pause + ttl + 10.0, name="pause-probe"))
+    run = sim.run(
+        one_job(
+            ttl=ttl,
+            heartbeat_interval=heartbeat_interval,
+            work=1000.0,
+            workers=1,
+            pause=(wake - 0.001, pause),
+            horizon=wake + pause + ttl + 10.0,
+            name="pause-probe",
+        )
+    )
     return int(run.summary["false_expiries"]) == 0
 
 
 def check_pause_ttl(answer, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> Verdict:
     """03: the smallest whole-second TTL whose lease survives the worst-placed pause."""
     if answer is None:
-        return _unanswered("the pause can start just before a heartbeat, when the lease is already one interval old.")
+        return _unanswered(
+            "the pause can start just before a heartbeat, when the lease is already one interval old."
+        )
     value = _number(answer)
     if value is None or isinstance(answer, bool):
-        return Verdict(False, f"Give the TTL as a whole number of seconds, e.g. 20; {answer!r} is not a number.")
+        return Verdict(
+            False,
+            f"Give the TTL as a whole number of seconds, e.g. 20; {answer!r} is not a number.",
+        )
     if not value.is_integer():
-        return Verdict(False, f"The exercise asks for whole seconds, and {value:g} s is not a whole number: give "
-                              "the shortest TTL, in whole seconds, with which the lease never lapses.")
+        return Verdict(
+            False,
+            f"The exercise asks for whole seconds, and {value:g} s is not a whole number: give "
+            "the shortest TTL, in whole seconds, with which the lease never lapses.",
+        )
     if value <= heartbeat_interval:
-        return Verdict(False, f"The TTL must at least exceed the heartbeat interval ({heartbeat_interval:g} s), "
-                              "or the lease lapses between two renewals even without a pause.")
+        return Verdict(
+            False,
+            f"The TTL must at least exceed the heartbeat interval ({heartbeat_interval:g} s), "
+            "or the lease lapses between two renewals even without a pause.",
+        )
     survives = pause_survival(value, heartbeat_interval=heartbeat_interval, pause=pause)
     if not survives:
-        return Verdict(False, f"With TTL {value:g} s the lease expired during the {pause:g} s pause: "
-                              f"it was already about {heartbeat_interval:g} s old when the pause began.")
+        return Verdict(
+            False,
+            f"With TTL {value:g} s the lease expired during the {pause:g} s pause: "
+            f"it was already about {heartbeat_interval:g} s old when the pause began.",
+        )
     smaller = pause_survival(value - 1, heartbeat_interval=heartbeat_interval, pause=pause)
     if smaller:
-        return Verdict(False, f"TTL {value:g} s survives, but so does {value - 1:g} s: a longer TTL than needed "
-                              "delays recovery after a real crash. Try smaller.")
-    return Verdict(True, f"TTL {value:g} s survives and {value - 1:g} s does not: the TTL must exceed the "
-                         f"longest stall ({pause:g} s) plus one heartbeat interval ({heartbeat_interval:g} s).")
+        return Verdict(
+            False,
+            f"TTL {value:g} s survives, but so does {value - 1:g} s: a longer TTL than needed "
+            "delays recovery after a real crash. Try smaller.",
+        )
+    return Verdict(
+        True,
+        f"TTL {value:g} s survives and {value - 1:g} s does not: the TTL must exceed the "
+        f"longest stall ({pause:g} s) plus one heartbeat interval ({heartbeat_interval:g} s).",
+    )
 
 
-def check_recovery_prediction(answer, *, ttl: float, heartbeat_interval: float, watcher_interval: float | None,
-                              poll_interval: float, idle_pollers: int = 1) -> Verdict:
+def check_recovery_prediction(
+    answer,
+    *,
+    ttl: float,
+    heartbeat_interval: float,
+    watcher_interval: float | None,
+    poll_interval: float,
+    idle_pollers: int = 1,
+) -> Verdict:
     """04: predict the mean recovery latency (within 5% of the formula)."""
     from sim.analytic import recovery_latency_mean
 
     if answer is None:
-        return _unanswered("lease left at the crash, plus the wait for the watcher, plus the wait for a poller.")
-    truth = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval,
-                                  watcher_interval=watcher_interval, idle_pollers=idle_pollers)
+        return _unanswered(
+            "lease left at the crash, plus the wait for the watcher, plus the wait for a poller."
+        )
+    truth = recovery_latency_mean(
+        ttl=ttl,
+        heartbeat_interval=heartbeat_interval,
+        poll_interval=poll_interval,
+        watcher_interval=watcher_interval,
+        idle_pollers=idle_pollers,
+    )
     value = _number(answer)
     parts = f"L - h/2 = {ttl - heartbeat_interval / 2:g} s"
     if watcher_interval is not None:
@@ -201,12 +305,16 @@ def check_recovery_prediction(answer, *, ttl: float, heartbeat_interval: float, 
     parts += f", + P/(k+1) = {poll_interval / (idle_pollers + 1):.3g} s"
     if value is not None and abs(value - truth) <= 0.05 * truth:
         return Verdict(True, f"The formula gives {truth:.3g} s ({parts}).")
-    return Verdict(False, "Add the three waits: the lease still has about L - h/2 to run, the watcher ticks "
-                          "on average half an interval later, then an idle worker polls.")
+    return Verdict(
+        False,
+        "Add the three waits: the lease still has about L - h/2 to run, the watcher ticks "
+        "on average half an interval later, then an idle worker polls.",
+    )
 
 
-def check_watcher_interval(answer, *, target: float, ttl: float, heartbeat_interval: float,
-                           poll_interval: float) -> Verdict:
+def check_watcher_interval(
+    answer, *, target: float, ttl: float, heartbeat_interval: float, poll_interval: float
+) -> Verdict:
     """04: the longest watcher interval whose predicted mean recovery stays within `target` seconds
     (within 10% below the exact limit); longer intervals cost fewer statements."""
     from sim.analytic import recovery_latency_mean, watcher_load
@@ -214,23 +322,46 @@ def check_watcher_interval(answer, *, target: float, ttl: float, heartbeat_inter
     if answer is None:
         return _unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
     value = _number(answer)
-    fixed = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval)
+    fixed = recovery_latency_mean(
+        ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval
+    )
     limit = 2 * (target - fixed)
     if limit <= 0:  # even an instant watcher misses the target: the right answer is "none"
-        none = isinstance(answer, str) and answer.strip().lower() in ("none", "no", "never", "impossible")
-        return Verdict(none, f"No watcher interval can reach a {target:g} s target: without any watcher wait the "
-                             f"recovery already takes {fixed:.3g} s. Shorten the TTL instead (answer 'none').")
+        none = isinstance(answer, str) and answer.strip().lower() in (
+            "none",
+            "no",
+            "never",
+            "impossible",
+        )
+        return Verdict(
+            none,
+            f"No watcher interval can reach a {target:g} s target: without any watcher wait the "
+            f"recovery already takes {fixed:.3g} s. Shorten the TTL instead (answer 'none').",
+        )
     if value is None or value <= 0:
         return Verdict(False, "Give a watcher interval in seconds.")
-    predicted = recovery_latency_mean(ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval,
-                                      watcher_interval=value)
+    predicted = recovery_latency_mean(
+        ttl=ttl,
+        heartbeat_interval=heartbeat_interval,
+        poll_interval=poll_interval,
+        watcher_interval=value,
+    )
     if predicted > target:
-        return Verdict(False, f"W = {value:g} s gives {predicted:.3g} s on average, over the {target:g} s target.")
+        return Verdict(
+            False,
+            f"W = {value:g} s gives {predicted:.3g} s on average, over the {target:g} s target.",
+        )
     if value < 0.9 * limit:
-        return Verdict(False, f"W = {value:g} s meets the target ({predicted:.3g} s), but a longer interval would too, "
-                              f"for fewer watcher statements ({watcher_load(watcher_interval=value):.3g}/s now).")
-    return Verdict(True, f"W = {value:g} s gives {predicted:.3g} s on average, within {target:g} s, for "
-                         f"{watcher_load(watcher_interval=value):.3g} watcher statements per second.")
+        return Verdict(
+            False,
+            f"W = {value:g} s meets the target ({predicted:.3g} s), but a longer interval would too, "
+            f"for fewer watcher statements ({watcher_load(watcher_interval=value):.3g}/s now).",
+        )
+    return Verdict(
+        True,
+        f"W = {value:g} s gives {predicted:.3g} s on average, within {target:g} s, for "
+        f"{watcher_load(watcher_interval=value):.3g} watcher statements per second.",
+    )
 
 
 def redelivery_puzzle(db: Backend | None = None) -> tuple[pd.Series, pd.DataFrame]:
@@ -261,14 +392,22 @@ def check_ledger_rows(answer) -> Verdict:
     truth = int(counts.get("evt-7", 0))
     value = _number(answer)
     if value is not None and value == truth:
-        return Verdict(True, f"{truth} ledger row: A's crash rolled its marker back, so the event stayed eligible; "
-                             "B's marker and effect committed together; C waited on B's uncommitted marker, "
-                             "then found it and skipped the effect.")
-    return Verdict(False, "Follow the marker: the crash rolls back everything A's transaction did; of B and C, "
-                          "the second insert waits for the first transaction to end, then sees its marker.")
+        return Verdict(
+            True,
+            f"{truth} ledger row: A's crash rolled its marker back, so the event stayed eligible; "
+            "B's marker and effect committed together; C waited on B's uncommitted marker, "
+            "then found it and skipped the effect.",
+        )
+    return Verdict(
+        False,
+        "Follow the marker: the crash rolls back everything A's transaction did; of B and C, "
+        "the second insert waits for the first transaction to end, then sees its marker.",
+    )
 
 
-def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, events: int = 200) -> Verdict:
+def check_retention(
+    answer, *, window: float = 60.0, purge_every: float = 5.0, events: int = 200
+) -> Verdict:
     """05: the shortest retention that lets no duplicate through, whatever the sample: `window`.
 
     The purge deletes markers older than the retention, so a retention >= window keeps every
@@ -285,19 +424,31 @@ def check_retention(answer, *, window: float = 60.0, purge_every: float = 5.0, e
     dupes = int(frame["duplicate"].sum())
     if dupes:
         late = float(frame.loc[frame["duplicate"], "delay"].min())
-        return Verdict(False, f"With {value:g} s of retention, {dupes} of {events} redeliveries found no marker "
-                              f"and were applied again (the earliest came {late:.3g} s after the first delivery).")
+        return Verdict(
+            False,
+            f"With {value:g} s of retention, {dupes} of {events} redeliveries found no marker "
+            f"and were applied again (the earliest came {late:.3g} s after the first delivery).",
+        )
     if value < window:
-        return Verdict(False, f"No duplicate in this sample of {events} events, but only because none came late "
-                              f"enough: a redelivery may arrive up to {window:g} s after the first delivery, and "
-                              f"with {value:g} s of retention its marker may already be purged. Test against the "
-                              "worst case, not a sample.")
+        return Verdict(
+            False,
+            f"No duplicate in this sample of {events} events, but only because none came late "
+            f"enough: a redelivery may arrive up to {window:g} s after the first delivery, and "
+            f"with {value:g} s of retention its marker may already be purged. Test against the "
+            "worst case, not a sample.",
+        )
     if value > window + purge_every:
-        return Verdict(False, f"No duplicate, but {value:g} s keeps markers longer than the {window:g} s "
-                              "redelivery window needs: the table only grows. Try shorter.")
-    return Verdict(True, f"No duplicate in {events} events with {value:g} s of retention, and none possible: "
-                         f"every marker outlives the latest redelivery ({window:g} s). Keep dedup state at least "
-                         "as long as redeliveries may come.")
+        return Verdict(
+            False,
+            f"No duplicate, but {value:g} s keeps markers longer than the {window:g} s "
+            "redelivery window needs: the table only grows. Try shorter.",
+        )
+    return Verdict(
+        True,
+        f"No duplicate in {events} events with {value:g} s of retention, and none possible: "
+        f"every marker outlives the latest redelivery ({window:g} s). Keep dedup state at least "
+        "as long as redeliveries may come.",
+    )
 
 
 def _infeasible_because(row: pd.DataFrame, advice) -> str:
@@ -307,22 +458,34 @@ def _infeasible_because(row: pd.DataFrame, advice) -> str:
 
     passed = feasibility_rules(row, advice.target_false_expiry, advice.inputs).iloc[0]
     inputs, row = advice.inputs, row.iloc[0]
-    margin, per_ttl, latency = inputs["margin"], inputs["heartbeats_per_ttl"], inputs["statement_latency"]
+    margin, per_ttl, latency = (
+        inputs["margin"],
+        inputs["heartbeats_per_ttl"],
+        inputs["statement_latency"],
+    )
     hb = row["heartbeat_interval"]
     words = {
-        "target": lambda: (f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
-                           f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})"),
+        "target": lambda: (
+            f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
+            f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})"
+        ),
         "heartbeats_per_ttl": lambda: (
             f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
             f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
-            "that one lost heartbeat does not lapse the lease"),
+            "that one lost heartbeat does not lapse the lease"
+        ),
         "max_db_load": lambda: f"it costs {row['db_load']:.3g} statements/s, over max_db_load",
         "min_ttl": lambda: f"it is below the TTL floor of {inputs['min_ttl']:g} s",
     }
-    return "; ".join(words[rule]() for rule, ok in passed.items() if not ok) or "the advisor marked it infeasible"
+    return (
+        "; ".join(words[rule]() for rule, ok in passed.items() if not ok)
+        or "the advisor marked it infeasible"
+    )
 
 
-def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watcher_interval: float) -> Verdict:
+def check_smallest_ttl(
+    answer, advice, *, heartbeat_interval: float | None, watcher_interval: float
+) -> Verdict:
     """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval.
 
     Feasible is the advisor's rule, not only the target: predicted false expiry within target /
@@ -330,28 +493,48 @@ def check_smallest_ttl(answer, advice, *, heartbeat_interval: float | None, watc
     wrong answer on the ladder is told which rule its row breaks.
     """
     if answer is None:
-        return _unanswered("filter advice.candidates on heartbeat_interval, watcher_interval and feasible.")
+        return _unanswered(
+            "filter advice.candidates on heartbeat_interval, watcher_interval and feasible."
+        )
     table = advice.candidates
-    hb = table["heartbeat_interval"].isna() if heartbeat_interval is None else table["heartbeat_interval"] == heartbeat_interval
+    hb = (
+        table["heartbeat_interval"].isna()
+        if heartbeat_interval is None
+        else table["heartbeat_interval"] == heartbeat_interval
+    )
     mine = table[hb & (table["watcher_interval"] == watcher_interval)]
     rows = mine[mine["feasible"]]
     if rows.empty:
         never = isinstance(answer, str) and answer.strip().lower() in ("none", "never")
-        return Verdict(never or answer == math.inf, "No TTL is feasible for that heartbeat and watcher interval.")
+        return Verdict(
+            never or answer == math.inf,
+            "No TTL is feasible for that heartbeat and watcher interval.",
+        )
     truth = float(rows["ttl"].min())
     value = _number(answer)
     best = rows.loc[rows["ttl"].idxmin()]
     if value is not None and value == truth:
-        return Verdict(True, f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} per job, "
-                             f"recovery {seconds(best['predicted_recovery_mean'])}.")
+        return Verdict(
+            True,
+            f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} per job, "
+            f"recovery {seconds(best['predicted_recovery_mean'])}.",
+        )
     same = mine[mine["ttl"] == value] if value is not None else mine.iloc[0:0]
     if len(same) and not bool(same["feasible"].iloc[0]):
-        return Verdict(False, f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[[0]], advice)}. "
-                              "Keep only the rows with feasible == True.")
+        return Verdict(
+            False,
+            f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[[0]], advice)}. "
+            "Keep only the rows with feasible == True.",
+        )
     if len(same):
-        return Verdict(False, f"TTL {value:g} s is feasible, but a smaller TTL on the ladder is too.")
-    return Verdict(False, "Keep only the feasible rows for that heartbeat and watcher interval, then take the "
-                          "smallest ttl.")
+        return Verdict(
+            False, f"TTL {value:g} s is feasible, but a smaller TTL on the ladder is too."
+        )
+    return Verdict(
+        False,
+        "Keep only the feasible rows for that heartbeat and watcher interval, then take the "
+        "smallest ttl.",
+    )
 
 
 def check_fastest_peer(answer, frame: pd.DataFrame) -> Verdict:
@@ -360,14 +543,22 @@ def check_fastest_peer(answer, frame: pd.DataFrame) -> Verdict:
         return _unanswered("compare the bars; a missing bar means never.")
     means = frame.set_index("label")["recovery_latency_mean_mean"]
     truth = str(means.idxmin())
-    names = {str(x).lower(): str(x) for x in frame["label"]} | {str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)}
+    names = {str(x).lower(): str(x) for x in frame["label"]} | {
+        str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)
+    }
     chosen = names.get(str(answer).strip().lower())
     if chosen == truth:
-        return Verdict(True, f"{truth}: {seconds(means[truth])} on average. Its lease is short and nothing "
-                             "else has to happen before the next claim.")
+        return Verdict(
+            True,
+            f"{truth}: {seconds(means[truth])} on average. Its lease is short and nothing "
+            "else has to happen before the next claim.",
+        )
     if chosen is None:
         return Verdict(False, f"{answer!r} is not one of {', '.join(frame['label'])}.")
-    return Verdict(False, f"{chosen} takes {seconds(means.get(chosen, np.nan))} on average; look for the shortest bar.")
+    return Verdict(
+        False,
+        f"{chosen} takes {seconds(means.get(chosen, np.nan))} on average; look for the shortest bar.",
+    )
 
 
 def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
@@ -376,14 +567,21 @@ def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
         return _unanswered("look at the 'jobs run twice' column.")
     if isinstance(answer, str):
         answer = {answer}
-    names = {str(x).lower(): str(x) for x in frame["label"]} | {str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)}
+    names = {str(x).lower(): str(x) for x in frame["label"]} | {
+        str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)
+    }
     chosen = {names.get(str(a).strip().lower(), str(a)) for a in answer}
     twice = frame.set_index("label")["double_processed_jobs_mean"]
     truth = set(twice[twice > 0].index)
     if chosen == truth:
-        return Verdict(True, f"{', '.join(sorted(truth)) or 'none'}: their lease ran out while a slow job "
-                             "was still running, and nothing renewed it.")
-    return Verdict(False, "Read the 'jobs run twice' column: any peer with a mean above 0 belongs in the set.")
+        return Verdict(
+            True,
+            f"{', '.join(sorted(truth)) or 'none'}: their lease ran out while a slow job "
+            "was still running, and nothing renewed it.",
+        )
+    return Verdict(
+        False, "Read the 'jobs run twice' column: any peer with a mean above 0 belongs in the set."
+    )
 
 
 def stuck_jobs_fixture(db, *, jobs: int = 6, now: float = 100.0) -> dict:
@@ -413,39 +611,56 @@ def stuck_jobs_fixture(db, *, jobs: int = 6, now: float = 100.0) -> dict:
 def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
     """08: the reader's SQL for "stuck jobs" (bind %(now)s) must return the stuck ids first column."""
     if answer is None or not str(answer).strip():
-        return _unanswered("status = 'Processing' AND lease_until < %(now)s; the clock is a bound parameter.")
+        return _unanswered(
+            "status = 'Processing' AND lease_until < %(now)s; the clock is a bound parameter."
+        )
     from sim.db.base import to_timestamp
 
     try:
-        frame = sql_frame(db, answer, {"now": to_timestamp(fixture["now"])} if "%(now)s" in answer else None)
+        frame = sql_frame(
+            db, answer, {"now": to_timestamp(fixture["now"])} if "%(now)s" in answer else None
+        )
     except Exception as exc:  # the reader's SQL: any server error is the feedback
         return Verdict(False, f"PostgreSQL said: {str(exc).strip().splitlines()[0]}")
     if frame.empty and fixture["stuck"]:
         return Verdict(False, "Your query returned no rows, but some jobs are stuck.")
     got = sorted(int(v) for v in frame.iloc[:, 0]) if len(frame) else []
     if got == sorted(fixture["stuck"]):
-        return Verdict(True, f"Jobs {got}: Processing with an expired lease. This is what the watcher looks "
-                             "for; an index on lease_until keeps it cheap.")
+        return Verdict(
+            True,
+            f"Jobs {got}: Processing with an expired lease. This is what the watcher looks "
+            "for; an index on lease_until keeps it cheap.",
+        )
     alive = sorted(set(got) & set(fixture.get("alive", [])))
     if alive:
-        return Verdict(False, f"Your query returned ids {got}, including {alive}: Processing, but with a lease still "
-                              f"valid at the clock's {fixture['now']:g} s, so its owner may still be working. Compare "
-                              "lease_until with the bound %(now)s, not with the server's now().")
-    return Verdict(False, f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
-                          "is before now.")
+        return Verdict(
+            False,
+            f"Your query returned ids {got}, including {alive}: Processing, but with a lease still "
+            f"valid at the clock's {fixture['now']:g} s, so its owner may still be working. Compare "
+            "lease_until with the bound %(now)s, not with the server's now().",
+        )
+    return Verdict(
+        False,
+        f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
+        "is before now.",
+    )
 
 
 def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Verdict:
     """09: the reader's complete_fenced must refuse the zombie's completion under gc-pause-zombie."""
     if answer is None or not str(answer).strip():
-        return _unanswered("UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s "
-                           "AND ... RETURNING id; which two facts does only the current lease holder know?")
+        return _unanswered(
+            "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s "
+            "AND ... RETURNING id; which two facts does only the current lease holder know?"
+        )
     from sim.teaching.queue_lab import fenced_completion_verdict
 
     return Verdict(*fenced_completion_verdict(str(answer), dsn=dsn))
 
 
-def ttl_for_quantile(target: float, scenario: str = "no-heartbeat-long-jobs") -> tuple[float, object]:
+def ttl_for_quantile(
+    target: float, scenario: str = "no-heartbeat-long-jobs"
+) -> tuple[float, object]:
     """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast it
     without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
     import sim
@@ -453,7 +668,9 @@ def ttl_for_quantile(target: float, scenario: str = "no-heartbeat-long-jobs") ->
 
     s = sim.preset(scenario)
     w = s.workload
-    return float(math.ceil(sum_quantile(w.processing, w.psp_call, 1 - target, _job_statements(w)))), s
+    return float(
+        math.ceil(sum_quantile(w.processing, w.psp_call, 1 - target, _job_statements(w)))
+    ), s
 
 
 def _job_statements(workload) -> float:
@@ -471,55 +688,97 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
     from sim.stats import wilson_interval
 
     if answer is None:
-        return _unanswered("the TTL must outlast all but a fraction `target` of the jobs, PSP call included: "
-                           "a quantile of the processing time, not the longest job you saw.")
+        return _unanswered(
+            "the TTL must outlast all but a fraction `target` of the jobs, PSP call included: "
+            "a quantile of the processing time, not the longest job you saw."
+        )
     value = _number(answer)
     if value is None or not math.isfinite(value) or value <= 0 or not float(value).is_integer():
-        return Verdict(False, "Give a TTL in whole seconds; no finite TTL is wrong, and infinity is a lock.")
+        return Verdict(
+            False, "Give a TTL in whole seconds; no finite TTL is wrong, and infinity is a lock."
+        )
     truth, scenario = ttl_for_quantile(target)
-    share = sum_survival(scenario.workload.processing, scenario.workload.psp_call, value,
-                         _job_statements(scenario.workload))
+    share = sum_survival(
+        scenario.workload.processing,
+        scenario.workload.psp_call,
+        value,
+        _job_statements(scenario.workload),
+    )
     runs = [sim.run(scenario, seed=s, **{"policy.lease_ttl": value}) for s in seeds]
     leases = sum(int(r.summary["leases"]) for r in runs)
     lapsed = sum(int(r.summary["false_expiries"]) for r in runs)
     longest = [float((r.leases["released_at"] - r.leases["start"]).max()) for r in runs]
     low, high = wilson_interval(lapsed, leases, 0.95)
-    seen = (f"On seeds {', '.join(map(str, seeds))} at TTL {value:g} s: {lapsed} false expiries in {leases} leases "
-            f"(95% interval {percent(low)} to {percent(high)}"
-            + (f": {leases} leases cannot show a rate of {percent(target)}, the tail can" if high > target else "")
-            + "); the longest job per seed took "
-            f"{', '.join(f'{x:.0f}' for x in longest)} s"
-            + (", a different maximum every time." if len(set(longest)) == len(longest) > 1 else "."))
+    seen = (
+        f"On seeds {', '.join(map(str, seeds))} at TTL {value:g} s: {lapsed} false expiries in {leases} leases "
+        f"(95% interval {percent(low)} to {percent(high)}"
+        + (
+            f": {leases} leases cannot show a rate of {percent(target)}, the tail can"
+            if high > target
+            else ""
+        )
+        + "); the longest job per seed took "
+        f"{', '.join(f'{x:.0f}' for x in longest)} s"
+        + (", a different maximum every time." if len(set(longest)) == len(longest) > 1 else ".")
+    )
     if share > target:
-        return Verdict(False, f"At TTL {value:g} s, {percent(share)} of jobs outlast the lease, about "
-                              f"{share / target:.2g} times the target of {percent(target)}. {seen}")
+        return Verdict(
+            False,
+            f"At TTL {value:g} s, {percent(share)} of jobs outlast the lease, about "
+            f"{share / target:.2g} times the target of {percent(target)}. {seen}",
+        )
     if low > target:
-        return Verdict(False, f"The tail says {percent(share)} of jobs outlast a {value:g} s lease, under the target "
-                              f"of {percent(target)}, but the runs contradict it: even the low end of their interval "
-                              f"is above the target. {seen}")
+        return Verdict(
+            False,
+            f"The tail says {percent(share)} of jobs outlast a {value:g} s lease, under the target "
+            f"of {percent(target)}, but the runs contradict it: even the low end of their interval "
+            f"is above the target. {seen}",
+        )
     if value > 1.1 * truth:
-        return Verdict(False, f"That meets the target ({percent(share)} of jobs outlast it), but a TTL of "
-                              f"{truth:g} s already does: each crashed job would wait {value - truth:g} s longer "
-                              f"before anyone may retry it. {seen}")
-    return Verdict(True, f"At TTL {value:g} s, {percent(share)} of jobs outlast the lease (target "
-                         f"{percent(target)}; the smallest whole TTL that meets it is {truth:g} s). {seen} No finite "
-                         "TTL makes a false expiry impossible for an unbounded distribution: you choose how rare, "
-                         "and a crash then waits out the whole TTL.")
+        return Verdict(
+            False,
+            f"That meets the target ({percent(share)} of jobs outlast it), but a TTL of "
+            f"{truth:g} s already does: each crashed job would wait {value - truth:g} s longer "
+            f"before anyone may retry it. {seen}",
+        )
+    return Verdict(
+        True,
+        f"At TTL {value:g} s, {percent(share)} of jobs outlast the lease (target "
+        f"{percent(target)}; the smallest whole TTL that meets it is {truth:g} s). {seen} No finite "
+        "TTL makes a false expiry impossible for an unbounded distribution: you choose how rare, "
+        "and a crash then waits out the whole TTL.",
+    )
 
 
 def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) -> Verdict:
     """11: which of `candidates` watcher intervals are multiples of the heartbeat interval (and
     so lengthen repeat recoveries, sim.teaching.rules_of_thumb)? A set of seconds."""
-    truth = {float(w) for w in candidates if abs(w / heartbeat_interval - round(w / heartbeat_interval)) < 1e-9}
+    truth = {
+        float(w)
+        for w in candidates
+        if abs(w / heartbeat_interval - round(w / heartbeat_interval)) < 1e-9
+    }
     if answer is None:
         return _unanswered("divide each interval by the heartbeat interval.")
     try:
-        chosen = {float(w) for w in (answer if isinstance(answer, set | list | tuple | frozenset) else [answer])}
+        chosen = {
+            float(w)
+            for w in (answer if isinstance(answer, set | list | tuple | frozenset) else [answer])
+        }
     except (TypeError, ValueError):
         return Verdict(False, f"{answer!r} is not a set of numbers of seconds.")
     if chosen == truth:
-        return Verdict(True, f"{', '.join(f'{w:g}' for w in sorted(truth))} s are whole multiples of "
-                             f"{heartbeat_interval:g} s: a job's second owner would renew in step with the watcher, and "
-                             "its repeat recovery would wait about half a heartbeat interval longer on average.")
-    return Verdict(False, _set_mismatch((truth - chosen, f"s also divide by {heartbeat_interval:g} s"),
-                                        (chosen - truth, "s do not")) + ".")
+        return Verdict(
+            True,
+            f"{', '.join(f'{w:g}' for w in sorted(truth))} s are whole multiples of "
+            f"{heartbeat_interval:g} s: a job's second owner would renew in step with the watcher, and "
+            "its repeat recovery would wait about half a heartbeat interval longer on average.",
+        )
+    return Verdict(
+        False,
+        _set_mismatch(
+            (truth - chosen, f"s also divide by {heartbeat_interval:g} s"),
+            (chosen - truth, "s do not"),
+        )
+        + ".",
+    )

@@ -28,8 +28,10 @@ class Control:
 
     def __post_init__(self):
         if not (self.low <= self.value <= self.high) or self.step <= 0:
-            raise ConfigError(f"{self.name}: need low <= value <= high and step > 0, got "
-                              f"{self.low}, {self.value}, {self.high}, step {self.step}")
+            raise ConfigError(
+                f"{self.name}: need low <= value <= high and step > 0, got "
+                f"{self.low}, {self.value}, {self.high}, step {self.step}"
+            )
 
 
 @dataclass
@@ -64,7 +66,15 @@ class Explorer:
         (self.draw or _draw_timeline)(run, ax)
         notes = [str(w.message) for w in caught if issubclass(w.category, LeaseWarning)]
         if notes:
-            fig.text(0.01, 0.01, "warning: " + "; ".join(notes), fontsize=ANNOTATION_PT, color="#B00000", ha="left", va="bottom")
+            fig.text(
+                0.01,
+                0.01,
+                "warning: " + "; ".join(notes),
+                fontsize=ANNOTATION_PT,
+                color="#B00000",
+                ha="left",
+                va="bottom",
+            )
         fig.canvas.draw()  # render now, so `seconds` covers the drawing too
         self.seconds = time.perf_counter() - start
         return fig
@@ -85,10 +95,20 @@ class Explorer:
 
             sliders = []
             for c in self.controls:
-                slider = w.FloatSlider(value=c.value, min=c.low, max=c.high, step=c.step, description=c.label or c.name,
-                                       continuous_update=False, readout_format=".3g",
-                                       style={"description_width": "initial"}, layout=w.Layout(width="420px"))
-                slider.observe(lambda change, name=c.name: self.update(**{name: change["new"]}), names="value")
+                slider = w.FloatSlider(
+                    value=c.value,
+                    min=c.low,
+                    max=c.high,
+                    step=c.step,
+                    description=c.label or c.name,
+                    continuous_update=False,
+                    readout_format=".3g",
+                    style={"description_width": "initial"},
+                    layout=w.Layout(width="420px"),
+                )
+                slider.observe(
+                    lambda change, name=c.name: self.update(**{name: change["new"]}), names="value"
+                )
                 sliders.append(slider)
             self.widgets = w.VBox(sliders)
             display(self.widgets)
@@ -102,8 +122,14 @@ def _draw_timeline(run, ax) -> None:
     lease_timeline(run, ax, window=busy_window(run))
 
 
-def explore(make_run: Callable[..., object], controls: Iterable[Control | tuple], *, draw: Callable | None = None,
-            figsize: tuple[float, float] = (12.0, 3.6), headless: bool | None = None) -> Explorer:
+def explore(
+    make_run: Callable[..., object],
+    controls: Iterable[Control | tuple],
+    *,
+    draw: Callable | None = None,
+    figsize: tuple[float, float] = (12.0, 3.6),
+    headless: bool | None = None,
+) -> Explorer:
     """Sliders that re-run a small scenario and redraw its figure (by default its lease timeline).
 
     controls: Control objects or tuples (name, low, high, step, value[, label]); make_run receives
@@ -112,4 +138,3 @@ def explore(make_run: Callable[..., object], controls: Iterable[Control | tuple]
     """
     parsed = [c if isinstance(c, Control) else Control(*c) for c in controls]
     return Explorer(make_run, parsed, draw=draw, figsize=figsize).show(headless)
-

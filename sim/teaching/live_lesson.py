@@ -26,15 +26,24 @@ def effects(run, comparison) -> pd.DataFrame:
             "live": p.lease_ttl - parts.loc["lease_remaining", "live"],
             "simulated": p.lease_ttl - parts.loc["lease_remaining", "simulated"],
             "closed form (long jobs)": (p.heartbeat_interval + lat) / 2,
-            "corrected (this job length)": analytic.time_since_renewal_mean(jobs, heartbeat_interval=p.heartbeat_interval,
-                                                                            latency=lat),
+            "corrected (this job length)": analytic.time_since_renewal_mean(
+                jobs, heartbeat_interval=p.heartbeat_interval, latency=lat
+            ),
         },
         "wait for a poller (s)": {
             "live": parts.loc["poll_wait", "live"] + parts.loc["watcher_wait", "live"],
-            "simulated": parts.loc["poll_wait", "simulated"] + parts.loc["watcher_wait", "simulated"],
-            "closed form (long jobs)": analytic.poll_wait_mean(poll_interval=p.poll_interval, idle_pollers=1, latency=lat),
-            "corrected (this job length)": analytic.poll_wait_mean(poll_interval=p.poll_interval, idle_pollers=0,
-                                                                   busy_workers=busy, job_duration=jobs, latency=lat),
+            "simulated": parts.loc["poll_wait", "simulated"]
+            + parts.loc["watcher_wait", "simulated"],
+            "closed form (long jobs)": analytic.poll_wait_mean(
+                poll_interval=p.poll_interval, idle_pollers=1, latency=lat
+            ),
+            "corrected (this job length)": analytic.poll_wait_mean(
+                poll_interval=p.poll_interval,
+                idle_pollers=0,
+                busy_workers=busy,
+                job_duration=jobs,
+                latency=lat,
+            ),
         },
     }
     return pd.DataFrame.from_dict(rows, orient="index")
@@ -45,11 +54,19 @@ def check_largest_part(answer, comparison):
     if answer is None:
         return _unanswered("look at the bars of the right-hand figure, or at `comparison.parts`.")
     if answer not in PARTS:
-        return Verdict(False, f"Answer with one of {', '.join(map(repr, PARTS))}; {answer!r} is not a part.")
+        return Verdict(
+            False, f"Answer with one of {', '.join(map(repr, PARTS))}; {answer!r} is not a part."
+        )
     live = comparison.parts["live"]
     largest = str(live.idxmax())
     if answer != largest:
-        return Verdict(False, f"{answer} is {live[answer]:.3f} s on average, but {largest} is {live[largest]:.3f} s.")
-    why = (" A crashed owner's lease stays valid until it runs out, so the TTL, not the pollers, sets the recovery time."
-           if largest == "lease_remaining" else "")
+        return Verdict(
+            False,
+            f"{answer} is {live[answer]:.3f} s on average, but {largest} is {live[largest]:.3f} s.",
+        )
+    why = (
+        " A crashed owner's lease stays valid until it runs out, so the TTL, not the pollers, sets the recovery time."
+        if largest == "lease_remaining"
+        else ""
+    )
     return Verdict(True, f"{largest}: {live[largest]:.3f} s of the {live.sum():.3f} s mean.{why}")

@@ -22,6 +22,7 @@ HEADLESS_RUNNERS = ("nbconvert", "nbclient", "papermill", "pytest", "nbmake")
 
 # ---- sizing: fast (CI) and full (publication) mode ------------------------------------------------
 
+
 def _flag(name: str) -> bool | None:
     """An environment flag: True, False, or None when unset."""
     value = os.environ.get(name)
@@ -65,13 +66,15 @@ def setup(fast: bool | None = None) -> bool:
     import matplotlib as mpl
 
     mode = fast_mode(fast)
-    mpl.rcParams.update({
-        "figure.dpi": 72 if mode else 110,
-        "savefig.dpi": 110 if mode else 160,
-        "axes.titlesize": 10,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-    })
+    mpl.rcParams.update(
+        {
+            "figure.dpi": 72 if mode else 110,
+            "savefig.dpi": 110 if mode else 160,
+            "axes.titlesize": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
     pd.set_option("display.precision", 3)
     pd.set_option("display.max_columns", 30)
     pd.set_option("display.width", 160)
@@ -99,6 +102,7 @@ def progress() -> bool | None:
 
 # ---- prose computed from variables ----------------------------------------------------------------
 
+
 def md(text: str):
     """Show `text` (Markdown, usually an f-string) as prose in a notebook; print it elsewhere."""
     from IPython import get_ipython
@@ -125,14 +129,18 @@ def seconds(x: float, digits: int = 3) -> str:
     return duration(x, digits, none="never")
 
 
-
 def _parent_cmdline() -> str:
     """The command line of the process that launched this kernel (Linux), or ''."""
     pid = os.environ.get("JPY_PARENT_PID")
     if not pid:
         return ""
     try:
-        return Path(f"/proc/{int(pid)}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        return (
+            Path(f"/proc/{int(pid)}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode("utf-8", "replace")
+        )
     except (OSError, ValueError):
         return ""
 
@@ -165,4 +173,3 @@ def widgets_available(headless_override: bool | None = None) -> bool:
     except ImportError:
         return False
     return True
-

@@ -38,13 +38,19 @@ def test_an_id_column_is_never_taken_for_durations(tmp_path):
     assert d.column == "duration_ms" and d.unit == "s"
     median = float(np.median(d.seconds))
     assert 1000 < median < 1600
-    assert d.warnings[0] == (f"median {median:,.0f} s read as seconds: if these are milliseconds, use unit ms "
-                             f"(median {median / 1000:.3g} s)")
-    assert "column 'duration_ms' is named like milliseconds but was read as seconds" in d.warnings[1]
+    assert d.warnings[0] == (
+        f"median {median:,.0f} s read as seconds: if these are milliseconds, use unit ms "
+        f"(median {median / 1000:.3g} s)"
+    )
+    assert (
+        "column 'duration_ms' is named like milliseconds but was read as seconds" in d.warnings[1]
+    )
     with pytest.raises(ConfigError) as caught:
         read_durations(path, "job_id")
-    assert str(caught.value) == (f"{path}: column 'job_id' holds strictly increasing whole numbers (0, 1, ... 199): "
-                                 "that looks like an id, not durations; name the durations column (--column / column=)")
+    assert str(caught.value) == (
+        f"{path}: column 'job_id' holds strictly increasing whole numbers (0, 1, ... 199): "
+        "that looks like an id, not durations; name the durations column (--column / column=)"
+    )
 
 
 def test_milliseconds_read_as_milliseconds_and_echoed(tmp_path):
@@ -52,16 +58,23 @@ def test_milliseconds_read_as_milliseconds_and_echoed(tmp_path):
     d = read_durations(path, "duration_ms", unit="ms")
     assert d.warnings == ()
     assert np.median(d.seconds) == pytest.approx(np.median(read_durations(path).seconds) / 1000)
-    assert re.fullmatch(r"read 200 durations from export\.csv, column duration_ms \(unit ms, delimiter ',', "
-                        r"decimal '\.'\): median 1\.\d+ s, p99 [\d.]+ s, max [\d.]+ s", d.echo()), d.echo()
+    assert re.fullmatch(
+        r"read 200 durations from export\.csv, column duration_ms \(unit ms, delimiter ',', "
+        r"decimal '\.'\): median 1\.\d+ s, p99 [\d.]+ s, max [\d.]+ s",
+        d.echo(),
+    ), d.echo()
 
 
 def test_the_column_must_be_named_when_several_could_be_durations(tmp_path):
-    path = write(tmp_path, "queue_seconds,run_seconds,method\n0.5,1.5,card\n0.2,2.5,sepa\n0.9,0.5,card\n")
+    path = write(
+        tmp_path, "queue_seconds,run_seconds,method\n0.5,1.5,card\n0.2,2.5,sepa\n0.9,0.5,card\n"
+    )
     with pytest.raises(ConfigError) as caught:
         read_durations(path)
-    assert str(caught.value) == (f"{path}: columns queue_seconds, run_seconds could all be durations; name one "
-                                 "(--column / column=)")
+    assert str(caught.value) == (
+        f"{path}: columns queue_seconds, run_seconds could all be durations; name one "
+        "(--column / column=)"
+    )
     assert read_durations(path, "run_seconds").seconds.tolist() == [1.5, 2.5, 0.5]
 
 
@@ -76,12 +89,27 @@ def test_semicolons_and_decimal_commas_are_detected(tmp_path):
     assert read_durations(one).seconds.tolist() == [1.5, 2.5]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("seconds,method\n1,5,card\n2,5,sepa\n", "the rows do not all have as many fields as the header"),
-    ("seconds;method\n1,5;card\n2.5;sepa\n", "column 'seconds' mixes '.' ('2.5') and ',' ('1,5') as decimal marks"),
-    ("a;b|c\n1;2|3\n4;5|6\n", "cannot tell the delimiter: ';' and '|' both split every line evenly"),
-    ("method,country\ncard,FR\nsepa,DE\n", "no column holds only numbers; columns are method, country"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "seconds,method\n1,5,card\n2,5,sepa\n",
+            "the rows do not all have as many fields as the header",
+        ),
+        (
+            "seconds;method\n1,5;card\n2.5;sepa\n",
+            "column 'seconds' mixes '.' ('2.5') and ',' ('1,5') as decimal marks",
+        ),
+        (
+            "a;b|c\n1;2|3\n4;5|6\n",
+            "cannot tell the delimiter: ';' and '|' both split every line evenly",
+        ),
+        (
+            "method,country\ncard,FR\nsepa,DE\n",
+            "no column holds only numbers; columns are method, country",
+        ),
+    ],
+)
 def test_ambiguous_files_are_refused_with_one_line(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:
@@ -102,10 +130,15 @@ def test_a_byte_order_mark_is_skipped_and_other_encodings_refused(tmp_path):
 def test_units_apply_to_arrays_too():
     d = from_values([1500.0, 2500.0, 900.0], unit="ms")
     assert d.seconds.tolist() == [1.5, 2.5, 0.9] and d.warnings == ()
-    assert "use unit s" in from_values([0.5, 1.5, 2.0], unit="ms").warnings[0]  # 1 ms jobs? probably seconds
+    assert (
+        "use unit s" in from_values([0.5, 1.5, 2.0], unit="ms").warnings[0]
+    )  # 1 ms jobs? probably seconds
     with pytest.raises(ConfigError) as caught:
         from_values([1.0], unit="sec")
-    assert str(caught.value) == "unit: 'sec' is not one of s, ms, us (seconds, milliseconds, microseconds)"
+    assert (
+        str(caught.value)
+        == "unit: 'sec' is not one of s, ms, us (seconds, milliseconds, microseconds)"
+    )
     assert read([1500.0, 2500.0], unit="ms").seconds.tolist() == [1.5, 2.5]
 
 
@@ -121,7 +154,9 @@ def test_the_advice_echoes_what_it_read_and_warns(tmp_path):
     assert "  warning: median " in text
     right = advise(path, column="duration_ms", unit="ms", verify=False)
     assert "warning" not in str(right) and right.inputs["durations_read"]["unit"] == "ms"
-    assert right.inputs["durations_median"] == pytest.approx(advice.inputs["durations_median"] / 1000)
+    assert right.inputs["durations_median"] == pytest.approx(
+        advice.inputs["durations_median"] / 1000
+    )
 
 
 def test_cli_unit_and_warning_lines(tmp_path, capsys):
@@ -130,7 +165,9 @@ def test_cli_unit_and_warning_lines(tmp_path, capsys):
     printed = capsys.readouterr()
     assert any(line.startswith("warning: median ") for line in printed.err.splitlines())
     assert "  warning: median " in printed.out
-    assert main(["advise", str(path), "--no-verify", "--unit", "ms", "--column", "duration_ms"]) == 0
+    assert (
+        main(["advise", str(path), "--no-verify", "--unit", "ms", "--column", "duration_ms"]) == 0
+    )
     printed = capsys.readouterr()
     assert "warning" not in printed.err + printed.out and "(unit ms, delimiter ','" in printed.out
     assert main(["advise", str(path), "--unit", "minutes"]) == 2
@@ -142,14 +179,25 @@ def test_cli_unit_and_warning_lines(tmp_path, capsys):
 
 def test_a_scenario_distribution_reads_its_csv_the_same_way(tmp_path):
     path = write(tmp_path, ms_export())
-    scenario = sim.scenario.from_dict({"workload": {"processing": {"csv": str(path), "column": "duration_ms",
-                                                                   "unit": "ms"}}})
+    scenario = sim.scenario.from_dict(
+        {"workload": {"processing": {"csv": str(path), "column": "duration_ms", "unit": "ms"}}}
+    )
     samples = np.asarray(scenario.workload.processing.samples)
     assert scenario.workload.processing.kind == "empirical" and len(samples) == 200
-    assert np.median(samples) == pytest.approx(np.median(read_durations(path, "duration_ms", "ms").seconds))
-    with pytest.warns(LeaseWarning) as caught:  # read as seconds: the median and the name both say ms
-        sim.scenario.from_dict({"workload": {"processing": {"csv": str(path), "column": "duration_ms"}}})
+    assert np.median(samples) == pytest.approx(
+        np.median(read_durations(path, "duration_ms", "ms").seconds)
+    )
+    with pytest.warns(
+        LeaseWarning
+    ) as caught:  # read as seconds: the median and the name both say ms
+        sim.scenario.from_dict(
+            {"workload": {"processing": {"csv": str(path), "column": "duration_ms"}}}
+        )
     said = [str(w.message) for w in caught]
-    assert len(said) == 2 and said[0].startswith("workload.processing: median ") and "use unit ms" in said[0]
+    assert (
+        len(said) == 2
+        and said[0].startswith("workload.processing: median ")
+        and "use unit ms" in said[0]
+    )
     with pytest.raises(ConfigError, match="looks like an id"):
         sim.scenario.from_dict({"workload": {"processing": {"csv": str(path), "column": "job_id"}}})

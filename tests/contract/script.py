@@ -11,11 +11,31 @@ def payload(job_id: int) -> str:
     return f'{{"amount_cents": {100 * job_id}, "currency": "EUR"}}'
 
 
-def job_row(job_id, status="Pending", owner=None, until=None, attempts=0, heartbeat=None,
-            created=0.0, completed=None, error=None) -> tuple:
+def job_row(
+    job_id,
+    status="Pending",
+    owner=None,
+    until=None,
+    attempts=0,
+    heartbeat=None,
+    created=0.0,
+    completed=None,
+    error=None,
+) -> tuple:
     """The expected dump_jobs row of a job inserted by Script.add_jobs."""
-    return (job_id, f"e{job_id}", payload(job_id), status, owner, until, attempts, heartbeat,
-            created, completed, error)
+    return (
+        job_id,
+        f"e{job_id}",
+        payload(job_id),
+        status,
+        owner,
+        until,
+        attempts,
+        heartbeat,
+        created,
+        completed,
+        error,
+    )
 
 
 class Script:
@@ -36,11 +56,22 @@ class Script:
 
     def add_jobs(self, *ids: int, now: float = 0.0) -> None:
         for job_id in ids:
-            assert self.run("W", "insert_job", id=job_id, event_id=f"e{job_id}",
-                            payload=payload(job_id), now=now) == []
+            assert (
+                self.run(
+                    "W",
+                    "insert_job",
+                    id=job_id,
+                    event_id=f"e{job_id}",
+                    payload=payload(job_id),
+                    now=now,
+                )
+                == []
+            )
 
     def claim(self, client: str, job_id: int, now: float, until: float):
-        return self.run(client, "claim_conditional", id=job_id, owner=client, now=now, lease_until=until)
+        return self.run(
+            client, "claim_conditional", id=job_id, owner=client, now=now, lease_until=until
+        )
 
     def jobs(self) -> list[tuple]:
         return self.run("W", "dump_jobs")

@@ -13,7 +13,10 @@ def test_backend_follows_the_protocol(backend):
 
 
 def test_unknown_query_suggests_the_closest(db):
-    with pytest.raises(UnknownQueryError, match="unknown query 'claim_conditonal'; did you mean 'claim_conditional'"):
+    with pytest.raises(
+        UnknownQueryError,
+        match="unknown query 'claim_conditonal'; did you mean 'claim_conditional'",
+    ):
         db.run("A", "claim_conditonal", id=1)
 
 
@@ -21,11 +24,23 @@ def test_unknown_query_suggests_the_closest(db):
     ("params", "message"),
     [
         ({"id": 1, "owner": "A", "now": 1.0}, "parameter 'lease_until' missing"),
-        ({"id": "1", "owner": "A", "now": 1.0, "lease_until": 2.0}, "parameter 'id' expects int, got str"),
-        ({"id": True, "owner": "A", "now": 1.0, "lease_until": 2.0}, "parameter 'id' expects int, got bool"),
-        ({"id": 1, "owner": None, "now": 1.0, "lease_until": 2.0}, "parameter 'owner' expects text"),
+        (
+            {"id": "1", "owner": "A", "now": 1.0, "lease_until": 2.0},
+            "parameter 'id' expects int, got str",
+        ),
+        (
+            {"id": True, "owner": "A", "now": 1.0, "lease_until": 2.0},
+            "parameter 'id' expects int, got bool",
+        ),
+        (
+            {"id": 1, "owner": None, "now": 1.0, "lease_until": 2.0},
+            "parameter 'owner' expects text",
+        ),
         ({"id": 1, "owner": "A", "now": "1", "lease_until": 2.0}, "parameter 'now' expects time"),
-        ({"id": 1, "owner": "A", "now": 1, "lease_until": 2, "ttl": 3}, "parameter 'ttl' is not a parameter"),
+        (
+            {"id": 1, "owner": "A", "now": 1, "lease_until": 2, "ttl": 3},
+            "parameter 'ttl' is not a parameter",
+        ),
     ],
 )
 def test_bad_parameters(db, params, message):

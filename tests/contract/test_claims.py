@@ -18,10 +18,12 @@ def test_read_then_write_loses_an_update(db):
     pending = [(1, "Pending", None, None, 0)]
     assert db.run("A", "select_candidates", now=1.0, take_expired=True, limit=1) == pending
     assert db.run("B", "select_candidates", now=1.0, take_expired=True, limit=1) == pending
-    assert db.run("A", "claim_unconditional", id=1, owner="A", now=1.0, lease_until=31.0) == [(1, 1)]
-    assert db.run("B", "claim_unconditional", id=1, owner="B", now=1.0, lease_until=31.0) == Blocked(
-        "B", "claim_unconditional", "A"
-    )
+    assert db.run("A", "claim_unconditional", id=1, owner="A", now=1.0, lease_until=31.0) == [
+        (1, 1)
+    ]
+    assert db.run(
+        "B", "claim_unconditional", id=1, owner="B", now=1.0, lease_until=31.0
+    ) == Blocked("B", "claim_unconditional", "A")
     db.commit("A")
     assert db.resume("B") == [(1, 2)]
     db.commit("B")
@@ -97,11 +99,15 @@ def test_for_update_convoy(db, outcome):
     assert db.run("A", "lock_next_candidate", **lock) == [(1, 0)]
     db.begin("B")
     assert db.run("B", "lock_next_candidate", **lock) == Blocked("B", "lock_next_candidate", "A")
-    assert db.run("A", "claim_unconditional", id=1, owner="A", now=1.0, lease_until=31.0) == [(1, 1)]
+    assert db.run("A", "claim_unconditional", id=1, owner="A", now=1.0, lease_until=31.0) == [
+        (1, 1)
+    ]
     getattr(db, outcome)("A")
     got = 2 if outcome == "commit" else 1
     assert db.resume("B") == [(got, 0)]
-    assert db.run("B", "claim_unconditional", id=got, owner="B", now=2.0, lease_until=32.0) == [(got, 1)]
+    assert db.run("B", "claim_unconditional", id=got, owner="B", now=2.0, lease_until=32.0) == [
+        (got, 1)
+    ]
     db.commit("B")
     b_row = job_row(got, "Processing", "B", 32.0, 1, heartbeat=2.0)
     if outcome == "commit":
@@ -119,8 +125,12 @@ def test_waiters_queue_behind_the_first_waiter(db):
     db.begin("C")
     assert db.run("A", "lock_job_nowait", id=1) == [(1, "Pending")]
     take = {"id": 1, "now": 1.0, "lease_until": 31.0}
-    assert db.run("B", "claim_unconditional", owner="B", **take) == Blocked("B", "claim_unconditional", "A")
-    assert db.run("C", "claim_unconditional", owner="C", **take) == Blocked("C", "claim_unconditional", "A")
+    assert db.run("B", "claim_unconditional", owner="B", **take) == Blocked(
+        "B", "claim_unconditional", "A"
+    )
+    assert db.run("C", "claim_unconditional", owner="C", **take) == Blocked(
+        "C", "claim_unconditional", "A"
+    )
     db.commit("A")
     assert db.resume("B") == [(1, 1)]
     assert db.resume("C") == Blocked("C", "claim_unconditional", "B")

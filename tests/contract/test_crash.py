@@ -14,8 +14,16 @@ def test_crash_rolls_back_and_releases_locks(db):
     db.add_jobs(1)
     db.begin("A")
     assert db.claim("A", 1, now=1.0, until=31.0) == [(1, 1)]
-    assert db.run("A", "insert_ledger_entry", job_id=1, event_id="e1", amount_cents=100,
-                  worker="A", attempt=1, now=1.0) == [(1,)]
+    assert db.run(
+        "A",
+        "insert_ledger_entry",
+        job_id=1,
+        event_id="e1",
+        amount_cents=100,
+        worker="A",
+        attempt=1,
+        now=1.0,
+    ) == [(1,)]
     assert db.claim("B", 1, now=2.0, until=32.0) == Blocked("B", "claim_conditional", "A")
     db.crash("A")
     assert not db.in_transaction("A")
@@ -29,8 +37,16 @@ def test_crash_rolls_back_and_releases_locks(db):
     assert db.ledger() == []
     db.connect("A")
     assert db.run("A", "count_jobs_by_status") == [("Processing", 1)]
-    assert db.run("A", "insert_ledger_entry", job_id=1, event_id="e1", amount_cents=100,
-                  worker="A", attempt=1, now=3.0) == [(2,)]
+    assert db.run(
+        "A",
+        "insert_ledger_entry",
+        job_id=1,
+        event_id="e1",
+        amount_cents=100,
+        worker="A",
+        attempt=1,
+        now=3.0,
+    ) == [(2,)]
 
 
 def test_crash_of_a_waiting_client_abandons_its_statement(db):
@@ -39,9 +55,9 @@ def test_crash_of_a_waiting_client_abandons_its_statement(db):
     assert db.claim("A", 1, now=1.0, until=31.0) == [(1, 1)]
     db.begin("B")
     assert db.run("B", "insert_dedup_marker", event_id="e1", payload_hash="h", now=1.0) == [("e1",)]
-    assert db.run("B", "claim_unconditional", id=1, owner="B", now=1.0, lease_until=31.0) == Blocked(
-        "B", "claim_unconditional", "A"
-    )
+    assert db.run(
+        "B", "claim_unconditional", id=1, owner="B", now=1.0, lease_until=31.0
+    ) == Blocked("B", "claim_unconditional", "A")
     db.crash("B")
     with pytest.raises(ClientCrashedError):
         db.resume("B")

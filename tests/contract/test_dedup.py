@@ -13,7 +13,9 @@ from .script import job_row, payload
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 def test_on_conflict_waits_for_an_uncommitted_marker(db, outcome):
     db.begin("A")
-    assert db.run("A", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=1.0) == [("e1",)]
+    assert db.run("A", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=1.0) == [
+        ("e1",)
+    ]
     assert db.run("B", "read_dedup_marker", event_id="e1") == []  # uncommitted: invisible, no wait
     assert db.run("B", "insert_dedup_marker", event_id="e1", payload_hash="h2", now=2.0) == Blocked(
         "B", "insert_dedup_marker", "A"
@@ -30,9 +32,19 @@ def test_on_conflict_waits_for_an_uncommitted_marker(db, outcome):
 
 def test_marker_and_effect_roll_back_together(db):
     db.begin("A")
-    assert db.run("A", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=1.0) == [("e1",)]
-    assert db.run("A", "insert_ledger_entry", job_id=1, event_id="e1", amount_cents=100,
-                  worker="A", attempt=1, now=1.0) == [(1,)]
+    assert db.run("A", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=1.0) == [
+        ("e1",)
+    ]
+    assert db.run(
+        "A",
+        "insert_ledger_entry",
+        job_id=1,
+        event_id="e1",
+        amount_cents=100,
+        worker="A",
+        attempt=1,
+        now=1.0,
+    ) == [(1,)]
     assert db.run("A", "dump_ledger") == [(1, 1, "e1", 100, "A", 1, 1.0)]  # own writes visible
     assert db.ledger() == []  # not to others
     db.rollback("A")
@@ -50,18 +62,24 @@ def test_ledger_ids_are_never_rolled_back(db):
     assert db.run("C", "insert_ledger_entry", worker="C", **entry) == [(4,)]
     db.commit("B")
     assert db.ledger() == [
-        (2, 1, "e1", 100, "A", 1, 1.0), (3, 1, "e1", 100, "B", 1, 1.0), (4, 1, "e1", 100, "C", 1, 1.0),
+        (2, 1, "e1", 100, "A", 1, 1.0),
+        (3, 1, "e1", 100, "B", 1, 1.0),
+        (4, 1, "e1", 100, "C", 1, 1.0),
     ]
 
 
 def test_purge_forgets_old_markers(db):
     for event_id, now in [("e1", 0.0), ("e2", 10.0), ("e3", 20.0)]:
-        assert db.run("A", "insert_dedup_marker", event_id=event_id, payload_hash="h", now=now) == [(event_id,)]
+        assert db.run("A", "insert_dedup_marker", event_id=event_id, payload_hash="h", now=now) == [
+            (event_id,)
+        ]
     assert db.run("W", "purge_dedup_markers", before=10.0) == [("e1",)]
     assert db.run("W", "purge_dedup_markers", before=20.000001) == [("e2",), ("e3",)]
     assert db.markers() == []
     # A redelivery after the retention passes the dedup check again: keep markers long enough.
-    assert db.run("A", "insert_dedup_marker", event_id="e1", payload_hash="h", now=30.0) == [("e1",)]
+    assert db.run("A", "insert_dedup_marker", event_id="e1", payload_hash="h", now=30.0) == [
+        ("e1",)
+    ]
     assert db.markers() == [("e1", "h", 30.0)]
 
 

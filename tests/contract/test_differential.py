@@ -37,40 +37,86 @@ def random_params(rng: random.Random, query: str, now: float, clients=CLIENTS) -
     backoff = rng.choice([0, 1, 500_000])  # microseconds x attempts^4
     return {
         "insert_job": {"id": job, "event_id": "e", "payload": "p", "now": now},
-        "select_candidates": {"now": now, "take_expired": expired, "max_attempts": cap, "limit": rng.choice([1, 5])},
+        "select_candidates": {
+            "now": now,
+            "take_expired": expired,
+            "max_attempts": cap,
+            "limit": rng.choice([1, 5]),
+        },
         "claim_conditional": {"id": job, "owner": owner, "max_attempts": cap, **lease},
         "claim_unconditional": {"id": job, "owner": owner, "max_attempts": cap, **lease},
-        "claim_skip_locked": {"owner": owner, "take_expired": expired, "max_attempts": cap, **lease},
+        "claim_skip_locked": {
+            "owner": owner,
+            "take_expired": expired,
+            "max_attempts": cap,
+            **lease,
+        },
         "lock_next_candidate": {"now": now, "take_expired": expired, "max_attempts": cap},
         "lock_job_nowait": {"id": job},
         "heartbeat": {**fence, "lease_until": now + 5.0},
         "complete_fenced": fence,
         "complete_unfenced": {"id": job, "now": now},
         "reject_job_fenced": {**fence, "error": "x"},
-        "requeue_expired": {"now": now, "max_attempts": 2, "limit": rng.choice([1, 5]), "retry_backoff": backoff},
+        "requeue_expired": {
+            "now": now,
+            "max_attempts": 2,
+            "limit": rng.choice([1, 5]),
+            "retry_backoff": backoff,
+        },
         "rescue_job": {"id": job, "now": now, "max_attempts": 2, "retry_backoff": backoff},
         "fail_job_fenced": {**fence, "max_attempts": 2, "retry_backoff": backoff},
-        "release_job_fenced": {"id": job, "owner": owner, "attempt": fence["attempt"], "max_attempts": 2},
+        "release_job_fenced": {
+            "id": job,
+            "owner": owner,
+            "attempt": fence["attempt"],
+            "max_attempts": 2,
+        },
         "select_stuck_jobs": {"now": now},
         "insert_dedup_marker": {"event_id": event, "payload_hash": "h", "now": now},
         "read_dedup_marker": {"event_id": event},
         "purge_dedup_markers": {"before": now - rng.choice([0.0, 3.0])},
-        "insert_ledger_entry": {"job_id": job, "event_id": event, "amount_cents": 1,
-                                "worker": owner, "attempt": 1, "now": now},
+        "insert_ledger_entry": {
+            "job_id": job,
+            "event_id": event,
+            "amount_cents": 1,
+            "worker": owner,
+            "attempt": 1,
+            "now": now,
+        },
         "count_jobs_by_status": {},
     }[query]
 
 
-QUERIES = ["insert_job"] * 3 + ["claim_conditional", "insert_dedup_marker"] * 2 + [
-    "select_candidates", "claim_unconditional", "claim_skip_locked", "lock_next_candidate",
-    "lock_job_nowait", "heartbeat", "complete_fenced", "complete_unfenced", "reject_job_fenced",
-    "requeue_expired", "select_stuck_jobs", "read_dedup_marker", "purge_dedup_markers",
-    "insert_ledger_entry", "count_jobs_by_status", "rescue_job", "fail_job_fenced", "release_job_fenced",
-]
+QUERIES = (
+    ["insert_job"] * 3
+    + ["claim_conditional", "insert_dedup_marker"] * 2
+    + [
+        "select_candidates",
+        "claim_unconditional",
+        "claim_skip_locked",
+        "lock_next_candidate",
+        "lock_job_nowait",
+        "heartbeat",
+        "complete_fenced",
+        "complete_unfenced",
+        "reject_job_fenced",
+        "requeue_expired",
+        "select_stuck_jobs",
+        "read_dedup_marker",
+        "purge_dedup_markers",
+        "insert_ledger_entry",
+        "count_jobs_by_status",
+        "rescue_job",
+        "fail_job_fenced",
+        "release_job_fenced",
+    ]
+)
 CONTROL = (0.12, 0.2, 0.25, 0.27)  # cumulative chances of begin, commit, rollback, crash per step
 
 
-def random_script(seed: int, *, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=CONTROL) -> list[tuple]:
+def random_script(
+    seed: int, *, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=CONTROL
+) -> list[tuple]:
     """A reproducible script: transaction control and statements of random clients."""
     rng = random.Random(seed)
     begin, commit, rollback, crash = control

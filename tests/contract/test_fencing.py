@@ -19,7 +19,9 @@ def test_fencing_refuses_non_owners_and_stale_attempts(db):
     assert fenced(db, "A", "heartbeat", 1, "A", 1, now=42.0, lease_until=72.0) == []
     assert fenced(db, "A", "complete_fenced", 1, "A", 1, now=43.0) == []
     assert fenced(db, "A", "reject_job_fenced", 1, "A", 1, now=43.0, error="zombie") == []
-    assert fenced(db, "B", "complete_fenced", 1, "B", 1, now=44.0) == []  # right owner, stale attempt
+    assert (
+        fenced(db, "B", "complete_fenced", 1, "B", 1, now=44.0) == []
+    )  # right owner, stale attempt
     assert fenced(db, "B", "complete_fenced", 1, "B", 2, now=45.0) == [(1,)]
     assert fenced(db, "B", "complete_fenced", 1, "B", 2, now=46.0) == []  # no longer Processing
     assert fenced(db, "A", "heartbeat", 2, "A", 0, now=46.0, lease_until=76.0) == []  # Pending job
@@ -28,7 +30,9 @@ def test_fencing_refuses_non_owners_and_stale_attempts(db):
     assert db.claim("A", 2, now=50.0, until=60.0) == [(2, 1)]
     assert db.claim("A", 2, now=61.0, until=91.0) == [(2, 2)]
     assert fenced(db, "A", "complete_fenced", 2, "A", 1, now=62.0) == []
-    assert fenced(db, "A", "reject_job_fenced", 2, "A", 2, now=63.0, error="payload mismatch") == [(2,)]
+    assert fenced(db, "A", "reject_job_fenced", 2, "A", 2, now=63.0, error="payload mismatch") == [
+        (2,)
+    ]
     assert db.jobs() == [
         job_row(1, "Completed", "B", 71.0, 2, heartbeat=41.0, completed=45.0),
         job_row(2, "Dead", "A", 91.0, 2, heartbeat=61.0, completed=63.0, error="payload mismatch"),

@@ -26,9 +26,9 @@ def test_non_matching_updates_do_not_wait(db):
     db.begin("B")
     assert db.run("B", "complete_fenced", **fence_b) == []
     assert db.run("B", "reject_job_fenced", error="x", **fence_b) == []
-    assert db.run("C", "heartbeat", id=1, owner="A", attempt=1, now=2.0, lease_until=40.0) == Blocked(
-        "C", "heartbeat", "A"
-    )
+    assert db.run(
+        "C", "heartbeat", id=1, owner="A", attempt=1, now=2.0, lease_until=40.0
+    ) == Blocked("C", "heartbeat", "A")
     db.commit("A")
     assert db.resume("C") == [(1, 40.0)]
     assert db.run("C", "lock_job_nowait", id=1) == [(1, "Processing")]  # B's misses locked nothing
@@ -48,12 +48,16 @@ def test_insert_of_an_existing_id_does_not_wait_on_a_mere_lock(db):
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 def test_purge_in_a_transaction_holds_its_markers(db, outcome):
-    assert db.run("W", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=0.0) == [("e1",)]
+    assert db.run("W", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=0.0) == [
+        ("e1",)
+    ]
     db.begin("A")
     assert db.run("A", "purge_dedup_markers", before=5.0) == [("e1",)]
     assert db.run("A", "read_dedup_marker", event_id="e1") == []
     assert db.run("B", "read_dedup_marker", event_id="e1") == [("e1", "h1", 0.0)]  # no wait
-    assert db.run("B", "purge_dedup_markers", before=5.0) == Blocked("B", "purge_dedup_markers", "A")
+    assert db.run("B", "purge_dedup_markers", before=5.0) == Blocked(
+        "B", "purge_dedup_markers", "A"
+    )
     getattr(db, outcome)("A")
     assert db.resume("B") == ([] if outcome == "commit" else [("e1",)])
     assert db.markers() == []
@@ -61,7 +65,9 @@ def test_purge_in_a_transaction_holds_its_markers(db, outcome):
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 def test_marker_insert_waits_on_an_uncommitted_purge(db, outcome):
-    assert db.run("W", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=0.0) == [("e1",)]
+    assert db.run("W", "insert_dedup_marker", event_id="e1", payload_hash="h1", now=0.0) == [
+        ("e1",)
+    ]
     db.begin("A")
     assert db.run("A", "purge_dedup_markers", before=5.0) == [("e1",)]
     assert db.run("C", "insert_dedup_marker", event_id="e1", payload_hash="h2", now=6.0) == Blocked(
@@ -103,9 +109,13 @@ def test_a_resumed_for_update_scan_keeps_its_snapshot(db):
     db.begin("C")
     assert db.run("C", "lock_next_candidate", **lock) == Blocked("C", "lock_next_candidate", "A")
     db.add_jobs(4, now=11.0)
-    assert db.run("W", "requeue_expired", now=12.0, max_attempts=5, limit=5) == [(3, "Pending", "W", 1)]
+    assert db.run("W", "requeue_expired", now=12.0, max_attempts=5, limit=5) == [
+        (3, "Pending", "W", 1)
+    ]
     assert db.claim("B", 2, now=13.0, until=43.0) == [(2, 1)]
-    assert db.run("A", "claim_unconditional", id=1, owner="A", now=14.0, lease_until=44.0) == [(1, 1)]
+    assert db.run("A", "claim_unconditional", id=1, owner="A", now=14.0, lease_until=44.0) == [
+        (1, 1)
+    ]
     db.commit("A")
     assert db.resume("C") == []  # 1 and 2 were taken; 3 and 4 were not claimable at its start
     for job_id in (1, 2):
@@ -113,7 +123,9 @@ def test_a_resumed_for_update_scan_keeps_its_snapshot(db):
             db.run("W", "lock_job_nowait", id=job_id)
     assert db.run("W", "lock_job_nowait", id=3) == [(3, "Pending")]
     db.commit("C")
-    assert db.run("C", "lock_next_candidate", **{**lock, "now": 20.0}) == [(3, 1)]  # requeued at 12: due since
+    assert db.run("C", "lock_next_candidate", **{**lock, "now": 20.0}) == [
+        (3, 1)
+    ]  # requeued at 12: due since
 
 
 def test_an_error_releases_the_transaction_s_locks_at_once(db):
@@ -135,7 +147,9 @@ def test_the_statement_closing_a_lock_cycle_fails_with_a_deadlock(db):
     assert db.run("A", "lock_job_nowait", id=1) == [(1, "Pending")]
     assert db.run("B", "lock_job_nowait", id=2) == [(2, "Pending")]
     take = {"now": 1.0, "lease_until": 31.0}
-    assert db.run("A", "claim_unconditional", id=2, owner="A", **take) == Blocked("A", "claim_unconditional", "B")
+    assert db.run("A", "claim_unconditional", id=2, owner="A", **take) == Blocked(
+        "A", "claim_unconditional", "B"
+    )
     with pytest.raises(DeadlockDetectedError, match="claim_unconditional") as err:
         db.run("B", "claim_unconditional", id=1, owner="B", **take)
     assert err.value.sqlstate == "40P01"

@@ -44,7 +44,7 @@ def test_records_survive_sigkill(tmp_path):
         import sys, time
         from sim.live.clock import LiveClock
         from sim.live.recorder import Recorder
-        r = Recorder({str(tmp_path / 'w0-0.jsonl')!r}, LiveClock(time.monotonic()))
+        r = Recorder({str(tmp_path / "w0-0.jsonl")!r}, LiveClock(time.monotonic()))
         r.add("claim", "w0", 7, 1, 2.5, t=1.25)
         r.statement("claim_conditional", 0.001)
         print("written", flush=True)
@@ -83,7 +83,11 @@ def test_slots_are_shared_between_mappings(tmp_path):
     writer.renew(1, 41, 99.0)  # a late renewal of another job changes nothing
     assert reader.held(1) == (42, 3, 11.5)
     writer.release(1)
-    assert reader.held(1) is None and reader.partitioned_until(2) == 99.0 and reader.partitioned_until(1) == 0.0
+    assert (
+        reader.held(1) is None
+        and reader.partitioned_until(2) == 99.0
+        and reader.partitioned_until(1) == 0.0
+    )
 
 
 def test_job_plan_is_the_model_producers_catalog():
@@ -92,12 +96,16 @@ def test_job_plan_is_the_model_producers_catalog():
     world.env.run(until=scenario.horizon)
     arrivals, catalog = job_plan(scenario)
     assert len(catalog) == len(world.catalog) > 0
-    assert [catalog[j] for j in range(1, len(catalog) + 1)] == [world.catalog[j] for j in range(1, len(catalog) + 1)]
+    assert [catalog[j] for j in range(1, len(catalog) + 1)] == [
+        world.catalog[j] for j in range(1, len(catalog) + 1)
+    ]
     enqueued = [(e.t, e.job) for e in world.log if e.kind == "enqueue"]
     assert [job for _, job, _ in arrivals] == [job for _, job in enqueued]
     # the model logs an enqueue after its INSERT's sampled latency (the t = 0 batch at once)
     delays = np.array([t_log - t for (t, _, _), (t_log, _) in zip(arrivals, enqueued, strict=True)])
-    assert delays.min() >= 0 and delays.max() <= scenario.workload.statement_latency.quantile(0.9999)
+    assert delays.min() >= 0 and delays.max() <= scenario.workload.statement_latency.quantile(
+        0.9999
+    )
 
 
 def _drain(schedule):
@@ -110,14 +118,23 @@ def _drain(schedule):
 
 def test_fault_schedule_plays_the_models_fault_times():
     """The holder clock of the exact-timeline test (19.377, 28.584, 51.724 s), scripted outages and crashes."""
-    faults = Faults(crash_rate=90.0, crash_target="holder", crashes=(ScriptedCrash(at=5.0, worker=1), ScriptedCrash(at=7.0, job=3)),
-                    pauses=(ScriptedOutage(worker=0, at=2.0, duration=1.5),),
-                    partitions=(ScriptedOutage(worker=1, at=3.0, duration=2.0),))
+    faults = Faults(
+        crash_rate=90.0,
+        crash_target="holder",
+        crashes=(ScriptedCrash(at=5.0, worker=1), ScriptedCrash(at=7.0, job=3)),
+        pauses=(ScriptedOutage(worker=0, at=2.0, duration=1.5),),
+        partitions=(ScriptedOutage(worker=1, at=3.0, duration=2.0),),
+    )
     schedule = FaultSchedule(scripted(workers=2, horizon=60, faults=faults))
     assert _drain(schedule) == [
-        (2.0, "pause", 0, None), (3.0, "partition", 1, None), (3.5, "unpause", 0, None),
-        (5.0, "crash", 1, None), (5.0, "heal", 1, None), (7.0, "crash_job", None, 3),
-        (19.377451, "crash_holder", None, None), (28.583819, "crash_holder", None, None),
+        (2.0, "pause", 0, None),
+        (3.0, "partition", 1, None),
+        (3.5, "unpause", 0, None),
+        (5.0, "crash", 1, None),
+        (5.0, "heal", 1, None),
+        (7.0, "crash_job", None, 3),
+        (19.377451, "crash_holder", None, None),
+        (28.583819, "crash_holder", None, None),
         (51.724327, "crash_holder", None, None),
     ]
 
@@ -126,9 +143,12 @@ def test_time_scale_is_refused_where_statement_latency_would_dominate():
     scenario = preset("crash-recovery")  # poll 2 s is its shortest interval
     assert shortest_interval(scenario) == ("policy.poll_interval", 2.0)
     check_scale(scenario, 0.05, latency=0.004)  # 4 ms / 0.05 = 0.08 s: 4% of 2 s
-    with pytest.raises(ConfigError, match=r"^--time-scale 0.01: a statement takes 4.0 ms \(median\) on this server, "
-                                          r"0.4 s of scenario time, 20% of policy.poll_interval 2 s; above 5% latency, "
-                                          r"not the lease policy, would dominate: use --time-scale >= 0.04$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^--time-scale 0.01: a statement takes 4.0 ms \(median\) on this server, "
+        r"0.4 s of scenario time, 20% of policy.poll_interval 2 s; above 5% latency, "
+        r"not the lease policy, would dominate: use --time-scale >= 0.04$",
+    ):
         check_scale(scenario, 0.01, latency=0.004)
     with pytest.raises(ConfigError, match=r"^--time-scale: must be a number > 0"):
         check_scale(scenario, 0.0, latency=0.004)
@@ -145,30 +165,52 @@ def test_repair_restores_a_completion_a_kill_cut_off():
     """w0 committed job 5 at 3.2 s and was killed before writing its records; its crash at 3.3 s
     named the job. The ledger and jobs table witness the commit: the records come back, the crash
     names nothing (w0 held nothing then), and a logged completion is left alone."""
-    records = [[1.0, "claim", "w0", 5, 1, 3.0], [1.1, "claim", "w1", 6, 1, 3.1], [2.0, "effect", "w1", 6, 1, "evt-6"],
-               [2.0, "complete", "w1", 6, 1, 3.1], [3.3, "crash", "w0", 5, 1, 3.0]]
-    jobs = [(5, "evt-5", "{}", "Completed", "w0", 3.0, 1, 1.0, 0.0, 3.2, None),
-            (6, "evt-6", "{}", "Completed", "w1", 3.1, 1, 1.1, 0.0, 2.0, None)]
+    records = [
+        [1.0, "claim", "w0", 5, 1, 3.0],
+        [1.1, "claim", "w1", 6, 1, 3.1],
+        [2.0, "effect", "w1", 6, 1, "evt-6"],
+        [2.0, "complete", "w1", 6, 1, 3.1],
+        [3.3, "crash", "w0", 5, 1, 3.0],
+    ]
+    jobs = [
+        (5, "evt-5", "{}", "Completed", "w0", 3.0, 1, 1.0, 0.0, 3.2, None),
+        (6, "evt-6", "{}", "Completed", "w1", 3.1, 1, 1.1, 0.0, 2.0, None),
+    ]
     ledger = [(1, 6, "evt-6", 100, "w1", 1, 2.0), (2, 5, "evt-5", 100, "w0", 1, 3.2)]
     fixed, notes = repair(records, {"jobs": jobs, "ledger": ledger})
-    assert fixed == [[1.0, "claim", "w0", 5, 1, 3.0], [1.1, "claim", "w1", 6, 1, 3.1], [2.0, "effect", "w1", 6, 1, "evt-6"],
-                     [2.0, "complete", "w1", 6, 1, 3.1], [3.2, "effect", "w0", 5, 1, "evt-5"],
-                     [3.2, "complete", "w0", 5, 1, None], [3.3, "crash", "w0", None, None, None]]
+    assert fixed == [
+        [1.0, "claim", "w0", 5, 1, 3.0],
+        [1.1, "claim", "w1", 6, 1, 3.1],
+        [2.0, "effect", "w1", 6, 1, "evt-6"],
+        [2.0, "complete", "w1", 6, 1, 3.1],
+        [3.2, "effect", "w0", 5, 1, "evt-5"],
+        [3.2, "complete", "w0", 5, 1, None],
+        [3.3, "crash", "w0", None, None, None],
+    ]
     assert len(notes) == 2
 
 
 def test_recovery_parts_add_up_on_the_scripted_watcher_recovery():
     """The exact timeline of tests/model: crash at 25, lease renewed to 50.004, requeue at 60.003, claim at 60.064."""
     faults = Faults(crashes=(ScriptedCrash(at=25.0, worker=0),), restart_delay=Dist.constant(1000))
-    r = run(scripted(workers=2, work=100, horizon=75, watcher=True, claim_takes_expired=False, faults=faults))
+    r = run(
+        scripted(
+            workers=2, work=100, horizon=75, watcher=True, claim_takes_expired=False, faults=faults
+        )
+    )
     parts = recovery_parts(r).round(6)
-    assert parts[["latency", "lease_remaining", "watcher_wait", "poll_wait"]].values.tolist() == [[35.064, 25.004, 9.999, 0.061]]
+    assert parts[["latency", "lease_remaining", "watcher_wait", "poll_wait"]].values.tolist() == [
+        [35.064, 25.004, 9.999, 0.061]
+    ]
 
 
 def test_quantile_interval_covers_the_true_quantile_about_95_percent_of_the_time():
     rng = np.random.default_rng(18)
     true_p90 = stats.expon.ppf(0.9)
-    covered = sum(lo <= true_p90 <= hi for _, lo, hi in (quantile_ci(rng.exponential(size=100), 0.9) for _ in range(400)))
+    covered = sum(
+        lo <= true_p90 <= hi
+        for _, lo, hi in (quantile_ci(rng.exponential(size=100), 0.9) for _ in range(400))
+    )
     low, high = stats.binom.interval(0.999, 400, 0.95)
     assert low - 8 <= covered <= high  # the order-statistic interval is conservative (>= 95%)
 
@@ -188,9 +230,14 @@ def test_cli_live_refuses_bad_input_in_one_line(capsys):
     from sim.__main__ import main
 
     assert main(["live", "crash-recovery", "--duration", "0"]) == 2
-    assert main(["live", "crash-recovery", "--duration", "3", "--sql", str(Path("/nonexistent"))]) == 2
+    assert (
+        main(["live", "crash-recovery", "--duration", "3", "--sql", str(Path("/nonexistent"))]) == 2
+    )
     assert main(["live", "crash-recovery", "--duration", "3", "--compare-seeds", "-1"]) == 2
-    assert main(["live", "crash-recovery", "--duration", "3", "--set", "faults.crash_target=owner"]) == 2
+    assert (
+        main(["live", "crash-recovery", "--duration", "3", "--set", "faults.crash_target=owner"])
+        == 2
+    )
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "error: --duration: must be a number of seconds > 0, got 0.0",

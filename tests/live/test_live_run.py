@@ -47,18 +47,28 @@ def _processes():
 
 def _children() -> list[int]:
     """Live child processes of this process still around (running, stopped or zombie)."""
-    return [pid for pid, _, parent, _, cmdline in _processes() if parent == os.getpid() and b"sim.live.process" in cmdline]
+    return [
+        pid
+        for pid, _, parent, _, cmdline in _processes()
+        if parent == os.getpid() and b"sim.live.process" in cmdline
+    ]
 
 
 def _stopped_postgres() -> list[int]:
     """Server processes in the stopped state (T), on this machine."""
-    return [pid for pid, state, _, comm, _ in _processes() if comm.startswith("postgres") and state == "T"]
+    return [
+        pid
+        for pid, state, _, comm, _ in _processes()
+        if comm.startswith("postgres") and state == "T"
+    ]
 
 
 def _live_backends(pg_dsn) -> int:
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'leaselab-live:%'").fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'leaselab-live:%'"
+        ).fetchone()[0]
 
 
 def test_killing_holders_live_recovers_like_the_simulation(pg_dsn):
@@ -86,23 +96,40 @@ def test_killing_holders_live_recovers_like_the_simulation(pg_dsn):
     assert low * 0.9 <= row.simulated <= high * 1.1, (row.simulated, low, high)
     parts = c.parts
     assert np.allclose(parts.sum()["live"], mean, atol=1e-9)  # the parts add up to the latency
-    assert parts.loc["lease_remaining", "live"] > 1.0  # most of it is the lease still to run (TTL 2 s)
+    assert (
+        parts.loc["lease_remaining", "live"] > 1.0
+    )  # most of it is the lease still to run (TTL 2 s)
     assert _children() == [] and _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
 
 
 def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
     """w0 is SIGSTOPped from 1 s to 2.5 s: it writes nothing then; w1 is partitioned from 1 s to 2 s
     (mode fail): its statements fail then and only then. Jobs are long: both hold one throughout."""
-    faults = Faults(pauses=(ScriptedOutage(worker=0, at=1.0, duration=1.5),),
-                    partitions=(ScriptedOutage(worker=1, at=1.0, duration=1.0),),
-                    restart_delay=Dist.constant(1.0))
-    scenario = scripted(workers=2, jobs=2, work=30.0, lease_ttl=2.0, heartbeat_interval=0.25, faults=faults,
-                        watcher=True, watcher_interval=1.0)
+    faults = Faults(
+        pauses=(ScriptedOutage(worker=0, at=1.0, duration=1.5),),
+        partitions=(ScriptedOutage(worker=1, at=1.0, duration=1.0),),
+        restart_delay=Dist.constant(1.0),
+    )
+    scenario = scripted(
+        workers=2,
+        jobs=2,
+        work=30.0,
+        lease_ttl=2.0,
+        heartbeat_interval=0.25,
+        faults=faults,
+        watcher=True,
+        watcher_interval=1.0,
+    )
     r = live(scenario, duration=4.0, dsn=pg_dsn)
     e = r.events
-    assert e[e.kind.isin(["pause_start", "pause_end", "partition_start", "partition_end"])][["t", "kind", "worker"]] \
-        .values.tolist() == [[1.0, "pause_start", "w0"], [1.0, "partition_start", "w1"], [2.0, "partition_end", "w1"],
-                             [2.5, "pause_end", "w0"]]
+    assert e[e.kind.isin(["pause_start", "pause_end", "partition_start", "partition_end"])][
+        ["t", "kind", "worker"]
+    ].values.tolist() == [
+        [1.0, "pause_start", "w0"],
+        [1.0, "partition_start", "w1"],
+        [2.0, "partition_end", "w1"],
+        [2.5, "pause_end", "w0"],
+    ]
     w0 = e[(e.worker == "w0") & ~e.kind.isin(["pause_start", "pause_end"])]
     assert w0[(w0.t > 1.05) & (w0.t < 2.5)].empty  # stopped: not a single statement or record
     assert (w0.t >= 2.5).any()  # ... and it went on after SIGCONT
@@ -113,18 +140,27 @@ def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
 
 def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
     """SIGKILL of the runner itself: the kernel kills its children (PR_SET_PDEATHSIG), no orphan runs on."""
-    code = ("import sim; from sim.live.settings import hand_check; "
-            f"sim.live(hand_check(), duration=60.0, dsn={pg_dsn!r}, folder={str(tmp_path)!r})")
+    code = (
+        "import sim; from sim.live.settings import hand_check; "
+        f"sim.live(hand_check(), duration=60.0, dsn={pg_dsn!r}, folder={str(tmp_path)!r})"
+    )
     runner = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (tmp_path / "records" / "runner.jsonl").exists():
             time.sleep(0.1)  # the runner writes its records once every child has started
-        wanted = 4 + 4 + 1  # workers, their spares and the watcher; the batch producer may be done already
+        wanted = (
+            4 + 4 + 1
+        )  # workers, their spares and the watcher; the batch producer may be done already
         children = []
-        while time.monotonic() < deadline and len(children) < wanted:  # a killed worker's spare may be starting
-            children = [pid for pid, _, parent, _, cmdline in _processes()
-                        if parent == runner.pid and b"sim.live.process" in cmdline]
+        while (
+            time.monotonic() < deadline and len(children) < wanted
+        ):  # a killed worker's spare may be starting
+            children = [
+                pid
+                for pid, _, parent, _, cmdline in _processes()
+                if parent == runner.pid and b"sim.live.process" in cmdline
+            ]
             time.sleep(0.1)
         assert len(children) >= wanted
     finally:
@@ -137,7 +173,9 @@ def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
     while time.monotonic() < deadline and _live_backends(pg_dsn):
         time.sleep(0.1)
     assert _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
-    schema = json.loads((tmp_path / "run.json").read_text())["schema"]  # the killed runner could not drop it
+    schema = json.loads((tmp_path / "run.json").read_text())[
+        "schema"
+    ]  # the killed runner could not drop it
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
@@ -148,11 +186,29 @@ def test_cli_live_runs_compares_and_writes(pg_dsn, tmp_path, capsys):
 
     toml = save(hand_check(), tmp_path / "check.toml")
     out = tmp_path / "out"
-    code = main(["live", str(toml), "--duration", "4", "--dsn", pg_dsn, "--compare-seeds", "2", "--out", str(out)])
+    code = main(
+        [
+            "live",
+            str(toml),
+            "--duration",
+            "4",
+            "--dsn",
+            pg_dsn,
+            "--compare-seeds",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "live-check: seed 1, live backend, 4 s played live" in printed
     assert "invariants: all hold" in printed and "simulated 95% interval widened by 10%" in printed
-    assert {p.name for p in out.iterdir()} >= {"events.csv", "summary.json", "timeline.png", "comparison.csv",
-                                               "comparison.png"}
+    assert {p.name for p in out.iterdir()} >= {
+        "events.csv",
+        "summary.json",
+        "timeline.png",
+        "comparison.csv",
+        "comparison.png",
+    }
     assert _children() == []

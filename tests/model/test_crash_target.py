@@ -15,8 +15,16 @@ from .scripts import scripted, timeline
 
 def _two_workers_one_job(target: str, jobs: int = 1) -> Scenario:
     faults = Faults(crash_rate=90.0, crash_target=target, restart_delay=Dist.constant(3.0))
-    return scripted(workers=2, jobs=jobs, work=25, horizon=60, lease_ttl=10, heartbeat_interval=2,
-                    claim_takes_expired=True, faults=faults)
+    return scripted(
+        workers=2,
+        jobs=jobs,
+        work=25,
+        horizon=60,
+        lease_ttl=10,
+        heartbeat_interval=2,
+        claim_takes_expired=True,
+        faults=faults,
+    )
 
 
 def test_holder_crashes_hit_whoever_holds_the_job_at_each_tick():
@@ -31,7 +39,13 @@ def test_holder_crashes_hit_whoever_holds_the_job_at_each_tick():
         (12.502, "psp_charge", "w0", 1, 1),
         (19.377451, "crash", "w0", 1, 1),  # tick 1: w0 holds job 1
         (22.377451, "restart", "w0", None, None),
-        (28.032, "claim", "w1", 1, 2),  # lease renewed at 18.002 ends at 28.002; w1's next poll takes it
+        (
+            28.032,
+            "claim",
+            "w1",
+            1,
+            2,
+        ),  # lease renewed at 18.002 ends at 28.002; w1's next poll takes it
         (28.583819, "crash", "w1", 1, 2),  # tick 2: now w1 is the holder
         (31.583819, "restart", "w1", None, None),
         (38.395451, "claim", "w0", 1, 3),
@@ -64,10 +78,18 @@ def _busy_pool(target: str) -> Scenario:
     return Scenario(
         name="busy-pool",
         workload=Workload(jobs=5000, processing=Dist.exponential(1.0), psp_call=Dist.constant(0.0)),
-        policy=Policy(workers=4, poll_interval=0.2, lease_ttl=2.0, heartbeat_interval=0.5, watcher_interval=1.0,
-                      claim_takes_expired=False),
+        policy=Policy(
+            workers=4,
+            poll_interval=0.2,
+            lease_ttl=2.0,
+            heartbeat_interval=0.5,
+            watcher_interval=1.0,
+            claim_takes_expired=False,
+        ),
         faults=Faults(crash_rate=450.0, crash_target=target, restart_delay=Dist.constant(1.0)),
-        horizon=1000.0, seed=7)
+        horizon=1000.0,
+        seed=7,
+    )
 
 
 def test_holder_mode_kills_a_holder_at_the_pool_rate_and_uniformly():
@@ -77,15 +99,27 @@ def test_holder_mode_kills_a_holder_at_the_pool_rate_and_uniformly():
     low, high = stats.poisson.interval(0.999, 0.5 * 1000)
     assert low <= len(crashes) <= high, len(crashes)
     assert crashes["job"].notna().all()
-    assert r.summary["recoveries"] >= len(crashes) - 4  # the last few may still be waiting at the horizon
-    counts = crashes["worker"].value_counts().reindex([f"w{i}" for i in range(4)], fill_value=0).to_numpy()
+    assert (
+        r.summary["recoveries"] >= len(crashes) - 4
+    )  # the last few may still be waiting at the horizon
+    counts = (
+        crashes["worker"]
+        .value_counts()
+        .reindex([f"w{i}" for i in range(4)], fill_value=0)
+        .to_numpy()
+    )
     assert stats.chisquare(counts).pvalue > 0.001, counts  # the holder is chosen uniformly
 
 
 def test_at_light_load_any_mode_hits_a_holder_only_as_often_as_workers_hold_jobs():
     """Poisson arrivals at 1 job/s of mean 1 s for 4 workers: each is busy about a quarter of the time.
     In "any" mode the share of crashes that hit a holder is that busy share; in "holder" mode it is 1."""
-    light = {"workload.arrival": "poisson", "workload.rate": 1.0, "workload.jobs": 1000, "faults.restart_delay": 0.2}
+    light = {
+        "workload.arrival": "poisson",
+        "workload.rate": 1.0,
+        "workload.jobs": 1000,
+        "faults.restart_delay": 0.2,
+    }
     r = run(_busy_pool("any"), **light)
     crashes = r.events[r.events.kind == "crash"]
     with_job = int(crashes["job"].notna().sum())

@@ -9,15 +9,24 @@ from .scripts import LATENCY, scripted, timeline
 
 def _redelivered(delay: float, **policy):
     scenario = scripted(workers=2, dedup=True, horizon=90, **policy)
-    workload = Workload(jobs=1, processing=Dist.constant(25.0), psp_call=Dist.constant(0.0),
-                        statement_latency=Dist.constant(LATENCY), duplicate_delivery=1.0,
-                        redelivery_delay=Dist.constant(delay))
+    workload = Workload(
+        jobs=1,
+        processing=Dist.constant(25.0),
+        psp_call=Dist.constant(0.0),
+        statement_latency=Dist.constant(LATENCY),
+        duplicate_delivery=1.0,
+        redelivery_delay=Dist.constant(delay),
+    )
     return run(scenario.replace(workload=workload))
 
 
 def test_sequential_redelivery_is_applied_once():
     r = _redelivered(40.0)
-    kinds = [(kind, job) for _, kind, _, job, _ in timeline(r) if kind in ("effect", "dedup_skip", "complete")]
+    kinds = [
+        (kind, job)
+        for _, kind, _, job, _ in timeline(r)
+        if kind in ("effect", "dedup_skip", "complete")
+    ]
     assert kinds == [("effect", 1), ("complete", 1), ("dedup_skip", 2), ("complete", 2)]
     assert r.table_ledger["event_id"].tolist() == ["evt-1"]
     assert [row[0] for row in r.tables["processed_events"]] == ["evt-1"]
@@ -44,13 +53,19 @@ def test_concurrent_redelivery_second_insert_waits_then_skips():
 def test_crash_after_marker_rolls_back_and_the_retry_applies_once():
     faults = Faults(crash_points=(CrashPoint("after_marker"),), restart_delay=Dist.constant(5.0))
     r = run(scripted(workers=2, dedup=True, watcher=True, horizon=120, faults=faults))
-    story = [(kind, worker, attempt) for _, kind, worker, _, attempt in timeline(r) if kind not in ("heartbeat", "psp_charge")]
+    story = [
+        (kind, worker, attempt)
+        for _, kind, worker, _, attempt in timeline(r)
+        if kind not in ("heartbeat", "psp_charge")
+    ]
     assert story == [
-        ("claim", "w0", 1), ("claim_lost", "w1", None),
+        ("claim", "w0", 1),
+        ("claim_lost", "w1", None),
         ("crash", "w0", 1),  # right after its marker INSERT: the transaction rolls back
         ("restart", "w0", None),
         ("claim", "w0", 2),  # the lease lapsed; the job is retried
-        ("effect", "w0", 2), ("complete", "w0", 2),
+        ("effect", "w0", 2),
+        ("complete", "w0", 2),
     ]
     assert r.table_ledger[["event_id", "attempt"]].values.tolist() == [["evt-1", 2]]
     assert [row[0] for row in r.tables["processed_events"]] == ["evt-1"]
@@ -58,9 +73,15 @@ def test_crash_after_marker_rolls_back_and_the_retry_applies_once():
 
 def test_same_event_other_payload_is_rejected_by_policy():
     scenario = scripted(workers=1, dedup=True, horizon=90)
-    workload = Workload(jobs=1, processing=Dist.constant(5.0), psp_call=Dist.constant(0.0),
-                        statement_latency=Dist.constant(LATENCY), duplicate_delivery=1.0,
-                        redelivery_delay=Dist.constant(20.0), payload_mismatch=1.0)
+    workload = Workload(
+        jobs=1,
+        processing=Dist.constant(5.0),
+        psp_call=Dist.constant(0.0),
+        statement_latency=Dist.constant(LATENCY),
+        duplicate_delivery=1.0,
+        redelivery_delay=Dist.constant(20.0),
+        payload_mismatch=1.0,
+    )
     r = run(scenario.replace(workload=workload))
     jobs = r.table_jobs.set_index("id")
     assert jobs.loc[1, "status"] == "Completed"

@@ -21,36 +21,72 @@ QUIET = ("idle", "watcher_tick", "enqueue", "lock_wait", "heartbeat", "psp_charg
 
 def _peer(name: str, **overrides):
     """A peer preset's policy on one 10 s job, two workers, 1 ms statements, no random phases."""
-    base = {"workload.jobs": 1, "workload.arrival": "batch", "workload.processing": 10.0,
-            "workload.psp_call": 0.0, "workload.statement_latency": 0.001, "faults.crash_rate": 0.0,
-            "policy.random_phase": False, "policy.workers": 2}
+    base = {
+        "workload.jobs": 1,
+        "workload.arrival": "batch",
+        "workload.processing": 10.0,
+        "workload.psp_call": 0.0,
+        "workload.statement_latency": 0.001,
+        "faults.crash_rate": 0.0,
+        "policy.random_phase": False,
+        "policy.workers": 2,
+    }
     return preset(name).with_overrides({**base, **overrides})
 
 
 # ---- 1. poison jobs and max_attempts -------------------------------------------------------------
 
+
 def test_a_poison_job_stops_at_max_attempts_even_when_the_claim_takes_expired_leases():
     """A job that kills its worker every time. The claim takes the expired lease before the watcher
     looks (claim_takes_expired), so before the cap was on every claim path it reached 101 attempts
     with max_attempts = 25. Now the claim skips it at the cap and the watcher marks it Dead."""
-    r = run(scripted(work=2, lease_ttl=3, heartbeat_interval=1, max_attempts=3, horizon=40, faults=POISON,
-                     watcher=True, watcher_interval=10))
+    r = run(
+        scripted(
+            work=2,
+            lease_ttl=3,
+            heartbeat_interval=1,
+            max_attempts=3,
+            horizon=40,
+            faults=POISON,
+            watcher=True,
+            watcher_interval=10,
+        )
+    )
     assert timeline(r, skip=QUIET) == [
         (0.002, "claim", "w0", 1, 1),
         (1.002, "crash", "w0", 1, 1),  # the crash point after the PSP call, half way through 2 s
-        (3.005, "claim", "w0", 1, 2),  # restarted at 2.002; the lease (until 3.002) taken by the claim
+        (
+            3.005,
+            "claim",
+            "w0",
+            1,
+            2,
+        ),  # restarted at 2.002; the lease (until 3.002) taken by the claim
         (4.005, "crash", "w0", 1, 2),
         (6.008, "claim", "w0", 1, 3),
         (7.008, "crash", "w0", 1, 3),
         (10.002, "requeue", "watcher", 1, 3),  # the third lease expired at 9.008: no claim takes it
     ]
-    assert r.table_jobs[["status", "attempts", "last_error"]].values.tolist() == [["Dead", 3, "lease expired"]]
+    assert r.table_jobs[["status", "attempts", "last_error"]].values.tolist() == [
+        ["Dead", 3, "lease expired"]
+    ]
     assert "attempts_beyond_max" not in r.check().counts()
 
 
 def test_the_issue_s_poison_job_ends_dead_at_25_attempts():
-    r = run(scripted(work=2, lease_ttl=3, heartbeat_interval=1, max_attempts=25, horizon=400, faults=POISON,
-                     watcher=True, watcher_interval=10))
+    r = run(
+        scripted(
+            work=2,
+            lease_ttl=3,
+            heartbeat_interval=1,
+            max_attempts=25,
+            horizon=400,
+            faults=POISON,
+            watcher=True,
+            watcher_interval=10,
+        )
+    )
     claims = r.events[r.events.kind == "claim"]
     assert claims["attempt"].tolist() == list(range(1, 26))
     assert r.table_jobs[["status", "attempts"]].values.tolist() == [["Dead", 25]]
@@ -58,21 +94,48 @@ def test_the_issue_s_poison_job_ends_dead_at_25_attempts():
 
 def test_attempts_beyond_max_is_reported():
     """The invariant itself: the same run judged against a cap of 2 has one claim too many."""
-    r = run(scripted(work=2, lease_ttl=3, heartbeat_interval=1, max_attempts=3, horizon=40, faults=POISON,
-                     watcher=True, watcher_interval=10))
-    stricter = dataclasses.replace(r.scenario, policy=dataclasses.replace(r.scenario.policy, max_attempts=2))
+    r = run(
+        scripted(
+            work=2,
+            lease_ttl=3,
+            heartbeat_interval=1,
+            max_attempts=3,
+            horizon=40,
+            faults=POISON,
+            watcher=True,
+            watcher_interval=10,
+        )
+    )
+    stricter = dataclasses.replace(
+        r.scenario, policy=dataclasses.replace(r.scenario.policy, max_attempts=2)
+    )
     report = check(dataclasses.replace(r, scenario=stricter))
-    assert [(v.invariant, v.job, v.detail) for v in report.violations if v.invariant == "attempts_beyond_max"] == [
-        ("attempts_beyond_max", 1, "w0 claimed it at 6.008s as attempt 3; max_attempts is 2")]
+    assert [
+        (v.invariant, v.job, v.detail)
+        for v in report.violations
+        if v.invariant == "attempts_beyond_max"
+    ] == [("attempts_beyond_max", 1, "w0 claimed it at 6.008s as attempt 3; max_attempts is 2")]
 
 
 # ---- 2. a job held forever -----------------------------------------------------------------------
 
+
 def test_a_job_held_by_a_dead_owner_past_the_horizon_is_reported():
     """lease_ttl = 1e9 is a lock: the job w0 held when it crashed at 3 s can never be taken again.
     The other jobs complete; the checker reports job 1 as stuck instead of saying "all hold"."""
-    r = run(scripted(jobs=3, workers=2, work=5, lease_ttl=1e9, heartbeat=False, horizon=200,
-                     faults=Faults(crashes=(ScriptedCrash(at=3.0, job=1),), restart_delay=Dist.constant(1.0))))
+    r = run(
+        scripted(
+            jobs=3,
+            workers=2,
+            work=5,
+            lease_ttl=1e9,
+            heartbeat=False,
+            horizon=200,
+            faults=Faults(
+                crashes=(ScriptedCrash(at=3.0, job=1),), restart_delay=Dist.constant(1.0)
+            ),
+        )
+    )
     assert timeline(r, skip=QUIET + ("effect",)) == [
         (0.002, "claim", "w0", 1, 1),
         (0.002, "claim_lost", "w1", 1, None),
@@ -85,18 +148,32 @@ def test_a_job_held_by_a_dead_owner_past_the_horizon_is_reported():
     report = r.check()
     assert not report.ok
     assert [(v.invariant, v.job, v.detail) for v in report.violations] == [
-        ("stuck_processing", 1, "w0 crashed holding it at 3.000s; its lease runs to 1e+09s, past the horizon "
-                                "(200s): still Processing, held by a dead owner")]
+        (
+            "stuck_processing",
+            1,
+            "w0 crashed holding it at 3.000s; its lease runs to 1e+09s, past the horizon "
+            "(200s): still Processing, held by a dead owner",
+        )
+    ]
 
 
 def test_a_crash_just_before_the_horizon_is_not_a_finding():
     """The lease outlives the horizon, but no recovery could have happened in the time left."""
-    r = run(scripted(jobs=1, work=50, lease_ttl=30, horizon=40, faults=Faults(crashes=(ScriptedCrash(at=35.0, job=1),))))
+    r = run(
+        scripted(
+            jobs=1,
+            work=50,
+            lease_ttl=30,
+            horizon=40,
+            faults=Faults(crashes=(ScriptedCrash(at=35.0, job=1),)),
+        )
+    )
     assert r.table_jobs["status"].tolist() == ["Processing"]
     assert r.check().counts() == {}
 
 
 # ---- 3. graphile-worker v0.16+ -------------------------------------------------------------------
+
 
 def test_graphile_worker_016_frees_a_stale_lock_only_by_its_periodic_reset():
     """Since v0.16 get_job takes only is_available jobs: the crashed worker's job waits for the
@@ -104,7 +181,11 @@ def test_graphile_worker_016_frees_a_stale_lock_only_by_its_periodic_reset():
     14400 s as before v0.16."""
     crash = Faults(crashes=(ScriptedCrash(at=5.0, job=1),), restart_delay=Dist.constant(30.0))
     now = run(_peer("graphile-worker", horizon=16000.0).replace(faults=crash))
-    before = run(_peer("graphile-worker", horizon=16000.0, **{"policy.claim_takes_expired": True}).replace(faults=crash))
+    before = run(
+        _peer("graphile-worker", horizon=16000.0, **{"policy.claim_takes_expired": True}).replace(
+            faults=crash
+        )
+    )
     assert preset("graphile-worker").policy.claim_takes_expired is False
     assert timeline(now, skip=QUIET + ("effect", "complete")) == [
         (0.001, "claim", "w0", 1, 1),
@@ -117,11 +198,24 @@ def test_graphile_worker_016_frees_a_stale_lock_only_by_its_periodic_reset():
 
 # ---- 4. the watcher's own read-then-write race ---------------------------------------------------
 
+
 def test_a_watcher_that_reads_then_writes_requeues_a_job_that_completed_in_between():
     """River #1302 (fixed by PR #1373): the rescuer selected the stuck job at 3.002, the job
     completed at 4.004, the rescue UPDATE by id at 5.003 moved it back to Pending: it ran again."""
-    r = run(scripted(work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=1.0, watcher_gap=2.0,
-                     claim="skip_locked", claim_takes_expired=False, fencing=False, horizon=10))
+    r = run(
+        scripted(
+            work=4,
+            lease_ttl=2,
+            heartbeat=False,
+            watcher=True,
+            watcher_interval=1.0,
+            watcher_gap=2.0,
+            claim="skip_locked",
+            claim_takes_expired=False,
+            fencing=False,
+            horizon=10,
+        )
+    )
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (2.001, "psp_charge", "w0", 1, 1),
@@ -134,26 +228,57 @@ def test_a_watcher_that_reads_then_writes_requeues_a_job_that_completed_in_betwe
         (9.009, "complete", "w0", 1, 2),
     ]
     report = r.check()
-    assert report.counts() == {"terminal_overwritten": 1, "duplicate_db_effect": 1, "duplicate_external_effect": 1}
+    assert report.counts() == {
+        "terminal_overwritten": 1,
+        "duplicate_db_effect": 1,
+        "duplicate_external_effect": 1,
+    }
     assert [v.detail for v in report.violations if v.invariant == "terminal_overwritten"] == [
-        "w0 made it Completed at 4.004s; watcher made it Pending at 5.003s"]
+        "w0 made it Completed at 4.004s; watcher made it Pending at 5.003s"
+    ]
 
 
 def test_the_one_statement_watcher_never_touches_a_completed_job():
-    r = run(scripted(work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=1.0,
-                     claim="skip_locked", claim_takes_expired=False, fencing=False, horizon=10))
+    r = run(
+        scripted(
+            work=4,
+            lease_ttl=2,
+            heartbeat=False,
+            watcher=True,
+            watcher_interval=1.0,
+            claim="skip_locked",
+            claim_takes_expired=False,
+            fencing=False,
+            horizon=10,
+        )
+    )
     assert [e for e in timeline(r) if e[1] in ("requeue", "complete")] == [
-        (2.003, "requeue", "watcher", 1, 1), (4.004, "complete", "w0", 1, 1)]
+        (2.003, "requeue", "watcher", 1, 1),
+        (4.004, "complete", "w0", 1, 1),
+    ]
     assert "terminal_overwritten" not in r.check().counts()
 
 
 # ---- 5. a worker-side deadline that frees the slot but not the work ------------------------------
 
+
 def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
     """pg-boss #555: work() fails the job at expireIn and fetches again; the handler keeps running,
     so the retry runs in parallel with it and both charge the card and complete."""
-    r = run(scripted(workers=2, work=8, heartbeat=False, claim="skip_locked", claim_takes_expired=False,
-                     lease_ttl=900, deadline=5, fencing=False, max_attempts=3, horizon=20))
+    r = run(
+        scripted(
+            workers=2,
+            work=8,
+            heartbeat=False,
+            claim="skip_locked",
+            claim_takes_expired=False,
+            lease_ttl=900,
+            deadline=5,
+            fencing=False,
+            max_attempts=3,
+            horizon=20,
+        )
+    )
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
@@ -167,14 +292,30 @@ def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
         (13.006, "complete", "w0", 1, 2),
     ]
     assert [e.detail for e in r.log if e.kind == "deadline"] == ["Pending", None]
-    assert r.check().counts() == {"non_owner_completion": 1, "duplicate_db_effect": 1, "duplicate_external_effect": 1}
+    assert r.check().counts() == {
+        "non_owner_completion": 1,
+        "duplicate_db_effect": 1,
+        "duplicate_external_effect": 1,
+    }
     assert preset("pg-boss").policy.deadline == preset("pg-boss").policy.lease_ttl == 900
 
 
 def test_a_crash_takes_the_handlers_past_their_deadline_with_it():
-    r = run(scripted(work=8, heartbeat=False, claim="skip_locked", claim_takes_expired=False, lease_ttl=900,
-                     deadline=2, max_attempts=1, horizon=20,
-                     faults=Faults(crashes=(ScriptedCrash(at=3.0, worker=0),), restart_delay=Dist.constant(100.0))))
+    r = run(
+        scripted(
+            work=8,
+            heartbeat=False,
+            claim="skip_locked",
+            claim_takes_expired=False,
+            lease_ttl=900,
+            deadline=2,
+            max_attempts=1,
+            horizon=20,
+            faults=Faults(
+                crashes=(ScriptedCrash(at=3.0, worker=0),), restart_delay=Dist.constant(100.0)
+            ),
+        )
+    )
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (2.002, "deadline", "w0", 1, 1),  # out of attempts: Dead
@@ -185,15 +326,32 @@ def test_a_crash_takes_the_handlers_past_their_deadline_with_it():
 
 # ---- 6. retry backoff after rescue; graceful shutdown --------------------------------------------
 
+
 @pytest.mark.parametrize(("backoff", "reclaimed"), [(0.0, 3.004), (10.0, 13.014)])
 def test_a_rescued_job_waits_for_its_retry_backoff(backoff, reclaimed):
     """River's rescuer makes a stuck job retryable at the client's retry policy, attempt^4 seconds:
     with retry_backoff = 10 the job requeued at 3.002 is due at 13.002, and idle w1 takes it then."""
-    r = run(scripted(workers=2, work=4, lease_ttl=2, heartbeat=False, watcher=True, watcher_interval=3.0,
-                     retry_backoff=backoff, claim="skip_locked", claim_takes_expired=False, max_attempts=3, horizon=15))
+    r = run(
+        scripted(
+            workers=2,
+            work=4,
+            lease_ttl=2,
+            heartbeat=False,
+            watcher=True,
+            watcher_interval=3.0,
+            retry_backoff=backoff,
+            claim="skip_locked",
+            claim_takes_expired=False,
+            max_attempts=3,
+            horizon=15,
+        )
+    )
     claims = [e for e in timeline(r) if e[1] in ("requeue", "claim")]
-    assert claims[:3] == [(0.001, "claim", "w0", 1, 1), (3.002, "requeue", "watcher", 1, 1),
-                          (reclaimed, "claim", "w1", 1, 2)]
+    assert claims[:3] == [
+        (0.001, "claim", "w0", 1, 1),
+        (3.002, "requeue", "watcher", 1, 1),
+        (reclaimed, "claim", "w1", 1, 2),
+    ]
     assert preset("river").policy.retry_backoff == 1.0
 
 
@@ -201,29 +359,53 @@ def test_a_rescued_job_waits_for_its_retry_backoff(backoff, reclaimed):
 def test_a_graceful_shutdown_releases_the_job_a_crash_holds_it(shutdown, reclaimed):
     """Solid Queue releases claimed executions on shutdown: the job is claimable at once, where a
     crashed worker's job waits for its lease (30 s) to expire."""
-    r = run(scripted(workers=2, work=4, horizon=40, faults=Faults(
-        crashes=(ScriptedCrash(at=1.0, worker=0),), shutdown=shutdown, restart_delay=Dist.constant(100.0))))
+    r = run(
+        scripted(
+            workers=2,
+            work=4,
+            horizon=40,
+            faults=Faults(
+                crashes=(ScriptedCrash(at=1.0, worker=0),),
+                shutdown=shutdown,
+                restart_delay=Dist.constant(100.0),
+            ),
+        )
+    )
     stop = [e for e in timeline(r) if e[1] in ("crash", "shutdown", "release", "claim")]
     if shutdown == "graceful":
-        assert stop == [(0.002, "claim", "w0", 1, 1), (1.0, "shutdown", "w0", 1, 1), (1.001, "release", "w0", 1, 1),
-                        (1.005, "claim", "w1", 1, 2)]
+        assert stop == [
+            (0.002, "claim", "w0", 1, 1),
+            (1.0, "shutdown", "w0", 1, 1),
+            (1.001, "release", "w0", 1, 1),
+            (1.005, "claim", "w1", 1, 2),
+        ]
         assert r.recoveries.empty  # a graceful stop is not a crash
     else:
-        assert stop == [(0.002, "claim", "w0", 1, 1), (1.0, "crash", "w0", 1, 1), (reclaimed, "claim", "w1", 1, 2)]
+        assert stop == [
+            (0.002, "claim", "w0", 1, 1),
+            (1.0, "crash", "w0", 1, 1),
+            (reclaimed, "claim", "w1", 1, 2),
+        ]
     assert r.table_jobs[["status", "attempts"]].values.tolist() == [["Completed", 2]]
-    assert r.leases["end_reason"].tolist() == ["crashed" if shutdown == "crash" else "released", "completed"]
+    assert r.leases["end_reason"].tolist() == [
+        "crashed" if shutdown == "crash" else "released",
+        "completed",
+    ]
 
 
 def test_new_settings_are_validated():
-    for key, value, message in [("policy.watcher_gap", -1.0, "policy.watcher_gap: must be >= 0 seconds"),
-                                ("policy.deadline", -1.0, "policy.deadline: must be >= 0 seconds"),
-                                ("policy.retry_backoff", 1e6, "policy.retry_backoff: must be >= 0 seconds, with"),
-                                ("faults.shutdown", "polite", "faults.shutdown: must be one of crash, graceful")]:
+    for key, value, message in [
+        ("policy.watcher_gap", -1.0, "policy.watcher_gap: must be >= 0 seconds"),
+        ("policy.deadline", -1.0, "policy.deadline: must be >= 0 seconds"),
+        ("policy.retry_backoff", 1e6, "policy.retry_backoff: must be >= 0 seconds, with"),
+        ("faults.shutdown", "polite", "faults.shutdown: must be one of crash, graceful"),
+    ]:
         with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
             scripted().with_overrides({key: value})
 
 
 # ---- 7. finished and failed ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fencing", [False, True])
 def test_solid_queue_pruning_a_live_worker_with_a_stale_heartbeat(fencing):
@@ -231,13 +413,28 @@ def test_solid_queue_pruning_a_live_worker_with_a_stale_heartbeat(fencing):
     statements hang from 100 s to 700 s) stales w0's heartbeat; the prune at 600 s fails its job
     (Dead); w0, alive, then finishes it. Before v1.5.0 (fencing = false) both went through: the job
     ended failed AND finished. The preset follows v1.5.0: the late finish is refused."""
-    r = run(_peer("solid-queue", horizon=1000.0, **{"policy.fencing": fencing, "workload.processing": 350.0,
-                                                     "policy.workers": 1}).replace(faults=HICCUP))
+    r = run(
+        _peer(
+            "solid-queue",
+            horizon=1000.0,
+            **{"policy.fencing": fencing, "workload.processing": 350.0, "policy.workers": 1},
+        ).replace(faults=HICCUP)
+    )
     assert preset("solid-queue").policy.fencing is True
-    finish = (700.002, "complete", "w0", 1, 1) if not fencing else (700.002, "complete_rejected", "w0", 1, 1)
+    finish = (
+        (700.002, "complete", "w0", 1, 1)
+        if not fencing
+        else (700.002, "complete_rejected", "w0", 1, 1)
+    )
     assert timeline(r, skip=QUIET + ("effect", "partition_start", "partition_end")) == [
         (0.001, "claim", "w0", 1, 1),
-        (600.003, "requeue", "watcher", 1, 1),  # the lease (last renewed at 60.002) ran out at 360.002
+        (
+            600.003,
+            "requeue",
+            "watcher",
+            1,
+            1,
+        ),  # the lease (last renewed at 60.002) ran out at 360.002
         finish,
     ]
     assert [e.detail for e in r.log if e.kind == "requeue"] == ["Dead"]
@@ -246,4 +443,5 @@ def test_solid_queue_pruning_a_live_worker_with_a_stale_heartbeat(fencing):
     else:
         assert r.table_jobs["status"].tolist() == ["Completed"]
         assert [v.detail for v in r.check().violations] == [
-            "watcher made it Dead at 600.003s; w0 made it Completed at 700.002s"]
+            "watcher made it Dead at 600.003s; w0 made it Completed at 700.002s"
+        ]

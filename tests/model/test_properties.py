@@ -14,8 +14,12 @@ def test_littles_law_on_a_stable_run():
     horizon = r.scenario.horizon
     arrivals = events.loc[events.kind == "enqueue", "t"].to_numpy()
     departures = r.jobs["completed_at"].dropna().to_numpy()
-    steps = np.concatenate([np.column_stack([arrivals, np.ones_like(arrivals)]),
-                            np.column_stack([departures, -np.ones_like(departures)])])
+    steps = np.concatenate(
+        [
+            np.column_stack([arrivals, np.ones_like(arrivals)]),
+            np.column_stack([departures, -np.ones_like(departures)]),
+        ]
+    )
     steps = steps[np.argsort(steps[:, 0], kind="stable")]
     in_system = np.cumsum(steps[:, 1])
     durations = np.diff(np.append(steps[:, 0], horizon))
@@ -44,17 +48,30 @@ def test_adding_a_worker_does_not_shift_other_random_streams():
     pd.testing.assert_frame_equal(enq(a), enq(b))
 
 
-@pytest.mark.parametrize("name, overrides", [
-    ("gc-pause-zombie", {}),
-    ("no-heartbeat-long-jobs", {}),
-    ("baseline", {"faults.pause_rate": 60.0, "faults.pause_duration": {"kind": "exponential", "mean": 8.0},
-                  "policy.lease_ttl": 12.0, "policy.heartbeat_interval": 4.0, "horizon": 300.0}),
-])
+@pytest.mark.parametrize(
+    "name, overrides",
+    [
+        ("gc-pause-zombie", {}),
+        ("no-heartbeat-long-jobs", {}),
+        (
+            "baseline",
+            {
+                "faults.pause_rate": 60.0,
+                "faults.pause_duration": {"kind": "exponential", "mean": 8.0},
+                "policy.lease_ttl": 12.0,
+                "policy.heartbeat_interval": 4.0,
+                "horizon": 300.0,
+            },
+        ),
+    ],
+)
 def test_dropping_heartbeat_records_keeps_the_lease_metrics(name, overrides):
     """Big runs may drop routine heartbeat records; false expiries and lease ends must not change."""
     full = run(preset(name), **overrides)
     lean = run(preset(name), **{**overrides, "record_heartbeats": False})
-    assert (lean.events.kind == "heartbeat").sum() < (full.events.kind == "heartbeat").sum() or name == "no-heartbeat-long-jobs"
+    assert (lean.events.kind == "heartbeat").sum() < (
+        full.events.kind == "heartbeat"
+    ).sum() or name == "no-heartbeat-long-jobs"
     columns = ["job", "worker", "attempt", "start", "end", "end_reason", "until", "false_expiry"]
     pd.testing.assert_frame_equal(full.leases[columns], lean.leases[columns])
     assert full.summary["false_expiries"] == lean.summary["false_expiries"]

@@ -18,7 +18,9 @@ def test_read_then_write_double_claims_and_double_charges():
         r = _race("read_then_write", **{"seed": seed})
         fractions.append(r.summary["double_claims"] / r.summary["leases"])
         charges.append(r.summary["duplicate_external_effects"])
-    low, high = stats.t.interval(0.99, len(fractions) - 1, loc=np.mean(fractions), scale=stats.sem(fractions))
+    low, high = stats.t.interval(
+        0.99, len(fractions) - 1, loc=np.mean(fractions), scale=stats.sem(fractions)
+    )
     assert low > 0.01, f"double-claim fraction CI [{low:.4f}, {high:.4f}]"
     assert high < 0.5
     assert min(charges) >= 1

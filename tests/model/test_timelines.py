@@ -19,17 +19,31 @@ def test_claim_heartbeats_complete():
     ]
     lease = r.leases.iloc[0]
     assert (lease.end_reason, lease.heartbeats, round(lease.until, 6)) == ("completed", 2, 50.004)
-    assert r.table_jobs.loc[0, ["status", "lease_owner", "attempts"]].tolist() == ["Completed", "w0", 1]
+    assert r.table_jobs.loc[0, ["status", "lease_owner", "attempts"]].tolist() == [
+        "Completed",
+        "w0",
+        1,
+    ]
 
 
 def test_crash_expiry_watcher_reclaim():
     """w0 crashes at 25 s; its lease (renewed at 20.004) ends at 50.004; the watcher tick at 60 requeues
     the job; w1, polling every ~1 s, claims it as attempt 2."""
     faults = Faults(crashes=(ScriptedCrash(at=25.0, worker=0),), restart_delay=Dist.constant(1000))
-    r = run(scripted(workers=2, work=100, horizon=75, watcher=True, claim_takes_expired=False, faults=faults))
+    r = run(
+        scripted(
+            workers=2, work=100, horizon=75, watcher=True, claim_takes_expired=False, faults=faults
+        )
+    )
     assert timeline(r) == [
         (0.002, "claim", "w0", 1, 1),
-        (0.002, "claim_lost", "w1", 1, None),  # both read job 1; the conditional UPDATE lets one win
+        (
+            0.002,
+            "claim_lost",
+            "w1",
+            1,
+            None,
+        ),  # both read job 1; the conditional UPDATE lets one win
         (10.003, "heartbeat", "w0", 1, 1),
         (20.004, "heartbeat", "w0", 1, 1),
         (25.0, "crash", "w0", 1, 1),
@@ -40,13 +54,28 @@ def test_crash_expiry_watcher_reclaim():
     assert r.recoveries[["job", "latency"]].round(6).values.tolist() == [[1, 35.064]]
     crashed = r.leases.iloc[0]
     assert (crashed.end_reason, round(crashed.until, 6)) == ("crashed", 50.004)
-    assert r.table_jobs.loc[0, ["status", "lease_owner", "attempts"]].tolist() == ["Processing", "w1", 2]
+    assert r.table_jobs.loc[0, ["status", "lease_owner", "attempts"]].tolist() == [
+        "Processing",
+        "w1",
+        2,
+    ]
 
 
 def _paused_zombie(**policy):
     pause = Faults(pauses=(ScriptedOutage(worker=0, at=6.0, duration=45.0),))
-    return run(scripted(workers=2, work=20, psp_at=0.1, lease_ttl=15, heartbeat_interval=5, horizon=80,
-                        abandon_on_lost_lease=False, faults=pause, **policy))
+    return run(
+        scripted(
+            workers=2,
+            work=20,
+            psp_at=0.1,
+            lease_ttl=15,
+            heartbeat_interval=5,
+            horizon=80,
+            abandon_on_lost_lease=False,
+            faults=pause,
+            **policy,
+        )
+    )
 
 
 def test_pause_longer_than_ttl_false_expiry_fenced_completion_rejected():
@@ -66,10 +95,20 @@ def test_pause_longer_than_ttl_false_expiry_fenced_completion_rejected():
         (40.027, "complete", "w1", 1, 2),
         (51.0, "pause_end", "w0", None, None),
         (51.001, "heartbeat_rejected", "w0", 1, 1),  # the overdue heartbeat fires and is refused
-        (65.005, "complete_rejected", "w0", 1, 1),  # the zombie finishes 45 s late; fencing refuses it
+        (
+            65.005,
+            "complete_rejected",
+            "w0",
+            1,
+            1,
+        ),  # the zombie finishes 45 s late; fencing refuses it
     ]
     first = r.leases.iloc[0]
-    assert (first.end_reason, bool(first.false_expiry), round(first.end, 6)) == ("expired", True, 20.003)
+    assert (first.end_reason, bool(first.false_expiry), round(first.end, 6)) == (
+        "expired",
+        True,
+        20.003,
+    )
     assert r.table_ledger["worker"].tolist() == ["w1"]
     assert r.summary["false_expiries"] == 1 and r.summary["duplicate_db_effects"] == 0
 
@@ -80,11 +119,25 @@ def test_pause_without_fencing_applies_the_effect_twice():
     assert r.table_ledger[["worker", "attempt"]].values.tolist() == [["w1", 2], ["w0", 1]]
     assert r.summary["duplicate_db_effects"] == 1
     report = r.check()
-    assert report.counts() == {"duplicate_db_effect": 1, "duplicate_external_effect": 1, "non_owner_completion": 1}
+    assert report.counts() == {
+        "duplicate_db_effect": 1,
+        "duplicate_external_effect": 1,
+        "non_owner_completion": 1,
+    }
 
 
 def test_worker_that_learns_it_lost_the_lease_abandons():
     pause = Faults(pauses=(ScriptedOutage(worker=0, at=6.0, duration=45.0),))
-    r = run(scripted(workers=2, work=20, psp_at=0.1, lease_ttl=15, heartbeat_interval=5, horizon=80, faults=pause))
+    r = run(
+        scripted(
+            workers=2,
+            work=20,
+            psp_at=0.1,
+            lease_ttl=15,
+            heartbeat_interval=5,
+            horizon=80,
+            faults=pause,
+        )
+    )
     assert (65.002, "abandon", "w0", 1, 1) in timeline(r)
     assert "complete_rejected" not in set(r.events.kind)

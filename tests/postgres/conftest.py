@@ -23,9 +23,14 @@ def admin(pg_dsn):
 
 
 def schema_exists(admin, name: str) -> bool:
-    return admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (name,)).fetchone()[0] == 1
+    return (
+        admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (name,)).fetchone()[0]
+        == 1
+    )
 
 
 def alive(admin, pids) -> set[int]:
-    rows = admin.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", (list(pids),)).fetchall()
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", (list(pids),)
+    ).fetchall()
     return {pid for (pid,) in rows}

@@ -54,7 +54,9 @@ def scenarios(draw) -> Scenario:
         psp_call=_dist(draw, 0.01, 0.5),
         statement_latency=_latency(draw),
         duplicate_delivery=draw(st.sampled_from([0.0, 0.0, 0.3, 1.0])),
-        redelivery_delay=draw(st.sampled_from([Dist.constant(0.0), Dist.exponential(0.5), Dist.constant(2.0)])),
+        redelivery_delay=draw(
+            st.sampled_from([Dist.constant(0.0), Dist.exponential(0.5), Dist.constant(2.0)])
+        ),
         payload_mismatch=draw(st.sampled_from([0.0, 0.2, 1.0])),
     )
     policy = Policy(
@@ -78,16 +80,25 @@ def scenarios(draw) -> Scenario:
         abandon_on_lost_lease=draw(st.booleans()),
         clock=draw(st.sampled_from(["db", "db", "worker"])),
         random_phase=draw(st.booleans()),
-        watcher_gap=draw(st.sampled_from([0.0, 0.0, 0.05, 0.5])),  # read-then-write watcher (River #1302)
+        watcher_gap=draw(
+            st.sampled_from([0.0, 0.0, 0.05, 0.5])
+        ),  # read-then-write watcher (River #1302)
         retry_backoff=draw(st.sampled_from([0.0, 0.0, 0.01, 0.2])),  # seconds x attempts^4
-        deadline=draw(st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])),  # worker-side deadline (pg-boss #555)
+        deadline=draw(
+            st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])
+        ),  # worker-side deadline (pg-boss #555)
     )
     at = st.floats(0.0, horizon)
     worker = st.integers(0, workers - 1)
-    crashes = draw(st.lists(st.one_of(
-        st.builds(ScriptedCrash, at=at, worker=worker),
-        st.builds(ScriptedCrash, at=at, job=st.integers(1, 5)),
-    ), max_size=3))
+    crashes = draw(
+        st.lists(
+            st.one_of(
+                st.builds(ScriptedCrash, at=at, worker=worker),
+                st.builds(ScriptedCrash, at=at, job=st.integers(1, 5)),
+            ),
+            max_size=3,
+        )
+    )
     outage = st.builds(ScriptedOutage, worker=worker, at=at, duration=st.floats(0.1, 10.0))
     faults = Faults(
         crash_rate=draw(st.sampled_from([0.0, 0.0, 200.0, 1000.0])),
@@ -102,13 +113,29 @@ def scenarios(draw) -> Scenario:
         partition_duration=_dist(draw, 0.1, 5.0),
         partitions=tuple(draw(st.lists(outage, max_size=2))),
         partition_mode=draw(st.sampled_from(["fail", "hang"])),
-        crash_points=tuple(draw(st.lists(st.builds(
-            CrashPoint, point=st.sampled_from(["after_psp", "after_marker"]),
-            probability=st.sampled_from([0.3, 1.0]), limit=st.integers(1, 3)), max_size=2,
-            unique_by=lambda c: c.point))),
+        crash_points=tuple(
+            draw(
+                st.lists(
+                    st.builds(
+                        CrashPoint,
+                        point=st.sampled_from(["after_psp", "after_marker"]),
+                        probability=st.sampled_from([0.3, 1.0]),
+                        limit=st.integers(1, 3),
+                    ),
+                    max_size=2,
+                    unique_by=lambda c: c.point,
+                )
+            )
+        ),
         clock_skew=draw(st.sampled_from([0.0, 0.1, 1.0])),
         shutdown=draw(st.sampled_from(["crash", "crash", "graceful"])),
     )
-    scenario = Scenario(name="generated", workload=workload, policy=policy, faults=faults,
-                        horizon=horizon, seed=draw(st.integers(0, 2**31)))
+    scenario = Scenario(
+        name="generated",
+        workload=workload,
+        policy=policy,
+        faults=faults,
+        horizon=horizon,
+        seed=draw(st.integers(0, 2**31)),
+    )
     return validate(scenario)

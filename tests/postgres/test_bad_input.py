@@ -58,14 +58,43 @@ def password_server():
     port = _free_port()
     run = {"check": True, "capture_output": True, "user": user, "cwd": root}
     try:
-        subprocess.run([POSTGRES_BIN_PATH / "initdb", "-D", root / "data", "-U", "postgres", "--auth=scram-sha-256",
-                        f"--pwfile={root / 'pw'}", "--no-locale", "-E", "UTF8"], **run)
-        subprocess.run([POSTGRES_BIN_PATH / "pg_ctl", "-D", root / "data", "-l", root / "log", "-w", "-o",
-                        f"-c listen_addresses=127.0.0.1 -p {port} -k {root}", "start"], **run)
+        subprocess.run(
+            [
+                POSTGRES_BIN_PATH / "initdb",
+                "-D",
+                root / "data",
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+                f"--pwfile={root / 'pw'}",
+                "--no-locale",
+                "-E",
+                "UTF8",
+            ],
+            **run,
+        )
+        subprocess.run(
+            [
+                POSTGRES_BIN_PATH / "pg_ctl",
+                "-D",
+                root / "data",
+                "-l",
+                root / "log",
+                "-w",
+                "-o",
+                f"-c listen_addresses=127.0.0.1 -p {port} -k {root}",
+                "start",
+            ],
+            **run,
+        )
         yield port
     finally:
-        subprocess.run([POSTGRES_BIN_PATH / "pg_ctl", "-D", root / "data", "-m", "immediate", "stop"],
-                       capture_output=True, user=user, cwd=root)
+        subprocess.run(
+            [POSTGRES_BIN_PATH / "pg_ctl", "-D", root / "data", "-m", "immediate", "stop"],
+            capture_output=True,
+            user=user,
+            cwd=root,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -81,7 +110,10 @@ def test_wrong_password(password_server, capsys):
     dsn = f"postgresql://postgres:{WRONG}@127.0.0.1:{password_server}/postgres"
     assert main(["run", "gc-pause-zombie", "--backend", "postgres", "--dsn", dsn, *SMALL]) == 2
     line = one_error_line(capsys)
-    assert f"PostgreSQL at host 127.0.0.1 port {password_server} database postgres user postgres" in line
+    assert (
+        f"PostgreSQL at host 127.0.0.1 port {password_server} database postgres user postgres"
+        in line
+    )
     assert "password authentication failed" in line and "check the user and password" in line
     assert WRONG not in line and RIGHT not in line
 
@@ -110,21 +142,28 @@ def test_unreachable_server(capsys):
 
 
 def test_unreachable_server_from_the_environment(capsys, monkeypatch):
-    monkeypatch.setenv("LEASELAB_DSN", "host=127.0.0.1 port=1 user=env password=env-pw-55 connect_timeout=3")
+    monkeypatch.setenv(
+        "LEASELAB_DSN", "host=127.0.0.1 port=1 user=env password=env-pw-55 connect_timeout=3"
+    )
     assert main(["run", "baseline", "--backend", "postgres", *SMALL]) == 2
     line = one_error_line(capsys)
     assert "host 127.0.0.1 port 1 user env" in line and "env-pw-55" not in line
 
 
 def test_malformed_dsn(capsys):
-    assert main(["run", "baseline", "--backend", "postgres", "--dsn", "this is not a dsn", *SMALL]) == 2
+    assert (
+        main(["run", "baseline", "--backend", "postgres", "--dsn", "this is not a dsn", *SMALL])
+        == 2
+    )
     assert "invalid DSN" in one_error_line(capsys)
 
 
 def test_missing_privileges(pg_dsn, capsys):
     role = f"leaselab_noprivs_{secrets.token_hex(4)}"
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'np-pw-31'").format(sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'np-pw-31'").format(sql.Identifier(role))
+        )
         try:
             dsn = make_conninfo(pg_dsn, user=role, password="np-pw-31")
             assert main(["run", "baseline", "--backend", "postgres", "--dsn", dsn, *SMALL]) == 2
@@ -142,24 +181,60 @@ def test_a_role_without_superuser_runs_the_whole_model(pg_dsn):
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
         dbname = admin.info.dbname
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                sql.Identifier(dbname), sql.Identifier(role)
+            )
+        )
         try:
-            overrides = {"workload.jobs": 30, "horizon": 300.0, "policy.claim": "select_for_update",
-                         "faults.crash_rate": 60.0}
-            run = sim.run("crash-recovery", backend="postgres", dsn=make_conninfo(pg_dsn, user=role), **overrides)
+            overrides = {
+                "workload.jobs": 30,
+                "horizon": 300.0,
+                "policy.claim": "select_for_update",
+                "faults.crash_rate": 60.0,
+            }
+            run = sim.run(
+                "crash-recovery",
+                backend="postgres",
+                dsn=make_conninfo(pg_dsn, user=role),
+                **overrides,
+            )
             assert run.summary["crashes"] > 0
             assert run.events.equals(sim.run("crash-recovery", **overrides).events)
         finally:
-            admin.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(sql.Identifier(dbname), sql.Identifier(role)))
+            admin.execute(
+                sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(
+                    sql.Identifier(dbname), sql.Identifier(role)
+                )
+            )
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def test_the_cli_in_a_subprocess(tmp_path):
     env = {**os.environ, "LEASELAB_DSN": "", "DATABASE_URL": ""}
     dsn = "postgresql://someone:sub-pw-42@127.0.0.1:1/db?connect_timeout=3"
-    out = subprocess.run([sys.executable, "-m", "sim", "run", "baseline", "--backend", "postgres", "--dsn", dsn, *SMALL],
-                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim",
+            "run",
+            "baseline",
+            "--backend",
+            "postgres",
+            "--dsn",
+            dsn,
+            *SMALL,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: PostgreSQL at host 127.0.0.1 port 1"), out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: PostgreSQL at host 127.0.0.1 port 1"), (
+        out.stderr
+    )
     assert "Traceback" not in out.stderr and "sub-pw-42" not in out.stderr + out.stdout

@@ -18,8 +18,13 @@ from .generate import scenarios
 SEEN: Counter = Counter()
 
 
-@settings(max_examples=150, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=150,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(scenario=scenarios())
 def _tally(scenario):
     with warnings.catch_warnings():
@@ -31,11 +36,24 @@ def _tally(scenario):
     SEEN["backoff requeued"] += bool(p.retry_backoff and kinds["requeue"])
     SEEN["deadline fired"] += bool(kinds["deadline"])
     SEEN["graceful release"] += bool(f.shutdown == "graceful" and kinds["release"])
-    SEEN["claim at the cap"] += any(e.kind == "claim" and e.attempt == p.max_attempts for e in run.log)
+    SEEN["claim at the cap"] += any(
+        e.kind == "claim" and e.attempt == p.max_attempts for e in run.log
+    )
 
 
 def test_the_generated_scenarios_exercise_every_fidelity_setting():
     SEEN.clear()
     _tally()
-    assert min(SEEN[k] for k in ("gap watcher requeued", "backoff requeued", "deadline fired", "graceful release",
-                                 "claim at the cap")) >= 5, dict(SEEN)
+    assert (
+        min(
+            SEEN[k]
+            for k in (
+                "gap watcher requeued",
+                "backoff requeued",
+                "deadline fired",
+                "graceful release",
+                "claim at the cap",
+            )
+        )
+        >= 5
+    ), dict(SEEN)

@@ -23,7 +23,9 @@ def stuck_at_the_horizon():
     """Two jobs; w0 crashes holding job 1 at t=10 and never comes back within the horizon, and
     no watcher runs: job 1 stays Processing with an expired lease, a stuck job."""
     faults = Faults(crashes=(ScriptedCrash(at=10.0, worker=0),), restart_delay=Dist.constant(500.0))
-    return scripted(jobs=2, workers=2, work=20.0, horizon=60.0, faults=faults, claim_takes_expired=False)
+    return scripted(
+        jobs=2, workers=2, work=20.0, horizon=60.0, faults=faults, claim_takes_expired=False
+    )
 
 
 def test_the_same_state_on_both_backends(pg):
@@ -34,10 +36,17 @@ def test_the_same_state_on_both_backends(pg):
         states.append(query_state(db, now=run.scenario.horizon))
     on_memory, on_postgres = states
     for name in ("jobs", "ledger", "processed_events", "stuck", "attempts"):
-        pd.testing.assert_frame_equal(getattr(on_memory, name), getattr(on_postgres, name), check_dtype=False)
+        pd.testing.assert_frame_equal(
+            getattr(on_memory, name), getattr(on_postgres, name), check_dtype=False
+        )
     pd.testing.assert_series_equal(on_memory.status_counts, on_postgres.status_counts)
     state = on_postgres
-    assert state.status_counts.to_dict() == {"Pending": 0, "Processing": 1, "Completed": 1, "Dead": 0}
+    assert state.status_counts.to_dict() == {
+        "Pending": 0,
+        "Processing": 1,
+        "Completed": 1,
+        "Dead": 0,
+    }
     assert state.stuck[["id", "lease_owner", "attempts"]].values.tolist() == [[1, "w0", 1]]
     assert state.stuck["lease_until"].item() == pytest.approx(30.002)  # claimed at 0.002, TTL 30
     history = state.attempts.set_index("id")
@@ -50,7 +59,9 @@ def test_the_same_state_on_both_backends(pg):
 def test_a_kept_schema_can_be_queried_after_the_run(pg_dsn, admin, monkeypatch):
     made = []
     make_backend = sim.runner.make_backend
-    monkeypatch.setattr(sim.runner, "make_backend", lambda *a, **k: made.append(make_backend(*a, **k)) or made[-1])
+    monkeypatch.setattr(
+        sim.runner, "make_backend", lambda *a, **k: made.append(make_backend(*a, **k)) or made[-1]
+    )
     run = sim.run(stuck_at_the_horizon(), backend="postgres", dsn=pg_dsn, keep_schema=True)
     schema = made[0].schema
     try:

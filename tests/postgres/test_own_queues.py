@@ -16,7 +16,10 @@ pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = ROOT / "examples" / "queues"
-RACE = {"policy.claim": "conditional_update", "workload.jobs": 60}  # select_candidates, then claim_conditional
+RACE = {
+    "policy.claim": "conditional_update",
+    "workload.jobs": 60,
+}  # select_candidates, then claim_conditional
 
 
 def review(name: str, scenario: str, dsn: str, seeds=(1, 2, 3), **overrides):
@@ -34,13 +37,16 @@ def test_seed_is_clean_and_runs_exactly_like_the_project(pg_dsn):
     assert r.table.loc["fencing", "evidence"].startswith(
         f"SQL: complete_fenced ({QUEUES / 'seed'}/queries.sql:27) checks owner and attempt; heartbeat "
         f"({QUEUES / 'seed'}/queries.sql:19) checks owner and attempt; the runs confirm it. Runs: complete_fenced: "
-        "3 late completions refused, 0 completions by a non-owner")
+        "3 late completions refused, 0 completions by a non-owner"
+    )
     assert r.measured["claim"]["variant_double_claims"] == 0
     assert [run.check().counts() for run in r.runs] == [{"duplicate_external_effect": 1}] * 3
     own = sim.run("gc-pause-zombie", sql=QUEUES / "seed", dsn=pg_dsn)
     simulated = sim.run("gc-pause-zombie")
     assert own.queue == str(QUEUES / "seed") and own.backend == "postgres"
-    assert [(round(t, 6), *rest) for t, *rest in own.log] == [(round(t, 6), *rest) for t, *rest in simulated.log]
+    assert [(round(t, 6), *rest) for t, *rest in own.log] == [
+        (round(t, 6), *rest) for t, *rest in simulated.log
+    ]
 
 
 def test_read_then_write_double_claims(pg_dsn):
@@ -48,13 +54,23 @@ def test_read_then_write_double_claims(pg_dsn):
     assert statuses(r)["claim"] == FAIL
     finding = r.findings["claim"]
     assert not finding.safe
-    assert finding.text.startswith(f"select_candidates (Lease Lab's sql/queries.sql), then claim_conditional "
-                                   f"({QUEUES / 'read-then-write'}/queries.sql:9), whose WHERE matches the id alone")
+    assert finding.text.startswith(
+        f"select_candidates (Lease Lab's sql/queries.sql), then claim_conditional "
+        f"({QUEUES / 'read-then-write'}/queries.sql:9), whose WHERE matches the id alone"
+    )
     claim = r.measured["claim"]
-    assert (claim["double_claims"], claim["leases"], claim["variant_double_claims"], claim["variant_leases"]) == \
-        (4, 64, 10, 210)
-    assert r.runs[0].check().counts() == {"double_claim": 4, "non_owner_completion": 4, "duplicate_db_effect": 4,
-                                          "duplicate_external_effect": 4}
+    assert (
+        claim["double_claims"],
+        claim["leases"],
+        claim["variant_double_claims"],
+        claim["variant_leases"],
+    ) == (4, 64, 10, 210)
+    assert r.runs[0].check().counts() == {
+        "double_claim": 4,
+        "non_owner_completion": 4,
+        "duplicate_db_effect": 4,
+        "duplicate_external_effect": 4,
+    }
     seed = sim.run("read-then-write-race", sql=QUEUES / "seed", dsn=pg_dsn, **RACE)
     assert seed.summary["double_claims"] == 0 and seed.check().counts() == {}
 
@@ -63,8 +79,12 @@ def test_unfenced_completion_lets_the_zombie_complete(pg_dsn):
     r = review("unfenced-completion", "gc-pause-zombie", pg_dsn)
     assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
     assert r.findings["fencing"].text.startswith(
-        f"complete_fenced ({QUEUES / 'unfenced-completion'}/queries.sql:7) checks neither owner nor attempt")
-    assert (r.measured["fencing"]["refused_completions"], r.measured["fencing"]["non_owner_completions"]) == (0, 3)
+        f"complete_fenced ({QUEUES / 'unfenced-completion'}/queries.sql:7) checks neither owner nor attempt"
+    )
+    assert (
+        r.measured["fencing"]["refused_completions"],
+        r.measured["fencing"]["non_owner_completions"],
+    ) == (0, 3)
     first = r.runs[0].check()
     assert first.counts() == {"non_owner_completion": 1, "duplicate_external_effect": 1}
     assert [v.invariant for v in first.unexpected] == ["non_owner_completion"]
@@ -85,51 +105,94 @@ def test_river_like_runs_long_jobs_twice(pg_dsn):
 def test_graphile_like_recovers_by_claim_and_fences_by_owner_only(pg_dsn):
     r = review("graphile-like", str(QUEUES / "graphile-like" / "scenario.toml"), pg_dsn)
     assert statuses(r) == {"claim": PASS, "fencing": RISK, "watcher": PASS}
-    assert r.findings["watcher"].text.startswith("this queue has no watcher (requeue_expired is left out)")
-    assert r.findings["fencing"].text.startswith(f"complete_fenced ({QUEUES / 'graphile-like'}/queries.sql:29) "
-                                                 "checks the owner but not the attempt")
+    assert r.findings["watcher"].text.startswith(
+        "this queue has no watcher (requeue_expired is left out)"
+    )
+    assert r.findings["fencing"].text.startswith(
+        f"complete_fenced ({QUEUES / 'graphile-like'}/queries.sql:29) "
+        "checks the owner but not the attempt"
+    )
     assert r.measured["fencing"]["refused_completions"] == 3
     assert r.measured["watcher"]["moved_by_claim"] == 3
     assert all(run.check().ok for run in r.runs)
 
 
 def test_sweep_over_a_queue(pg_dsn):
-    s = sim.sweep("gc-pause-zombie", {"policy.lease_ttl": [15, 60]}, sql=QUEUES / "unfenced-completion",
-                  dsn=pg_dsn, executor="serial")
+    s = sim.sweep(
+        "gc-pause-zombie",
+        {"policy.lease_ttl": [15, 60]},
+        sql=QUEUES / "unfenced-completion",
+        dsn=pg_dsn,
+        executor="serial",
+    )
     assert s.runs["false_expiries"].tolist() == [1, 0]
     assert s.runs["duplicate_external_effects"].tolist() == [1, 0]
 
 
 def test_cli_review_with_sql_and_a_bad_definition(pg_dsn, tmp_path):
     env = {"LEASELAB_DSN": pg_dsn, "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-m", "sim", "review", "gc-pause-zombie", "--seeds", "1", "--no-variants", "--sql",
-                          str(QUEUES / "unfenced-completion")], capture_output=True, text=True, cwd=ROOT, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim",
+            "review",
+            "gc-pause-zombie",
+            "--seeds",
+            "1",
+            "--no-variants",
+            "--sql",
+            str(QUEUES / "unfenced-completion"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     assert "[FAIL] Completion is fenced by owner + attempt" in out.stdout
     assert "SQL: complete_fenced (" in out.stdout
     bad = tmp_path / "q"
     bad.mkdir()
-    (bad / "queries.sql").write_text("-- name: heartbeat\n-- x\n-- params: id int\nUPDATE payment_jobs SET x = 1 "
-                                     "WHERE id = %(id)s RETURNING id, lease_until;\n")
-    out = subprocess.run([sys.executable, "-m", "sim", "run", "baseline", "--sql", str(bad)], capture_output=True,
-                         text=True, cwd=ROOT, env=env)
+    (bad / "queries.sql").write_text(
+        "-- name: heartbeat\n-- x\n-- params: id int\nUPDATE payment_jobs SET x = 1 "
+        "WHERE id = %(id)s RETURNING id, lease_until;\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "sim", "run", "baseline", "--sql", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     assert out.returncode == 2
-    assert out.stderr == (f"error: {bad}/queries.sql:4: heartbeat: PostgreSQL cannot PREPARE it against Lease Lab's "
-                          "job table (sql/schema.sql): column \"x\" of relation \"payment_jobs\" does not exist\n")
+    assert out.stderr == (
+        f"error: {bad}/queries.sql:4: heartbeat: PostgreSQL cannot PREPARE it against Lease Lab's "
+        'job table (sql/schema.sql): column "x" of relation "payment_jobs" does not exist\n'
+    )
 
 
 def test_the_notebook_exercise_judges_a_fenced_completion(pg_dsn):
     from sim import teaching
 
     base = "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s"
-    right = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s AND attempts = %(attempt)s "
-                                             "RETURNING id", dsn=pg_dsn)
-    assert right.ok is True and right.message.startswith("The zombie's late completion was refused (1 refused)")
+    right = teaching.check_fenced_completion(
+        f"{base} AND lease_owner = %(owner)s AND attempts = %(attempt)s RETURNING id", dsn=pg_dsn
+    )
+    assert right.ok is True and right.message.startswith(
+        "The zombie's late completion was refused (1 refused)"
+    )
     unfenced = teaching.check_fenced_completion(f"{base} RETURNING id", dsn=pg_dsn)
-    assert unfenced.ok is False and "(1 completion by a worker that had lost the job)" in unfenced.message
-    owner_only = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s RETURNING id", dsn=pg_dsn)
+    assert (
+        unfenced.ok is False
+        and "(1 completion by a worker that had lost the job)" in unfenced.message
+    )
+    owner_only = teaching.check_fenced_completion(
+        f"{base} AND lease_owner = %(owner)s RETURNING id", dsn=pg_dsn
+    )
     assert owner_only.ok is False and "checks the owner but not the attempt" in owner_only.message
     refused = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s", dsn=pg_dsn)
     assert refused.ok is False and refused.message.startswith(
-        "Lease Lab refused the definition: queries.sql:4: complete_fenced: returns 0 column(s)")
+        "Lease Lab refused the definition: queries.sql:4: complete_fenced: returns 0 column(s)"
+    )
     assert teaching.check_fenced_completion(None).ok is None

@@ -29,13 +29,21 @@ def test_read_then_write_double_claims_on_postgres(pg):
 
 @pytest.mark.parametrize("claim", ["conditional_update", "skip_locked"])
 def test_atomic_claims_never_double_claim_on_postgres(pg, claim):
-    r = sim.run("read-then-write-race", backend=pg, **{"workload.jobs": 400, "horizon": 200.0,
-                                                       "policy.claim": claim})
+    r = sim.run(
+        "read-then-write-race",
+        backend=pg,
+        **{"workload.jobs": 400, "horizon": 200.0, "policy.claim": claim},
+    )
     assert r.summary["completed"] == 400
     assert r.summary["double_claims"] == 0
     assert r.summary["duplicate_db_effects"] == r.summary["duplicate_external_effects"] == 0
     state = query_state(pg)
-    assert state.status_counts.to_dict() == {"Pending": 0, "Processing": 0, "Completed": 400, "Dead": 0}
+    assert state.status_counts.to_dict() == {
+        "Pending": 0,
+        "Processing": 0,
+        "Completed": 400,
+        "Dead": 0,
+    }
     assert (state.attempts["attempts"] == 1).all() and (state.attempts["effects"] == 1).all()
     if claim == "conditional_update":
         # the race was run, and lost, by the database: claims that found the job already taken

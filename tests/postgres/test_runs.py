@@ -57,7 +57,12 @@ def test_an_error_or_ctrl_c_midway_still_drops_the_schema(pg_dsn, admin, made, m
     backends, pids = made
     interrupt_midway(monkeypatch, error)
     with pytest.raises(type(error)):
-        sim.run("read-then-write-race", backend="postgres", dsn=pg_dsn, **{"policy.claim": "select_for_update"})
+        sim.run(
+            "read-then-write-race",
+            backend="postgres",
+            dsn=pg_dsn,
+            **{"policy.claim": "select_for_update"},
+        )
     assert not schema_exists(admin, backends[0].schema)
     assert pids and not alive(admin, pids)
 
@@ -65,7 +70,10 @@ def test_an_error_or_ctrl_c_midway_still_drops_the_schema(pg_dsn, admin, made, m
 def test_ctrl_c_in_the_cli_exits_130_and_drops_the_schema(pg_dsn, admin, made, monkeypatch, capsys):
     backends, _ = made
     interrupt_midway(monkeypatch, KeyboardInterrupt())
-    assert main(["run", "baseline", "--backend", "postgres", "--dsn", pg_dsn, "--set", "horizon=60"]) == 130
+    assert (
+        main(["run", "baseline", "--backend", "postgres", "--dsn", pg_dsn, "--set", "horizon=60"])
+        == 130
+    )
     assert "interrupted" in capsys.readouterr().err
     assert not schema_exists(admin, backends[0].schema)
 
@@ -87,13 +95,22 @@ def test_paused_waiters_are_let_go_when_the_backend_closes(pg_dsn, admin):
     db.begin("A")
     claim = {"id": 1, "now": 1.0, "lease_until": 31.0, "max_attempts": 25}
     assert db.execute("A", "claim_unconditional", {**claim, "owner": "A"}) == [(1, 1)]
-    assert db.execute("B", "claim_unconditional", {**claim, "owner": "B"}) == Blocked("B", "claim_unconditional", "A")
-    assert db.execute("C", "claim_unconditional", {**claim, "owner": "C"}) == Blocked("C", "claim_unconditional", "A")
-    assert [w[:3] for w in db.lock_waits] == [("B", "claim_unconditional", "A"), ("C", "claim_unconditional", "A")]
+    assert db.execute("B", "claim_unconditional", {**claim, "owner": "B"}) == Blocked(
+        "B", "claim_unconditional", "A"
+    )
+    assert db.execute("C", "claim_unconditional", {**claim, "owner": "C"}) == Blocked(
+        "C", "claim_unconditional", "A"
+    )
+    assert [w[:3] for w in db.lock_waits] == [
+        ("B", "claim_unconditional", "A"),
+        ("C", "claim_unconditional", "A"),
+    ]
     waiters = [db._clients[c].pid for c in ("B", "C")]
     db.commit("A")  # B and C are paused now, until resumed: here, never
     if db.pauses_waiters:
-        assert [_process_state(pid) for pid in waiters] == ["T", "T"], [(c, s.frozen, s.signals) for c, s in db._clients.items()]
+        assert [_process_state(pid) for pid in waiters] == ["T", "T"], [
+            (c, s.frozen, s.signals) for c, s in db._clients.items()
+        ]
     db.close()
     assert not schema_exists(admin, db.schema)
     assert not alive(admin, waiters)
@@ -143,15 +160,20 @@ def test_a_statement_queued_behind_a_paused_waiter_is_not_stuck(pg_dsn, monkeypa
             db.connect(client)
         db.execute("X", "insert_job", {"id": 1, "event_id": "e1", "payload": "{}", "now": 0.0})
         db.begin("H")
-        assert db.execute("H", "lock_next_candidate", {"now": 1.0, "take_expired": False, "max_attempts": 25}) == [(1, 0)]
+        assert db.execute(
+            "H", "lock_next_candidate", {"now": 1.0, "take_expired": False, "max_attempts": 25}
+        ) == [(1, 0)]
         db.begin("W")
-        assert db.execute("W", "lock_next_candidate", {"now": 1.0, "take_expired": False, "max_attempts": 25}) == Blocked(
-            "W", "lock_next_candidate", "H")
+        assert db.execute(
+            "W", "lock_next_candidate", {"now": 1.0, "take_expired": False, "max_attempts": 25}
+        ) == Blocked("W", "lock_next_candidate", "H")
         db.rollback("H")
         db.begin("X")
         assert db.execute("X", "lock_job_nowait", {"id": 1}) == [(1, "Pending")]
         claim = {"id": 1, "owner": "F", "now": 2.0, "lease_until": 9.0, "max_attempts": 25}
-        assert db.execute("F", "claim_unconditional", claim) == Blocked("F", "claim_unconditional", "X")
+        assert db.execute("F", "claim_unconditional", claim) == Blocked(
+            "F", "claim_unconditional", "X"
+        )
         assert db.resume("W") == Blocked("W", "lock_next_candidate", "X")
         db.commit("X")
         assert db.resume("W") == [(1, 0)]  # first in line for the row, in PostgreSQL

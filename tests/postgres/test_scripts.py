@@ -20,17 +20,40 @@ pytestmark = pytest.mark.postgres
 CLIENTS = ("A", "B", "C", "D")
 STEPS = 70
 SEEDS = range(80)
-QUERIES = ["insert_job"] * 3 + ["claim_conditional", "claim_unconditional", "insert_dedup_marker",
-                                "lock_next_candidate", "complete_fenced"] * 2 + [
-    "select_candidates", "claim_skip_locked", "lock_job_nowait", "heartbeat", "complete_unfenced",
-    "reject_job_fenced", "requeue_expired", "select_stuck_jobs", "read_dedup_marker",
-    "purge_dedup_markers", "insert_ledger_entry", "count_jobs_by_status", "rescue_job", "fail_job_fenced",
-    "release_job_fenced",
-]
+QUERIES = (
+    ["insert_job"] * 3
+    + [
+        "claim_conditional",
+        "claim_unconditional",
+        "insert_dedup_marker",
+        "lock_next_candidate",
+        "complete_fenced",
+    ]
+    * 2
+    + [
+        "select_candidates",
+        "claim_skip_locked",
+        "lock_job_nowait",
+        "heartbeat",
+        "complete_unfenced",
+        "reject_job_fenced",
+        "requeue_expired",
+        "select_stuck_jobs",
+        "read_dedup_marker",
+        "purge_dedup_markers",
+        "insert_ledger_entry",
+        "count_jobs_by_status",
+        "rescue_job",
+        "fail_job_fenced",
+        "release_job_fenced",
+    ]
+)
 
 
 def crowded_script(seed: int) -> list[tuple]:
-    return random_script(seed, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=(0.18, 0.26, 0.3, 0.32))
+    return random_script(
+        seed, clients=CLIENTS, steps=STEPS, queries=QUERIES, control=(0.18, 0.26, 0.3, 0.32)
+    )
 
 
 def test_backends_agree_with_several_waiters_at_once(pg_dsn):

@@ -17,13 +17,21 @@ pytestmark = pytest.mark.postgres
 
 
 def redelivered(delay: float):
-    return scripted(workers=2, dedup=True, horizon=90, workload={
-        "duplicate_delivery": 1.0, "redelivery_delay": Dist.constant(delay)})
+    return scripted(
+        workers=2,
+        dedup=True,
+        horizon=90,
+        workload={"duplicate_delivery": 1.0, "redelivery_delay": Dist.constant(delay)},
+    )
 
 
 def test_sequential_redelivery_is_applied_once(pg):
     r = sim.run(redelivered(40.0), backend=pg)
-    kinds = [(kind, job) for _, kind, _, job, _ in timeline(r) if kind in ("effect", "dedup_skip", "complete")]
+    kinds = [
+        (kind, job)
+        for _, kind, _, job, _ in timeline(r)
+        if kind in ("effect", "dedup_skip", "complete")
+    ]
     assert kinds == [("effect", 1), ("complete", 1), ("dedup_skip", 2), ("complete", 2)]
     assert r.table_ledger["event_id"].tolist() == ["evt-1"]
     assert [row[0] for row in r.tables["processed_events"]] == ["evt-1"]
@@ -45,8 +53,9 @@ def test_concurrent_redelivery_the_second_insert_really_waits(pg):
         (25.009, "complete", "w1", 2, 1),
     ]
     wait = r.events[r.events.kind == "lock_wait"]
-    assert [(round(t, 6), w, j, d) for t, w, j, d in wait[["t", "worker", "job", "detail"]].values] == [
-        (25.006, "w1", 2, "w0:0.001000")]
+    assert [
+        (round(t, 6), w, j, d) for t, w, j, d in wait[["t", "worker", "job", "detail"]].values
+    ] == [(25.006, "w1", 2, "w0:0.001000")]
     # the server's own account: w1's INSERT waited for w0's transaction id
     assert pg.lock_waits == [("w1", "insert_dedup_marker", "w0", "transactionid")]
     assert r.table_ledger["event_id"].tolist() == ["evt-1"]
@@ -62,15 +71,19 @@ def test_crash_after_the_marker_rolls_back_and_the_retry_applies_once(pg, admin)
     r = sim.run(scripted(workers=2, dedup=True, horizon=120, faults=faults), backend=pg)
     story = [(kind, worker, attempt) for _, kind, worker, _, attempt in timeline(r)]
     assert story == [
-        ("claim", "w0", 1), ("claim_lost", "w1", None),
+        ("claim", "w0", 1),
+        ("claim_lost", "w1", None),
         ("crash", "w0", 1),
         ("restart", "w0", None),
         ("claim", "w0", 2),
-        ("effect", "w0", 2), ("complete", "w0", 2),
+        ("effect", "w0", 2),
+        ("complete", "w0", 2),
     ]
     killed = [pid for client, pid in pg.terminated if client == "w0"]
     assert len(killed) == 1 and not alive(admin, killed)  # a real crash: the server process is gone
     assert r.table_ledger[["event_id", "attempt"]].values.tolist() == [["evt-1", 2]]
     effect_at = r.events.loc[r.events.kind == "effect", "t"].item()
     # the one marker is the retry's: the crashed attempt's INSERT was rolled back by PostgreSQL
-    assert [(e, round(t, 6)) for e, _, t in r.tables["processed_events"]] == [("evt-1", round(effect_at - 0.003, 6))]
+    assert [(e, round(t, 6)) for e, _, t in r.tables["processed_events"]] == [
+        ("evt-1", round(effect_at - 0.003, 6))
+    ]

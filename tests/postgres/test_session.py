@@ -32,7 +32,9 @@ def test_an_error_inside_a_transaction_wakes_its_waiters_at_once(backend):
 
     def waiter():
         yield env.timeout(0.5)
-        seen["rows"] = yield from b.run("claim_conditional", {"id": 1, "owner": "B", "max_attempts": 25}, ttl=30.0)
+        seen["rows"] = yield from b.run(
+            "claim_conditional", {"id": 1, "owner": "B", "max_attempts": 25}, ttl=30.0
+        )
         seen["claimed_at"] = env.now
 
     env.process(holder())
@@ -52,9 +54,13 @@ def test_database_errors_survive_simpy_rebuilding_them():
     from sim.db.errors import ClientCrashedError, ParameterError, UnknownQueryError
     from sim.db.postgres import ServerStatementError
 
-    errors = [ClientCrashedError("w0", "BEGIN"), UniqueViolationError("insert_job", "duplicate key"),
-              ParameterError("heartbeat", "id", "missing"), UnknownQueryError("claim", ["claim_conditional"]),
-              ServerStatementError("dump_jobs", "out of memory", "53200")]
+    errors = [
+        ClientCrashedError("w0", "BEGIN"),
+        UniqueViolationError("insert_job", "duplicate key"),
+        ParameterError("heartbeat", "id", "missing"),
+        UnknownQueryError("claim", ["claim_conditional"]),
+        ServerStatementError("dump_jobs", "out of memory", "53200"),
+    ]
     for error in errors:
         env = simpy.Environment()
 

@@ -10,9 +10,18 @@ from pathlib import Path
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
 # every flag that keeps a headless run from reaching the network or a profile outside `profile`
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--force-device-scale-factor=1")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+)
 
 
 def find_chromium() -> str | None:
@@ -29,27 +38,48 @@ def ensure_chromium() -> str:
     if path:
         return path
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise RuntimeError("chromium is not installed and this is not a root Debian system: "
-                           "install the `chromium` package to run the report rendering test")
+        raise RuntimeError(
+            "chromium is not installed and this is not a root Debian system: "
+            "install the `chromium` package to run the report rendering test"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     lock = ("-o", "DPkg::Lock::Timeout=900")
     subprocess.run(["apt-get", *lock, "update", "-qq"], check=True, env=env, timeout=1800)
-    subprocess.run(["apt-get", *lock, "install", "-y", "-qq", "--no-install-recommends", "chromium"],
-                   check=True, env=env, timeout=1800)
+    subprocess.run(
+        ["apt-get", *lock, "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+        check=True,
+        env=env,
+        timeout=1800,
+    )
     path = find_chromium()
     if not path:
         raise RuntimeError("apt-get installed chromium but no chromium binary is on PATH")
     return path
 
 
-def screenshot(html: Path, png: Path, profile: Path, *, width: int = 1200, height: int = 2400,
-               chromium: str | None = None) -> subprocess.CompletedProcess:
+def screenshot(
+    html: Path,
+    png: Path,
+    profile: Path,
+    *,
+    width: int = 1200,
+    height: int = 2400,
+    chromium: str | None = None,
+) -> subprocess.CompletedProcess:
     """Render `html` headless into `png` (width x height CSS pixels)."""
     chromium = chromium or ensure_chromium()
-    command = [chromium, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-               f"--screenshot={png}", html.resolve().as_uri()]
+    command = [
+        chromium,
+        *FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        f"--screenshot={png}",
+        html.resolve().as_uri(),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=180)
 
 
-if __name__ == "__main__":  # `python tests/report/browser.py`: install (if needed) and print the path
+if (
+    __name__ == "__main__"
+):  # `python tests/report/browser.py`: install (if needed) and print the path
     print(ensure_chromium())

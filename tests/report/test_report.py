@@ -38,7 +38,9 @@ class Page(HTMLParser):
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         self.tags.append((tag, attrs))
-        self._open.append(tag if tag != "span" or "badge" not in (attrs.get("class") or "") else "badge")
+        self._open.append(
+            tag if tag != "span" or "badge" not in (attrs.get("class") or "") else "badge"
+        )
 
     def handle_endtag(self, tag):
         if self._open:
@@ -65,7 +67,9 @@ class Page(HTMLParser):
                 value = attrs.get(key) or ""
                 if value and not value.startswith(("#", "data:")):
                     out.append(f"<{tag} {key}={value}>")
-            if tag in ("script", "link", "iframe", "object", "embed", "img") and not (attrs.get("src") or "").startswith("data:"):
+            if tag in ("script", "link", "iframe", "object", "embed", "img") and not (
+                attrs.get("src") or ""
+            ).startswith("data:"):
                 out.append(f"<{tag}>")
         return out
 
@@ -77,7 +81,9 @@ def checked():
 
 @pytest.fixture(scope="module")
 def advice():
-    return advise("sample", arrival_rate=1.0, replications=1, evidence_jobs=200, seed=1, progress=False)
+    return advise(
+        "sample", arrival_rate=1.0, replications=1, evidence_jobs=200, seed=1, progress=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -100,26 +106,45 @@ def test_review_report_is_one_self_contained_page(checked, review_html):
     text = " ".join(page.text)
     for row in checked.table.itertuples():
         assert row.evidence in text and f"basis: {row.basis}" in text
-    assert checked.tally() in text and "lease_ttl = 30.0" in text  # the verdict count and the settings
+    assert (
+        checked.tally() in text and "lease_ttl = 30.0" in text
+    )  # the verdict count and the settings
 
 
 def test_advice_report_carries_assumptions_risk_chart_and_evidence(advice, advice_html):
     page = Page(advice_html.read_text(encoding="utf-8"))
-    assert page.h2 == ["Advice", "Assumptions", "Trade-off", "Evidence: simulation beside prediction",
-                       "Lease timeline of the advised setting"]
+    assert page.h2 == [
+        "Advice",
+        "Assumptions",
+        "Trade-off",
+        "Evidence: simulation beside prediction",
+        "Lease timeline of the advised setting",
+    ]
     assert page.fetches() == [] and page.count("svg") == 2  # trade-off chart and timeline
     text = " ".join(page.text)
     assert advice.headline() in text
-    for line in advice.assumptions.lines() + [line.strip() for line in advice.risk_lines()] + advice.position:
+    for line in (
+        advice.assumptions.lines()
+        + [line.strip() for line in advice.risk_lines()]
+        + advice.position
+    ):
         assert line in text, line
     assert "false expiries a day" in text and "at 1 jobs/s" in text
 
 
-def test_a_review_report_can_carry_the_advice_and_an_advice_report_the_review(checked, advice, tmp_path):
+def test_a_review_report_can_carry_the_advice_and_an_advice_report_the_review(
+    checked, advice, tmp_path
+):
     both = Page(checked.save_report(tmp_path / "r.html", advice=advice).read_text(encoding="utf-8"))
     assert both.h2[:3] == ["Verdicts", "Lease timeline", "Settings"] and "Assumptions" in both.h2
-    other = Page(advice.save_report(tmp_path / "a.html", review=checked).read_text(encoding="utf-8"))
-    assert other.h2[0] == "Advice" and "Verdicts" in other.h2 and len(other.badges) == len(checked.table)
+    other = Page(
+        advice.save_report(tmp_path / "a.html", review=checked).read_text(encoding="utf-8")
+    )
+    assert (
+        other.h2[0] == "Advice"
+        and "Verdicts" in other.h2
+        and len(other.badges) == len(checked.table)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +167,7 @@ def test_chromium_renders_the_report(which, chromium, review_html, advice_html, 
     assert 0.01 < ink < 0.5, f"{ink:.1%} dark pixels: blank or broken page"
 
     def share(hex_colour: str) -> float:
-        rgb = np.array([int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+        rgb = np.array([int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
         return float((np.abs(pixels - rgb).max(axis=2) < 0.03).mean())
 
     if which == "review":
@@ -156,23 +181,53 @@ def test_chromium_renders_the_report(which, chromium, review_html, advice_html, 
 
 def test_report_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "review.html"
-    assert main(["review", "baseline", "--seeds", "1", "--no-variants", "--set", "workload.jobs=60",
-                 "--report", str(out)]) == 0
-    assert f"wrote {out}" in capsys.readouterr().out and Page(out.read_text(encoding="utf-8")).h2[0] == "Verdicts"
+    assert (
+        main(
+            [
+                "review",
+                "baseline",
+                "--seeds",
+                "1",
+                "--no-variants",
+                "--set",
+                "workload.jobs=60",
+                "--report",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        f"wrote {out}" in capsys.readouterr().out
+        and Page(out.read_text(encoding="utf-8")).h2[0] == "Verdicts"
+    )
     # an existing report is not overwritten without --force; the file stays as it was
     before = out.read_bytes()
     assert main(["review", "baseline", "--seeds", "1", "--report", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"error: --report {out}: exists") and out.read_bytes() == before
+    assert (
+        len(err) == 1
+        and err[0].startswith(f"error: --report {out}: exists")
+        and out.read_bytes() == before
+    )
     advice = tmp_path / "advice.html"
     assert main(["advise", "sample", "--no-verify", "--report", str(advice)]) == 0
     assert Page(advice.read_text(encoding="utf-8")).h2[0] == "Advice"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["review", "baseline", "--report", "review.pdf"], "--report review.pdf: expected a file name ending in .html"),
-    (["advise", "sample", "--report", "nowhere/advice.html"], "directory nowhere does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["review", "baseline", "--report", "review.pdf"],
+            "--report review.pdf: expected a file name ending in .html",
+        ),
+        (
+            ["advise", "sample", "--report", "nowhere/advice.html"],
+            "directory nowhere does not exist",
+        ),
+    ],
+)
 def test_report_bad_path_is_one_error_line(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -187,7 +242,9 @@ def test_the_settings_toml_cuts_long_sample_lists_and_says_so(advice):
     text = scenario_toml(advice.scenario(jobs=50))
     first = ", ".join(f"{v:g}" for v in advice.durations.samples[:8])
     assert f"samples = [{first}, ...]  # 2000 values, first 8 shown" in text
-    assert scenario_toml(sim.preset("baseline")) == sim.scenario.dumps(sim.preset("baseline"))  # nothing to cut
+    assert scenario_toml(sim.preset("baseline")) == sim.scenario.dumps(
+        sim.preset("baseline")
+    )  # nothing to cut
 
 
 def test_missing_intervals_read_n_a_not_nan(advice_html):
