@@ -7,7 +7,7 @@ VENV = .venv
 PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 
-.PHONY: demo test lab bench html lint clean
+.PHONY: demo test test-fast lab bench html lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The inner loop: no PostgreSQL, no notebook kernels (about a minute or two).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not postgres and not notebooks"
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --allow-root

@@ -1,7 +1,7 @@
 """What the teaching notebooks (notebooks/NN-*.ipynb) need beyond the rest of `sim`, as `teaching.X`.
 
 The notebooks narrate and call; everything with logic lives in these modules, with tests
-(tests/test_teaching.py):
+(tests/teaching/test_teaching.py):
 
 - notebook: `fast_mode()`, `size(full, fast)` and `sizes()` shrink horizons, jobs and replications
   when LEASELAB_FAST=1 (CI); `setup()` sets the plotting defaults; `headless()`, `progress()`,

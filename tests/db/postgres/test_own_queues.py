@@ -14,7 +14,7 @@ from sim.review import FAIL, PASS, RISK
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUEUES = ROOT / "examples" / "queues"
 RACE = {
     "policy.claim": "conditional_update",

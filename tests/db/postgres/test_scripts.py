@@ -13,7 +13,7 @@ import pytest
 
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
-from tests.contract.test_differential import play, random_script
+from tests.db.contract.test_differential import play, random_script
 
 pytestmark = pytest.mark.postgres
 

@@ -81,5 +81,5 @@ def screenshot(
 
 if (
     __name__ == "__main__"
-):  # `python tests/report/browser.py`: install (if needed) and print the path
+):  # `python tests/review/browser.py`: install (if needed) and print the path
     print(ensure_chromium())

@@ -42,7 +42,7 @@ from sim.scenario import (
     Workload,
     validate,
 )
-from tests.test_hardening import one_error_line
+from tests.interface.test_hardening import one_error_line
 
 SETTINGS = settings(
     max_examples=400,

@@ -14,7 +14,7 @@ from sim.db.queries import load_queries
 from sim.db.queue_dir import QueueDefinitionError, load_queue
 from sim.scenario import resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "queues"
 
 CLAIM = """\

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOT_DEPENDENCIES = {"python", "pip"}  # conda-side tooling, not runtime dependencies
 
 
@@ -66,6 +66,13 @@ def wheel(tmp_path_factory) -> Path:
     )
     (built,) = (work / "dist").glob("*.whl")
     return built
+
+
+def test_the_sql_lives_inside_the_package():
+    """sim/sql holds the files (so a wheel ships them); the top-level sql/ is a link to them."""
+    assert not (ROOT / "sim" / "sql").is_symlink()
+    assert (ROOT / "sql").resolve() == (ROOT / "sim" / "sql").resolve()
+    assert {p.name for p in (ROOT / "sim" / "sql").glob("*.sql")} >= {"queries.sql", "schema.sql"}
 
 
 def test_wheel_ships_the_sql_files(wheel):

@@ -19,7 +19,7 @@ import pytest
 
 from sim.teaching import CHEAT_SHEET_TAGS, DEDUP_TAGS, REQUIRED_TAGS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("[0-9][0-9]-*.ipynb"))
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
@@ -194,7 +194,9 @@ PROBE = "import sys, sim\nprint(sys.executable)\nprint(sim.__file__)"
 
 def _params():
     for path in NOTEBOOKS:
-        marks = [pytest.mark.postgres] if path.name in NEEDS_POSTGRES else []
+        marks = [pytest.mark.notebooks]
+        if path.name in NEEDS_POSTGRES:
+            marks.append(pytest.mark.postgres)
         yield pytest.param(path, id=path.stem, marks=marks)
 
 

@@ -11,7 +11,7 @@ from sim.db.queue_dir import load_queue
 from sim.scenario import resolve
 from sim.sql_findings import findings, shape
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "queues"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "queues"
 
 
 def test_shape_reads_the_main_statement_past_ctes_comments_and_literals():
