@@ -20,7 +20,7 @@ import pandas as pd
 
 from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
-from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS
+from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS, nesting_problem, too_deep
 from sim.results import json_number
 from sim.runner import refuse_memory
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
@@ -367,7 +367,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(command=cmd_review)
 
     p = sub.add_parser(
-        "sweep", help="run a grid of settings x replications; print means with 95% intervals"
+        "sweep", help="run a grid of settings x replications; print means with 95%% intervals"
     )
     p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
     _add_set(p)
@@ -718,11 +718,17 @@ def parse_assignments(items: list[str]) -> dict[str, object]:
 
 def _toml_value(key: str, text: str):
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
+    except RecursionError:
+        raise UsageError(too_deep(key)) from None
     except tomllib.TOMLDecodeError as exc:
         if text[0] in "[{\"'" or any(c.isspace() for c in text):
             raise UsageError(f"--set {key}={text}: not a TOML value ({exc})") from None
         return text  # a bare word: skip_locked, postgres, data/durations.csv
+    deep = nesting_problem(value, key)
+    if deep:
+        raise UsageError(deep)
+    return value
 
 
 def cmd_live(args) -> int:

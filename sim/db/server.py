@@ -117,7 +117,9 @@ def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavaila
 
 def secrets(dsn: str | None) -> list[str]:
     """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is malformed),
-    longest first, each also percent-decoded: what must never be printed."""
+    longest first, each also percent-decoded: what must never be printed. An unencoded '/', '@',
+    '?' or ':' in a URI's password makes libpq read it differently (part as a port, part as the
+    database name, ...), so the pieces of the password between such characters are secrets too."""
     if not dsn:
         return []
     found = []
@@ -126,23 +128,35 @@ def secrets(dsn: str | None) -> list[str]:
     except psycopg.ProgrammingError:
         pass
     if _URI.match(dsn):
-        userinfo = dsn.partition("://")[2].rpartition("@")[0]
-        if ":" in userinfo:
-            found.append(userinfo.partition(":")[2])
+        rest = dsn.partition("://")[2]
+        userinfos = {
+            rest.rpartition("@")[0],  # as a reader means it: the host follows the last '@'
+            re.split(r"[/@]", rest, maxsplit=1)[0] if "@" in rest else "",  # as libpq reads it
+            rest.partition("@")[0],
+        }
+        found += [u.partition(":")[2] for u in userinfos if ":" in u]
         found += [m.group(1) for m in _QUERY_PASSWORD_VALUE.finditer(dsn)]
     found += [
         m.group(1).strip("'").replace("\\'", "'").replace("\\\\", "\\")
         for m in _KV_PASSWORD.finditer(dsn)
     ]
     found += [unquote(f) for f in found]
-    return sorted({f for f in found if f}, key=len, reverse=True)
+    found += [piece for f in found for piece in _PIECE_SPLIT.split(f)]
+    return sorted({f for f in found if len(f) > 1}, key=len, reverse=True)
+
+
+_PIECE_SPLIT = re.compile(r"[/?#@:&=,;\s'\"]+")
+_SHORT = 4  # pieces shorter than this are scrubbed only where they stand alone, not inside words
 
 
 def scrub(text: str, *dsns: str | None) -> str:
-    """`text` with every possible password of `dsns` replaced by ***."""
+    """`text` with every possible password of `dsns` (and every piece of one) replaced by ***."""
     for dsn in dsns:
         for secret in secrets(dsn):
-            text = text.replace(secret, "***")
+            if len(secret) >= _SHORT:
+                text = text.replace(secret, "***")
+            else:
+                text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "***", text)
     return text
 
 
