@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("always", LeaseWarning)
             warnings.showwarning = _show_warning(set(), dsns)
             args = parser.parse_args(argv)
+            _own_rights(args)
             return args.command(args)
     except (UsageError, ConfigError, DatabaseError) as exc:
         return _fail(str(exc), dsns)
@@ -400,12 +401,29 @@ def _add_sql(p: argparse.ArgumentParser, *, dsn: bool = False) -> None:
         help="your own queue: a directory with queries.sql (overriding Lease Lab's statements by name) "
         "and optionally schema.sql; runs on the postgres backend",
     )
+    p.add_argument(
+        "--own-rights",
+        action="store_true",
+        help="with --sql: run your SQL with the DSN user's own rights instead of in a role of "
+        "the run's own that may touch only the run's schema (for a user who cannot create roles)",
+    )
     if dsn:
         p.add_argument(
             "--dsn",
             help="PostgreSQL DSN for --sql (default: $LEASELAB_DSN, $DATABASE_URL, "
             "else an embedded server)",
         )
+
+
+def _own_rights(args) -> None:
+    """--own-rights goes with the queue directory it applies to."""
+    if not getattr(args, "own_rights", False):
+        return
+    if args.sql is None:
+        raise UsageError("--own-rights: applies to a queue's own SQL; give --sql DIR too")
+    from sim.db.queue_dir import load_queue
+
+    args.sql = load_queue(args.sql, own_rights=True)
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -686,7 +704,11 @@ def cmd_sweep(args) -> int:
     ]
     print(
         f"{scenario.name}: {len(result.runs)} runs in {result.wall_seconds:.1f} s"
-        + (f" on the queue in {args.sql}" if args.sql is not None else "")
+        + (
+            f" on the queue in {getattr(args.sql, 'path', args.sql)}"
+            if args.sql is not None
+            else ""
+        )
     )
     print(table[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if args.out is not None:

@@ -15,9 +15,8 @@ import json
 
 from psycopg import pq
 
-from sim.db.sandbox import bounded, past_limit, timed_out
+from sim.db.sandbox import StatementLimitError, bounded, past_limit, timed_out
 from sim.db.sql_split import split_statements
-from sim.errors import ConfigError
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
 _DEFINITIONS = ("CREATE", "ALTER", "DROP", "COMMENT", "INSERT", "UPDATE", "DELETE", "SELECT")
@@ -75,12 +74,15 @@ def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None) -
 
     for statement in split_statements(script):
         where = f"{file}:{statement.line}"
-        results = bounded(
-            pg,
-            lambda text=statement.text: pg.send_query(text.encode()),
-            limit if limit is not None else 3600.0,
-            where,
-        )
+        try:
+            results = bounded(
+                pg,
+                lambda text=statement.text: pg.send_query(text.encode()),
+                limit if limit is not None else 3600.0,
+                where,
+            )
+        except StatementLimitError as exc:
+            raise QueueDefinitionError(str(exc)) from None
         for result in results:
             if result.status not in _OK:
                 raise QueueDefinitionError(_failure(result, statement, file))
@@ -135,7 +137,7 @@ def query_problem(
         if sqlstate == "42501":
             return f"{_REFUSED}: {message(result)}; {_OWN_SCHEMA}"
         if timed_out(sqlstate):
-            raise ConfigError(str(past_limit(where)))
+            raise past_limit(where)
         return None  # a plan that NULL parameters upset says nothing about the statement
     plan = json.loads(result.get_value(0, 0).decode())
     if plan and not isinstance(plan[0], dict):
