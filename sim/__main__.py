@@ -20,7 +20,15 @@ import pandas as pd
 
 from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
-from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS, nesting_problem, too_deep
+from sim.interrupts import Terminated, terminate_like_interrupt
+from sim.limits import (
+    MAX_COMPARE_SEEDS,
+    MAX_RUNS,
+    MAX_SECONDS,
+    MAX_WORKERS,
+    nesting_problem,
+    too_deep,
+)
 from sim.results import json_number
 from sim.runner import refuse_memory
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
@@ -98,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     dsns = _dsns(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), terminate_like_interrupt():
             warnings.simplefilter("always", LeaseWarning)
             warnings.showwarning = _show_warning(set(), dsns)
             args = parser.parse_args(argv)
@@ -114,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{where}{exc.strerror or exc}", dsns)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -756,10 +767,15 @@ def _toml_value(key: str, text: str):
 def cmd_live(args) -> int:
     from sim.comparison import compare
     from sim.live import LiveError, live
+    from sim.live.runner import check_timing
 
     scenario = _scenario(args.scenario, args.assignments)
-    if args.compare_seeds < 0:
-        raise ConfigError(f"--compare-seeds: must be a whole number >= 0, got {args.compare_seeds}")
+    if not 0 <= args.compare_seeds <= MAX_COMPARE_SEEDS:
+        raise ConfigError(
+            f"--compare-seeds: must be a whole number from 0 to {MAX_COMPARE_SEEDS:,}, "
+            f"got {args.compare_seeds}"
+        )
+    check_timing(args.duration, args.time_scale)  # before anything starts
     if args.out is not None:
         _check_out(args.out, args.force)
     try:

@@ -4,9 +4,9 @@ A run marks what it creates with its owner: a COMMENT on its schema and its role
 owner.json in a live run's temporary folder, each naming this machine (host name and boot), the
 process id and the process's start time. The next start on the same server (once per process)
 removes the schemas and roles whose process, on this machine, no longer runs, after ending their
-server processes (continuing any the dead run had paused with SIGSTOP); the embedded server's
-start drops the dead pids from its handle file (or the server would never be stopped again);
-and a live run's start removes the temporary folders of dead live runs. Kept schemas
+server processes (continuing any the dead run had paused with SIGSTOP), and the temporary folders
+of dead live runs; the embedded server's start drops the dead pids from its handle file (or the
+server would never be stopped again). Kept schemas
 (--keep-schema) and anything of another machine are left alone. What was removed is said in one
 warning line.
 """
@@ -127,14 +127,14 @@ def mark_kept(admin: psycopg.Connection, schema: str) -> None:
 
 
 def clean_once(admin: psycopg.Connection, dsn: str) -> list[str]:
-    """clean_server() the first time this process uses this server and database; the warning
-    says what was removed."""
+    """clean_server() and clean_temp_folders() the first time this process uses this server and
+    database; the warning says what was removed."""
     info = admin.info
     key = f"{info.host}:{info.port}/{info.dbname}"
     if key in _cleaned:
         return []
     _cleaned.add(key)
-    removed = clean_server(admin)
+    removed = clean_server(admin) + clean_temp_folders()
     report(removed)
     return removed
 
@@ -184,12 +184,22 @@ def _drop_leftover(admin: psycopg.Connection, name: str, schema: bool, role: boo
             admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident))
             done.append("schema")
         if role:
+            if not schema and _kept(admin, name):  # --keep-schema: the schema goes to the DSN user
+                admin.execute(sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(ident))
             admin.execute(sql.SQL("DROP OWNED BY {}").format(ident))
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
             done.append("role")
     except psycopg.Error:  # still in use, or not ours to drop: left for a later start
         pass
     return done
+
+
+def _kept(admin: psycopg.Connection, schema: str) -> bool:
+    row = admin.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+        (schema,),
+    ).fetchone()
+    return bool(row and (_parse(row[0]) or {}).get("kept"))
 
 
 def wake(admin: psycopg.Connection, pids: list[int]) -> None:

@@ -229,6 +229,12 @@ class PostgresBackend(ClientTable):
                 describe_dsn(self.dsn),
             )
 
+    @property
+    def client_dsn(self) -> str:
+        """The DSN a client of this run connects with: the run's role for a user's queue
+        (sim.db.sandbox), else the DSN itself. It may hold the role's one-run password."""
+        return self.sandbox.dsn if self.sandbox is not None else self.dsn
+
     @classmethod
     def attach(cls, dsn: str | None, schema: str) -> PostgresBackend:
         """A backend on the tables of an existing schema (one a run kept for inspection):
@@ -263,6 +269,7 @@ class PostgresBackend(ClientTable):
             schema=self.schema,
             own_rights=self.queue is None or self.queue.own_rights,
             user_sql=self.queue is not None,
+            keep=self.keep_schema,
             role_settings=settings,
         )
         conn = self.sandbox.connect(application_name="leaselab:schema")
@@ -300,8 +307,9 @@ class PostgresBackend(ClientTable):
             return
         if self._closed:
             raise ClientStateError(f"the backend is closed: client {client} cannot connect")
-        dsn = self.sandbox.dsn if self.sandbox is not None else self.dsn
-        conn = open_connection(dsn, autocommit=True, application_name=f"leaselab:{client}")
+        conn = open_connection(
+            self.client_dsn, autocommit=True, application_name=f"leaselab:{client}"
+        )
         try:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
             # Commits stay atomic and immediately visible; only their survival of a server crash,

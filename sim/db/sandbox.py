@@ -137,11 +137,13 @@ def create(
     schema: str | None = None,
     own_rights: bool = False,
     user_sql: bool = True,
+    keep: bool = False,
     role_settings: dict[str, str] | None = None,
 ) -> Sandbox:
     """A new schema (and, for the user's SQL unless `own_rights`, the role that owns it) on the
     server of `admin`, a connection of the DSN user (autocommit). `user_sql=False`: Lease Lab's
-    own SQL only, no role and no statement limit. `role_settings`: further settings the role gets
+    own SQL only, no role and no statement limit. `keep`: the schema is to be kept after the run
+(--keep-schema), even if the run dies. `role_settings`: further settings the role gets
     at login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that died
     are cleaned up first, once per server and process."""
     leftovers.clean_once(admin, dsn)
@@ -167,7 +169,10 @@ def create(
                     else sql.SQL("")
                 )
                 admin.execute(sql.SQL("CREATE SCHEMA {}{}").format(sql.Identifier(name), owner))
-                leftovers.mark(admin, "SCHEMA", name)
+                if keep:  # a run that dies keeps it too; only its role goes
+                    leftovers.mark_kept(admin, name)
+                else:
+                    leftovers.mark(admin, "SCHEMA", name)
                 if with_role:
                     _refuse_exposure(admin, box)
         except psycopg.errors.InsufficientPrivilege as exc:

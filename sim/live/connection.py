@@ -10,6 +10,8 @@ slot) drops the connection: statements fail until it heals (partition_mode fail)
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from datetime import datetime
 
@@ -18,8 +20,15 @@ from psycopg import sql
 
 from sim.db.base import from_timestamp, to_timestamp
 from sim.db.wire import statement
+from sim.errors import ConfigError
 
 APP_PREFIX = "leaselab-live:"  # application_name of every live client: prefix, schema, ':', client
+FATAL_EXIT = 3  # a child's exit code when the user's SQL hit the sandbox: the runner stops the run
+IN_CHILD = False  # set by sim.live.process: exit with FATAL_EXIT instead of raising SandboxHit
+
+
+class SandboxHit(ConfigError):
+    """In the runner's own process: a statement hit the sandbox of the user's SQL."""
 
 
 class DbUnavailable(Exception):
@@ -98,6 +107,8 @@ class LiveConnection:
         try:
             cursor = self.conn.execute(query.sql, bound)
             rows = cursor.fetchall() if cursor.description is not None else []
+        except (psycopg.errors.QueryCanceled, psycopg.errors.InsufficientPrivilege) as exc:
+            _stop_the_run(name, exc)
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(name) from None
@@ -119,3 +130,25 @@ class LiveConnection:
 
     def close(self) -> None:
         self.drop()
+
+
+def _stop_the_run(name: str, exc: psycopg.Error) -> None:
+    """The statement hit the sandbox of the user's SQL (sim.db.sandbox): its time limit, or a
+    privilege the run's role lacks. Not a database outage to live through: say so in one line
+    and exit with FATAL_EXIT, from whichever thread, so that the runner stops the run (in the
+    runner itself: raise SandboxHit)."""
+    from sim.limits import statement_timeout_words
+
+    message = " ".join(str(exc).split())
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        line = f"{name}: cancelled by PostgreSQL ({message}) at {statement_timeout_words()}"
+    else:
+        line = (
+            f"{name}: PostgreSQL refused it to the run's role: {message}; a queue's SQL may "
+            "touch only the run's own schema"
+        )
+    if not IN_CHILD:
+        raise SandboxHit(line)
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    os._exit(FATAL_EXIT)

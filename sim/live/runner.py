@@ -23,10 +23,21 @@ import numpy as np
 import pandas as pd
 
 import sim as sim_package
+from sim.db import leftovers
 from sim.errors import ConfigError
+from sim.interrupts import terminate_like_interrupt
+from sim.limits import (
+    CONNECTIONS_PER_WORKER,
+    MAX_LIVE_SECONDS,
+    MAX_SECONDS,
+    MAX_TIME_SCALE,
+    MIN_TIME_SCALE,
+    statement_timeout,
+    statement_timeout_words,
+)
 from sim.live.budget import check_scale, probe_latency
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, LiveConnection
+from sim.live.connection import APP_PREFIX, FATAL_EXIT, LiveConnection
 from sim.live.faults import FaultSchedule
 from sim.live.process import command
 from sim.live.recorder import Recorder, event_log, read_records
@@ -85,12 +96,7 @@ class LiveRunner:
         folder: str | Path | None = None,
         sql_dir: str | None = None,
     ):
-        if not (duration > 0 and np.isfinite(duration)):
-            raise ConfigError(f"--duration: must be a number of seconds > 0, got {duration!r}")
-        if not (time_scale > 0 and np.isfinite(time_scale)):
-            raise ConfigError(
-                f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {time_scale!r}"
-            )
+        check_timing(duration, time_scale)
         self.scenario = supported(
             scenario.replace(horizon=duration / time_scale, backend="postgres")
         )
@@ -104,9 +110,11 @@ class LiveRunner:
             self.queue.require(self.scenario)
         self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
         self._own_folder = folder is None
-        self.folder = (
-            Path(tempfile.mkdtemp(prefix="leaselab-live-")) if folder is None else Path(folder)
-        )
+        if folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix=leftovers.LIVE_FOLDER_PREFIX))
+            leftovers.mark_folder(self.folder)  # a runner killed with SIGKILL: the next removes it
+        else:
+            self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
         self.lag: list[float] = []
@@ -125,7 +133,7 @@ class LiveRunner:
             "role": role,
             "index": index,
             "spare": self._spawned,
-            "dsn": self.backend.dsn,
+            "dsn": self.backend.client_dsn,  # the run's role for a queue's SQL (sim.db.sandbox)
             "schema": self.backend.schema,
             "folder": str(self.folder / "records"),
             "slots": str(self.folder / "slots"),
@@ -288,6 +296,8 @@ class LiveRunner:
             code = child.proc.poll()
             if code is None or (child.role == "producer" and code == 0):
                 continue
+            if code == FATAL_EXIT:
+                raise LiveError(self._located(_last_line(child.proc.stderr_path)))
             if child.role == "worker" and not child.restarting:
                 t = self.clock.now()
                 self.incidents.append(
@@ -300,6 +310,38 @@ class LiveRunner:
                     f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}"
                 )
 
+    def _located(self, line: str) -> str:
+        """A child's one-line account of a statement that hit the sandbox, with where the
+        statement comes from (file:line of the queue)."""
+        name = line.partition(":")[0]
+        if self.queue is not None and name in self.queue.queries:
+            return f"{self.queue.where(name)}: {line}"
+        return line
+
+    def _watch_statements(self) -> None:
+        """A statement of the user's SQL running past the time limit (its own timeout turned off
+        with set_config, which the server then cannot enforce): end it and stop the run."""
+        now = time.monotonic()
+        if self.queue is None or now < self._next_watch:
+            return
+        self._next_watch = now + 1.0
+        limit = statement_timeout()
+        rows = self.backend._monitor.execute(
+            "SELECT pid, application_name, query FROM pg_stat_activity WHERE application_name "
+            "LIKE %s AND state = 'active' AND now() - query_start > %s * interval '1 second'",
+            (f"{APP_PREFIX}{self.backend.schema}:%", limit + 2.0),
+        ).fetchall()
+        if rows:
+            self.backend._monitor.execute(
+                "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)",
+                ([pid for pid, _, _ in rows],),
+            )
+            pid, app, query = rows[0]
+            raise LiveError(
+                f"live {app.rpartition(':')[2]}: a statement ran past "
+                f"{statement_timeout_words()} and was ended: {' '.join(query.split())[:120]}"
+            )
+
     def _play(self, schedule: FaultSchedule) -> None:
         horizon = self.scenario.horizon
         end = self.clock.monotonic_at(horizon)
@@ -308,6 +350,7 @@ class LiveRunner:
             due = self.clock.monotonic_at(t_next)
             while (now := time.monotonic()) < due:
                 self._watch_children(schedule)
+                self._watch_statements()
                 if due - now > TICK_S:
                     self._replenish()
                 time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
@@ -321,9 +364,11 @@ class LiveRunner:
     # ---- the run ------------------------------------------------------------------------------
 
     def run(self) -> LiveRun:
-        """Play the run; a failed run leaves no temporary folder behind (a folder given is kept)."""
+        """Play the run; a failed run leaves no temporary folder behind (a folder given is kept).
+        SIGTERM stops it like Ctrl-C, cleaning up all the same."""
         try:
-            return self._run()
+            with terminate_like_interrupt():
+                return self._run()
         except BaseException:
             if self._own_folder:
                 shutil.rmtree(self.folder, ignore_errors=True)
@@ -338,7 +383,7 @@ class LiveRunner:
         )  # checks a user's queue on the server
         (self.folder / "run.json").write_text(
             json.dumps(
-                {  # what a crashed runner leaves to clean up
+                {  # what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
                     "schema": self.backend.schema,
                     "scenario": self.scenario.name,
                     "horizon": self.scenario.horizon,
@@ -350,9 +395,11 @@ class LiveRunner:
         if self.queue is not None:
             self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()
+        self._next_watch = 0.0
         try:
+            check_connections(self.backend, self.scenario)
             probe = LiveConnection(
-                self.backend.dsn,
+                self.backend.client_dsn,
                 self.backend.schema,
                 "probe",
                 queries_for({"sql_dir": self.sql_dir}),
@@ -420,6 +467,56 @@ class LiveRunner:
             shutil.rmtree(self.folder, ignore_errors=True)
             run.folder = ""
         return run
+
+
+def check_timing(duration, time_scale) -> None:
+    """ConfigError naming --duration or --time-scale outside what live mode can play."""
+
+    def number(value) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+
+    if not (number(duration) and 0 < duration <= MAX_LIVE_SECONDS):
+        raise ConfigError(
+            f"--duration: must be a number of wall seconds > 0 and at most {MAX_LIVE_SECONDS:g} "
+            f"(a week), got {duration!r}"
+        )
+    if not (number(time_scale) and MIN_TIME_SCALE <= time_scale <= MAX_TIME_SCALE):
+        raise ConfigError(
+            f"--time-scale: must be a number of wall seconds per scenario second from "
+            f"{MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g}, got {time_scale!r}"
+        )
+    if duration / time_scale > MAX_SECONDS:
+        raise ConfigError(
+            f"--duration {duration:g} / --time-scale {time_scale:g} = {duration / time_scale:.3g} "
+            f"scenario seconds; a horizon is at most {MAX_SECONDS:g} s"
+        )
+
+
+def check_connections(backend, scenario) -> None:
+    """ConfigError naming policy.workers when the server cannot take the connections live mode
+    opens (each worker and its spare hold a statement and a heartbeat connection)."""
+    workers = scenario.policy.workers
+    needed = workers * CONNECTIONS_PER_WORKER + 4  # producer, watcher, probe, inspector
+    total, reserved, used = backend._monitor.execute(
+        "SELECT current_setting('max_connections')::int, "
+        "current_setting('superuser_reserved_connections')::int, "
+        "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+    ).fetchone()
+    free = total - reserved - used
+    if needed > free:
+        raise ConfigError(
+            f"policy.workers = {workers}: live mode opens about {needed} connections "
+            f"({CONNECTIONS_PER_WORKER} per worker with its spare, and 4 more), but the server at "
+            f"{backend_place(backend)} has {max(free, 0)} free (max_connections {total}, "
+            f"{reserved} reserved, {used} in use); use at most "
+            f"{max(0, (free - 4) // CONNECTIONS_PER_WORKER)} workers or raise max_connections"
+        )
+
+
+def backend_place(backend) -> str:
+    from sim.db.server import describe_dsn
+
+    return describe_dsn(backend.dsn)
 
 
 class _NoRecords:
