@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     dsns = _dsns(argv)
+    args = None
     try:
         with warnings.catch_warnings(), terminate_like_interrupt():
             warnings.simplefilter("always", LeaseWarning)
@@ -118,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}", dsns)
+        return _fail(_io_error(exc, args), dsns)
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
     except Terminated:
@@ -128,6 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _io_error(exc: OSError, args) -> str:
+    """An I/O error in one line that names the file, or the outputs being written when the
+    error does not (a full disk fails a write, not an open)."""
+    problem = exc.strerror or str(exc)
+    if exc.filename:
+        return f"{exc.filename}: {problem}"
+    outputs = [
+        f"--{name} {getattr(args, name)}" for name in ("out", "report") if getattr(args, name, None)
+    ]
+    return f"{' or '.join(outputs)}: cannot write ({problem})" if outputs else problem
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -188,6 +188,10 @@ def compare(
 ) -> Comparison:
     """Live against simulated: `simulated` is a list of simulated Runs of the same scenario, or how many
     seeds to simulate (scenario seed, seed + 1, ...) with the live run's horizon."""
+    if not isinstance(live_run, Run) or live_run.backend != "live":
+        raise ConfigError(
+            f"live_run: expected the LiveRun of sim.live(...), got {type(live_run).__name__}"
+        )
     if isinstance(simulated, int) and not (
         not isinstance(simulated, bool) and 0 <= simulated <= MAX_COMPARE_SEEDS
     ):

@@ -66,7 +66,10 @@ def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
             "shorten horizon, use fewer workers or raise policy.poll_interval",
         ),
         (
-            "faults.crash_rate",
+            max(
+                ("faults.crash_rate", "faults.pause_rate", "faults.partition_rate"),
+                key=lambda key: getattr(f, key.partition(".")[2]),
+            ),
             f"{span} x (faults.crash_rate + faults.pause_rate + faults.partition_rate) "
             f"{faults_per_hour:g} per worker-hour",
             horizon * p.workers * faults_per_hour / 3600 * EVENTS_PER_FAULT,

@@ -193,6 +193,9 @@ class Scenario:
         """A copy with dotted keys replaced, e.g. {"policy.lease_ttl": 20}; validated."""
         data = to_dict(self)
         for dotted, value in assignments.items():
+            deep = limits.nesting_problem(value, str(dotted))
+            if deep:
+                raise ConfigError(deep)
             _assign(data, dotted, value)
         return from_dict(data)
 
@@ -667,6 +670,8 @@ def preset_names() -> list[str]:
 
 def preset(name: str) -> Scenario:
     """A named preset from sim/scenarios/, or ConfigError with a did-you-mean."""
+    if not isinstance(name, str):
+        raise ConfigError(f"preset: expected a preset name, got {_describe(name)}")
     names = preset_names()
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1)

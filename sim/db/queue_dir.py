@@ -20,6 +20,7 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,13 +203,13 @@ def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition
             f"and optionally {SCHEMA_FILE})"
         )
     queries = root / QUERIES_FILE
-    if not queries.is_file():
+    if not queries.exists():
         raise QueueDefinitionError(
             f"--sql {path}: no {QUERIES_FILE} in it (the statements that override "
             "Lease Lab's, in the block format of sql/queries.sql)"
         )
     schema = root / SCHEMA_FILE
-    job_schema = _read(schema) if schema.is_file() else None
+    job_schema = _read(schema) if schema.exists() else None
     if job_schema is not None and not job_schema.strip():
         raise QueueDefinitionError(
             f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
@@ -546,7 +547,13 @@ def _message(result) -> str:
 
 def loaded(sql: str | Path | QueueDefinition) -> QueueDefinition:
     """A QueueDefinition from a directory path, or the one given."""
-    return sql if isinstance(sql, QueueDefinition) else load_queue(sql)
+    if isinstance(sql, QueueDefinition):
+        return sql
+    if not isinstance(sql, str | os.PathLike):
+        raise QueueDefinitionError(
+            f"sql: expected a queue directory (a path), got {type(sql).__name__} {sql!r:.60}"
+        )
+    return load_queue(sql)
 
 
 __all__ = [

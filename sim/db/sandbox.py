@@ -141,11 +141,11 @@ def create(
     role_settings: dict[str, str] | None = None,
 ) -> Sandbox:
     """A new schema (and, for the user's SQL unless `own_rights`, the role that owns it) on the
-    server of `admin`, a connection of the DSN user (autocommit). `user_sql=False`: Lease Lab's
-    own SQL only, no role and no statement limit. `keep`: the schema is to be kept after the run
-(--keep-schema), even if the run dies. `role_settings`: further settings the role gets
-    at login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that died
-    are cleaned up first, once per server and process."""
+        server of `admin`, a connection of the DSN user (autocommit). `user_sql=False`: Lease Lab's
+        own SQL only, no role and no statement limit. `keep`: the schema is to be kept after the run
+    (--keep-schema), even if the run dies. `role_settings`: further settings the role gets
+        at login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that died
+        are cleaned up first, once per server and process."""
     leftovers.clean_once(admin, dsn)
     name = schema or f"leaselab_{secrets.token_hex(6)}"
     with_role = user_sql and not own_rights

@@ -13,7 +13,7 @@ import re
 import warnings
 from functools import cache
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import platformdirs
 import psycopg
@@ -112,25 +112,16 @@ class _Collect(logging.Handler):
 
 def redact_dsn(dsn: str) -> str:
     """`dsn` without any password, in URI or key=value form, for messages and logs; also when
-    the DSN is malformed (then the user part is kept and everything that may be secret goes)."""
+    the DSN is malformed. A URI keeps its scheme, user and what follows the last '@' (so that a
+    password holding an unencoded '/', '?' or '@' goes whole), without a password= parameter."""
     if not _URI.match(dsn):
         return scrub(_KV_PASSWORD.sub("", dsn).strip(), dsn)
-    try:
-        parts = urlsplit(dsn)
-    except (
-        ValueError
-    ):  # e.g. an unclosed [ipv6] host: keep scheme, user and what follows the last '@'
-        scheme, _, rest = dsn.partition("://")
-        userinfo, at, hosts = rest.rpartition("@")
-        return scrub(
-            f"{scheme}://{userinfo.partition(':')[0]}{at}{_QUERY_PASSWORD.sub('', hosts)}", dsn
-        )
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    netloc = f"{userinfo.partition(':')[0]}{at}{hosts}"
-    query = "&".join(
-        p for p in parts.query.split("&") if p and p.partition("=")[0].lower() != "password"
-    )
-    return scrub(urlunsplit(parts._replace(netloc=netloc, query=query)), dsn)
+    scheme, _, rest = dsn.partition("://")
+    userinfo, at, tail = rest.rpartition("@")
+    where, mark, query = tail.partition("?")
+    kept = "&".join(p for p in query.split("&") if p and p.partition("=")[0].lower() != "password")
+    user = userinfo.partition(":")[0]
+    return scrub(f"{scheme}://{user}{at}{where}{mark if kept else ''}{kept}", dsn)
 
 
 def describe_dsn(dsn: str) -> str:

@@ -240,8 +240,9 @@ def test_cli_live_refuses_bad_input_in_one_line(capsys):
     )
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "error: --duration: must be a number of seconds > 0, got 0.0",
+        "error: --duration: must be a number of wall seconds > 0 and at most 604800 (a week), "
+        "got 0.0",
         "error: --sql /nonexistent: not a directory (expected one holding queries.sql and optionally schema.sql)",
-        "error: --compare-seeds: must be a whole number >= 0, got -1",
+        "error: --compare-seeds: must be a whole number from 0 to 1,000, got -1",
         "error: faults.crash_target: must be one of any, holder",
     ]
