@@ -2,7 +2,8 @@
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
 close (or at interpreter exit if never closed). With `queue=` (a user's queue directory, see
-sim.db.queue_dir) the job table and the statements are the user's, checked on the server first;
+sim.db.queue_dir) the job table and the statements are the user's, checked on the server first,
+and every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox);
 Lease Lab's bookkeeping tables are created beside them as always. Each simulated client owns one connection,
 opened on first use. Everything runs on the driving (SimPy) thread through psycopg's low-level
 libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its parameters
@@ -28,8 +29,8 @@ paused waiter granted a row's tuple lock heads that row's queue; statements queu
 reported waiting for its holder. On a remote server pausing is impossible: waiters are then
 settled at once in the order they began to wait, which PostgreSQL usually, but not always,
 follows; set LEASELAB_PAUSE_WAITERS=0 to get that behaviour locally. A process killed with
-SIGKILL while waiters are paused leaves them paused: `kill -CONT` them (pg_stat_activity
-application_name 'leaselab:%').
+SIGKILL while waiters are paused leaves them paused: the next start on the server continues and
+ends them (sim.db.leftovers).
 """
 
 from __future__ import annotations
