@@ -55,10 +55,7 @@ def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
     from sim.db.queue_dir import loaded
     from sim.db.server import connect_dsn
 
-    queue = loaded(sql)
-    for scenario in scenarios:  # what the text alone leaves out, before asking any server
-        queue.require(scenario)
-    dsn = connect_dsn(dsn)
+    queue, dsn = loaded(sql), connect_dsn(dsn)
     queue.check_on(dsn)  # nothing runs before the whole definition is valid on this server
     for scenario in scenarios:
         queue.require(scenario)

@@ -215,9 +215,7 @@ def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition
             f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
         )
     overrides = parse_overrides(_read(queries), str(queries))
-    queue = QueueDefinition(root, overrides, job_schema, own_rights=own_rights)
-    queue.missing = {n: "left out by an empty block" for n, o in overrides.items() if not o.sql}
-    return queue
+    return QueueDefinition(root, overrides, job_schema, own_rights=own_rights)
 
 
 def _read(path: Path) -> str:

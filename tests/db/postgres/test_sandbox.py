@@ -412,3 +412,28 @@ def test_probes_run_under_the_sandbox(pg_dsn):
         assert plan and "payment_jobs" in plan[0][0]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("EXPLAIN SELECT * FROM pg_authid")
+
+
+def test_a_createrole_user_who_is_no_superuser_gets_the_sandbox(pg_dsn, admin):
+    """CREATEROLE is enough (PostgreSQL 16+ gives its holder less over the roles it creates)."""
+    import sim
+
+    role = "leaselab_test_createrole"
+    ident = sql.Identifier(role)
+    admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE PASSWORD 'pw-secret'").format(ident))
+    database = sql.Identifier(admin.info.dbname)
+    admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(database, ident))
+    dsn = psycopg.conninfo.make_conninfo(pg_dsn, user=role, password="pw-secret")
+    folder = Path(__file__).resolve().parents[3] / "examples" / "queues" / "seed"
+    try:
+        r = sim.run("gc-pause-zombie", sql=folder, dsn=dsn)
+        assert r.summary["jobs"] == 3 and r.queue == str(folder)
+        assert admin.execute(
+            "SELECT count(*) FROM pg_roles WHERE starts_with(rolname, 'leaselab_') "
+            "AND rolname <> %s",
+            (role,),
+        ).fetchone() == (0,)
+    finally:
+        admin.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(database, ident))
+        admin.execute(sql.SQL("DROP ROLE {}").format(ident))
