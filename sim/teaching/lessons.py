@@ -349,13 +349,13 @@ def claim_contention(
     gap: the application's time between reading a candidate and writing the claim; with the
     blocking SELECT ... FOR UPDATE it is spent holding the row lock, which is what makes a convoy.
     """
-    import sim
+    from sim import runner
 
     rows = []
     for strategy in strategies:
         for n in workers:
             for seed in seeds:
-                run = sim.run(
+                run = runner.run(
                     scenario,
                     seed=seed,
                     **{
