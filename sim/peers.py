@@ -129,10 +129,10 @@ def peer_metrics(run) -> dict[str, float]:
 
 
 def _measure(task: tuple[str, int, dict]) -> dict:
-    import sim
+    from sim import runner
 
     name, seed, overrides = task
-    run = sim.run(name, seed=seed, **overrides)
+    run = runner.run(name, seed=seed, **overrides)
     return {"peer": name, "seed": seed, **peer_metrics(run)}
 
 
