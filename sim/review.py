@@ -32,11 +32,12 @@ import itertools
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from sim import limits
+from sim import files, limits
 from sim.checklist import FAIL, ITEMS, PASS, RISK, STATUS_STYLE, STATUSES, UNTESTED, Checker
 from sim.errors import ConfigError
 from sim.scenario import Scenario, as_scenario
@@ -73,6 +74,16 @@ class Review:
         from sim.report import review_report
 
         return review_report(self, path, advice=advice)
+
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write review.csv (the table), review.txt (as printed) and review.png (figure()) into
+        `directory` (created if missing; one that holds files only with `overwrite`)."""
+        out = files.directory(directory, overwrite)
+        written = [out / "review.csv", out / "review.txt", out / "review.png"]
+        self.table.to_csv(written[0])
+        written[1].write_text(str(self) + "\n", encoding="utf-8")
+        self.figure().savefig(written[2], dpi=110)
+        return written
 
     def header(self) -> str:
         s, p = self.scenario, self.scenario.policy
