@@ -6,8 +6,7 @@
     peer_comparison(frame)
 
 The presets (sim/scenarios/<peer>.toml) differ only in their recovery settings; each file's
-header says what it approximates and what Lease Lab cannot express (DESIGN.md "Peers worth
-knowing"). The workload, faults, workers, poll interval and horizon are the same for all, and
+header says what it approximates and what Lease Lab cannot express. The workload, faults, workers, poll interval and horizon are the same for all, and
 the horizon outlasts the longest recovery window, so recovery latencies are comparable.
 """
 

@@ -1,6 +1,6 @@
 """A finished run: the event log as tidy DataFrames, one row per lease and per job, and the metrics.
 
-Every summary figure is computed from the event log (DESIGN.md "Metrics"); the final database
+Every summary figure is computed from the event log (README.md "Metrics"); the final database
 tables are kept beside it so that invariants can cross-check the two. `Run.save(directory)` writes
 it all to files (the CLI's `run --out`); `owner_crashes(run)` and `lost_jobs(run)` are the
 recoveries and losses the review, the peers comparison and the invariants count.
