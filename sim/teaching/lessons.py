@@ -128,7 +128,7 @@ def recovery_experiment(
     latency: float = 0.002,
     longest_watcher_interval: float = 300.0,
 ) -> Scenario:
-    """The controlled recovery experiment behind notebook 04's sweep (DESIGN.md "Theory").
+    """The controlled recovery experiment behind notebook 04's sweep (closed form: sim.analytic).
 
     One very long job arrives at an exponentially distributed time (mean `mean_arrival`), is claimed
     by one of two workers, renewed by heartbeat, and its owner crashes at `crash_at` for good; the
