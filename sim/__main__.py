@@ -26,23 +26,21 @@ from sim.limits import MAX_RUNS
 from sim.overrides import parse_assignments, parse_grid
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
-ADVISE_OPTIONS = (  # flag, type, default (shown when not None), metavar, help
+ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
     ("--target", float, 1e-3, "P", "false-expiry probability per job to stay under"),
     ("--pause-rate", float, 2.0, "R", "stop-the-world pauses per worker-hour"),
-    ("--pause-p99", float, 5.0, "S", "p99 of pause durations, s (lognormal, median S/10)"),
+    ("--pause-p99", float, 5.0, "S", "p99 of pause durations (s), lognormal with median S/10"),
     ("--crash-rate", float, 1.0, "R", "crashes per worker-hour"),
     ("--workers", int, 4, "N", "consumer processes"),
-    ("--poll-interval", float, 1.0, "S", "idle poll interval, s"),
+    ("--poll-interval", float, 1.0, "S", "idle poll interval (s)"),
     ("--arrival-rate", float, None, "R", "jobs per second (default: full load)"),
-    ("--min-ttl", float, None, "SECONDS", "no shorter TTL, e.g. for GC pauses or deploys"),
-    ("--heartbeat-delay-p99", float, 0.2, "S", "p99 of a heartbeat's delay (lognormal, S/20)"),
+    ("--min-ttl", float, None, "S", "never a shorter TTL (GC pauses, deploys; default: no floor)"),
+    ("--heartbeat-delay-p99", float, 0.2, "S", "p99 heartbeat delay (s), lognormal, median S/20"),
     ("--db-stall-rate", float, 0.0, "R", "DB failovers or stalls per day, all workers at once"),
     ("--db-stall-seconds", float, 30.0, "S", "how long each DB failover or stall lasts"),
-    ("--max-db-load", float, None, "R", "heartbeat + watcher statements/s the DB can spare"),
+    ("--max-db-load", float, None, "R", "cap on heartbeat + watcher statements/s (default: none)"),
     ("--seed", int, 0, "N", "seed of the evidence sweep"),
 )
-
-
 COMMANDS = {  # name: what it does (python -m sim --help)
     "list": "the named scenarios, one line each",
     "show": "print a scenario's full settings as TOML",
@@ -57,6 +55,7 @@ SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
 GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatable"
 TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
+SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
 COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
 
 
@@ -142,19 +141,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("advise", help=COMMANDS["advise"])
     p.add_argument("durations", metavar="DURATIONS", help="CSV of processing seconds, or 'sample'")
     p.add_argument("--column", help="the CSV column of durations (when several hold numbers)")
-    p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="of the durations")
+    p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="of the durations (s)")
     for flag, kind, default, metavar, text in ADVISE_OPTIONS:
         text += "" if default is None else f" (default: {default:g})"
         p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     _flag(p, "--no-verify", "skip the simulated evidence sweep")
-    _out(p, "advice.txt, candidates.csv, evidence.csv and scenario.toml", report="the advice")
+    report = "advice, assumptions, risk, trade-off chart, evidence"
+    _out(p, "advice.txt, candidates.csv, evidence.csv and scenario.toml", report=report)
     p.set_defaults(command=cmd_advise)
 
     p = _scenario(sub.add_parser("review", help=COMMANDS["review"]), cmd_review)
-    p.add_argument("--seeds", type=int, default=3, metavar="N", help="runs per variant (default 3)")
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help=SEEDS)
     _flag(p, "--no-variants", "judge on the scenario's own runs only")
     _sql(p, dsn=True)
-    _out(p, "review.csv, review.txt and review.png", report="verdicts, evidence, timeline")
+    _out(p, "review.csv, review.txt and review.png", report="settings, verdicts, timeline")
 
     p = _scenario(sub.add_parser("sweep", help=COMMANDS["sweep"]), cmd_sweep)
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help=GRID)
@@ -192,7 +192,7 @@ def _out(p, files: str, *, tables=False, report: str | None = None, default=None
     if tables:
         p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="of the tables")
     if report is not None:
-        text = f"write one self-contained HTML page: {report}"
+        text = f"write one self-contained HTML report ({report})"
         p.add_argument("--report", type=Path, metavar="FILE.html", help=text)
     _flag(p, "--force", "write into a non-empty --out" + (" or over --report" if report else ""))
 
