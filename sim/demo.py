@@ -4,6 +4,8 @@
     d = demo()              # the runs and their invariant reports
     print(d)                # the summary table and what to look at in each figure
     d.save("out/demo")      # one lease timeline per scenario, and summary.csv
+
+Each scenario runs once, on the memory backend, with its preset's seed: the same figures every time.
 """
 
 from __future__ import annotations
