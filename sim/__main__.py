@@ -102,9 +102,8 @@ def _problem(exc: Exception) -> str | None:
         return f"backend postgres is not available: {exc}"
     if (problem := user_error(exc)) is not None:  # a psycopg error that escaped a backend
         return str(problem)
-    from sim.live import LiveError
-
-    return str(exc) if isinstance(exc, LiveError) else None
+    live = sys.modules.get("sim.live.runner")  # loaded if a live run raised; never imported here
+    return str(exc) if live is not None and isinstance(exc, live.LiveError) else None
 
 
 def _build_parser() -> argparse.ArgumentParser:
