@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from sim import files
 from sim.errors import ConfigError
 from sim.limits import MAX_COMPARE_SEEDS
 from sim.results import Run
@@ -132,6 +134,19 @@ class Comparison:
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write comparison.csv (the table) and comparison.png (figure()) into `directory` (created
+        if missing; one that holds files only with `overwrite`). Returns the files written."""
+        import matplotlib.pyplot as plt
+
+        out = files.directory(directory, overwrite)
+        written = [out / "comparison.csv", out / "comparison.png"]
+        self.table.to_csv(written[0])
+        figure = self.figure()
+        figure.savefig(written[1], dpi=120)
+        plt.close(figure)
+        return written
+
     def figure(self, ax=None):
         """Recovery latency distributions (live vs simulated) and the parts of the mean, side by side."""
         import matplotlib.pyplot as plt
@@ -188,7 +203,7 @@ def compare(
 ) -> Comparison:
     """Live against simulated: `simulated` is a list of simulated Runs of the same scenario, or how many
     seeds to simulate (scenario seed, seed + 1, ...) with the live run's horizon."""
-    if not isinstance(live_run, Run) or live_run.backend != "live":
+    if not isinstance(live_run, Run):
         raise ConfigError(
             f"live_run: expected the LiveRun of sim.live(...), got {type(live_run).__name__}"
         )

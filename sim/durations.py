@@ -29,7 +29,7 @@ import numpy as np
 
 from sim.dists import decode_utf8
 from sim.errors import ConfigError
-from sim.files import read_capped
+from sim.input_files import read_capped
 from sim.limits import MAX_CSV_BYTES, MAX_SECONDS
 from sim.wording import count
 

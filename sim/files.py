@@ -1,55 +1,53 @@
-"""Reading a file the user named: a regular file only (a FIFO would block for ever, /dev/zero never
-ends), at most a stated size, and any OSError as one line naming the file."""
+"""Where results are written, checked before anything runs: a save() never writes into a directory
+that already holds files, nor over a report, unless asked to (what the user had is never lost).
+
+The command line names the option and its flag (`--out DIR: ... pass --force`); the API the path
+and the argument (`DIR: ... pass overwrite=True`).
+"""
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 from sim.errors import ConfigError
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
-
-def read_capped(path: str | os.PathLike, what: str, limit: int) -> bytes:
-    """The bytes of `path` (a `what`, e.g. 'scenario TOML'); ConfigError in one line if it is not a
-    regular file, is larger than `limit` bytes, or cannot be read."""
+def check_directory(
+    path: str | Path, overwrite: bool = False, *, option: str = "", force: str = "overwrite=True"
+) -> Path:
+    """`path` as a Path if a save() may write there: missing, empty, or holding files and
+    `overwrite`; else ConfigError, naming it as `option` (e.g. "--out") and the way out as `force`."""
     path = Path(path)
-    try:
-        info = os.stat(path)
-        kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                f"{path}: is {kind or 'not a regular file'}; the {what} must be a regular file"
-            )
-        if info.st_size > limit:
-            raise ConfigError(too_big(path, what, limit))
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped since the stat
-                raise ConfigError(f"{path}: not a regular file; the {what} must be one")
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
-    if len(data) > limit:  # grew, or a /proc file whose size says 0
-        raise ConfigError(too_big(path, what, limit))
-    return data
+    name = f"{option} {path}" if option else str(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{name}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise ConfigError(
+            f"{name}: directory is not empty; choose another or pass {force} to overwrite"
+        )
+    return path
 
 
-def too_big(path, what: str, limit: int) -> str:
-    return f"{path}: larger than {size_words(limit)}, the limit for a {what} file"
+def directory(path: str | Path, overwrite: bool = False) -> Path:
+    """The directory a save() writes into: checked (check_directory), then made if missing."""
+    path = check_directory(path, overwrite)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
-def size_words(n: int) -> str:
-    """1048576 -> '1 MiB'."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n} bytes"
+def check_report(
+    path: str | Path, overwrite: bool = False, *, option: str = "", force: str = "overwrite=True"
+) -> Path:
+    """`path` as a Path if an HTML report may be written there: a new .html file in a directory
+    that exists, or an existing one and `overwrite`; else ConfigError (named as in check_directory)."""
+    path = Path(path)
+    name = f"{option} {path}" if option else str(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"{name}: expected a file name ending in .html")
+    if path.is_dir():
+        raise ConfigError(f"{name}: is a directory; give a file name ending in .html")
+    if path.exists() and not overwrite:
+        raise ConfigError(f"{name}: exists; choose another name or pass {force} to overwrite")
+    if not path.parent.is_dir():
+        raise ConfigError(f"{name}: directory {path.parent} does not exist")
+    return path

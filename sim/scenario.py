@@ -22,7 +22,7 @@ from sim import limits
 from sim.dists import Dist, decode_utf8
 from sim.durations import read_durations
 from sim.errors import ConfigError
-from sim.files import read_capped
+from sim.input_files import read_capped
 
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
 ARRIVALS = ("batch", "poisson")

@@ -221,7 +221,7 @@ def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition
 def _read(path: Path) -> str:
     """A queue file's text: UTF-8 (a byte-order mark is dropped), capped, and without NUL bytes
     (libpq would cut the statement there, while Lease Lab read all of it)."""
-    from sim.files import read_capped
+    from sim.input_files import read_capped
     from sim.limits import MAX_SQL_BYTES
 
     try:

@@ -18,7 +18,7 @@ from sim.__main__ import _build_parser, main
 from sim.db.queue_dir import QueueDefinitionError, load_queue
 from sim.db.server import redact_dsn, scrub
 from sim.errors import ConfigError
-from sim.files import read_capped
+from sim.input_files import read_capped
 from tests.interface.test_hardening import one_error_line
 
 ROOT = Path(__file__).resolve().parents[2]

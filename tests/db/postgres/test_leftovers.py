@@ -61,14 +61,20 @@ def await_marks(admin, proc, timeout: float = 60) -> list[tuple[str, str]]:
     while time.monotonic() < deadline:
         found = marked_by(admin, proc.pid)
         for kind, name in found:
-            busy = kind == "schema" and admin.execute(
-                "SELECT count(*) FROM pg_class WHERE relname = 'payment_jobs' "
-                "AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)",
-                (name,),
-            ).fetchone()[0]
-            if busy and admin.execute(
-                sql.SQL("SELECT count(*) FROM {}.payment_jobs").format(sql.Identifier(name))
-            ).fetchone()[0]:
+            busy = (
+                kind == "schema"
+                and admin.execute(
+                    "SELECT count(*) FROM pg_class WHERE relname = 'payment_jobs' "
+                    "AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)",
+                    (name,),
+                ).fetchone()[0]
+            )
+            if (
+                busy
+                and admin.execute(
+                    sql.SQL("SELECT count(*) FROM {}.payment_jobs").format(sql.Identifier(name))
+                ).fetchone()[0]
+            ):
                 return [(k, n) for k, n in found if n == name]
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.05)
