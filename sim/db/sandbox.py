@@ -90,14 +90,17 @@ class Sandbox:
     def connect(self, application_name: str = "leaselab:sandbox", **kwargs) -> psycopg.Connection:
         """A connection as the role (or the DSN user), search_path set to the run's schema, every
         statement bounded by the statement time limit."""
-        options = {}
-        if self.role is None and self.limit is not None:  # the role has it as its own setting
-            options["options"] = f"-c statement_timeout={int(self.limit * 1000)}"
         conn = open_connection(
-            self.dsn, autocommit=True, application_name=application_name, **options, **kwargs
+            self.dsn, autocommit=True, application_name=application_name, **kwargs
         )
         try:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+            if self.role is None and self.limit is not None:  # a role has it as its own setting
+                conn.execute(
+                    sql.SQL("SET statement_timeout = {}").format(
+                        sql.Literal(int(self.limit * 1000))
+                    )
+                )
         except psycopg.OperationalError as exc:
             conn.close()
             raise connection_error(self.dsn, exc) from None
