@@ -245,9 +245,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--target",
         type=float,
-        default=1e-3,
         metavar="P",
         help="false-expiry probability per job to stay under (default: 0.001)",
+    )
+    p.add_argument(
+        "--target-per-day",
+        type=float,
+        metavar="N",
+        help="false expiries a day to stay under, at --arrival-rate (instead of --target)",
+    )
+    p.add_argument(
+        "--prefer",
+        choices=("safety", "recovery", "balanced"),
+        default="balanced",
+        help="how the choice weighs recovery against risk (default: balanced; the advice states the rule)",
     )
     p.add_argument(
         "--pause-rate",
@@ -318,6 +329,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="heartbeat + watcher statements per second the DB can spare (default: no limit)",
     )
     p.add_argument("--no-verify", action="store_true", help="skip the simulated evidence sweep")
+    p.add_argument(
+        "--replications",
+        type=int,
+        default=4,
+        metavar="N",
+        help="runs per TTL in the evidence sweep (default: 4; more to confirm a small target)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the evidence sweep (default: 0)")
     p.add_argument(
         "--out",
@@ -527,7 +545,12 @@ def cmd_advise(args) -> int:
     from sim.dists import Dist
 
     checks = [
-        ("--target", args.target, 0 < args.target < 1, "must be a probability between 0 and 1"),
+        (
+            "--target",
+            args.target,
+            args.target is None or 0 < args.target < 1,
+            "must be a probability between 0 and 1",
+        ),
         ("--pause-rate", args.pause_rate, args.pause_rate >= 0, "must be >= 0 per worker-hour"),
         ("--pause-p99", args.pause_p99, args.pause_p99 > 0, "must be > 0 seconds"),
         ("--crash-rate", args.crash_rate, args.crash_rate >= 0, "must be >= 0 per worker-hour"),
@@ -601,6 +624,9 @@ def cmd_advise(args) -> int:
         column=args.column,
         unit=args.unit,
         target_false_expiry=args.target,
+        target_per_day=args.target_per_day,
+        prefer=args.prefer,
+        replications=args.replications,
         pause_rate=args.pause_rate,
         pause_duration=Dist.lognormal(args.pause_p99 / 10, args.pause_p99),
         crash_rate=args.crash_rate,
