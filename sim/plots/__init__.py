@@ -8,12 +8,14 @@ ax= and returns the Axes.
 - timeline: `lease_timeline` (who held which job when), `auto_window`, `busy_window`, `lease_clock`;
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
   `heatmap`, `tradeoff`) and `plot_durations`;
+- advice: `advice_chart`, the advisor's trade-off chart (notebook 06 and the advice report);
 - peers: `peer_comparison`;
 - recovery: notebook 04's `claim_takes_expired` overlay and `watcher_cost`;
 - rules: the cheat sheet's measured rules of thumb, `repeat_recovery_excess` and `load_recovery_figure`;
 - style: the palette, line styles, hatches and axis labels they share.
 """
 
+from sim.plots.advice import advice_chart
 from sim.plots.analysis import (
     LOG_DECADES,
     double_processing,
@@ -69,6 +71,7 @@ __all__ = [
     "PALETTE",
     "PEER_COLUMNS",
     "RECOVERY_STYLES",
+    "advice_chart",
     "auto_window",
     "busy_window",
     "claim_takes_expired",
