@@ -34,7 +34,8 @@ CANDIDATE_COLUMNS = [
     "feasible",
     "score",
 ]
-SPREAD_DRAWS = 256  # draws of the lease left at a crash, over which the wait for a worker is averaged
+# draws of the lease left at a crash, over which the wait for a worker is averaged
+SPREAD_DRAWS = 256
 WATCHER_PHASES = (np.arange(16) + 0.5) / 16  # the watcher's wait, as quantiles of its cycle
 # prefer -> weight w of the risk in the score: recovery x (1 + w x risk upper bound / target)
 PREFER = {"recovery": 0.0, "balanced": 1.0, "safety": 10.0}

@@ -385,8 +385,9 @@ class Advice:
         """The choice beside the best setting one TTL step either side: risk and recovery side by side."""
         if self.neighbours is None or not len(self.neighbours):
             return []
+        lowest = f"; the lowest is {duration(_lowest_score(self))}" if self.met else ""
         lines = [
-            f"trade-off ({prefer_rule(self.prefer, self.inputs['recovery_tolerance'])}); "
+            f"trade-off ({prefer_rule(self.prefer, self.inputs['recovery_tolerance'])}{lowest}); "
             "the best setting at each TTL step:"
         ]
         for row in self.neighbours.itertuples():
@@ -937,17 +938,24 @@ def _why_not(advice: Advice, row, rules: pd.DataFrame) -> str:
         f"({risk}), recovery {duration(row.predicted_recovery_mean)} against "
         f"{duration(advice.predicted_recovery_mean)} ({percent(abs(slower))} {'slower' if slower >= 0 else 'faster'})"
     )
-    best = advice.candidates.loc[advice.candidates["feasible"], "score"].min()
+    lowest = _lowest_score(advice)
     tolerance = advice.inputs["recovery_tolerance"]
-    if row.score <= best * (1 + tolerance) + 1e-9:
+    score = f"its score {duration(row.score)}"
+    if row.score > lowest * (1 + tolerance) + 1e-9:
         return (
-            f"feasible, {sides}; its score {duration(row.score)} is within {tolerance:.0%} of the lowest, "
-            f"but it costs {amount(row.db_load)} statements/s against {amount(advice.db_load)}"
+            f"feasible, {sides}; {score} is more than {tolerance:.0%} above the lowest, "
+            f"{duration(lowest)} (prefer {advice.prefer})"
         )
-    return (
-        f"feasible, {sides}; score {duration(row.score)} against {duration(_row_of(advice)['score'])} "
-        f"(prefer {advice.prefer})"
-    )
+    near = f"feasible, {sides}; {score} is within {tolerance:.0%} of the lowest, {duration(lowest)}"
+    if row.db_load > advice.db_load + 1e-12:
+        return f"{near}, but it costs {amount(row.db_load)} statements/s against {amount(advice.db_load)}"
+    return f"{near}, at the same DB load, and the recommendation's is no higher"
+
+
+def _lowest_score(advice: Advice) -> float:
+    """The lowest score among the feasible candidates (NaN when none is feasible)."""
+    table = advice.candidates
+    return float(table.loc[table["feasible"], "score"].min())
 
 
 def _ratio(mine: float, theirs: float) -> str:

@@ -231,9 +231,10 @@ class CrashPollWait:
     if the job became claimable D < R after the crash, the wait is at most R - D; from R on, the
     crashed worker is one more poller, idle unless the others were all busy and a backlog waited
     (M/M/c: probability a / c), when it took a job of its own. Build it once per load; mean(D) and
-    samples(D) are cheap. Measured against the simulation (tests/analysis/test_recovery_under_load):
-    within 3% at 56% and 82% utilisation, low rather than high, since busy workers' remaining work
-    is correlated (long jobs keep them busy together) and this takes it as independent.
+    samples(D) are cheap. Against the simulation (tests/analysis/test_recovery_under_load) the
+    recovery it gives is 2-6% low at 50-80% utilisation, where the idle-pollers form was 9-15% low:
+    busy workers' remaining work is correlated (long jobs keep them busy together), and this takes
+    it as independent.
     """
 
     grid: np.ndarray  # wait values w
