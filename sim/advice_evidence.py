@@ -197,11 +197,16 @@ def verdict(advice) -> str | None:
         f"the simulated false expiry [{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] "
         f"{'contains' if fe else 'excludes'} the predicted {percent(row.predicted_false_expiry)}"
     )
+    rate = (
+        ""
+        if math.isclose(row.crash_rate, advice.assumptions.crash_rate)
+        else f" at the {count(row.crash_rate, 'crash', 'crashes')} per worker-hour simulated"
+    )
     rec_text = (
         f"there were too few crashes ({row.recoveries}) for a recovery interval"
         if rec is None
         else f"the simulated recovery [{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] "
-        f"{'contains' if rec else 'excludes'} the predicted {duration(row.predicted_recovery_mean)}"
+        f"{'contains' if rec else 'excludes'} the predicted {duration(row.predicted_recovery_mean)}{rate}"
     )
     disagree = [name for name, ok in (("false expiry", fe), ("recovery", rec)) if ok is False]
     head = (

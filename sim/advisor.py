@@ -402,6 +402,46 @@ class Advice:
             )
         return lines
 
+    def heartbeat_line(self) -> str:
+        """Without a heartbeat against with one, at the recommended watcher interval: the shortest
+        feasible TTL of each, its recovery, and what the heartbeat costs at the load."""
+        table = self.candidates[self.candidates["watcher_interval"] == self.watcher_interval]
+        bare = table[table["heartbeat_interval"].isna()]
+        feasible = bare[bare["feasible"]]
+        if len(feasible):
+            first = feasible.loc[feasible["ttl"].idxmin()]
+            without = (
+                f"without a heartbeat the lease must outlast nearly every job: the shortest feasible TTL "
+                f"is {duration(first['ttl'])}, and a crash then waits about "
+                f"{duration(first['predicted_recovery_mean'])}"
+            )
+        elif len(bare):
+            safest = bare.loc[bare["predicted_false_expiry_high"].idxmin()]
+            allowed = self.target_false_expiry / self.inputs["margin"]
+            why = (
+                f" (predicted {percent(safest['predicted_false_expiry'])}: "
+                f"{count(self.inputs['durations_n'], 'observed job')} cannot show a smaller share "
+                "outlasting the TTL)"
+                if safest["predicted_false_expiry"] <= allowed
+                else ""
+            )
+            without = (
+                f"without a heartbeat no TTL searched is feasible: the lowest false-expiry upper bound "
+                f"is {percent(safest['predicted_false_expiry_high'])} per job{why}, over target / margin "
+                f"({percent(allowed)})"
+            )
+        else:
+            without = "no TTL without a heartbeat was searched"
+        h = self.heartbeat_interval
+        if h is None:
+            return f"{without}; the recommendation needs no heartbeat"
+        return (
+            f"{without}; with a heartbeat every {duration(h)} the TTL only has to outlast the gap "
+            f"between renewals: {duration(self.ttl)}, recovering in about {duration(self.recovery_mean)}, "
+            f"for {amount(self.heartbeat_load)} heartbeat statements/s at "
+            f"{self.inputs['jobs_per_s']:.3g} jobs/s"
+        )
+
     def shortfall(self) -> str | None:
         """'NOT MET: ...' when no candidate met the target (the headline's figure is then the lowest found); else None."""
         if self.met:
