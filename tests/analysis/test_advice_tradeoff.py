@@ -374,3 +374,47 @@ def test_the_heartbeat_is_priced_at_the_arrival_rate_not_at_full_load(by_prefere
         "0.15% per job (predicted < 0.0001%: 2000 observed jobs cannot show a smaller share "
         "outlasting the TTL), over target / margin (0.05%); "
     )
+
+
+@pytest.mark.slow
+def test_the_bimodal_export_gets_an_answer_whose_sentences_follow_its_figures(bimodal_csv):
+    """Our bimodal file at 0.45 jobs/s (75% of what 4 workers carry): the evidence runs at the
+    advice's own load (crashes add at most 5 points of it), and every evidence line, the verdict
+    and the recovery figure the advice gives follow the evidence table."""
+    advice = advise(
+        bimodal_csv,
+        column="duration_ms",
+        unit="ms",
+        arrival_rate=0.45,
+        replications=3,
+        seed=2,
+        progress=False,
+    )
+    assert advice.met and advice.predicted_false_expiry_high <= 0.001 / 2
+    assert advice.utilisation == pytest.approx(0.753, abs=0.001)
+    evidence = advice.evidence
+    assert (evidence["utilisation"] <= advice.utilisation + 0.05 + 1e-9).all()
+    assert (evidence["utilisation"] > advice.utilisation).all()  # the raised crash rate
+    text = str(advice)
+    for row in evidence.itertuples():
+        assert (
+            f"TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
+            f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of "
+            f"{row.leases} leases (predicted {percent(row.predicted_false_expiry)}); recovery "
+            f"{duration(row.recovery_mean)} [{duration(row.recovery_ci_low)}, "
+            f"{duration(row.recovery_ci_high)}] over {row.recoveries} crashes" in text
+        )
+        assert 0 < row.recovery_ci_low <= row.recovery_mean <= row.recovery_ci_high
+    row = evidence[evidence["recommended"]].iloc[0]
+    inside = row.recovery_ci_low <= row.predicted_recovery_mean <= row.recovery_ci_high
+    assert ("excludes the predicted" in advice.verdict()) == (not inside)
+    assert advice.recovery_source == ("predicted" if inside else "simulated")
+    assert (advice.findings() == []) == inside
+    target = advice.target_line()
+    if row.false_expiry_ci_high <= 0.001:
+        assert target.startswith(
+            f"target confirmed: the simulated false expiry's 95% upper bound, "
+            f"{percent(row.false_expiry_ci_high)}"
+        )
+    else:
+        assert target.startswith("target unconfirmed") or target.startswith("target missed")
