@@ -56,8 +56,8 @@ import numpy as np
 import pandas as pd
 
 from sim import advice_evidence, analytic
-from sim.advice_candidates import (  # CANDIDATE_COLUMNS: re-exported for callers of sim.advisor
-    CANDIDATE_COLUMNS,  # noqa: F401
+from sim.advice_candidates import (
+    CANDIDATE_COLUMNS,
     PREFER,
     candidate_table,
     choose,
@@ -879,19 +879,9 @@ def _search(
     return table, choose(table, feasible, rules["min_ttl"], inputs["recovery_tolerance"]), met
 
 
-NEIGHBOUR_COLUMNS = [
-    "step",
-    "ttl",
-    "heartbeat_interval",
-    "watcher_interval",
-    "predicted_false_expiry",
-    "predicted_false_expiry_high",
-    "false_expiries_per_day",
-    "false_expiries_per_day_high",
-    "predicted_recovery_mean",
-    "db_load",
-    "feasible",
-    "score",
+# a neighbour is a candidate row (without its load split and meets_target) at one TTL step
+NEIGHBOUR_COLUMNS = ["step"] + [
+    c for c in CANDIDATE_COLUMNS if c not in ("heartbeat_load", "watcher_load", "meets_target")
 ]
 
 
