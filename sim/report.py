@@ -21,12 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim import report_writers
-from sim.advice_candidates import prefer_rule
-from sim.advisor import amount, chart_ttls
-from sim.review import STATUS_STYLE
+from sim.checklist import STATUS_STYLE
 from sim.scenario import dumps
-from sim.wording import count, duration, percent
+from sim.wording import amount, count, duration, percent
 
 CSS = """
 body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px; margin: 24px auto;
@@ -79,10 +76,6 @@ def advice_report(advice, path: str | Path, *, review=None, timeline_jobs: int =
     return _write(path, title, body)
 
 
-report_writers.register("review", review_report)  # Review.save_report
-report_writers.register("advice", advice_report)  # Advice.save_report
-
-
 # ---- sections ------------------------------------------------------------------------------------
 
 
@@ -120,6 +113,8 @@ def _review_sections(review) -> str:
 
 
 def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int = 300) -> str:
+    from sim.plots.advice import chart_ttls
+
     i = advice.inputs
     h = f"h{level}"
     read = i.get("durations_read", {})
@@ -165,9 +160,9 @@ def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int =
             _evidence_table(advice.evidence),
         ]
     if timeline:
-        import sim
+        from sim.runner import run as simulate
 
-        run = sim.run(advice.scenario(jobs=timeline_jobs, seed=int(i.get("seed") or 0) + 1))
+        run = simulate(advice.scenario(jobs=timeline_jobs, seed=int(i.get("seed") or 0) + 1))
         parts += [
             f"<{h}>Lease timeline of the advised setting</{h}>",
             _figure(
@@ -188,7 +183,7 @@ def _inputs_table(advice) -> str:
     )
     rows = [
         ("target false expiry", f"{advice.target_text()} (margin {i['margin']:g})"),
-        ("preference", prefer_rule(advice.prefer, i["recovery_tolerance"])),
+        ("preference", advice.choice_rule()),
         ("workers, poll interval", f"{i['workers']}, every {i['poll_interval']:g} s"),
         ("arrival rate", f"{rate}; {percent(advice.utilisation)} of the workers' capacity"),
         ("TTL floor (min_ttl)", "none" if i["min_ttl"] is None else f"{i['min_ttl']:g} s"),

@@ -6,16 +6,17 @@ ax= and returns the Axes.
     lease_timeline(sim.run("gc-pause-zombie"))
 
 - timeline: `lease_timeline` (who held which job when), `auto_window`, `busy_window`, `lease_clock`;
+- advice: `advice_frame` and `ADVICE_AXES`, an advice's candidates as `tradeoff` draws them, and
+  `advice_chart`, the advisor's trade-off chart (notebook 06 and the advice report);
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
   `heatmap`, `tradeoff`) and `plot_durations`;
-- advice: `advice_chart`, the advisor's trade-off chart (notebook 06 and the advice report);
 - peers: `peer_comparison`;
 - recovery: notebook 04's `claim_takes_expired` overlay and `watcher_cost`;
 - rules: the cheat sheet's measured rules of thumb, `repeat_recovery_excess` and `load_recovery_figure`;
 - style: the palette, line styles, hatches and axis labels they share.
 """
 
-from sim.plots.advice import advice_chart
+from sim.plots.advice import ADVICE_AXES, advice_chart, advice_frame
 from sim.plots.analysis import (
     LOG_DECADES,
     double_processing,
@@ -55,6 +56,7 @@ from sim.plots.style import (
 from sim.plots.timeline import auto_window, busy_window, lease_clock, lease_timeline
 
 __all__ = [
+    "ADVICE_AXES",
     "ANNOTATION_PT",
     "BAR_HEIGHT",
     "END_STYLES",
@@ -72,6 +74,7 @@ __all__ = [
     "PEER_COLUMNS",
     "RECOVERY_STYLES",
     "advice_chart",
+    "advice_frame",
     "auto_window",
     "busy_window",
     "claim_takes_expired",

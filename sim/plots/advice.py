@@ -1,16 +1,107 @@
-"""The advice's trade-off chart (notebook 06 and the advice report draw the same one): predicted
-risk against predicted recovery at the recommended watcher interval, for no heartbeat and the
-recommended heartbeat, over TTLs that reach a feasible setting on each line; infeasible settings
-faded, the recommendation starred."""
+"""An advice's candidates as the trade-off chart draws them, and the chart itself (notebook 06 and
+the advice report draw the same one): predicted risk against predicted recovery at the recommended
+watcher interval, for no heartbeat and the recommended heartbeat, over TTLs that reach a feasible
+setting on each line; infeasible settings faded, the recommendation starred.
+
+from sim.plots import advice_chart
+advice_chart(advice)                   # or tradeoff(advice_frame(advice), **ADVICE_AXES)
+"""
 
 from __future__ import annotations
 
-from sim.advisor import ADVICE_AXES, advice_frame, chart_heartbeats, chart_ttls
-from sim.plots.analysis import tradeoff
+from collections.abc import Iterable
+
+import pandas as pd
+
+from sim.errors import ConfigError
+
+ADVICE_AXES = {
+    "x": "predicted_false_expiry",
+    "y": "predicted_recovery_mean",
+    "size": "predicted_db_load",
+    "whiskers": "grey whiskers: from each predicted risk to its 95% upper bound",
+    "logx": True,
+}
+
+
+def advice_frame(
+    advice,
+    *,
+    watcher_interval: float | None = None,
+    heartbeats: Iterable | None = None,
+    ttls: Iterable[float] | None = None,
+) -> pd.DataFrame:
+    """advice.candidates shaped like a sweep aggregate, for sim.plots.tradeoff.
+
+    Keeps one watcher interval (the recommended one by default) and, if given, some heartbeat
+    intervals (None: no heartbeat) and TTLs. The heartbeat column holds labels ("2 s", "none")
+    so that points read "TTL 10 s, hb none"; the predictions become <metric>_mean columns named
+    for what they are (ADVICE_AXES: predicted_false_expiry, the probability per job;
+    predicted_recovery_mean; predicted_db_load, heartbeat + watcher statements/s), so that
+    `tradeoff(frame, **ADVICE_AXES)` labels its axes with them, not with simulated rates, and
+    draws the risk on a log axis. Every risk is kept as predicted (none is rounded to 0), with its
+    95% upper bound (the advice's durations are a sample) as `predicted_false_expiry_ci_high`
+    and the prediction itself as `_ci_low`: the whisker runs from the prediction to the bound.
+    """
+    table = advice.candidates
+    watcher = advice.watcher_interval if watcher_interval is None else float(watcher_interval)
+    rows = table[table["watcher_interval"] == watcher].copy()
+    if rows.empty:
+        raise ConfigError(f"watcher_interval: {watcher:g} s is not among the candidates")
+    if heartbeats is not None:
+        wanted = [h for h in heartbeats]
+        keep = rows["heartbeat_interval"].isin([float(h) for h in wanted if h is not None])
+        if any(h is None for h in wanted):
+            keep |= rows["heartbeat_interval"].isna()
+        rows = rows[keep]
+    if ttls is not None:
+        rows = rows[rows["ttl"].isin([float(t) for t in ttls])]
+    labels = ["none" if pd.isna(h) else f"{h:g} s" for h in rows["heartbeat_interval"]]
+    risk = rows["predicted_false_expiry"].to_numpy(float)
+    return pd.DataFrame(
+        {
+            "policy.lease_ttl": rows["ttl"].to_numpy(float),
+            "policy.heartbeat_interval": labels,
+            "predicted_false_expiry_mean": risk,
+            "predicted_false_expiry_ci_low": risk,
+            "predicted_false_expiry_ci_high": rows["predicted_false_expiry_high"].to_numpy(float),
+            "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
+            "predicted_db_load_mean": rows["db_load"].to_numpy(float),
+            "feasible": rows["feasible"].to_numpy(bool),
+        }
+    ).reset_index(drop=True)
+
+
+def chart_heartbeats(advice) -> list[float | None]:
+    """The heartbeat lines of the advice's chart: none, and the recommended one (5 s without one)."""
+    h = advice.heartbeat_interval
+    return [None, h if h is not None else 5.0]
+
+
+def chart_ttls(advice, heartbeats: Iterable | None = None) -> list[float]:
+    """The TTLs the advice's chart shows: the searched ones up to the longest of 120 s, 4 x the
+    recommended TTL, and, for every heartbeat line shown, its first feasible TTL one step on (so
+    that the chart reaches a feasible setting on every line that has one)."""
+    ttls = advice.inputs["searched"]["ttl"]
+    table = advice.candidates
+    at_watcher = table[(table["watcher_interval"] == advice.watcher_interval) & table["feasible"]]
+    reach = max(120.0, 4 * advice.ttl)
+    for h in chart_heartbeats(advice) if heartbeats is None else heartbeats:
+        line = at_watcher[
+            at_watcher["heartbeat_interval"].isna()
+            if h is None
+            else at_watcher["heartbeat_interval"] == h
+        ]
+        if len(line):
+            first = ttls.index(float(line["ttl"].min()))
+            reach = max(reach, ttls[min(first + 1, len(ttls) - 1)])
+    return [t for t in ttls if t <= reach]
 
 
 def advice_chart(advice, ax=None):
     """Draw the advice's trade-off chart on `ax` (a new figure if None); returns the Axes."""
+    from sim.plots.analysis import tradeoff
+
     beats = chart_heartbeats(advice)
     frame = advice_frame(advice, heartbeats=beats, ttls=chart_ttls(advice, beats))
     h = advice.heartbeat_interval

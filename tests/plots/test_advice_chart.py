@@ -17,8 +17,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from sim import teaching  # noqa: E402
-from sim.advisor import advise, chart_heartbeats, chart_ttls  # noqa: E402
+from sim.advisor import advise  # noqa: E402
 from sim.plots import advice_chart  # noqa: E402
+from sim.plots.advice import chart_heartbeats, chart_ttls  # noqa: E402
 
 
 @pytest.fixture(scope="module")
