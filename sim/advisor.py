@@ -1118,6 +1118,13 @@ def command_line_arguments(options) -> dict:
     for flag, value, ok, message in checks:
         if not ok or (isinstance(value, float) and not math.isfinite(value)):
             raise ConfigError(f"{flag} {value:g}: {message}")
+    if o.target_per_day is not None and o.target is not None:
+        raise ConfigError("--target-per-day: give it or --target (per job), not both")
+    if o.target_per_day is not None and o.arrival_rate is None:
+        raise ConfigError(
+            f"--target-per-day {o.target_per_day:g}: needs --arrival-rate (jobs/s), since how many "
+            "jobs a day there are decides what it asks of each job"
+        )
     return {
         "column": o.column,
         "unit": o.unit,

@@ -418,3 +418,17 @@ def test_the_bimodal_export_gets_an_answer_whose_sentences_follow_its_figures(bi
         )
     else:
         assert target.startswith("target unconfirmed") or target.startswith("target missed")
+
+
+def test_amounts_read_as_counts_and_rates():
+    from sim.wording import amount
+
+    assert [amount(x) for x in (0, 4e-4, 0.4213, 1.74, 230.4, 1234.5, float("nan"))] == [
+        "0",
+        "< 0.001",
+        "0.42",
+        "1.7",
+        "230",
+        "1,234",
+        "n/a",
+    ]

@@ -474,6 +474,28 @@ def test_cli_advise_with_a_ttl_floor_prints_and_writes_it(capsys, tmp_path):
             "--max-db-load 0: must be > 0 statements per second",
         ),
         (["advise", "sample", "--unit", "sec"], "argument --unit: invalid choice: 'sec'"),
+        (
+            ["advise", "sample", "--target-per-day", "0"],
+            "--target-per-day 0: must be > 0 false expiries a day",
+        ),
+        (["advise", "sample", "--replications", "0"], "--replications 0: must be from 1 to"),
+        (
+            ["advise", "sample", "--target-per-day", "5"],
+            "--target-per-day 5: needs --arrival-rate (jobs/s)",
+        ),
+        (
+            [
+                "advise",
+                "sample",
+                "--target",
+                "0.01",
+                "--target-per-day",
+                "5",
+                "--arrival-rate",
+                "1",
+            ],
+            "--target-per-day: give it or --target (per job), not both",
+        ),
         (["advise"], "the following arguments are required: DURATIONS"),
     ],
 )
