@@ -153,13 +153,11 @@ def candidate_table(
                 job, ttl=ttl, heartbeat_interval=cycle, latency=lat
             )
             # the wait depends on when the job becomes claimable (a restarted worker may be back)
-            left_draws = np.maximum(
-                ttl
-                - analytic.time_since_renewal_samples(
-                    SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
-                ),
-                0.0,
+            since = analytic.time_since_renewal_samples(
+                SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
             )
+            # centred on the exact mean, so that the draws add only the spread, not their noise
+            left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
             load = analytic.db_load(
                 workers=workers,
                 poll_interval=poll_interval,

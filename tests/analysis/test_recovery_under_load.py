@@ -3,12 +3,14 @@ then the advisor's corrected closed form against its own simulation on the issue
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
 import numpy as np
 import pytest
 
+import sim
 from sim import analytic
 from sim.advisor import advise
 from sim.dists import Dist
@@ -123,3 +125,26 @@ def test_the_corrected_closed_form_meets_the_advisors_simulation(which, rate, tt
     old = _old_closed_form(advice, ttl, h, 1.0)
     assert low - old > 0.05 * simulated, (old, low)
     assert abs(predicted - simulated) < abs(old - simulated)
+
+
+def test_a_lone_worker_recovers_its_own_job_when_it_is_back():
+    """One worker: nobody else can claim, so a crashed job waits for its owner's restart (5 s)
+    whenever it becomes claimable sooner (TTL 3 s, heartbeat 1 s, watcher 0.5 s). The closed
+    form gives 5 s + one statement; the simulation's recoveries are the restart plus the claim's
+    two statements."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LeaseWarning)
+        advice = advise(
+            "sample",
+            workers=1,
+            arrival_rate=0.2,
+            candidates={"ttl": [3], "heartbeat_interval": [1], "watcher_interval": [0.5]},
+            verify=False,
+        )
+    assert advice.predicted_recovery_mean == pytest.approx(5.002, abs=1e-9)
+    scenario = advice.scenario(jobs=200, seed=2).replace(
+        faults=dataclasses.replace(advice.scenario().faults, crash_rate=200.0, pause_rate=0.0)
+    )
+    latency = sim.run(scenario).recoveries["latency"].dropna()
+    assert len(latency) >= 10
+    np.testing.assert_allclose(latency, 5.004, atol=1e-6)
