@@ -235,6 +235,23 @@ def _check_executed(path: Path, nb) -> None:
             assert "**Not quite.**" not in text, (
                 f"{path.name} cell {i}: a committed answer is wrong"
             )
+            _assert_clean_output(path, i, out)
+
+
+_BAR = re.compile(r"\d+%\|")  # a tqdm frame: " 94%|█████████▍|"
+
+
+def _assert_clean_output(path: Path, i: int, out) -> None:
+    """What a headless run saves is what `make html` publishes: no progress bar frozen mid-way, and
+    a figure as an image, never its repr `<Figure size ... with 2 Axes>`."""
+    data = out.get("data", {})
+    assert "application/vnd.jupyter.widget-view+json" not in data, (
+        f"{path.name} cell {i}: a widget (a progress bar?) in batch output"
+    )
+    text = out.get("text", "") + data.get("text/plain", "")
+    assert not _BAR.search(text), f"{path.name} cell {i}: a progress bar in the output: {text!r:.120}"
+    if data.get("text/plain", "").startswith("<Figure size"):
+        assert "image/png" in data, f"{path.name} cell {i}: the figure shows as text, not an image"
 
 
 @pytest.mark.timeout(600)

@@ -16,10 +16,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import sim  # noqa: E402
-from sim import plots, teaching  # noqa: E402
+from sim import plots, progress, teaching  # noqa: E402
 from sim.db.base import Blocked  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.teaching import notebook  # noqa: E402
 from tools.link_html import link_html  # noqa: E402
 
 
@@ -93,17 +92,19 @@ def test_headless_when_a_batch_runner_started_the_kernel(monkeypatch):
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
     monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
     monkeypatch.setattr(
-        notebook, "_parent_cmdline", lambda: "/venv/bin/python -m pytest tests/teaching/test_notebooks.py"
+        progress,
+        "_parent_cmdline",
+        lambda: "/venv/bin/python -m pytest tests/teaching/test_notebooks.py",
     )
     assert teaching.headless() is True
     monkeypatch.setattr(
-        notebook,
+        progress,
         "_parent_cmdline",
         lambda: "/venv/bin/python /venv/bin/jupyter-nbconvert --execute",
     )
     assert teaching.headless() is True
     monkeypatch.setattr(
-        notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab"
+        progress, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab"
     )
     assert teaching.headless() is False
 
