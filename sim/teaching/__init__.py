@@ -19,7 +19,8 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
 - coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells;
 - caveats: sentences that follow their numbers when a reader's values or fast mode's small runs
   cannot support the lesson's sentence (`contention_sentence()`, `recovery_theory_sentence()`,
-  `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`);
+  `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`,
+  `review_tally_sentence()`);
 - queue_lab (notebook 09: example queues, a queue beside its review, the fenced-completion exercise)
   and live_lesson (notebook 10: the effects the closed form hides, `check_largest_part()`);
 - cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, and the
@@ -43,6 +44,7 @@ from sim.teaching.caveats import (
     false_expiry_theory,
     leases_to_show,
     recovery_theory_sentence,
+    review_tally_sentence,
 )
 from sim.teaching.cheatsheet import CHEAT_SHEET_TAGS
 from sim.teaching.coverage import DEDUP_TAGS, REQUIRED_TAGS, coverage, coverage_markdown
@@ -152,6 +154,7 @@ __all__ = [
     "false_expiry_theory",
     "leases_to_show",
     "recovery_theory_sentence",
+    "review_tally_sentence",
     "rules_of_thumb",
     "compare_logs",
     "contention",

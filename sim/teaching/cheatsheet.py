@@ -8,13 +8,13 @@ a reader's own seed may not, and then the sheet says so instead of raising.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from sim import analytic
-from sim.stats import mean_ci
+from sim.stats import mean_ci, wilson_interval
 from sim.teaching.by_hand import Script
 from sim.teaching.lessons import one_job, recovery_experiment, stalling_queue
 from sim.teaching.rules_of_thumb import load_recovery, repeat_recovery
@@ -40,6 +40,7 @@ class Proof:
     measured: str  # what this run measured, in a sentence built from the numbers
     notebook: str  # where the course shows it, e.g. "02"
     holds: bool  # whether the numbers support `says`
+    numbers: dict = field(default_factory=dict)  # the measured values behind `measured`, by name
 
     def row(self) -> str:
         """A Markdown table row: says | measured | notebook."""
@@ -232,6 +233,19 @@ def confusions(seed: int = 1) -> list[Proof]:
     return [lock, race, nack]
 
 
+def _share(events: int, out_of: int) -> tuple[float, float, float, int]:
+    """(share, 95% low, 95% high, out of): a rate measured on a small run, with its interval, so
+    that the sheet's figure is read beside its sampling error (a lesson measures it on more runs)."""
+    low, high = wilson_interval(events, out_of, 0.95)
+    return events / max(1, out_of), low, high, out_of
+
+
+def _rate(share: tuple[float, float, float, int], of: str) -> str:
+    """'1.2% (95% interval 0.6% to 2.1%) of 1043 leases'."""
+    value, low, high, n = share
+    return f"{pct(value)} (95% interval {pct(low)} to {pct(high)}) of {count(n, of)}"
+
+
 # ---- the four takeaways --------------------------------------------------------------------------------
 
 
@@ -259,40 +273,47 @@ def takeaways(
     )
 
     race = sim.preset("read-then-write-race").with_overrides({"workload.jobs": race_jobs})
+    gap = 0.02
     shares = {}
     for workers in (2, 32):
         runs = [
             sim.run(
                 race,
                 seed=seed + k,
-                **{"policy.workers": workers, "policy.select_to_update_gap": 0.02},
+                **{"policy.workers": workers, "policy.select_to_update_gap": gap},
             )
             for k in range(race_replications)
         ]
-        shares[workers] = sum(r.summary.double_claims for r in runs) / max(
-            1, sum(r.summary.leases for r in runs)
+        shares[workers] = _share(
+            sum(int(r.summary.double_claims) for r in runs),
+            sum(int(r.summary.leases) for r in runs),
         )
     atomic = Proof(
         "takeaway:2",
         CHEAT_SHEET_TAGS["takeaway:2"] + ".",
-        f"With read-then-write and a 20 ms gap, {pct(shares[2])} of leases were double claims with 2 workers "
-        f"and {pct(shares[32])} with 32: rare on a quiet queue, common on a busy one.",
+        f"With read-then-write and a {1000 * gap:g} ms gap ({race_jobs} jobs a run, "
+        f"{count(race_replications, 'run')} each): {_rate(shares[2], 'lease')} were double claims "
+        f"with 2 workers and {_rate(shares[32], 'lease')} with 32: rare on a quiet queue, common on "
+        "a busy one.",
         "02",
-        shares[32] > shares[2],
+        shares[32][0] > shares[2][0],
+        {"share_2": shares[2], "share_32": shares[32]},
     )
 
     stalling = stalling_queue(jobs=stall_jobs, seed=seed)
     rates = {}
     for beat in (False, True):
         s = sim.run(stalling, **{"policy.lease_ttl": 5.0, "policy.heartbeat": beat}).summary
-        rates[beat] = s.false_expiries / max(1, s.leases)
+        rates[beat] = _share(int(s.false_expiries), int(s.leases))
     renew = Proof(
         "takeaway:3",
         CHEAT_SHEET_TAGS["takeaway:3"] + ".",
-        f"On a queue whose workers stall, at a 5 s TTL, {pct(rates[False])} of leases expired under a live "
-        f"owner without a heartbeat and {pct(rates[True])} with one.",
+        f"On a queue whose workers stall ({stall_jobs} jobs, one run), at a 5 s TTL, "
+        f"{_rate(rates[False], 'lease')} expired under a live owner without a heartbeat and "
+        f"{_rate(rates[True], 'lease')} with one.",
         "03",
-        rates[True] < rates[False],
+        rates[True][0] < rates[False][0],
+        {"without": rates[False], "with": rates[True]},
     )
 
     experiment = recovery_experiment()

@@ -94,8 +94,13 @@ def test_the_parent_command_line_is_read_from_the_process(monkeypatch):
     """JPY_PARENT_PID names the process that started the kernel: its /proc command line is what
     tells papermill from JupyterLab."""
     child = subprocess.Popen(
-        [sys.executable, "-c", "import time; print(1, flush=True); time.sleep(30)", "papermill",
-         "x.ipynb"],
+        [
+            sys.executable,
+            "-c",
+            "import time; print(1, flush=True); time.sleep(30)",
+            "papermill",
+            "x.ipynb",
+        ],
         stdout=subprocess.PIPE,
     )
     try:

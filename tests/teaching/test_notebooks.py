@@ -249,7 +249,9 @@ def _assert_clean_output(path: Path, i: int, out) -> None:
         f"{path.name} cell {i}: a widget (a progress bar?) in batch output"
     )
     text = out.get("text", "") + data.get("text/plain", "")
-    assert not _BAR.search(text), f"{path.name} cell {i}: a progress bar in the output: {text!r:.120}"
+    assert not _BAR.search(text), (
+        f"{path.name} cell {i}: a progress bar in the output: {text!r:.120}"
+    )
     if data.get("text/plain", "").startswith("<Figure size"):
         assert "image/png" in data, f"{path.name} cell {i}: the figure shows as text, not an image"
 
