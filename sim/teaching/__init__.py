@@ -23,8 +23,11 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   `review_tally_sentence()`);
 - queue_lab (notebook 09: example queues, a queue beside its review, the fenced-completion exercise)
   and live_lesson (notebook 10: the effects the closed form hides, `check_largest_part()`);
-- cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, and the
-  rules of thumb measured by `rules_of_thumb`.
+- cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, the rules
+  of thumb measured by `rules_of_thumb`, and notebook 12's takeaways;
+- fencing and clocks (notebook 12): what a failed lease costs, who checks a fencing token, Chubby's
+  lock-delay (`check_refusers()`); a worker's conservative deadline, drift, clocks that disagree
+  (`check_safe_deadline()`).
 
 PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
@@ -34,7 +37,7 @@ from sim.db.inspect import sim_seconds, sql_frame
 from sim.model.producer import payload_hash
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
-from sim.teaching import cheatsheet, rules_of_thumb
+from sim.teaching import cheatsheet, clocks, fencing, rules_of_thumb
 from sim.teaching.by_hand import Delivery, Script, deliver, ledger_counts
 from sim.teaching.caveats import (
     contention_sentence,
@@ -47,7 +50,14 @@ from sim.teaching.caveats import (
     review_tally_sentence,
 )
 from sim.teaching.cheatsheet import CHEAT_SHEET_TAGS
-from sim.teaching.coverage import DEDUP_TAGS, REQUIRED_TAGS, coverage, coverage_markdown
+from sim.teaching.clocks import check_safe_deadline
+from sim.teaching.coverage import (
+    CLOCKS_TAGS,
+    DEDUP_TAGS,
+    REQUIRED_TAGS,
+    coverage,
+    coverage_markdown,
+)
 from sim.teaching.exercises import (
     Verdict,
     check_convoy,
@@ -72,6 +82,7 @@ from sim.teaching.exercises import (
     ttl_for_quantile,
 )
 from sim.teaching.explore import Control, Explorer, explore
+from sim.teaching.fencing import check_refusers
 from sim.teaching.figures import (
     false_expiry_table,
     plot_contention,
@@ -114,6 +125,7 @@ from sim.wording import count, percent, times  # teaching.percent, teaching.time
 __all__ = [
     "ADVICE_AXES",
     "CHEAT_SHEET_TAGS",
+    "CLOCKS_TAGS",
     "DEDUP_TAGS",
     "FAST_ENV",
     "HEADLESS_ENV",
@@ -137,14 +149,17 @@ __all__ = [
     "check_lock_recovery",
     "check_pause_ttl",
     "check_recovery_prediction",
+    "check_refusers",
     "check_retention",
     "check_safe_claims",
+    "check_safe_deadline",
     "check_smallest_ttl",
     "check_stuck_query",
     "check_ttl_quantile",
     "check_watcher_interval",
     "check_watcher_multiples",
     "cheatsheet",
+    "clocks",
     "claim",
     "claim_contention",
     "contention_sentence",
@@ -152,6 +167,7 @@ __all__ = [
     "false_expiry_caveat",
     "false_expiry_target_sentence",
     "false_expiry_theory",
+    "fencing",
     "leases_to_show",
     "recovery_theory_sentence",
     "review_tally_sentence",

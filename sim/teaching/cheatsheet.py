@@ -15,7 +15,9 @@ import pandas as pd
 
 from sim import analytic
 from sim.stats import mean_ci, wilson_interval
+from sim.teaching import clocks, fencing
 from sim.teaching.by_hand import Script
+from sim.teaching.coverage import CLOCKS_TAGS
 from sim.teaching.lessons import one_job, recovery_experiment, stalling_queue
 from sim.teaching.rules_of_thumb import load_recovery, repeat_recovery
 from sim.wording import count
@@ -61,12 +63,19 @@ _NOTEBOOKS = {
     "05": "05-duplicate-delivery.ipynb",
     "06": "06-tune-your-ttl.ipynb",
     "07": "07-how-popular-queues-recover.ipynb",
+    "12": "12-clocks-and-fencing.ipynb",
 }
 
 
 def table(proofs: list[Proof]) -> str:
     """The proofs as one Markdown table (a rule of thumb is the course's, not the article's)."""
-    said = "rule of thumb" if all(p.tag.startswith("rule:") for p in proofs) else "the article says"
+    said = (
+        "rule of thumb"
+        if all(p.tag.startswith("rule:") for p in proofs)
+        else "the sources say"
+        if all(p.tag.startswith("clocks:") for p in proofs)
+        else "the article says"
+    )
     lines = [f"| {said} | the course measured (this run) | shown in |", "|---|---|---|"]
     return "\n".join(lines + [p.row() for p in proofs])
 
@@ -343,6 +352,91 @@ def takeaways(
         n == recovery_replications and bool(np.isfinite(low)) and low <= theory <= high,
     )
     return [ends, atomic, renew, watcher]
+
+
+# ---- notebook 12: clocks and fencing ---------------------------------------------------------------
+
+
+def clocks_and_fencing(
+    seed: int = 1,
+    *,
+    jobs: int = 300,
+    lock_delays=(0.0, 60.0),
+    skews=(0.0, 6.0),
+    skew_jobs: int = 200,
+) -> list[Proof]:
+    """Notebook 12's takeaways (coverage.CLOCKS_TAGS), each measured again on small runs."""
+    import sim
+
+    zombies = fencing.zombie_queue(jobs=jobs, seed=seed)
+    table = fencing.protection_table(fencing.protection_runs(zombies, seeds=(seed,)))
+    alone, fenced = table.loc["the lease alone"], table.loc["fenced completion"]
+    keyed = table.loc["fenced completion + idempotency key"]
+    efficiency = Proof(
+        "clocks:efficiency-vs-correctness",
+        CLOCKS_TAGS["clocks:efficiency-vs-correctness"] + ".",
+        f"Workers that stall, a {zombies.policy.lease_ttl:g} s TTL, the lease alone ({jobs} jobs): "
+        f"{count(int(alone['jobs run twice']), 'job')} ran twice, wasted work for a report; for a "
+        f"payment, {count(int(alone['ledger rows twice']), 'ledger row')} and "
+        f"{count(int(alone['charges twice']), 'charge')} twice.",
+        "12",
+        alone["jobs run twice"] > 0 and alone["ledger rows twice"] > 0,
+    )
+    token = Proof(
+        "clocks:fencing-token",
+        CLOCKS_TAGS["clocks:fencing-token"] + ".",
+        f"Completion fenced by owner and attempt: {count(int(fenced['completions refused']), 'zombie completion')} "
+        f"refused, {count(int(fenced['ledger rows twice']), 'ledger row')} twice, but "
+        f"{count(int(fenced['charges twice']), 'charge')} twice; with the event id as idempotency "
+        f"key, {count(int(keyed['charges twice']), 'charge')} twice.",
+        "12",
+        fenced["ledger rows twice"] == 0
+        and fenced["charges twice"] > 0
+        and keyed["charges twice"] == 0,
+    )
+    delays = fencing.lock_delay_experiment(lock_delays, jobs=jobs, seeds=(seed,))
+    none, longest = delays.iloc[0], delays.iloc[-1]
+    delay = Proof(
+        "clocks:sequencer-and-lock-delay",
+        CLOCKS_TAGS["clocks:sequencer-and-lock-delay"] + ".",
+        f"At an unfenced store, no key: {count(int(none.ledger_rows_twice), 'ledger row')} twice "
+        f"without a lock-delay, {int(longest.ledger_rows_twice)} with {longest.lock_delay:g} s; a "
+        f"crashed owner's job came back after {none.recovery_mean:.3g} s, then "
+        f"{longest.recovery_mean:.3g} s.",
+        "12",
+        longest.ledger_rows_twice < none.ledger_rows_twice
+        and longest.recovery_mean > none.recovery_mean,
+    )
+    drift = 200.0
+    margins = clocks.renewal_margins(
+        sim.run(clocks.skewed_queue(jobs=skew_jobs, seed=seed), **{"policy.clock": "db"}), drift
+    )
+    client = Proof(
+        "clocks:conservative-client-lease",
+        CLOCKS_TAGS["clocks:conservative-client-lease"] + ".",
+        f"Over {count(len(margins), 'renewal')}, a worker whose clock runs {drift:g} ppm slow and "
+        f"counts the full TTL from the reply overstayed the database's deadline by up to "
+        f"{-1000 * margins['naive_margin'].min():.3g} ms; counting TTL x (1 - drift) from the send, "
+        f"it stopped at least {1000 * margins['conservative_margin'].min():.3g} ms before it.",
+        "12",
+        bool((margins["naive_margin"] < 0).all() and (margins["conservative_margin"] >= 0).all()),
+    )
+    skewed = clocks.skew_experiment(skews, jobs=skew_jobs, seeds=(seed,)).set_index(
+        ["clock_skew", "clock"]
+    )
+    worst = float(max(skews))
+    worker, db = skewed.loc[(worst, "worker")], skewed.loc[(worst, "db")]
+    one = Proof(
+        "clocks:one-clock",
+        CLOCKS_TAGS["clocks:one-clock"] + ".",
+        f"Worker clocks {worst:g} s apart (standard deviation): "
+        f"{count(int(worker['double_claims']), 'lease')} taken while the owner still held it, "
+        f"{count(int(worker['duplicate_external_effects']), 'charge')} twice; the same runs on the "
+        f"database's clock: {count(int(db['double_claims']), 'lease')} taken early.",
+        "12",
+        worker["double_claims"] > 0 and db["double_claims"] == 0,
+    )
+    return [efficiency, token, delay, client, one]
 
 
 # ---- the rules of thumb -------------------------------------------------------------------------------

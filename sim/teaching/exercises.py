@@ -283,13 +283,11 @@ def _tolerance(truth: float, mistakes: dict[str, float], cap: float) -> float:
 
 
 def _named_mistake(value: float | None, mistakes: dict[str, float], tolerance: float) -> str:
-    """The common mistake `value` matches (within `tolerance`), as a sentence; '' when none does."""
+    """The common mistakes `value` matches (within `tolerance`), as a sentence; '' when none does."""
     if value is None:
         return ""
-    for why, x in mistakes.items():
-        if abs(value - x) <= tolerance:
-            return f" {value:g} s is {why}."
-    return ""
+    matches = [why for why, x in mistakes.items() if abs(value - x) <= tolerance]
+    return f" {value:g} s is {'; or '.join(matches)}." if matches else ""
 
 
 def recovery_mistakes(
@@ -897,11 +895,11 @@ def ttl_quantile_mistakes(target: float, scenario) -> dict[str, float]:
 
 
 def _whole_second_mistake(value: float, truth: float, mistakes: dict[str, float]) -> str:
-    """The slip a whole-second TTL matches (its value rounded either way), as a sentence."""
-    for why, x in mistakes.items():
-        if value != truth and value in (math.floor(x), math.ceil(x)):
-            return f" {value:g} s is {why}."
-    return ""
+    """The slips a whole-second TTL matches (their values rounded either way), as a sentence."""
+    if value == truth:
+        return ""
+    matches = [why for why, x in mistakes.items() if value in (math.floor(x), math.ceil(x))]
+    return f" {value:g} s is {'; or '.join(matches)}." if matches else ""
 
 
 def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -> Verdict:

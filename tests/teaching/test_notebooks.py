@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from sim.teaching import CHEAT_SHEET_TAGS, DEDUP_TAGS, REQUIRED_TAGS
+from sim.teaching import CHEAT_SHEET_TAGS, CLOCKS_TAGS, DEDUP_TAGS, REQUIRED_TAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "notebooks"
@@ -26,7 +26,7 @@ LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
 NEEDS_POSTGRES = {"08-on-real-postgres.ipynb", "09-your-own-queue.ipynb", "10-live.ipynb"}
 BUDGET_S = 300.0  # total fast-mode execution time of all notebooks (the issue's CI limit)
 CELL_TIMEOUT_S = 240
-TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS, **CHEAT_SHEET_TAGS}
+TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS, **CHEAT_SHEET_TAGS, **CLOCKS_TAGS}
 CHEAT_SHEET = "11-cheat-sheet.ipynb"
 TIMES: dict[str, float] = {}
 
@@ -44,7 +44,7 @@ def test_the_notebooks_are_there():
     assert names[0] == "00-index.ipynb"
     assert [n[:2] for n in names] == [f"{i:02d}" for i in range(len(names))]
     assert "09-your-own-queue.ipynb" in names and "10-live.ipynb" in names
-    assert CHEAT_SHEET in names
+    assert CHEAT_SHEET in names and "12-clocks-and-fencing.ipynb" in names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -163,16 +163,19 @@ def test_every_idea_of_the_articles_has_a_demonstrating_code_cell():
 
 
 def test_the_cheat_sheet_proves_every_item_of_the_lease_article_and_the_rules():
-    """11 shows the six checklist items, the three confusions, the four takeaways and the measured
-    rules of thumb, each on a tagged code cell (the numbers are computed by sim.teaching.cheatsheet)."""
+    """11 shows the six checklist items, the three confusions, the four takeaways, the measured
+    rules of thumb and notebook 12's takeaways, each on a tagged code cell (the numbers are computed
+    by sim.teaching.cheatsheet)."""
     tags = {
         t
         for c in read(FOLDER / CHEAT_SHEET).cells
         if c.cell_type == "code"
         for t in c.metadata.get("tags", [])
     }
-    wanted = {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))} | set(
-        CHEAT_SHEET_TAGS
+    wanted = (
+        {t for t in REQUIRED_TAGS if t.startswith(("checklist:", "confused:"))}
+        | set(CHEAT_SHEET_TAGS)
+        | set(CLOCKS_TAGS)  # notebook 12's takeaways
     )
     assert sorted(t for t in CHEAT_SHEET_TAGS if t.startswith("takeaway:")) == [
         f"takeaway:{i}" for i in range(1, 5)
