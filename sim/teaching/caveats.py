@@ -242,7 +242,7 @@ def review_tally_sentence(review) -> str:
     if untested:
         text += (
             f"{counts['untested']} {'is' if counts['untested'] == 1 else 'are'} *untested*, "
-            f"{', '.join(untested)}: the runs never exercised "
+            f"{_and(untested)}: the runs never exercised "
             f"{'it' if counts['untested'] == 1 else 'them'}, which is neither a pass nor a "
             "failure; "
         )
@@ -254,3 +254,8 @@ def review_tally_sentence(review) -> str:
         "was measured, and its basis which runs (scenario or variant, seeds, leases, simulated "
         "interval)."
     )
+
+
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

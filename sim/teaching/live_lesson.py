@@ -60,22 +60,25 @@ def effects_sentence(effects: pd.DataFrame, busy_workers: int) -> str:
     renewal = effects.loc["time since the last renewal (s)"]
     wait = effects.loc["wait for a poller (s)"]
 
-    def side(x: float, closed: float, below: str, above: str) -> str:
-        return below if x < closed else above
+    def side(x: float, closed: float, words: tuple[str, str, str]) -> str:
+        """words = (below, equal as printed, above)."""
+        if round(x, 3) == round(closed, 3):
+            return words[1]
+        return words[0] if x < closed else words[2]
 
     closed_r, closed_w = renewal["closed form (long jobs)"], wait["closed form (long jobs)"]
+    age, length = ("more recent", "as old", "older"), ("shorter", "as long", "longer")
     return (
         f"Time since the last renewal: {renewal['simulated']:.3f} s simulated and "
         f"{renewal['live']:.3f} s live, against {closed_r:.3f} s for long jobs and "
-        f"{renewal['corrected (this job length)']:.3f} s predicted for these jobs: the simulated "
-        f"renewal was {side(renewal['simulated'], closed_r, 'more recent', 'older')} than the "
-        f"long-job closed form, the live one {side(renewal['live'], closed_r, 'more recent', 'older')}. "
-        f"Wait for a poller: {wait['simulated']:.3f} s simulated and {wait['live']:.3f} s live, "
-        f"against {closed_w:.3f} s for one idle poller and "
-        f"{wait['corrected (this job length)']:.3f} s for {busy_workers} busy workers "
-        f"(`sim.analytic.poll_wait_mean`): {side(wait['simulated'], closed_w, 'shorter', 'longer')} "
-        f"simulated and {side(wait['live'], closed_w, 'shorter', 'longer')} live than the "
-        "idle-poller closed form."
+        f"{renewal['corrected (this job length)']:.3f} s predicted for these jobs; beside the "
+        f"long-job closed form, the simulated renewal was {side(renewal['simulated'], closed_r, age)} "
+        f"and the live one {side(renewal['live'], closed_r, age)}. Wait for a poller: "
+        f"{wait['simulated']:.3f} s simulated and {wait['live']:.3f} s live, against "
+        f"{closed_w:.3f} s for one idle poller and {wait['corrected (this job length)']:.3f} s for "
+        f"{busy_workers} busy workers (`sim.analytic.poll_wait_mean`); beside the idle-poller "
+        f"closed form, the simulated wait was {side(wait['simulated'], closed_w, length)} and the "
+        f"live one {side(wait['live'], closed_w, length)}."
     )
 
 

@@ -182,11 +182,13 @@ def test_the_live_effects_sentence_follows_the_live_numbers():
     """The defect: the prose said the last renewal was more recent than half a heartbeat while the
     live run showed 0.279 s against 0.251 s."""
     late = live_lesson.effects_sentence(_effects(0.279), busy_workers=3)
-    assert "0.279 s live" in late and "the live one older" in late
-    assert "the simulated renewal was more recent" in late
+    assert "0.279 s live" in late and "the live one older." in late
+    assert "the simulated renewal was more recent and" in late
     early = live_lesson.effects_sentence(_effects(0.230), busy_workers=3)
-    assert "the live one more recent" in early
-    assert "longer simulated and longer live than the idle-poller closed form" in late
+    assert "the live one more recent." in early
+    assert "the simulated wait was longer and the live one longer." in late
+    same = live_lesson.effects_sentence(_effects(0.2511), busy_workers=3)
+    assert "the live one as old." in same
 
 
 # ---- 01, 07: words that follow the table ------------------------------------------------------------
