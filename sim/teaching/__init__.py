@@ -15,7 +15,8 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   headless (no widget frontend) it runs once with the defaults and shows a static figure;
 - by_hand: `Script` drives a Backend statement by statement with a transcript, `Delivery` is
   seed 2's dedup transaction;
-- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`);
+- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`); sql_exercise:
+  notebook 08's, SQL typed by the reader run read-only and judged on a hidden second table state;
 - coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells;
 - caveats: sentences that follow their numbers when a reader's values or fast mode's small runs
   cannot support the lesson's sentence (`contention_sentence()`, `recovery_theory_sentence()`,
@@ -72,13 +73,11 @@ from sim.teaching.exercises import (
     check_retention,
     check_safe_claims,
     check_smallest_ttl,
-    check_stuck_query,
     check_ttl_quantile,
     check_watcher_interval,
     check_watcher_multiples,
     pause_survival,
     redelivery_puzzle,
-    stuck_jobs_fixture,
     ttl_for_quantile,
 )
 from sim.teaching.explore import Control, Explorer, explore
@@ -120,6 +119,7 @@ from sim.teaching.notebook import (
     sizes,
     widgets_available,
 )
+from sim.teaching.sql_exercise import check_stuck_query, stuck_jobs_fixture  # notebook 08
 from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
 
 __all__ = [

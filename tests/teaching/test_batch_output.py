@@ -26,33 +26,30 @@ def _fake_kernel(monkeypatch, parent: str) -> None:
     monkeypatch.setattr(progress, "_parent_cmdline", lambda: parent)
 
 
+def _run_and_sweep() -> None:
+    small = {"workload.jobs": 20, "horizon": 60.0}
+    sim.run("baseline", seed=1, **small)
+    sim.sweep(
+        sim.preset("baseline").with_overrides(small),
+        {"policy.lease_ttl": [20.0, 30.0]},
+        replications=10,  # 20 runs: the serial sweep ticks twice, so its bar opens at the first
+        executor="serial",
+        metrics=["leases"],
+    )
+
+
 def test_headless_environment_switches_off_the_automatic_bars_of_run_and_sweep(
     monkeypatch, capsys, instant_bars
 ):
     """The defect: sim.run and sim.sweep drew their automatic bar whatever $LEASELAB_HEADLESS
     said, so make html (which sets it) saved their last frames in the pages."""
-    small = {"workload.jobs": 20, "horizon": 60.0}
     monkeypatch.setenv("LEASELAB_HEADLESS", "1")
-    sim.run("baseline", seed=1, **small)
-    sim.sweep(
-        sim.preset("baseline").with_overrides(small),
-        {"policy.lease_ttl": [20.0, 30.0]},
-        replications=10,  # 20 runs: the serial sweep ticks twice, so its bar opens at the first
-        executor="serial",
-        metrics=["leases"],
-    )
+    _run_and_sweep()
     assert "%|" not in capsys.readouterr().err
     monkeypatch.setenv("LEASELAB_HEADLESS", "0")  # someone watches: the same calls draw bars
-    sim.run("baseline", seed=1, **small)
-    assert "%|" in capsys.readouterr().err
-    sim.sweep(
-        sim.preset("baseline").with_overrides(small),
-        {"policy.lease_ttl": [20.0, 30.0]},
-        replications=10,  # 20 runs: the serial sweep ticks twice, so its bar opens at the first
-        executor="serial",
-        metrics=["leases"],
-    )
-    assert "sweep" in capsys.readouterr().err
+    _run_and_sweep()
+    err = capsys.readouterr().err
+    assert "baseline:" in err and "sweep baseline:" in err and "%|" in err
 
 
 def test_an_explicit_request_still_draws_a_bar(monkeypatch, capsys):

@@ -816,7 +816,8 @@ def test_coverage_finds_tagged_cells_and_reports_gaps(tmp_path):
     assert set(shown["tag"]) == {"confused:lease-vs-lock", "checklist:5"}
     assert set(shown["section"]) == {"Crash: lock vs lease"}
     missing = set(frame.loc[frame["notebook"] == "", "tag"])
-    assert missing == (set(teaching.REQUIRED_TAGS) | set(teaching.DEDUP_TAGS)) - {
+    wanted = set(teaching.REQUIRED_TAGS) | set(teaching.DEDUP_TAGS) | set(teaching.CLOCKS_TAGS)
+    assert missing == wanted - {
         "confused:lease-vs-lock",
         "checklist:5",
     }
