@@ -429,8 +429,8 @@ def clocks_and_fencing(
     one = Proof(
         "clocks:one-clock",
         CLOCKS_TAGS["clocks:one-clock"] + ".",
-        f"Worker clocks {worst:g} s apart (standard deviation): "
-        f"{count(int(worker['double_claims']), 'lease')} taken while the owner still held it, "
+        f"Worker clocks off by a standard deviation of {worst:g} s: "
+        f"{count(int(worker['double_claims']), 'lease')} taken early (before its owner's own clock said it ended), "
         f"{count(int(worker['duplicate_external_effects']), 'charge')} twice; the same runs on the "
         f"database's clock: {count(int(db['double_claims']), 'lease')} taken early.",
         "12",
