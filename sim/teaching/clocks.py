@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from sim.scenario import Scenario
+from sim.scenario import Scenario, preset
 from sim.teaching.exercises import Verdict, _named_mistake, _number, _tolerance, _unanswered
 
 PPM = 1e-6
@@ -161,9 +161,7 @@ def skewed_queue(*, jobs: int = 200, seed: int = 1) -> Scenario:
     binds the worker's time, offset from the database's by a normal draw of faults.clock_skew
     seconds. TTL 10 s, heartbeat every 3 s, jobs of median 8 s (p99 40 s), no idempotency key, and
     a constant statement latency of 20 ms (the time from a statement's send to its execution)."""
-    import sim
-
-    return sim.preset("baseline").with_overrides(
+    return preset("baseline").with_overrides(
         {
             "name": "skewed-clocks",
             "policy.clock": "worker",
@@ -187,14 +185,16 @@ def skew_experiment(
     """Per clock skew (the standard deviation of the workers' offsets), with worker clocks and,
     at the same skew, with the database's clock: leases, leases another worker took while their
     owner still held them by its own clock (double claims), false expiries, charges twice."""
-    import sim
+    from sim import runner
 
     base, seeds = skewed_queue(jobs=jobs), tuple(seeds)
     rows = []
     for skew in skews:
         for clock in ("worker", "db"):
             runs = [
-                sim.run(base, seed=s, **{"faults.clock_skew": float(skew), "policy.clock": clock})
+                runner.run(
+                    base, seed=s, **{"faults.clock_skew": float(skew), "policy.clock": clock}
+                )
                 for s in seeds
             ]
             rows.append(

@@ -59,10 +59,10 @@ def ran_twice(run) -> int:
 
 def protection_runs(scenario: Scenario, seeds: Iterable[int] = (1,)) -> dict[str, list]:
     """`scenario` under each of PROTECTIONS, one run per seed."""
-    import sim
+    from sim import runner
 
     return {
-        name: [sim.run(scenario, seed=s, **overrides) for s in seeds]
+        name: [runner.run(scenario, seed=s, **overrides) for s in seeds]
         for name, overrides in PROTECTIONS.items()
     }
 
@@ -142,7 +142,7 @@ def lock_delay_experiment(
 ) -> pd.DataFrame:
     """Per lock-delay: effects applied twice at the unfenced store (pauses only), and the mean
     recovery latency of a first-lease crash with its 95% interval (crashes only, no pauses)."""
-    import sim
+    from sim import runner
 
     seeds = tuple(seeds)
     paused = lock_delay_queue(jobs=jobs)
@@ -152,8 +152,8 @@ def lock_delay_experiment(
     rows = []
     for delay in delays:
         delay = float(delay)
-        runs = [sim.run(paused, seed=s, **{"policy.retry_backoff": delay}) for s in seeds]
-        crashed = [sim.run(crashing, seed=s, **{"policy.retry_backoff": delay}) for s in seeds]
+        runs = [runner.run(paused, seed=s, **{"policy.retry_backoff": delay}) for s in seeds]
+        crashed = [runner.run(crashing, seed=s, **{"policy.retry_backoff": delay}) for s in seeds]
         latencies = pd.concat([first_recoveries(r) for r in crashed])
         mean, low, high, n = mean_ci(latencies.to_numpy(float))
         rows.append(

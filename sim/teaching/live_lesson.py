@@ -126,9 +126,9 @@ def describe(scenario: Scenario) -> str:
 
 def recovery_part_means(scenario: Scenario, seeds=(1, 2, 3)) -> pd.Series:
     """The mean of each part of a recovery over simulated runs of `scenario` (one per seed)."""
-    import sim
+    from sim import runner
 
-    parts = pd.concat([recovery_parts(sim.run(scenario, seed=s)) for s in seeds])
+    parts = pd.concat([recovery_parts(runner.run(scenario, seed=s)) for s in seeds])
     return parts[list(PARTS)].mean()
 
 

@@ -95,10 +95,10 @@ def completion_probes(queue: QueueDefinition, *, dsn: str | None = None) -> dict
     job that worker w1 claimed, lost (its lease ran out) and claimed again (attempt 2), does the
     statement complete it for its holder (w1, attempt 2), for w1's stale attempt 1, and for another
     worker w0 naming the current attempt 2?"""
-    import sim
+    from sim import runner
     from sim.teaching.by_hand import Script
 
-    db = sim.make_backend("postgres", dsn=dsn, sql=queue)
+    db = runner.make_backend("postgres", dsn=dsn, sql=queue)
     try:
         script = Script(db)
         script.at(0.0).sql("setup", "insert_job", id=1, event_id="evt-1", payload="{}")
@@ -122,13 +122,13 @@ def fenced_completion_verdict(
     probed (completion_probes). Right when the run has no completion by a non-owner and the
     statement completes the job for its holder only: not for a stale attempt, not for another
     owner naming the current attempt."""
-    import sim
+    from sim import runner
 
     with tempfile.TemporaryDirectory(prefix="leaselab-09-") as tmp:
         path = write_queue(Path(tmp) / "fenced", {"complete_fenced": answer})
         try:
             queue = load_queue(path)
-            run = sim.run("gc-pause-zombie", seed=seed, sql=queue, dsn=dsn)
+            run = runner.run("gc-pause-zombie", seed=seed, sql=queue, dsn=dsn)
         except QueueDefinitionError as exc:
             return (
                 False,

@@ -142,9 +142,9 @@ def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
 
 def _on_hidden_state(db, answer: str) -> tuple[bool, str]:
     """Run the reader's statement on _HIDDEN_STATE, in a schema of its own on the same server."""
-    import sim
+    from sim import runner
 
-    hidden = sim.make_backend("postgres", dsn=db.dsn)
+    hidden = runner.make_backend("postgres", dsn=db.dsn)
     try:
         fixture = stuck_jobs_fixture(hidden, **_HIDDEN_STATE)
         try:

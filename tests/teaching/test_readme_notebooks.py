@@ -19,9 +19,9 @@ def _section(title: str) -> str:
 
 def test_the_demo_line_counts_its_runs_and_scenarios():
     """The defect: the README said three teaching scenarios; the demo makes four runs."""
-    from sim.__main__ import DEMO
+    from sim.demo import SCENARIOS
 
-    runs, presets = len(DEMO), len({preset for _, _, preset, _, _ in DEMO})
+    runs, presets = len(SCENARIOS), len({preset for _, _, preset, _, _ in SCENARIOS})
     line = next(x for x in README.splitlines() if x.startswith("make demo"))
     assert f"{WORDS[runs]} runs of {WORDS[presets]} teaching scenarios" in line, line
 
