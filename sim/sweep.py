@@ -257,7 +257,8 @@ def sweep(
     validated before anything runs (ConfigError names the bad key or value). executor: None (a
     process pool over `max_workers`, default all cores), "serial" (this process), or any
     concurrent.futures.Executor, which is used but not shut down. metrics: summary metrics to keep
-    (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s where someone can watch it (never in batch output, sim.progress).
+    (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s
+    where someone watches (never in batch output: sim.progress).
     sql: a queue directory whose statements replace Lease Lab's (see sim.run); every run is then on
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
