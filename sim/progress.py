@@ -3,12 +3,14 @@
 A bar is worth drawing on a screen; in batch output it is noise that stays: a notebook executed by
 nbconvert, papermill or pytest saves the bar's last frame ("94%|...") in its outputs, and
 `make html` would publish it. So an automatic bar (progress=None) is drawn only where it can be
-watched: never when $LEASELAB_HEADLESS is on, nor in a kernel a batch runner started.
+watched: never when $LEASELAB_HEADLESS is on, nor in a kernel a batch runner started, nor outside
+a kernel when standard error is not a terminal (a pipe, a CI log).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -83,11 +85,14 @@ def headless(override: bool | None = None) -> bool:
 
 def bars_allowed() -> bool:
     """May an automatic bar (progress=None) be drawn? Not when $LEASELAB_HEADLESS is on, nor in a
-    kernel a batch runner started; a terminal keeps its bars."""
+    kernel a batch runner started, nor in plain Python writing to a pipe or a log; a terminal keeps
+    its bars."""
     flag = env_flag(HEADLESS_ENV)
     if flag is not None:
         return not flag
-    return not batch_kernel()
+    if in_kernel():
+        return not batch_kernel()
+    return sys.stderr.isatty()
 
 
 class Progress:

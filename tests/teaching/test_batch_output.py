@@ -3,6 +3,7 @@ defect 2), and a Figure a cell returns shows as an image, not as its repr (defec
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -80,11 +81,22 @@ def test_a_kernel_started_by_a_batch_runner_draws_no_automatic_bar(monkeypatch, 
 
 def test_a_terminal_keeps_its_bars_and_the_flag_wins(monkeypatch):
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert progress.bars_allowed() is True  # plain Python: the command line's sweep shows one
     monkeypatch.setenv("LEASELAB_HEADLESS", "yes")
     assert progress.bars_allowed() is False
     _fake_kernel(monkeypatch, "/venv/bin/python /venv/bin/jupyter-lab")
     assert progress.bars_allowed() is False
+
+
+def test_a_pipe_or_a_log_gets_no_automatic_bar(tmp_path):
+    """`python -m sim advise ... 2>log` (or CI capturing stderr): no bar frames in the log."""
+    env = {k: v for k, v in os.environ.items() if k != "LEASELAB_HEADLESS"}
+    code = "from sim import progress; print(progress.bars_allowed())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
 
 
 def test_the_parent_command_line_is_read_from_the_process(monkeypatch):
