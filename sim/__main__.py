@@ -50,7 +50,7 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "show": "print a scenario's full settings as TOML",
     "run": "run a scenario; print its metrics and invariant report",
     "live": "run a scenario with real worker processes on PostgreSQL; compare with the simulation",
-    "demo": "three teaching scenarios: figures and a summary table",
+    "demo": "four runs of three teaching scenarios: figures and a summary table",
     "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
     "sweep": "run a grid of settings x replications; print means with 95%% intervals",  # argparse: %%
