@@ -224,9 +224,9 @@ class LiveRunner:
         child = self._worker(i)
         held = self.slots.held(i)
         if held is None:
-            self.recorder.add("crash", child.name, t=t)
+            self.recorder.add(t, "crash", child.name)
         else:
-            self.recorder.add("crash", child.name, held[0], held[1], held[2], t=t)
+            self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
         self.slots.release(i)
         restart_at = t + schedule.restart_delay[i]()
         child.incarnation += 1
@@ -267,20 +267,20 @@ class LiveRunner:
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGSTOP)
             self.recorder.add(
-                "pause_start", child.name, None, None, action.until - action.t, t=action.t
+                action.t, "pause_start", child.name, None, None, action.until - action.t
             )
         elif kind == "unpause":
             child = self._worker(i)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGCONT)
-            self.recorder.add("pause_end", child.name, t=action.t)
+            self.recorder.add(action.t, "pause_end", child.name)
         elif kind == "partition":
             self.slots.partition(i, action.until)
             self.recorder.add(
-                "partition_start", f"w{i}", None, None, action.until - action.t, t=action.t
+                action.t, "partition_start", f"w{i}", None, None, action.until - action.t
             )
         elif kind == "heal":
-            self.recorder.add("partition_end", f"w{i}", t=action.t)
+            self.recorder.add(action.t, "partition_end", f"w{i}")
 
     def _watch_children(self, schedule: FaultSchedule) -> None:
         """A child that died on its own: a worker is logged as crashed and restarted; others end the run."""
