@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 import sim as sim_package
+from sim.db.inspect import final_tables
+from sim.db.processes import process_state
 from sim.errors import ConfigError
 from sim.live.budget import check_scale, probe_latency
 from sim.live.clock import LiveClock
@@ -34,7 +36,8 @@ from sim.live.repair import repair
 from sim.live.result import LiveRun
 from sim.live.roles import queries_for
 from sim.live.slots import Slots
-from sim.scenario import Scenario, dumps, resolve, validate
+from sim.runner import checked_queue
+from sim.scenario import Scenario, as_scenario, dumps
 
 TICK_S = 0.02  # wall seconds between two looks at the children
 BACKENDS_GONE_S = 10.0
@@ -97,11 +100,8 @@ class LiveRunner:
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
-        if sql_dir is not None:
-            from sim.db.queue_dir import loaded
-
-            self.queue = loaded(sql_dir)
-            self.queue.require(self.scenario)
+        if sql_dir is not None:  # checked on the server before anything runs, as sim.run does
+            self.queue, self.dsn = checked_queue(sql_dir, dsn, [self.scenario])
         self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
         self._own_folder = folder is None
         self.folder = (
@@ -333,9 +333,7 @@ class LiveRunner:
         from sim.db.postgres import PostgresBackend
 
         (self.folder / "records").mkdir(exist_ok=True)
-        self.backend = PostgresBackend(
-            self.dsn, queue=self.queue
-        )  # checks a user's queue on the server
+        self.backend = PostgresBackend(self.dsn, queue=self.queue)
         (self.folder / "run.json").write_text(
             json.dumps(
                 {  # what a crashed runner leaves to clean up
@@ -347,8 +345,6 @@ class LiveRunner:
             ),
             encoding="utf-8",
         )
-        if self.queue is not None:
-            self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()
         try:
             probe = LiveConnection(
@@ -378,11 +374,7 @@ class LiveRunner:
                 self.slots.close()
             self.recorder.close()
             self._await_backends_gone()
-            self.backend.connect("inspector")
-            tables = {
-                name: self.backend.execute("inspector", f"dump_{name}", {})
-                for name in ("jobs", "ledger", "processed_events")
-            }
+            tables = final_tables(self.backend)
         finally:
             self.backend.close()
         return self._result(tables, time.monotonic() - wall_start)
@@ -408,7 +400,7 @@ class LiveRunner:
             {},
             wall,
             "live",
-            queue=None if self.queue is None else self.queue.name,
+            queue=None if self.queue is None else str(self.queue.path),
             time_scale=self.scale,
             statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
             runner_lag=np.asarray(self.lag),
@@ -428,20 +420,13 @@ class _NoRecords:
 
 
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:
-    """(pid, state letter from /proc when local) of the server backends of a live run's clients still connected."""
-    rows = backend._monitor.execute(
+    """(pid, state letter when local, '' otherwise) of the server backends of a live run's clients
+    still connected."""
+    _, rows = backend.run_sql(
         "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
         (f"{APP_PREFIX}{schema}:%",),
-    ).fetchall()
-    return [(pid, _proc_state(pid)) for (pid,) in rows]
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return "?"
+    )
+    return [(pid, process_state(pid)) for (pid,) in rows]
 
 
 def _last_line(path: Path) -> str:
@@ -463,7 +448,7 @@ def live(
     """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
     seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
     Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
-    scenario = resolve(scenario) if isinstance(scenario, str) else validate(scenario)
+    scenario = as_scenario(scenario)
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
