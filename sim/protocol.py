@@ -105,6 +105,8 @@ class WorkerProtocol:
         self.record_heartbeats = scenario.record_heartbeats
         self.heartbeat_loss = scenario.faults.heartbeat_loss
         self.crash_points = bool(scenario.faults.crash_points)  # else no point can fire
+        self.abandon = policy.abandon_on_lost_lease
+        self.idempotency_key = policy.idempotency_key
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
         self.lease_type = lease
         self.ttl = policy.lease_ttl
@@ -218,24 +220,21 @@ class WorkerProtocol:
         spec = self.catalog[job]
         try:
             yield (WORK, spec.work * self.psp_at)
-            if self._gave_up(lease):
+            if lease.lost and self.abandon:
                 yield (RECORD, "abandon", name, job, attempt, lease.until)
                 return
-            outcome = yield (CHARGE, spec.event_id if self.policy.idempotency_key else None)
+            outcome = yield (CHARGE, spec.event_id if self.idempotency_key else None)
             yield (RECORD, "psp_charge", name, job, attempt, outcome)
             yield (WAIT, self.psp_call())
             if self.crash_points:
                 yield (CRASH_POINT, "after_psp")
             yield (WORK, spec.work * (1 - self.psp_at))
-            if self._gave_up(lease):
+            if lease.lost and self.abandon:  # abandon_on_lost_lease: give up at a checkpoint
                 yield (RECORD, "abandon", name, job, attempt, lease.until)
                 return
             yield from self.complete(lease, spec)
         except DbUnavailable as exc:
             yield (RECORD, "db_error", name, job, attempt, str(exc))
-
-    def _gave_up(self, lease: Lease) -> bool:
-        return lease.lost and self.policy.abandon_on_lost_lease
 
     # ---- completion: effect and completion in one transaction ---------------------------------
 

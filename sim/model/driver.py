@@ -43,13 +43,13 @@ class Driver:
         An error a step meets is thrown into the protocol at that step, as `yield from` would."""
         env, add, pauses = self.env, self.log.add, self.pauses
         send, throw, statement = steps.send, steps.throw, db.run
-        value = error = None
+        resume, value = send, None
         while True:
             try:
-                step = send(value) if error is None else throw(error)
+                step = resume(value)
             except StopIteration as done:
                 return done.value
-            value = error = None
+            resume, value = send, None
             op = step[0]
             try:  # the most frequent steps first
                 if op == STATEMENT:
@@ -84,7 +84,7 @@ class Driver:
                 else:
                     raise ValueError(f"unknown protocol step {step!r}")
             except Exception as exc:  # a crash (Interrupt), a lost connection, a server error
-                error = exc
+                resume, value = throw, exc
 
     # ---- time, frozen by pauses ---------------------------------------------------------------
 
