@@ -5,7 +5,8 @@ progress and its heartbeat (both resume when the pause ends). A rejected heartbe
 worker its lease is gone; it abandons the job at its next checkpoint (or, as a zombie with
 abandon_on_lost_lease off, goes on and relies on fencing). With a worker-side deadline the job's
 handler runs as a process of its own: at the deadline the worker fails the job for a retry and
-moves on, the handler keeping its connection and running to its end (pg-boss #555). A graceful
+moves on, the handler keeping its connection and running to its end (pg-boss #555); the deadline
+is a timer of the worker's own process, so a pause holds it until the pause ends. A graceful
 shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased.
 """
 
@@ -152,6 +153,8 @@ class Worker:
         leaving the handler running on its own connection (the slot is freed, the work is not)."""
         self.handler = handler = self.env.process(self._handler(lease, self.db))
         yield handler | self.env.timeout(self.policy.deadline)
+        if handler.is_alive:  # the deadline's timer fired; in a pause it runs once the pause ends
+            yield from self.driver.thaw()
         self.lease = self.handler = None
         if not handler.is_alive:
             return
