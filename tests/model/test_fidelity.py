@@ -389,6 +389,33 @@ def test_a_handler_past_its_deadline_is_not_mistaken_for_the_later_lease_of_its_
     ]
 
 
+def test_a_job_its_deadline_failed_for_good_is_not_reported_stuck():
+    """The lease lapses at 3.001 and the deadline fails the job at 5.002, out of attempts: it is
+    Dead, not stuck in Processing (the stuck check counted only claims, requeues and completions
+    as a job moving on)."""
+    r = run(
+        scripted(
+            work=8,
+            heartbeat=False,
+            claim="skip_locked",
+            claim_takes_expired=False,
+            lease_ttl=3,
+            deadline=5,
+            max_attempts=1,
+            horizon=30,
+        )
+    )
+    assert timeline(r) == [
+        (0.001, "claim", "w0", 1, 1),
+        (4.001, "psp_charge", "w0", 1, 1),
+        (5.002, "deadline", "w0", 1, 1),
+        (8.004, "complete_rejected", "w0", 1, 1),
+    ]
+    assert [e.detail for e in r.log if e.kind == "deadline"] == ["Dead"]
+    assert r.table_jobs["status"].tolist() == ["Dead"]
+    assert r.check().counts() == {}
+
+
 def test_the_issue_s_paused_zombie_with_a_deadline_has_no_false_findings():
     """Issue #21: `run gc-pause-zombie --set policy.deadline=10` had the paused w0 failing and
     claiming jobs during its 45 s pause, leases ending before they started and 28 false stuck
