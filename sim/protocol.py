@@ -17,6 +17,7 @@ item says what to do (one tuple per step, built once where it can be):
   (DELAY, seconds)                     time passes outside the process (the network holds a message)
   (CHARGE, key)                        the PSP charges the card -> "new", or "replay" for a key seen
   (RECORD, kind, worker, job, attempt, detail)  one event record, stamped with the driver's time
+                                       (the arguments of EventLog.add and the live Recorder.add)
   NOW                                  -> the client's clock (a worker's own, skew included)
   (CRASH_POINT, point)                 a scripted fault may kill the process here
 
@@ -25,8 +26,6 @@ StatementError (the server refused a statement), and the driver's own (a crash) 
 """
 
 from __future__ import annotations
-
-from typing import Protocol
 
 from sim.db.base import to_micros
 from sim.db.errors import DbUnavailable, StatementError
@@ -46,20 +45,6 @@ from sim.db.errors import DbUnavailable, StatementError
 ) = range(11)
 BEGIN, COMMIT, ROLLBACK, NOW = (BEGIN_OP,), (COMMIT_OP,), (ROLLBACK_OP,), (NOW_OP,)
 PAYLOAD_DIFFERS = "payload differs from the first delivery of this event id"
-
-
-class Recorder(Protocol):
-    """Where records go: the model's EventLog, a live process's record file. One signature."""
-
-    def add(
-        self,
-        t: float,
-        kind: str,
-        worker: str | None = None,
-        job: int | None = None,
-        attempt: int | None = None,
-        detail: object = None,
-    ) -> None: ...
 
 
 def bind_clock(params: dict, now: float, ttl: float | None = None) -> None:
@@ -360,14 +345,14 @@ class WorkerProtocol:
         yield (RECORD, "heartbeat_rejected", name, job, attempt, None)
         return False
 
+    def _give_back(self, lease: Lease, **params) -> dict:
+        """The parameters of a statement that hands the owner's job back (fenced)."""
+        owned = {"id": lease.job, "owner": self.name, "attempt": lease.attempt}
+        return {**owned, "max_attempts": self.max_attempts, **params}
+
     def release(self, lease: Lease):
         """Graceful shutdown: give the job back (fenced) before the process exits."""
-        params = {
-            "id": lease.job,
-            "owner": self.name,
-            "attempt": lease.attempt,
-            "max_attempts": self.max_attempts,
-        }
+        params = self._give_back(lease)
         try:
             rows = yield (STATEMENT, "release_job_fenced", params, lease.job, None)
         except DbUnavailable:
@@ -376,13 +361,7 @@ class WorkerProtocol:
 
     def fail_at_deadline(self, lease: Lease):
         """The worker-side deadline: fail the job for a retry (fenced), the handler running on."""
-        params = {
-            "id": lease.job,
-            "owner": self.name,
-            "attempt": lease.attempt,
-            "max_attempts": self.max_attempts,
-            "retry_backoff": to_micros(self.policy.retry_backoff),
-        }
+        params = self._give_back(lease, retry_backoff=to_micros(self.policy.retry_backoff))
         name, job, attempt = self.name, lease.job, lease.attempt
         try:
             rows = yield (STATEMENT, "fail_job_fenced", params, job, None)

@@ -10,18 +10,7 @@ from __future__ import annotations
 
 import os
 
-from sim.protocol import (
-    BEGIN_OP,
-    CHARGE,
-    COMMIT_OP,
-    DELAY,
-    NOW_OP,
-    RECORD,
-    ROLLBACK_OP,
-    STATEMENT,
-    WAIT,
-    WORK,
-)
+from sim import protocol
 
 
 class LiveDriver:
@@ -43,21 +32,21 @@ class LiveDriver:
             value = error = None
             op = step[0]
             try:
-                if op == STATEMENT:
+                if op == protocol.STATEMENT:
                     value = db.run(step[1], step[2], ttl=step[4])
-                elif op == RECORD:
+                elif op == protocol.RECORD:
                     add(clock.now(), step[1], step[2], step[3], step[4], step[5])
-                elif op in (WORK, WAIT, DELAY):
+                elif op in (protocol.WORK, protocol.WAIT, protocol.DELAY):
                     clock.sleep(step[1])
-                elif op == BEGIN_OP:
+                elif op == protocol.BEGIN_OP:
                     db.control("BEGIN")
-                elif op == COMMIT_OP:
+                elif op == protocol.COMMIT_OP:
                     db.control("COMMIT")
-                elif op == ROLLBACK_OP:
+                elif op == protocol.ROLLBACK_OP:
                     db.abort()
-                elif op == CHARGE:
+                elif op == protocol.CHARGE:
                     value = self.charge(step[1])
-                elif op == NOW_OP:
+                elif op == protocol.NOW_OP:
                     value = clock.now()
                 else:  # crash points are refused before a live run starts
                     raise ValueError(f"protocol step {step!r} is not played live")

@@ -12,9 +12,17 @@ from sim import run
 from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.invariants import check
-from sim.scenario import Faults, ScriptedCrash, ScriptedOutage, preset
+from sim.scenario import Faults, ScriptedCrash, preset
 
-from .scripts import HICCUP, POISON, scripted, timeline
+from .scripts import (
+    HICCUP,
+    PAUSED,
+    POISON,
+    fidelity_scenarios,
+    scripted,
+    timeline,
+    with_deadline,
+)
 
 QUIET = ("idle", "watcher_tick", "enqueue", "lock_wait", "heartbeat", "psp_charge", "restart")
 
@@ -265,20 +273,7 @@ def test_the_one_statement_watcher_never_touches_a_completed_job():
 def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
     """pg-boss #555: work() fails the job at expireIn and fetches again; the handler keeps running,
     so the retry runs in parallel with it and both charge the card and complete."""
-    r = run(
-        scripted(
-            workers=2,
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=5,
-            fencing=False,
-            max_attempts=3,
-            horizon=20,
-        )
-    )
+    r = run(fidelity_scenarios()["deadline"])  # two workers, unfenced, 3 attempts
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
@@ -301,21 +296,8 @@ def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
 
 
 def test_a_crash_takes_the_handlers_past_their_deadline_with_it():
-    r = run(
-        scripted(
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=2,
-            max_attempts=1,
-            horizon=20,
-            faults=Faults(
-                crashes=(ScriptedCrash(at=3.0, worker=0),), restart_delay=Dist.constant(100.0)
-            ),
-        )
-    )
+    crash = Faults(crashes=(ScriptedCrash(at=3.0, worker=0),), restart_delay=Dist.constant(100.0))
+    r = run(with_deadline(deadline=2, max_attempts=1, faults=crash))
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (2.002, "deadline", "w0", 1, 1),  # out of attempts: Dead
@@ -329,19 +311,7 @@ def test_a_paused_worker_does_nothing_until_its_pause_ends_not_even_its_deadline
     SIGSTOP) freezes it with everything else, so an overdue deadline fires when the pause ends.
     Here it is due at 5.001, inside w0's pause from 2 to 12: the job is failed at 12.001 and
     taken again at 12.002, not failed and claimed in the middle of the pause."""
-    pause = Faults(pauses=(ScriptedOutage(worker=0, at=2.0, duration=10.0),))
-    r = run(
-        scripted(
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=5,
-            horizon=20,
-            faults=pause,
-        )
-    )
+    r = run(with_deadline(faults=PAUSED))
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (2.0, "pause_start", "w0", None, None),
@@ -368,20 +338,7 @@ def test_a_handler_past_its_deadline_is_not_mistaken_for_the_later_lease_of_its_
     """The worker holds attempt 2 of job 1 when its first handler completes attempt 1 (8.004):
     that record belongs to attempt 1's lease, long released by the deadline, so attempt 2's lease
     ends at its own deadline (10.004), and no lease ends before it starts."""
-    r = run(
-        scripted(
-            workers=2,
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=5,
-            fencing=False,
-            max_attempts=3,
-            horizon=20,
-        )
-    )
+    r = run(fidelity_scenarios()["deadline"])
     leases = r.leases[["worker", "attempt", "start", "end", "end_reason", "outcome"]].round(6)
     assert leases.values.tolist() == [
         ["w0", 1, 0.001, 5.002, "released", "deadline"],
@@ -393,18 +350,7 @@ def test_a_job_its_deadline_failed_for_good_is_not_reported_stuck():
     """The lease lapses at 3.001 and the deadline fails the job at 5.002, out of attempts: it is
     Dead, not stuck in Processing (the stuck check counted only claims, requeues and completions
     as a job moving on)."""
-    r = run(
-        scripted(
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=3,
-            deadline=5,
-            max_attempts=1,
-            horizon=30,
-        )
-    )
+    r = run(with_deadline(lease_ttl=3, max_attempts=1, horizon=30))
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),

@@ -7,40 +7,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sim import protocol
 from sim.db.errors import DbUnavailable, StatementError
 from sim.db.queries import load_queries
 from sim.live.driver import LiveDriver
 from sim.model.producer import JobCatalog, payload_hash, payload_json
-from sim.protocol import (
-    BEGIN_OP,
-    CHARGE,
-    COMMIT_OP,
-    CRASH_POINT,
-    DELAY,
-    NOW_OP,
-    RECORD,
-    ROLLBACK_OP,
-    STATEMENT,
-    WAIT,
-    WORK,
-    Lease,
-    WatcherProtocol,
-    WorkerProtocol,
-    bind_clock,
-)
+from sim.protocol import Lease, WatcherProtocol, WorkerProtocol, bind_clock
 from sim.scenario import CrashPoint, Faults
 
 from .scripts import scripted
 
 NOW = 100.0
 NAMES = {
-    WORK: "work",
-    WAIT: "wait",
-    DELAY: "delay",
-    BEGIN_OP: "BEGIN",
-    COMMIT_OP: "COMMIT",
-    ROLLBACK_OP: "ROLLBACK",
-    CRASH_POINT: "crash_point",
+    protocol.WORK: "work",
+    protocol.WAIT: "wait",
+    protocol.DELAY: "delay",
+    protocol.BEGIN_OP: "BEGIN",
+    protocol.COMMIT_OP: "COMMIT",
+    protocol.ROLLBACK_OP: "ROLLBACK",
+    protocol.CRASH_POINT: "crash_point",
 }
 QUERIES = load_queries()
 
@@ -64,7 +49,7 @@ class Fake:
                 return done.value
             value = error = None
             op = step[0]
-            if op == STATEMENT:
+            if op == protocol.STATEMENT:
                 name, params, _job, ttl = step[1:]
                 if QUERIES[name].uses_clock:
                     bind_clock(params, NOW, ttl)
@@ -76,12 +61,12 @@ class Fake:
                     error = answer
                 else:
                     value = answer
-            elif op == RECORD:
+            elif op == protocol.RECORD:
                 self.trace.append(("record", *step[1:]))
-            elif op == CHARGE:
+            elif op == protocol.CHARGE:
                 self.trace.append(("charge", step[1]))
                 value = self.charge
-            elif op == NOW_OP:
+            elif op == protocol.NOW_OP:
                 value = NOW
             else:
                 self.trace.append((NAMES[op], *step[1:]))
@@ -373,7 +358,7 @@ def _lose_after_charge(steps, lease):
             step = steps.send(value)
         except StopIteration as done:
             return done.value
-        if step[0] == WAIT:
+        if step[0] == protocol.WAIT:
             lease.lost = True
         value = yield step
 

@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from sim.scenario import Faults, ScriptedOutage, preset
-from tests.model.scripts import scripted
+from sim.scenario import preset
+from tests.model.scripts import PAUSED, with_deadline
 
 from .test_equivalence import assert_same, run_both
 
 pytestmark = pytest.mark.postgres
 
 PAUSED_DEADLINE = {  # name: (scenario, the end of w0's pause)
-    "scripted pause": (
-        scripted(
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=5,
-            horizon=20,
-            faults=Faults(pauses=(ScriptedOutage(worker=0, at=2.0, duration=10.0),)),
-        ),
-        12.0,
-    ),
+    "scripted pause": (with_deadline(faults=PAUSED), 12.0),
     "gc-pause-zombie, deadline 10": (
         preset("gc-pause-zombie").with_overrides({"policy.deadline": 10}),
         51.0,
