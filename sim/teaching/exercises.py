@@ -453,34 +453,10 @@ def check_retention(
 
 def _infeasible_because(row: pd.DataFrame, advice) -> str:
     """Why the advisor left a candidate (a one-row frame of its table) out: the rules it fails
-    (advisor.feasibility_rules), in words."""
-    from sim.advisor import feasibility_rules
+    (advisor.infeasible_reasons), in words."""
+    from sim.advisor import infeasible_reasons
 
-    passed = feasibility_rules(row, advice.target_false_expiry, advice.inputs).iloc[0]
-    inputs, row = advice.inputs, row.iloc[0]
-    margin, per_ttl, latency = (
-        inputs["margin"],
-        inputs["heartbeats_per_ttl"],
-        inputs["statement_latency"],
-    )
-    hb = row["heartbeat_interval"]
-    words = {
-        "target": lambda: (
-            f"its predicted false expiry {percent(row['predicted_false_expiry'])} is above the target "
-            f"divided by the safety margin ({percent(advice.target_false_expiry)} / {margin:g})"
-        ),
-        "heartbeats_per_ttl": lambda: (
-            f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
-            f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
-            "that one lost heartbeat does not lapse the lease"
-        ),
-        "max_db_load": lambda: f"it costs {row['db_load']:.3g} statements/s, over max_db_load",
-        "min_ttl": lambda: f"it is below the TTL floor of {inputs['min_ttl']:g} s",
-    }
-    return (
-        "; ".join(words[rule]() for rule, ok in passed.items() if not ok)
-        or "the advisor marked it infeasible"
-    )
+    return "; ".join(infeasible_reasons(row.iloc[0], advice)) or "the advisor marked it infeasible"
 
 
 def check_smallest_ttl(
@@ -488,8 +464,8 @@ def check_smallest_ttl(
 ) -> Verdict:
     """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval.
 
-    Feasible is the advisor's rule, not only the target: predicted false expiry within target /
-    margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement latency). A
+    Feasible is the advisor's rule, not only the target: the false expiry's 95% upper bound within
+    target / margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement latency). A
     wrong answer on the ladder is told which rule its row breaks.
     """
     if answer is None:
