@@ -127,7 +127,7 @@ class WorkerProtocol:
         self._poll_wait = (WAIT, policy.poll_interval)
         self._idle = (RECORD, "idle", name, None, None, None)
         self._claim_failed = (RECORD, "db_error", name, None, None, "claim")
-        self.claim = {
+        self.claim = {  # the policy's claim strategy (conditional_update, read_then_write: by id)
             "skip_locked": self.claim_skip_locked,
             "select_for_update": self.claim_select_for_update,
         }.get(policy.claim, self.claim_read_then_write)
