@@ -57,9 +57,10 @@ def _children() -> list[int]:
 def _stopped_postgres(pg_dsn) -> list[int]:
     """Processes of this test's server in the stopped state (T); other servers on the machine
     (another checkout's tests) may pause their own."""
+    # the connection's server process exists only while it is open: find its parent then
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    postmaster = next(parent for pid, _, parent, _, _ in _processes() if pid == backend)
+        postmaster = next(parent for pid, _, parent, _, _ in _processes() if pid == backend)
     return [
         pid
         for pid, state, parent, comm, _ in _processes()
