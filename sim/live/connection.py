@@ -4,7 +4,8 @@ The statement texts come from one place, a `{name: Query}` mapping (sim.db.queri
 by default), so a user's own queue directory only has to supply another mapping. `now` (and
 `lease_until` = now + ttl) are bound from the shared LiveClock, as timestamptz = EPOCH + scenario
 seconds, exactly as the simulated and the real-Postgres backends bind them; time values that come
-back are turned into scenario seconds. A partition (the runner writes its end into the worker's
+back are turned into scenario seconds. A server error becomes a StatementError naming the
+statement, a lost connection DbUnavailable (sim.db.errors), as the simulation sees them. A partition (the runner writes its end into the worker's
 slot) drops the connection: statements fail until it heals (partition_mode fail) or wait for it (hang).
 """
 
@@ -19,8 +20,10 @@ import psycopg
 from psycopg import sql
 
 from sim.db.base import from_timestamp, to_timestamp
+from sim.db.errors import DbUnavailable, StatementError
 from sim.db.wire import statement
 from sim.errors import ConfigError
+from sim.protocol import bind_clock
 
 APP_PREFIX = "leaselab-live:"  # application_name of every live client: prefix, schema, ':', client
 FATAL_EXIT = 3  # a child's exit code when the user's SQL hit the sandbox: the runner stops the run
@@ -29,10 +32,6 @@ IN_CHILD = False  # set by sim.live.process: exit with FATAL_EXIT instead of rai
 
 class SandboxHit(ConfigError):
     """In the runner's own process: a statement hit the sandbox of the user's SQL."""
-
-
-class DbUnavailable(Exception):
-    """The client cannot reach the database (a partition); its connection is gone."""
 
 
 class LiveConnection:
@@ -95,11 +94,8 @@ class LiveConnection:
         self._cross_partition()
         self.open()
         query = self.queries[name]
-        if "now" in query.param_names:
-            now = self.clock.now() if at is None else at
-            params["now"] = now
-            if ttl is not None:
-                params["lease_until"] = now + ttl
+        if query.uses_clock:
+            bind_clock(params, self.clock.now() if at is None else at, ttl)
         query.check(params)
         times = statement(query).times
         bound = {k: to_timestamp(v) if k in times else v for k, v in params.items()}
@@ -112,6 +108,8 @@ class LiveConnection:
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(name) from None
+        except psycopg.Error as exc:
+            raise StatementError(name, str(exc).strip()) from exc
         self.recorder.statement(name, time.monotonic() - start)
         return [
             tuple(from_timestamp(v) if isinstance(v, datetime) else v for v in row) for row in rows
@@ -127,6 +125,16 @@ class LiveConnection:
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(command.lower()) from None
+        except psycopg.Error as exc:
+            raise StatementError(command, str(exc).strip()) from exc
+
+    def abort(self) -> None:
+        """ROLLBACK whatever is open; a connection that cannot even do that is dropped (the server
+        rolls back then). Never raises: after a failure there is nothing else to do."""
+        try:
+            self.control("ROLLBACK")
+        except (StatementError, DbUnavailable):
+            self.drop()
 
     def close(self) -> None:
         self.drop()

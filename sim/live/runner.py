@@ -24,6 +24,8 @@ import pandas as pd
 
 import sim as sim_package
 from sim.db import leftovers
+from sim.db.inspect import final_tables
+from sim.db.processes import process_state
 from sim.errors import ConfigError
 from sim.interrupts import terminate_like_interrupt
 from sim.limits import (
@@ -45,7 +47,8 @@ from sim.live.repair import repair
 from sim.live.result import LiveRun
 from sim.live.roles import queries_for
 from sim.live.slots import Slots
-from sim.scenario import Scenario, dumps, resolve, validate
+from sim.runner import checked_queue
+from sim.scenario import Scenario, as_scenario, dumps
 
 TICK_S = 0.02  # wall seconds between two looks at the children
 BACKENDS_GONE_S = 10.0
@@ -103,11 +106,8 @@ class LiveRunner:
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
-        if sql_dir is not None:
-            from sim.db.queue_dir import loaded
-
-            self.queue = loaded(sql_dir)
-            self.queue.require(self.scenario)
+        if sql_dir is not None:  # checked on the server before anything runs, as sim.run does
+            self.queue, self.dsn = checked_queue(sql_dir, dsn, [self.scenario])
         self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
         self._own_folder = folder is None
         if folder is None:
@@ -232,9 +232,9 @@ class LiveRunner:
         child = self._worker(i)
         held = self.slots.held(i)
         if held is None:
-            self.recorder.add("crash", child.name, t=t)
+            self.recorder.add(t, "crash", child.name)
         else:
-            self.recorder.add("crash", child.name, held[0], held[1], held[2], t=t)
+            self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
         self.slots.release(i)
         restart_at = t + schedule.restart_delay[i]()
         child.incarnation += 1
@@ -275,20 +275,20 @@ class LiveRunner:
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGSTOP)
             self.recorder.add(
-                "pause_start", child.name, None, None, action.until - action.t, t=action.t
+                action.t, "pause_start", child.name, None, None, action.until - action.t
             )
         elif kind == "unpause":
             child = self._worker(i)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGCONT)
-            self.recorder.add("pause_end", child.name, t=action.t)
+            self.recorder.add(action.t, "pause_end", child.name)
         elif kind == "partition":
             self.slots.partition(i, action.until)
             self.recorder.add(
-                "partition_start", f"w{i}", None, None, action.until - action.t, t=action.t
+                action.t, "partition_start", f"w{i}", None, None, action.until - action.t
             )
         elif kind == "heal":
-            self.recorder.add("partition_end", f"w{i}", t=action.t)
+            self.recorder.add(action.t, "partition_end", f"w{i}")
 
     def _watch_children(self, schedule: FaultSchedule) -> None:
         """A child that died on its own: a worker is logged as crashed and restarted; others end the run."""
@@ -378,9 +378,7 @@ class LiveRunner:
         from sim.db.postgres import PostgresBackend
 
         (self.folder / "records").mkdir(exist_ok=True)
-        self.backend = PostgresBackend(
-            self.dsn, queue=self.queue
-        )  # checks a user's queue on the server
+        self.backend = PostgresBackend(self.dsn, queue=self.queue)
         (self.folder / "run.json").write_text(
             json.dumps(
                 {  # what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
@@ -392,8 +390,6 @@ class LiveRunner:
             ),
             encoding="utf-8",
         )
-        if self.queue is not None:
-            self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()
         self._next_watch = 0.0
         try:
@@ -425,11 +421,7 @@ class LiveRunner:
                 self.slots.close()
             self.recorder.close()
             self._await_backends_gone()
-            self.backend.connect("inspector")
-            tables = {
-                name: self.backend.execute("inspector", f"dump_{name}", {})
-                for name in ("jobs", "ledger", "processed_events")
-            }
+            tables = final_tables(self.backend)
         finally:
             self.backend.close()
         return self._result(tables, time.monotonic() - wall_start)
@@ -455,7 +447,7 @@ class LiveRunner:
             {},
             wall,
             "live",
-            queue=None if self.queue is None else self.queue.name,
+            queue=None if self.queue is None else str(self.queue.path),
             time_scale=self.scale,
             statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
             runner_lag=np.asarray(self.lag),
@@ -525,20 +517,13 @@ class _NoRecords:
 
 
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:
-    """(pid, state letter from /proc when local) of the server backends of a live run's clients still connected."""
-    rows = backend._monitor.execute(
+    """(pid, state letter when local, '' otherwise) of the server backends of a live run's clients
+    still connected."""
+    _, rows = backend.run_sql(
         "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
         (f"{APP_PREFIX}{schema}:%",),
-    ).fetchall()
-    return [(pid, _proc_state(pid)) for (pid,) in rows]
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return "?"
+    )
+    return [(pid, process_state(pid)) for (pid,) in rows]
 
 
 def _last_line(path: Path) -> str:
@@ -560,7 +545,7 @@ def live(
     """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
     seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
     Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
-    scenario = resolve(scenario) if isinstance(scenario, str) else validate(scenario)
+    scenario = as_scenario(scenario)
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:
