@@ -41,6 +41,9 @@ class Run:
     queue: str | None = (
         None  # the user's queue directory whose SQL ran (postgres only), None: sql/ as is
     )
+    # each worker's own clock (policy.clock = worker; sim.model.clock.WorkerClock): worker_skews
+    # holds its constant offset, this also its drift and steps
+    worker_clocks: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"
@@ -55,7 +58,7 @@ class Run:
     @cached_property
     def leases(self) -> pd.DataFrame:
         """One row per lease: who held which job, from when to when, and how it ended."""
-        return _leases(self.log, self.scenario, self.worker_skews)
+        return _leases(self.log, self.scenario, self.worker_skews, self.worker_clocks)
 
     @cached_property
     def jobs(self) -> pd.DataFrame:
@@ -160,7 +163,7 @@ class Run:
 _RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown"})
 
 
-def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
+def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd.DataFrame:
     open_by_job: dict[int, list[dict]] = {}
     held_by_worker: dict[str, dict] = {}
     rows: list[dict] = []
@@ -178,7 +181,8 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
     for t, kind, worker, job, attempt, detail in log:
         if kind == "claim":
             for other in open_by_job.get(job, []):
-                view = t + skews.get(other["worker"], 0.0)
+                clock = clocks.get(other["worker"]) if clocks else None
+                view = clock.at(t) if clock is not None else t + skews.get(other["worker"], 0.0)
                 if view < other["until"] and other["revoked_at"] is None:
                     other["revoked_at"] = t
                     other["revoked_by"] = worker

@@ -144,6 +144,18 @@ class CrashPoint:
 
 
 @dataclass(frozen=True)
+class ClockStep:
+    """Worker `worker`'s clock jumps by `by` seconds at `at` (an NTP step; negative: backwards)."""
+
+    worker: int
+    at: float
+    by: float
+
+    def __post_init__(self):
+        _check_types(self, "clock_step.")
+
+
+@dataclass(frozen=True)
 class Faults:
     """What goes wrong: crashes, pauses, heartbeat trouble, partitions, clock skew."""
 
@@ -168,6 +180,12 @@ class Faults:
         0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
     )
     shutdown: str = "crash"  # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
+    # with policy.clock = worker: every worker clock is ahead of the database's by this much (s;
+    # negative: behind), runs clock_drift_ppm parts per million fast (negative: slow) from t = 0, and
+    # takes its scripted clock_steps; the worker stamps lease expiry, heartbeats and backoff with it
+    clock_offset: float = 0.0
+    clock_drift_ppm: float = 0.0
+    clock_steps: tuple[ClockStep, ...] = ()
 
     def __post_init__(self):
         _check_types(self, "faults.")
@@ -304,6 +322,11 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be one of {', '.join(PARTITION_MODES)}",
         ),
         (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
+        (
+            abs(f.clock_drift_ppm) < limits.MAX_DRIFT_PPM,
+            "faults.clock_drift_ppm",
+            f"must be between -{limits.MAX_DRIFT_PPM:g} and {limits.MAX_DRIFT_PPM:g} parts per million",
+        ),
         (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
     ]
     times = {
@@ -316,6 +339,7 @@ def validate(scenario: Scenario) -> Scenario:
         "policy.watcher_gap": p.watcher_gap,
         "policy.deadline": p.deadline,
         "faults.clock_skew": f.clock_skew,
+        "faults.clock_offset": abs(f.clock_offset),
     }
     for i, crash in enumerate(f.crashes):
         rules.append(
@@ -358,6 +382,17 @@ def validate(scenario: Scenario) -> Scenario:
             )
             times[f"faults.{section}[{i}].at"] = outage.at
             times[f"faults.{section}[{i}].duration"] = outage.duration
+    for i, step in enumerate(f.clock_steps):
+        rules.append(
+            (
+                0 <= step.worker < p.workers,
+                f"faults.clock_steps[{i}].worker",
+                f"must be a worker index 0..{p.workers - 1}",
+            )
+        )
+        rules.append((step.at >= 0, f"faults.clock_steps[{i}].at", "must be >= 0 seconds"))
+        times[f"faults.clock_steps[{i}].at"] = step.at
+        times[f"faults.clock_steps[{i}].by"] = abs(step.by)
     for i, cp in enumerate(f.crash_points):
         rules.append(
             (
@@ -403,6 +438,22 @@ def validate(scenario: Scenario) -> Scenario:
     size = limits.size_problem(scenario)
     if size:
         raise ConfigError(size)
+    worker_clock = [
+        key
+        for key, value in (
+            ("faults.clock_offset", f.clock_offset),
+            ("faults.clock_drift_ppm", f.clock_drift_ppm),
+            ("faults.clock_steps", f.clock_steps),
+        )
+        if value
+    ]
+    if worker_clock and p.clock != "worker":
+        warnings.warn(
+            f"{worker_clock[0]} has no effect with policy.clock = {p.clock}: workers bind the "
+            "database's time; set policy.clock = worker",
+            LeaseWarning,
+            stacklevel=2,
+        )
     if p.heartbeat and p.heartbeat_interval >= p.lease_ttl:
         warnings.warn(
             f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= policy.lease_ttl {p.lease_ttl:g} s: "

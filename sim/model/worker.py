@@ -21,7 +21,7 @@ from sim.protocol import Lease, WorkerProtocol
 
 
 class Worker:
-    def __init__(self, world, index: int, *, skew: float, pauses, partitions):
+    def __init__(self, world, index: int, *, clock, pauses, partitions):
         self.world = world
         self.env = world.env
         self.name = f"w{index}"
@@ -35,14 +35,14 @@ class Worker:
             world,
             self.name,
             latency.sampler(streams.generator(f"latency/{self.name}")),
-            skew=skew,
+            clock=clock,
             partitions=partitions,
         )
         self.hb_db = DbSession(
             world,
             f"{self.name}/hb",
             latency.sampler(streams.generator(f"latency/{self.name}/hb")),
-            skew=skew,
+            clock=clock,
             partitions=partitions,
         )
         faults = world.scenario.faults
@@ -164,7 +164,7 @@ class Worker:
             self.world,
             f"{self.name}/{self._sessions}",
             self.db.latency,
-            skew=self.db.skew,
+            clock=self.db.clock,
             partitions=self.db.partitions,
         )
         yield from self.driver.run(self.steps.fail_at_deadline(lease), self.db)

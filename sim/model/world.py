@@ -7,6 +7,7 @@ from collections import Counter
 
 import simpy
 
+from sim.model.clock import worker_clock
 from sim.model.events import EventLog
 from sim.model.faults import (
     crash_holders,
@@ -70,11 +71,9 @@ def build(scenario, backend) -> World:
     env.process(producer(world))
     for i in range(policy.workers):
         streams = world.streams
-        skew = 0.0
-        if policy.clock == "worker" and faults.clock_skew > 0:
-            skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, faults.clock_skew))
+        clock = worker_clock(faults, i, streams) if policy.clock == "worker" else None
         pauses, partitions = worker_outages(faults, i, streams, horizon)
-        worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
+        worker = Worker(world, i, clock=clock, pauses=pauses, partitions=partitions)
         world.workers.append(worker)
         crash_times = worker_crash_times(faults, i, streams, horizon)
         if crash_times:

@@ -2,6 +2,7 @@
 
 from sim.dists import Dist
 from sim.scenario import (
+    ClockStep,
     CrashPoint,
     Faults,
     Policy,
@@ -143,5 +144,48 @@ def fidelity_scenarios() -> dict[str, Scenario]:
             claim_takes_expired=False,
             horizon=1000,
             faults=HICCUP,
+        ),
+    }
+
+
+def mechanism_scenarios() -> dict[str, Scenario]:
+    """The exact-timeline scenarios of issue #25's mechanisms (tests/model/test_clocks.py, ...),
+    one per behaviour, for the memory/PostgreSQL equivalence suite."""
+    crash_at_205 = Faults(
+        clock_drift_ppm=50_000,
+        crashes=(ScriptedCrash(at=205.0, worker=0),),
+        restart_delay=Dist.constant(1000),
+    )
+    return {
+        "clock offset": scripted(
+            workers=2,
+            work=28,
+            heartbeat=False,
+            watcher=True,
+            watcher_interval=5,
+            claim_takes_expired=False,
+            clock="worker",
+            horizon=40,
+            faults=Faults(clock_offset=-10.0),
+        ),
+        "clock drift": scripted(
+            work=1000,
+            heartbeat_interval=10,
+            watcher=True,
+            watcher_interval=1,
+            claim_takes_expired=False,
+            clock="worker",
+            horizon=260,
+            faults=crash_at_205,
+        ),
+        "clock step": scripted(
+            work=100,
+            heartbeat_interval=10,
+            watcher=True,
+            watcher_interval=1,
+            claim_takes_expired=False,
+            clock="worker",
+            horizon=80,
+            faults=Faults(clock_steps=(ClockStep(worker=0, at=50.0, by=-40.0),)),
         ),
     }

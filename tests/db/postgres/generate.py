@@ -1,14 +1,18 @@
 """Random scenarios for the differential tests: small, contended and faulty, so that lock waits,
 EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
-the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown)."""
+the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and
+the mechanisms of issue #25 (worker clocks, ...)."""
 
 from __future__ import annotations
+
+import warnings
 
 from hypothesis import strategies as st
 
 from sim.dists import Dist
 from sim.scenario import (
     CLAIM_STRATEGIES,
+    ClockStep,
     CrashPoint,
     Faults,
     Policy,
@@ -128,6 +132,17 @@ def scenarios(draw) -> Scenario:
             )
         ),
         clock_skew=draw(st.sampled_from([0.0, 0.1, 1.0])),
+        # worker clocks (issue #25): an offset, a drift rate and a step, stamped into leases
+        clock_offset=draw(st.sampled_from([0.0, 0.0, -2.0, 1.5])),
+        clock_drift_ppm=draw(st.sampled_from([0.0, 0.0, 20_000.0, -30_000.0])),
+        clock_steps=tuple(
+            draw(
+                st.lists(
+                    st.builds(ClockStep, worker=worker, at=at, by=st.sampled_from([-3.0, 2.0])),
+                    max_size=1,
+                )
+            )
+        ),
         shutdown=draw(st.sampled_from(["crash", "crash", "graceful"])),
     )
     scenario = Scenario(
@@ -138,4 +153,6 @@ def scenarios(draw) -> Scenario:
         horizon=horizon,
         seed=draw(st.integers(0, 2**31)),
     )
-    return validate(scenario)
+    with warnings.catch_warnings():  # generated settings may be risky on purpose
+        warnings.simplefilter("ignore")
+        return validate(scenario)

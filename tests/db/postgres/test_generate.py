@@ -2,7 +2,8 @@
 derandomized examples (as many as test_equivalence runs on both backends, though hypothesis seeds
 each test function its own way), each setting is drawn and its mechanism actually acts: the
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
-a claim reaches the attempts cap. Memory backend only; the equivalence test compares both."""
+a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
+the run. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -39,6 +40,20 @@ def _tally(scenario):
     SEEN["claim at the cap"] += any(
         e.kind == "claim" and e.attempt == p.max_attempts for e in run.log
     )
+    if p.clock == "worker" and (f.clock_offset or f.clock_drift_ppm or f.clock_steps):
+        SEEN["worker clock changed the run"] += _differs(
+            run,
+            scenario,
+            {"faults.clock_offset": 0.0, "faults.clock_drift_ppm": 0.0, "faults.clock_steps": []},
+        )
+
+
+def _differs(run, scenario, off: dict) -> bool:
+    """Does the run differ from the same scenario with a mechanism turned off (it acted)?"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        other = sim.run(scenario.with_overrides(off), backend="memory", progress=False)
+    return list(other.log) != list(run.log)
 
 
 def test_the_generated_scenarios_exercise_every_fidelity_setting():
@@ -53,6 +68,7 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "deadline fired",
                 "graceful release",
                 "claim at the cap",
+                "worker clock changed the run",
             )
         )
         >= 5
