@@ -9,7 +9,8 @@ calls on a real connection and sleeps on the shared clock. A step is a plain tup
 item says what to do (one tuple per step, built once where it can be):
 
   (STATEMENT, name, params, job, ttl)  run a named statement; the driver binds `now` when it
-                                       executes, and lease_until = now + ttl (bind_clock) -> rows
+                                       executes, and lease_until = now + ttl (bind_clock) -> rows;
+                                       a ttl (seconds, cap) caps lease_until at cap
   BEGIN, COMMIT, ROLLBACK              transaction control (BEGIN travels with the first statement;
                                        ROLLBACK never fails: a dead connection has nothing open)
   (WORK, seconds)                      the process computes: a stop-the-world pause stretches it
@@ -47,18 +48,22 @@ BEGIN, COMMIT, ROLLBACK, NOW = (BEGIN_OP,), (COMMIT_OP,), (ROLLBACK_OP,), (NOW_O
 PAYLOAD_DIFFERS = "payload differs from the first delivery of this event id"
 
 
-def bind_clock(params: dict, now: float, ttl: float | None = None) -> None:
+def bind_clock(params: dict, now: float, ttl: float | tuple | None = None) -> None:
     """The time binding of every time-dependent statement: `now` is the client's clock when the
-    statement executes (never the server's now()), and a lease it writes ends at now + ttl."""
+    statement executes (never the server's now()), and a lease it writes ends at now + ttl, or at
+    min(now + ttl, cap) for a ttl given as (ttl, cap): a lease under an execution timeout."""
     params["now"] = now
     if ttl is not None:
-        params["lease_until"] = now + ttl
+        if ttl.__class__ is tuple:
+            params["lease_until"] = min(now + ttl[0], ttl[1])
+        else:
+            params["lease_until"] = now + ttl
 
 
 class Lease:
     """The worker's own view of the lease it holds (the heartbeat renews `until`)."""
 
-    __slots__ = ("job", "attempt", "until", "lost", "done", "renewal")
+    __slots__ = ("job", "attempt", "until", "lost", "done", "renewal", "cap")
 
     def __init__(self, job: int, attempt: int, until: float):
         self.job = job
@@ -67,6 +72,7 @@ class Lease:
         self.lost = False  # a heartbeat found it gone (or could not renew it in time)
         self.done = False  # the job is finished or given up: no more heartbeats
         self.renewal: tuple | None = None  # the heartbeat statement's step, built at the first beat
+        self.cap: float | None = None  # claim + execution_timeout: no renewal goes past it
 
     def finish(self) -> None:
         """No more heartbeats: the job is done, or its completion transaction holds the row."""
@@ -95,6 +101,8 @@ class WorkerProtocol:
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
         self.lease_type = lease
         self.ttl = policy.lease_ttl
+        self.timeout = policy.execution_timeout  # 0: none
+        claim_ttl = min(self.ttl, self.timeout) if self.timeout else self.ttl
         cap = policy.max_attempts
         self.max_attempts = cap
         self.gap = policy.select_to_update_gap
@@ -105,7 +113,7 @@ class WorkerProtocol:
             "claim_skip_locked",
             {"owner": name, "take_expired": take, "max_attempts": cap},
             None,
-            self.ttl,
+            claim_ttl,
         )
         self._lock_next = (
             STATEMENT,
@@ -124,6 +132,7 @@ class WorkerProtocol:
         self._by_id = (
             "claim_conditional" if policy.claim == "conditional_update" else "claim_unconditional"
         )
+        self._claim_ttl = claim_ttl
         self._poll_wait = (WAIT, policy.poll_interval)
         self._idle = (RECORD, "idle", name, None, None, None)
         self._claim_failed = (RECORD, "db_error", name, None, None, "claim")
@@ -166,7 +175,7 @@ class WorkerProtocol:
         if self.gap:
             yield (WORK, self.gap)
         params = {"id": job, "owner": self.name, "max_attempts": self.max_attempts}
-        rows = yield (STATEMENT, "claim_unconditional", params, job, self.ttl)
+        rows = yield (STATEMENT, "claim_unconditional", params, job, self._claim_ttl)
         yield COMMIT
         return self._claimed(rows, params)
 
@@ -183,7 +192,7 @@ class WorkerProtocol:
             for row in candidates:
                 job = row[0]
                 params = {"id": job, "owner": name, "max_attempts": self.max_attempts}
-                rows = yield (STATEMENT, query, params, job, self.ttl)
+                rows = yield (STATEMENT, query, params, job, self._claim_ttl)
                 if rows:
                     return self._claimed(rows, params)
                 yield (RECORD, "claim_lost", name, job, None, None)
@@ -193,7 +202,10 @@ class WorkerProtocol:
         if not rows:
             return None
         job, attempt = rows[0]
-        return self.lease_type(job, attempt, params["lease_until"])
+        lease = self.lease_type(job, attempt, params["lease_until"])
+        if self.timeout:
+            lease.cap = params["now"] + self.timeout
+        return lease
 
     # ---- processing ---------------------------------------------------------------------------
 
@@ -325,7 +337,8 @@ class WorkerProtocol:
         step = lease.renewal
         if step is None:
             params = {"id": job, "owner": name, "attempt": attempt}
-            step = lease.renewal = (STATEMENT, "heartbeat", params, job, self.ttl)
+            ttl = self.ttl if lease.cap is None else (self.ttl, lease.cap)
+            step = lease.renewal = (STATEMENT, "heartbeat", params, job, ttl)
         try:
             rows = yield step
         except DbUnavailable:
@@ -336,10 +349,15 @@ class WorkerProtocol:
         if lease.done:
             return False
         if rows:
-            lapsed = lease.until < (yield NOW)
+            now = yield NOW
+            lapsed = lease.until < now
             lease.extend(rows[0][1])
             if self.record_heartbeats or lapsed:  # a renewal after a lapse shows a false expiry
                 yield (RECORD, "heartbeat", name, job, attempt, lease.until)
+            if lease.cap is not None and lease.until <= now:  # the execution timeout has passed:
+                lease.lost = True  # the server has failed this attempt, the worker gives it up
+                yield (RECORD, "execution_timeout", name, job, attempt, lease.cap)
+                return False
             return True
         lease.lost = True
         yield (RECORD, "heartbeat_rejected", name, job, attempt, None)

@@ -96,6 +96,9 @@ class Policy:
         0.0  # a requeued job is due again after retry_backoff x attempts^4 seconds (River's policy)
     )
     deadline: float = 0.0  # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
+    # > 0: no lease outlives its claim by more than this, heartbeats or not (Temporal's
+    # StartToClose, Hatchet's step timeout): an execution timeout apart from the renewable lease
+    execution_timeout: float = 0.0
     fencing: bool = True  # completion checks owner + attempt
     dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
     idempotency_key: bool = False  # PSP calls carry the payment's event id
@@ -302,6 +305,11 @@ def validate(scenario: Scenario) -> Scenario:
             "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s",
         ),
         (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
+        (
+            p.execution_timeout >= 0,
+            "policy.execution_timeout",
+            "must be >= 0 seconds (0: no execution timeout)",
+        ),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
         (
@@ -338,6 +346,7 @@ def validate(scenario: Scenario) -> Scenario:
         "policy.watcher_interval": p.watcher_interval,
         "policy.watcher_gap": p.watcher_gap,
         "policy.deadline": p.deadline,
+        "policy.execution_timeout": p.execution_timeout,
         "faults.clock_skew": f.clock_skew,
         "faults.clock_offset": abs(f.clock_offset),
     }

@@ -10,6 +10,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
                      renewals of a lease that had already lapsed are kept)
   heartbeat_rejected the fenced heartbeat found the lease gone (worker learns it lost the job)
   heartbeat_lost     the heartbeat never reached the DB (fault)
+  execution_timeout  a renewal could not pass claim + policy.execution_timeout: the worker gives the
+                     job up as if its lease were lost; detail = that cap
   db_error           a statement failed (partition); detail = query name
   psp_charge         the PSP charged the card; detail = "new" or "replay" (idempotency key seen)
   effect             a ledger row committed (the DB effect); detail = event id

@@ -188,4 +188,24 @@ def mechanism_scenarios() -> dict[str, Scenario]:
             horizon=80,
             faults=Faults(clock_steps=(ClockStep(worker=0, at=50.0, by=-40.0),)),
         ),
+        "execution timeout": temporal_like(),
+        "execution timeout, no heartbeat": temporal_like(heartbeat=False, lease_ttl=100),
+        "execution timeout seen by a heartbeat": temporal_like(watcher_interval=40),
     }
+
+
+def temporal_like(**settings) -> Scenario:
+    """A 40 s activity under a 25 s execution timeout (start-to-close), a 10 s heartbeat timeout
+    renewed every 8 s, two workers, the server's timer as a watcher ticking every second."""
+    defaults = dict(
+        workers=2,
+        work=40,
+        lease_ttl=10,
+        heartbeat_interval=8,
+        execution_timeout=25,
+        watcher=True,
+        watcher_interval=1,
+        claim_takes_expired=False,
+        horizon=60,
+    )
+    return scripted(**{**defaults, **settings})

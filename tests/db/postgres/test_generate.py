@@ -3,7 +3,7 @@ derandomized examples (as many as test_equivalence runs on both backends, though
 each test function its own way), each setting is drawn and its mechanism actually acts: the
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
 a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
-the run. Memory backend only; the equivalence test compares both."""
+the run, and so does an execution timeout. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -47,6 +47,11 @@ def _tally(scenario):
             {"faults.clock_offset": 0.0, "faults.clock_drift_ppm": 0.0, "faults.clock_steps": []},
         )
 
+    if p.execution_timeout:
+        SEEN["execution timeout changed the run"] += _differs(
+            run, scenario, {"policy.execution_timeout": 0.0}
+        )
+
 
 def _differs(run, scenario, off: dict) -> bool:
     """Does the run differ from the same scenario with a mechanism turned off (it acted)?"""
@@ -69,6 +74,7 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "graceful release",
                 "claim at the cap",
                 "worker clock changed the run",
+                "execution timeout changed the run",
             )
         )
         >= 5
