@@ -46,6 +46,7 @@ from sim.db.errors import DbUnavailable, StatementError
 ) = range(11)
 BEGIN, COMMIT, ROLLBACK, NOW = (BEGIN_OP,), (COMMIT_OP,), (ROLLBACK_OP,), (NOW_OP,)
 PAYLOAD_DIFFERS = "payload differs from the first delivery of this event id"
+MAX_STALLS = 1_000_000  # bound as max_stalls when there is no stall budget: never reached
 
 
 def bind_clock(params: dict, now: float, ttl: float | tuple | None = None) -> None:
@@ -103,7 +104,7 @@ class WorkerProtocol:
         self.ttl = policy.lease_ttl
         self.timeout = policy.execution_timeout  # 0: none
         claim_ttl = min(self.ttl, self.timeout) if self.timeout else self.ttl
-        cap = policy.max_attempts
+        cap = policy.claim_cap  # max_attempts, plus the stall budget if there is one
         self.max_attempts = cap
         self.gap = policy.select_to_update_gap
         take = policy.claim_takes_expired
@@ -404,13 +405,29 @@ class WatcherProtocol:
         self.gap = policy.watcher_gap
         self.batch = policy.watcher_batch
         self._rescue = {"max_attempts": max_attempts, "retry_backoff": backoff}
-        self._requeue = (
-            STATEMENT,
-            "requeue_expired",
-            {"max_attempts": max_attempts, "limit": policy.watcher_batch, "retry_backoff": backoff},
-            None,
-            None,
-        )
+        params = {"max_attempts": max_attempts, "limit": policy.watcher_batch}
+        if policy.stall_check == "two_phase":  # the stall budget, if any, apart from the attempts
+            stalls = MAX_STALLS if policy.max_stalls is None else policy.max_stalls
+            params = {
+                **params,
+                "max_stalls": stalls,
+                "max_attempts": max_attempts and policy.claim_cap,
+            }
+            self._requeue = (
+                STATEMENT,
+                "reclaim_stalled",
+                {**params, "retry_backoff": backoff},
+                None,
+                None,
+            )
+        else:
+            self._requeue = (
+                STATEMENT,
+                "requeue_expired",
+                {**params, "retry_backoff": backoff},
+                None,
+                None,
+            )
 
     def tick(self):
         """One tick; the jobs it moved are recorded (a lost connection moves none)."""

@@ -27,6 +27,7 @@ from sim.input_files import read_capped
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
 ARRIVALS = ("batch", "poisson")
 WATCHER_ACTIONS = ("requeue", "dead")
+STALL_CHECKS = ("single", "two_phase")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
@@ -89,6 +90,13 @@ class Policy:
     watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
     watcher_batch: int = 1000
     watcher_gap: float = 0.0  # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
+    # single: each tick requeues what has expired | two_phase: a tick reclaims the jobs the previous
+    # tick marked whose lease is still expired, then marks every Processing job (BullMQ)
+    stall_check: str = "single"
+    # None: a stalled job's recovery counts against max_attempts only | n: a stall budget apart
+    # from the attempts (BullMQ's maxStalledCount, Hatchet's internal retries): the (n + 1)-th stall
+    # kills the job, and stall recoveries do not use up its max_attempts
+    max_stalls: int | None = None
     max_attempts: int = (
         25  # every claim path skips a job with this many attempts; the watcher marks it Dead
     )
@@ -108,6 +116,11 @@ class Policy:
 
     def __post_init__(self):
         _check_types(self, "policy.")
+
+    @property
+    def claim_cap(self) -> int:
+        """The most leases a job may have: max_attempts, plus max_stalls recoveries from stalls."""
+        return self.max_attempts + (self.max_stalls or 0)
 
 
 @dataclass(frozen=True)
@@ -298,6 +311,26 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be from 1 to {limits.MAX_BATCH:,}",
         ),
         (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
+        (
+            p.stall_check in STALL_CHECKS,
+            "policy.stall_check",
+            f"must be one of {', '.join(STALL_CHECKS)}",
+        ),
+        (
+            not (p.stall_check == "two_phase" and p.watcher_gap),
+            "policy.watcher_gap",
+            "must be 0 with policy.stall_check = two_phase (its passes re-check every row)",
+        ),
+        (
+            p.max_stalls is None or 0 <= p.max_stalls <= limits.MAX_BATCH,
+            "policy.max_stalls",
+            f"must be from 0 to {limits.MAX_BATCH:,} (or absent: stalls count as attempts)",
+        ),
+        (
+            p.max_stalls is None or p.stall_check == "two_phase",
+            "policy.max_stalls",
+            "counts the stalls a two-phase stall check finds: set policy.stall_check = two_phase",
+        ),
         (
             0 <= p.retry_backoff
             and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= limits.MAX_SECONDS,

@@ -140,6 +140,14 @@ CONTRACTS: dict[str, Contract] = {
         True,
         "nothing had expired",
     ),
+    "reclaim_stalled": Contract(
+        "the watcher's tick with policy.stall_check = two_phase: reclaim the jobs the previous tick "
+        "marked whose lease is still expired, then mark every Processing job; status in Lease "
+        "Lab's words, Pending or Dead",
+        (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+        True,
+        "nothing had stalled",
+    ),
     "select_stuck_jobs": Contract(
         "the read of a read-then-write watcher (policy.watcher_gap > 0), and diagnostics: "
         "jobs whose lease has expired",
@@ -220,6 +228,8 @@ def statements_called(scenario) -> dict[str, str]:
         called["reject_job_fenced"] = "policy.dedup = true"
     if p.watcher and p.watcher_gap:
         called.update(dict.fromkeys(("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0"))
+    elif p.watcher and p.stall_check == "two_phase":
+        called["reclaim_stalled"] = "policy.stall_check = two_phase"
     elif p.watcher:
         called["requeue_expired"] = "policy.watcher = true"
     if p.deadline:

@@ -53,6 +53,8 @@ class JobRow:
         "completed_at",
         "last_error",
         "run_after",
+        "stalls",
+        "stall_marked",
     )
 
     def __init__(self, id, event_id, payload, created_at):
@@ -68,6 +70,8 @@ class JobRow:
         self.completed_at = None
         self.last_error = None
         self.run_after = None
+        self.stalls = 0
+        self.stall_marked = False
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
@@ -88,6 +92,7 @@ class JobRow:
             self.completed_at,
         )
         new.last_error, new.run_after = self.last_error, self.run_after
+        new.stalls, new.stall_marked = self.stalls, self.stall_marked
         return new
 
     def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
@@ -211,6 +216,8 @@ class MemoryBackend(ClientTable):
         # when that statement ends or its client crashes.
         self._snapshots: list[_Versions] = []
         self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
+        # ids whose row may be stall_marked (only reclaim_stalled marks): a superset, checked on use
+        self._maybe_marked: set[int] = set()
 
     # ---- connections and transactions -------------------------------------------------------
 
@@ -680,6 +687,66 @@ class MemoryBackend(ClientTable):
             rows.append((row.id, row.status, row.lease_owner, row.attempts))
         rows.sort()
         return rows
+
+    def reclaim_stalled(
+        self, tx: Transaction, *, now, max_attempts, max_stalls, limit, retry_backoff
+    ) -> Rows:
+        now_us = to_micros(now)
+        stalled = []
+        for job_id in self._expired(tx, now_us):
+            if len(stalled) >= limit:
+                break
+            if not self._visible(tx, job_id).stall_marked:
+                continue
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            stalled.append(job_id)
+        marking = sorted(
+            job_id
+            for job_id in self._maybe_marked | self._processing_ids(tx)
+            if job_id not in stalled
+            and ((row := self._visible(tx, job_id)).stall_marked or row.status == PROCESSING)
+            and self.row_locks.get(job_id) in (None, tx)
+        )
+        rows = []
+        for job_id in stalled:
+            row = self._writable(tx, job_id)
+            over = row.stalls >= max_stalls
+            row.retry(
+                max_attempts if not over else 0,
+                "stalled more than max_stalls times" if over else "stalled",
+                now_us,
+                retry_backoff,
+            )
+            row.stalls += 1
+            row.stall_marked = False
+            rows.append((row.id, row.status, row.lease_owner, row.attempts))
+        for job_id in marking:
+            row = self._writable(tx, job_id)
+            row.stall_marked = row.status == PROCESSING
+        self._maybe_marked = {
+            j for j in self._maybe_marked.union(marking) if self._visible(tx, j).stall_marked
+        }
+        rows.sort()
+        return rows
+
+    def _processing_ids(self, tx: Transaction) -> set[int]:
+        """Ids of the Processing jobs `tx` sees (committed ones from the lease index, and its own)."""
+        jobs = self.jobs
+        ids = {
+            job_id
+            for until, job_id in self.lease_heap
+            if (r := jobs.get(job_id)) is not None
+            and r.status == PROCESSING
+            and r.lease_until == until
+        }
+        for job_id, row in tx.jobs.items():
+            if row.status == PROCESSING:
+                ids.add(job_id)
+            else:
+                ids.discard(job_id)
+        return ids
 
     def rescue_job(self, tx: Transaction, *, id, now, max_attempts, retry_backoff) -> Rows:
         row = self._writable(tx, id)

@@ -128,6 +128,39 @@ WITH expired AS (
 )
 SELECT id, status, lease_owner, attempts FROM requeued ORDER BY id;
 
+-- name: reclaim_stalled
+-- The two-phase stall check (BullMQ's moveStalledJobsToWait): jobs the previous pass marked and whose lease is still expired go back to Pending (due after retry_backoff us x attempts^4), or Dead once stalled more than max_stalls times or out of attempts; then every other Processing job is marked for the next pass. Skips locked rows.
+-- params: now time, max_attempts int, max_stalls int, limit int, retry_backoff int
+WITH stalled AS (
+    SELECT id FROM payment_jobs
+    WHERE status = 'Processing' AND stall_marked AND lease_until < %(now)s
+    ORDER BY lease_until, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), reclaimed AS (
+    UPDATE payment_jobs j
+    SET status = CASE WHEN j.stalls >= %(max_stalls)s OR j.attempts >= %(max_attempts)s
+                      THEN 'Dead' ELSE 'Pending' END,
+        last_error = CASE WHEN j.stalls >= %(max_stalls)s THEN 'stalled more than max_stalls times'
+                          ELSE 'stalled' END,
+        stalls = j.stalls + 1,
+        stall_marked = false,
+        run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
+    FROM stalled
+    WHERE j.id = stalled.id
+    RETURNING j.id, j.status, j.lease_owner, j.attempts
+), marking AS (
+    SELECT id FROM payment_jobs
+    WHERE (stall_marked OR status = 'Processing') AND id NOT IN (SELECT id FROM stalled)
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE payment_jobs j
+    SET stall_marked = (j.status = 'Processing')
+    FROM marking
+    WHERE j.id = marking.id
+)
+SELECT id, status, lease_owner, attempts FROM reclaimed ORDER BY id;
+
 -- name: rescue_job
 -- The write of a read-then-write watcher (River's rescuer before PR #1373): requeues the job by id, whatever it became since the read.
 -- params: id int, now time, max_attempts int, retry_backoff int

@@ -188,10 +188,48 @@ def mechanism_scenarios() -> dict[str, Scenario]:
             horizon=80,
             faults=Faults(clock_steps=(ClockStep(worker=0, at=50.0, by=-40.0),)),
         ),
+        "two-phase stall check": stalled_at_5(stall_check="two_phase"),
+        "stall budget": scripted(
+            work=4,
+            lease_ttl=3,
+            heartbeat_interval=1.5,
+            watcher=True,
+            watcher_interval=3,
+            claim_takes_expired=False,
+            stall_check="two_phase",
+            max_stalls=1,
+            max_attempts=1,
+            horizon=40,
+            faults=POISON_TWICE,
+        ),
         "execution timeout": temporal_like(),
         "execution timeout, no heartbeat": temporal_like(heartbeat=False, lease_ttl=100),
         "execution timeout seen by a heartbeat": temporal_like(watcher_interval=40),
     }
+
+
+# A job that kills its worker at its PSP call, at most 5 times, back a second later.
+POISON_TWICE = Faults(
+    crash_points=(CrashPoint("after_psp", 1.0, 5),), restart_delay=Dist.constant(1.0)
+)
+
+
+def stalled_at_5(**settings) -> Scenario:
+    """w0 claims at 0.002 (20 s lease, renewed every 15 s) and crashes at 5; w1 waits; the watcher
+    ticks every 30 s from 0."""
+    crash = Faults(crashes=(ScriptedCrash(at=5.0, worker=0),), restart_delay=Dist.constant(1000))
+    defaults = dict(
+        workers=2,
+        work=100,
+        lease_ttl=20,
+        heartbeat_interval=15,
+        watcher=True,
+        watcher_interval=30,
+        claim_takes_expired=False,
+        horizon=70,
+        faults=crash,
+    )
+    return scripted(**{**defaults, **settings})
 
 
 def temporal_like(**settings) -> Scenario:

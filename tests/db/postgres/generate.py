@@ -63,6 +63,7 @@ def scenarios(draw) -> Scenario:
         ),
         payload_mismatch=draw(st.sampled_from([0.0, 0.2, 1.0])),
     )
+    two_phase = draw(st.sampled_from([False, False, True]))  # BullMQ's stall check (issue #25)
     policy = Policy(
         workers=workers,
         poll_interval=draw(st.floats(0.05, 1.0)),
@@ -73,7 +74,7 @@ def scenarios(draw) -> Scenario:
         lease_ttl=ttl,
         heartbeat=draw(st.booleans()),
         heartbeat_interval=ttl * draw(st.floats(0.2, 0.9)),
-        watcher=draw(st.booleans()),
+        watcher=True if two_phase else draw(st.booleans()),
         watcher_interval=draw(st.floats(0.2, 5.0)),
         watcher_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
         watcher_batch=draw(st.integers(1, 5)),
@@ -84,9 +85,11 @@ def scenarios(draw) -> Scenario:
         abandon_on_lost_lease=draw(st.booleans()),
         clock=draw(st.sampled_from(["db", "db", "worker"])),
         random_phase=draw(st.booleans()),
-        watcher_gap=draw(
-            st.sampled_from([0.0, 0.0, 0.05, 0.5])
-        ),  # read-then-write watcher (River #1302)
+        watcher_gap=0.0
+        if two_phase
+        else draw(st.sampled_from([0.0, 0.05, 0.5])),  # read-then-write watcher (River #1302)
+        stall_check="two_phase" if two_phase else "single",
+        max_stalls=draw(st.sampled_from([None, 0, 0, 1])) if two_phase else None,
         retry_backoff=draw(st.sampled_from([0.0, 0.0, 0.01, 0.2])),  # seconds x attempts^4
         deadline=draw(
             st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])

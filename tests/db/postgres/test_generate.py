@@ -3,7 +3,8 @@ derandomized examples (as many as test_equivalence runs on both backends, though
 each test function its own way), each setting is drawn and its mechanism actually acts: the
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
 a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
-the run, and so does an execution timeout. Memory backend only; the equivalence test compares both."""
+the run, and so does an execution timeout; the two-phase stall check reclaims and its stall budget
+kills a job. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -52,6 +53,12 @@ def _tally(scenario):
             run, scenario, {"policy.execution_timeout": 0.0}
         )
 
+    if p.watcher and p.stall_check == "two_phase":
+        SEEN["two-phase check reclaimed"] += bool(kinds["requeue"])
+    if p.max_stalls is not None:
+        errors = run.table_jobs["last_error"].tolist()
+        SEEN["stall budget killed"] += "stalled more than max_stalls times" in errors
+
 
 def _differs(run, scenario, off: dict) -> bool:
     """Does the run differ from the same scenario with a mechanism turned off (it acted)?"""
@@ -75,6 +82,8 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "claim at the cap",
                 "worker clock changed the run",
                 "execution timeout changed the run",
+                "two-phase check reclaimed",
+                "stall budget killed",
             )
         )
         >= 5
