@@ -137,6 +137,8 @@ class WorkerProtocol:
         self._poll_wait = (WAIT, policy.poll_interval)
         self._idle = (RECORD, "idle", name, None, None, None)
         self._claim_failed = (RECORD, "db_error", name, None, None, "claim")
+        self._register = (STATEMENT, "register_process", {"owner": name}, None, None)
+        self._process_beat = (STATEMENT, "process_heartbeat", {"owner": name}, None, None)
         self.claim = {  # the policy's claim strategy (conditional_update, read_then_write: by id)
             "skip_locked": self.claim_skip_locked,
             "select_for_update": self.claim_select_for_update,
@@ -322,6 +324,31 @@ class WorkerProtocol:
             yield ROLLBACK
             yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
 
+    # ---- process liveness ---------------------------------------------------------------------
+
+    def register(self):
+        """The process writes its row (and first heartbeat): at start, after a restart, and when its
+        heartbeat found the row pruned. True: registered."""
+        try:
+            yield self._register
+        except DbUnavailable:
+            yield (RECORD, "db_error", self.name, None, None, "register_process")
+            return False
+        yield (RECORD, "register", self.name, None, None, None)
+        return True
+
+    def beat_process(self):
+        """One process heartbeat; a row gone means the prune took this process for dead: it says so
+        and registers again (its jobs may have been moved meanwhile)."""
+        try:
+            rows = yield self._process_beat
+        except DbUnavailable:
+            yield (RECORD, "db_error", self.name, None, None, "process_heartbeat")
+            return
+        if not rows:
+            yield (RECORD, "process_pruned", self.name, None, None, None)
+            yield from self.register()
+
     # ---- heartbeat, release, deadline ---------------------------------------------------------
 
     def renew(self, lease: Lease):
@@ -406,6 +433,19 @@ class WatcherProtocol:
         self.batch = policy.watcher_batch
         self._rescue = {"max_attempts": max_attempts, "retry_backoff": backoff}
         params = {"max_attempts": max_attempts, "limit": policy.watcher_batch}
+        self._prune = None
+        if policy.process_heartbeat_interval:  # process liveness: prune, and move the orphans
+            stalls = MAX_STALLS if policy.max_stalls is None else policy.max_stalls
+            prune = {
+                "stale_after": to_micros(policy.process_stale_after),
+                "dead": policy.prune_action == "dead",
+                "max_attempts": policy.claim_cap,
+                "max_stalls": stalls,
+                "limit": policy.watcher_batch,
+                "retry_backoff": backoff,
+            }
+            self._prune = (STATEMENT, "prune_processes", prune, None, None)
+        self.sweeps_leases = policy.sweeps_leases
         if policy.stall_check == "two_phase":  # the stall budget, if any, apart from the attempts
             stalls = MAX_STALLS if policy.max_stalls is None else policy.max_stalls
             params = {
@@ -433,7 +473,9 @@ class WatcherProtocol:
         """One tick; the jobs it moved are recorded (a lost connection moves none)."""
         rows = []
         try:
-            if self.gap:
+            if not self.sweeps_leases:
+                pass
+            elif self.gap:
                 stuck = yield (STATEMENT, "select_stuck_jobs", {}, None, None)
                 yield (WAIT, self.gap)
                 for job, *_ in stuck[: self.batch]:
@@ -441,6 +483,8 @@ class WatcherProtocol:
                     rows += yield (STATEMENT, "rescue_job", params, job, None)
             else:
                 rows = yield self._requeue
+            if self._prune is not None:
+                rows = rows + (yield self._prune)
         except DbUnavailable:
             pass
         yield (RECORD, "watcher_tick", "watcher", None, None, len(rows))

@@ -119,7 +119,7 @@ def run(
             db.close()
     if queue is not None:
         queue.check_jobs_table(tables["jobs"])
-    clocks = {w.name: w.db.clock for w in world.workers}
+    clocks = {name: w.db.clock for w in world.workers for name in w.names}
     skews = {name: clock.offset if clock else 0.0 for name, clock in clocks.items()}
     kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
     return Run(

@@ -28,6 +28,8 @@ CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "sel
 ARRIVALS = ("batch", "poisson")
 WATCHER_ACTIONS = ("requeue", "dead")
 STALL_CHECKS = ("single", "two_phase")
+PRUNE_ACTIONS = ("requeue", "dead")
+IDENTITIES = ("reused", "fresh")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
@@ -97,6 +99,17 @@ class Policy:
     # from the attempts (BullMQ's maxStalledCount, Hatchet's internal retries): the (n + 1)-th stall
     # kills the job, and stall recoveries do not use up its max_attempts
     max_stalls: int | None = None
+    # > 0: process liveness. Each worker process registers a row and renews its heartbeat_at this
+    # often (not per job); the watcher prunes processes silent for process_stale_after seconds and
+    # moves the Processing jobs of owners without a live row: requeue (a stall: max_stalls counts
+    # it) or dead (Solid Queue fails them)
+    process_heartbeat_interval: float = 0.0
+    process_stale_after: float = 30.0
+    prune_action: str = "requeue"
+    # reused: a restarted worker keeps its name, so its process row looks alive again and the jobs
+    # its previous life held are never pruned (a restarted pod with the same id, procrastinate
+    # #1518) | fresh: it comes back as a new process, w0.1, w0.2, ... (the log names it so too)
+    worker_identity: str = "reused"
     max_attempts: int = (
         25  # every claim path skips a job with this many attempts; the watcher marks it Dead
     )
@@ -116,6 +129,16 @@ class Policy:
 
     def __post_init__(self):
         _check_types(self, "policy.")
+
+    @property
+    def sweeps_leases(self) -> bool:
+        """Does the watcher sweep expired leases? Not under process liveness when leases cannot
+        expire (a lock TTL and no execution timeout): then only the process prune recovers."""
+        return not (
+            self.process_heartbeat_interval
+            and self.lease_ttl >= LOCK_TTL
+            and not self.execution_timeout
+        )
 
     @property
     def claim_cap(self) -> int:
@@ -327,9 +350,26 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be from 0 to {limits.MAX_BATCH:,} (or absent: stalls count as attempts)",
         ),
         (
-            p.max_stalls is None or p.stall_check == "two_phase",
+            p.max_stalls is None or p.stall_check == "two_phase" or p.process_heartbeat_interval,
             "policy.max_stalls",
-            "counts the stalls a two-phase stall check finds: set policy.stall_check = two_phase",
+            "counts the stalls a two-phase stall check or a process prune finds: set "
+            "policy.stall_check = two_phase or policy.process_heartbeat_interval > 0",
+        ),
+        (
+            p.process_heartbeat_interval >= 0,
+            "policy.process_heartbeat_interval",
+            "must be >= 0 seconds (0: no process liveness)",
+        ),
+        (p.process_stale_after > 0, "policy.process_stale_after", "must be > 0 seconds"),
+        (
+            p.prune_action in PRUNE_ACTIONS,
+            "policy.prune_action",
+            f"must be one of {', '.join(PRUNE_ACTIONS)}",
+        ),
+        (
+            p.worker_identity in IDENTITIES,
+            "policy.worker_identity",
+            f"must be one of {', '.join(IDENTITIES)}",
         ),
         (
             0 <= p.retry_backoff
@@ -380,6 +420,8 @@ def validate(scenario: Scenario) -> Scenario:
         "policy.watcher_gap": p.watcher_gap,
         "policy.deadline": p.deadline,
         "policy.execution_timeout": p.execution_timeout,
+        "policy.process_heartbeat_interval": p.process_heartbeat_interval,
+        "policy.process_stale_after": p.process_stale_after,
         "faults.clock_skew": f.clock_skew,
         "faults.clock_offset": abs(f.clock_offset),
     }
@@ -493,6 +535,20 @@ def validate(scenario: Scenario) -> Scenario:
         warnings.warn(
             f"{worker_clock[0]} has no effect with policy.clock = {p.clock}: workers bind the "
             "database's time; set policy.clock = worker",
+            LeaseWarning,
+            stacklevel=2,
+        )
+    if p.process_heartbeat_interval and p.process_heartbeat_interval >= p.process_stale_after:
+        warnings.warn(
+            f"policy.process_heartbeat_interval {p.process_heartbeat_interval:g} s >= "
+            f"policy.process_stale_after {p.process_stale_after:g} s: live processes will be pruned",
+            LeaseWarning,
+            stacklevel=2,
+        )
+    if p.process_heartbeat_interval and not p.watcher:
+        warnings.warn(
+            "policy.process_heartbeat_interval > 0 without policy.watcher: nothing prunes a dead "
+            "process, so its jobs stay Processing",
             LeaseWarning,
             stacklevel=2,
         )

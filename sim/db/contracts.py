@@ -148,6 +148,27 @@ CONTRACTS: dict[str, Contract] = {
         True,
         "nothing had stalled",
     ),
+    "register_process": Contract(
+        "process liveness (policy.process_heartbeat_interval > 0): a worker process starts, or "
+        "finds its row pruned; a reused name takes the old row over",
+        (("name", "text"),),
+        False,
+        "rows are ignored",
+    ),
+    "process_heartbeat": Contract(
+        "process liveness: the process renews its row every process_heartbeat_interval",
+        (("name", "text"),),
+        False,
+        "the row was pruned: the process registers again",
+    ),
+    "prune_processes": Contract(
+        "process liveness, at the watcher's tick: delete the processes silent for "
+        "process_stale_after, move the Processing jobs of owners without a live process row; "
+        "status in Lease Lab's words, Pending or Dead",
+        (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+        True,
+        "no process had died",
+    ),
     "select_stuck_jobs": Contract(
         "the read of a read-then-write watcher (policy.watcher_gap > 0), and diagnostics: "
         "jobs whose lease has expired",
@@ -226,12 +247,18 @@ def statements_called(scenario) -> dict[str, str]:
     )
     if p.dedup:
         called["reject_job_fenced"] = "policy.dedup = true"
-    if p.watcher and p.watcher_gap:
+    sweep = p.watcher and p.sweeps_leases  # the watcher's lease sweep
+    if sweep and p.watcher_gap:
         called.update(dict.fromkeys(("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0"))
-    elif p.watcher and p.stall_check == "two_phase":
+    elif sweep and p.stall_check == "two_phase":
         called["reclaim_stalled"] = "policy.stall_check = two_phase"
-    elif p.watcher:
+    elif sweep:
         called["requeue_expired"] = "policy.watcher = true"
+    if p.process_heartbeat_interval:
+        why = "policy.process_heartbeat_interval > 0"
+        called.update(dict.fromkeys(("register_process", "process_heartbeat"), why))
+        if p.watcher:
+            called["prune_processes"] = why
     if p.deadline:
         called["fail_job_fenced"] = "policy.deadline > 0"
     if scenario.faults.shutdown == "graceful":

@@ -218,6 +218,9 @@ class MemoryBackend(ClientTable):
         self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
         # ids whose row may be stall_marked (only reclaim_stalled marks): a superset, checked on use
         self._maybe_marked: set[int] = set()
+        # worker_processes: name -> [started_at, heartbeat_at] (microseconds). The model writes these
+        # rows only in autocommit statements, which never wait; see _processes_in()
+        self.processes: dict[str, list[int]] = {}
 
     # ---- connections and transactions -------------------------------------------------------
 
@@ -747,6 +750,64 @@ class MemoryBackend(ClientTable):
             else:
                 ids.discard(job_id)
         return ids
+
+    def _processes_in(self, tx: Transaction, query: str) -> dict[str, list[int]]:
+        """The process rows, for an autocommit statement: the model never writes them inside a
+        transaction, and the simulated database neither versions nor locks them."""
+        if not tx.implicit:
+            raise ClientStateError(
+                f"{query}: worker_processes rows are written in autocommit only in the memory backend"
+            )
+        return self.processes
+
+    def register_process(self, tx: Transaction, *, owner, now) -> Rows:
+        now_us = to_micros(now)
+        self._processes_in(tx, "register_process")[owner] = [now_us, now_us]
+        return [(owner,)]
+
+    def process_heartbeat(self, tx: Transaction, *, owner, now) -> Rows:
+        row = self._processes_in(tx, "process_heartbeat").get(owner)
+        if row is None:
+            return []
+        row[1] = to_micros(now)
+        return [(owner,)]
+
+    def prune_processes(
+        self,
+        tx: Transaction,
+        *,
+        now,
+        stale_after,
+        dead,
+        max_attempts,
+        max_stalls,
+        limit,
+        retry_backoff,
+    ) -> Rows:
+        processes = self._processes_in(tx, "prune_processes")
+        now_us = to_micros(now)
+        cutoff = now_us - stale_after
+        orphaned = []
+        for job_id in sorted(self._processing_ids(tx)):
+            if len(orphaned) >= limit:
+                break
+            process = processes.get(self._visible(tx, job_id).lease_owner)
+            if process is not None and process[1] >= cutoff:
+                continue
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            orphaned.append(job_id)
+        for name in [n for n, (_, beat) in processes.items() if beat < cutoff]:
+            del processes[name]
+        rows = []
+        for job_id in orphaned:
+            row = self._writable(tx, job_id)
+            killed = dead or row.stalls >= max_stalls
+            row.retry(0 if killed else max_attempts, "process gone", now_us, retry_backoff)
+            row.stalls += 1
+            rows.append((row.id, row.status, row.lease_owner, row.attempts))
+        return rows
 
     def rescue_job(self, tx: Transaction, *, id, now, max_attempts, retry_backoff) -> Rows:
         row = self._writable(tx, id)

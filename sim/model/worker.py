@@ -12,10 +12,13 @@ shutdown releases the job before the worker stops (Solid Queue); a crash leaves 
 
 from __future__ import annotations
 
+import functools
+
 import simpy
 
 from sim.db.errors import DatabaseError
 from sim.model.driver import CrashPointReached, Driver
+from sim.model.liveness import ProcessLiveness
 from sim.model.session import DbSession
 from sim.protocol import Lease, WorkerProtocol
 
@@ -30,21 +33,11 @@ class Worker:
         self.pauses = pauses if pauses else None  # an OutageCalendar with outages, or None
         streams = world.streams
         latency = world.scenario.workload.statement_latency
-        partitions = partitions if partitions else None
-        self.db = DbSession(
-            world,
-            self.name,
-            latency.sampler(streams.generator(f"latency/{self.name}")),
-            clock=clock,
-            partitions=partitions,
-        )
-        self.hb_db = DbSession(
-            world,
-            f"{self.name}/hb",
-            latency.sampler(streams.generator(f"latency/{self.name}/hb")),
-            clock=clock,
-            partitions=partitions,
-        )
+        self.names = [self.name]  # with worker_identity = fresh, one per life: w0, w0.1, ...
+        self._clock, self._partitions = clock, partitions if partitions else None
+        self._latency = latency.sampler(streams.generator(f"latency/{self.name}"))
+        self._hb_latency = latency.sampler(streams.generator(f"latency/{self.name}/hb"))
+        self._connect()
         faults = world.scenario.faults
         self._phase = (
             float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
@@ -54,17 +47,19 @@ class Worker:
         self._restart_delay = faults.restart_delay.sampler(
             streams.generator(f"worker/{index}/restart")
         )
-        self.steps = WorkerProtocol(
-            self.name,
-            world.scenario,
-            world.catalog,
+        self._protocol = functools.partial(
+            WorkerProtocol,
+            scenario=world.scenario,
+            catalog=world.catalog,
             psp_call=world.scenario.workload.psp_call.sampler(
                 streams.generator(f"worker/{index}/psp")
             ),
             hb_delay=faults.heartbeat_delay.sampler(streams.generator(f"worker/{index}/hb-delay")),
             hb_loss=streams.generator(f"worker/{index}/hb-loss"),
         )
+        self.steps = self._protocol(self.name)
         self.driver = Driver(world, self.pauses)
+        self.liveness = ProcessLiveness(self) if self.policy.process_heartbeat_interval else None
         self.up = True
         self.lease: Lease | None = None
         self.heartbeat_proc: simpy.Process | None = None
@@ -76,10 +71,45 @@ class Worker:
 
     # ---- life cycle ---------------------------------------------------------------------------
 
+    def _connect(self) -> None:
+        """The connections of the worker's current life: statements, and its job heartbeat."""
+        self.db = DbSession(
+            self.world,
+            self.name,
+            self._latency,
+            clock=self._clock,
+            partitions=self._partitions,
+        )
+        self.hb_db = DbSession(
+            self.world,
+            f"{self.name}/hb",
+            self._hb_latency,
+            clock=self._clock,
+            partitions=self._partitions,
+        )
+
+    def _reborn(self) -> None:
+        """After a restart: the same connections (worker_identity = reused), or a new process
+        under a new name, w0.1, w0.2, ... (fresh)."""
+        if self.policy.worker_identity == "reused":
+            self.db.reconnect()
+            self.hb_db.reconnect()
+            if self.liveness is not None:
+                self.liveness.db.reconnect()
+            return
+        self.name = f"{self.names[0]}.{len(self.names)}"
+        self.names.append(self.name)
+        self.steps = self._protocol(self.name)
+        self._connect()
+        if self.liveness is not None:
+            self.liveness.connect()
+
     def run(self):
         delay = self._phase
         while True:
             try:
+                if self.liveness is not None:
+                    yield from self.liveness.start()
                 yield self.env.timeout(delay)
                 yield from self._serve()
             except (simpy.Interrupt, CrashPointReached) as stop:
@@ -92,8 +122,7 @@ class Worker:
                 if graceful and lease is not None:
                     yield from self._release(lease)
                 yield self.env.timeout(self._restart_delay())
-                self.db.reconnect()
-                self.hb_db.reconnect()
+                self._reborn()
                 self.up = True
                 self.log.add(self.env.now, "restart", self.name)
                 delay = 0.0
@@ -119,6 +148,8 @@ class Worker:
         self.orphans.clear()
         self.db.crash()
         self.hb_db.crash()
+        if self.liveness is not None:
+            self.liveness.stop()
         self.lease = None
 
     def _release(self, lease: Lease):

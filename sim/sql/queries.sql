@@ -161,6 +161,49 @@ WITH stalled AS (
 )
 SELECT id, status, lease_owner, attempts FROM reclaimed ORDER BY id;
 
+-- name: register_process
+-- A worker process starts: its row with a first heartbeat. A process that reuses a name takes the old row over, heartbeat and all (a restarted pod keeps its name).
+-- params: owner text, now time
+INSERT INTO worker_processes (name, started_at, heartbeat_at)
+VALUES (%(owner)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at
+RETURNING name;
+
+-- name: process_heartbeat
+-- The process says it is alive, every process_heartbeat_interval; no row back means it was pruned.
+-- params: owner text, now time
+UPDATE worker_processes SET heartbeat_at = %(now)s WHERE name = %(owner)s RETURNING name;
+
+-- name: prune_processes
+-- Process liveness (Solid Queue's prune, Hatchet's reassignment, procrastinate's stalled jobs): delete the processes silent for stale_after us; Processing jobs whose owner has no live process row go back to Pending (due after retry_backoff us x attempts^4), or Dead when dead, past the stall budget or out of attempts. Skips locked rows.
+-- params: now time, stale_after int, dead bool, max_attempts int, max_stalls int, limit int, retry_backoff int
+WITH pruned AS (
+    DELETE FROM worker_processes
+    WHERE heartbeat_at < %(now)s - %(stale_after)s * interval '1 microsecond'
+    RETURNING name
+), orphaned AS (
+    SELECT j.id FROM payment_jobs j
+    WHERE j.status = 'Processing'
+      AND NOT EXISTS (
+          SELECT 1 FROM worker_processes p
+          WHERE p.name = j.lease_owner
+            AND p.heartbeat_at >= %(now)s - %(stale_after)s * interval '1 microsecond')
+    ORDER BY j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), moved AS (
+    UPDATE payment_jobs j
+    SET status = CASE WHEN %(dead)s OR j.stalls >= %(max_stalls)s OR j.attempts >= %(max_attempts)s
+                      THEN 'Dead' ELSE 'Pending' END,
+        last_error = 'process gone',
+        stalls = j.stalls + 1,
+        run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
+    FROM orphaned
+    WHERE j.id = orphaned.id
+    RETURNING j.id, j.status, j.lease_owner, j.attempts
+)
+SELECT id, status, lease_owner, attempts FROM moved ORDER BY id;
+
 -- name: rescue_job
 -- The write of a read-then-write watcher (River's rescuer before PR #1373): requeues the job by id, whatever it became since the read.
 -- params: id int, now time, max_attempts int, retry_backoff int

@@ -2,6 +2,7 @@
 
 from sim.dists import Dist
 from sim.scenario import (
+    LOCK_TTL,
     ClockStep,
     CrashPoint,
     Faults,
@@ -202,6 +203,20 @@ def mechanism_scenarios() -> dict[str, Scenario]:
             horizon=40,
             faults=POISON_TWICE,
         ),
+        "process prune": process_tracked(faults=CRASH_AT_10, worker_identity="fresh"),
+        "process prune fails": process_tracked(faults=CRASH_AT_10, prune_action="dead"),
+        "identity reused": process_tracked(
+            workers=1, jobs=2, work=20, faults=BACK_AT_15, horizon=120
+        ),
+        "identity fresh": process_tracked(
+            workers=1, jobs=2, work=20, faults=BACK_AT_15, worker_identity="fresh", horizon=120
+        ),
+        "process paused past stale": process_tracked(
+            work=60,
+            abandon_on_lost_lease=False,
+            faults=Faults(pauses=(ScriptedOutage(worker=0, at=5.0, duration=45.0),)),
+            horizon=130,
+        ),
         "execution timeout": temporal_like(),
         "execution timeout, no heartbeat": temporal_like(heartbeat=False, lease_ttl=100),
         "execution timeout seen by a heartbeat": temporal_like(watcher_interval=40),
@@ -230,6 +245,28 @@ def stalled_at_5(**settings) -> Scenario:
         faults=crash,
     )
     return scripted(**{**defaults, **settings})
+
+
+def process_tracked(**settings) -> Scenario:
+    """Hatchet-like process liveness: each process heartbeats every 4 s and is stale after 30 s;
+    no per-job lease (a lock TTL, no job heartbeat); the prune runs every second."""
+    defaults = dict(
+        workers=2,
+        work=100,
+        lease_ttl=LOCK_TTL,
+        heartbeat=False,
+        watcher=True,
+        watcher_interval=1,
+        claim_takes_expired=False,
+        process_heartbeat_interval=4,
+        process_stale_after=30,
+        horizon=80,
+    )
+    return scripted(**{**defaults, **settings})
+
+
+CRASH_AT_10 = Faults(crashes=(ScriptedCrash(at=10.0, worker=0),), restart_delay=Dist.constant(1000))
+BACK_AT_15 = Faults(crashes=(ScriptedCrash(at=10.0, worker=0),), restart_delay=Dist.constant(5))
 
 
 def temporal_like(**settings) -> Scenario:

@@ -1,7 +1,8 @@
 """Random scenarios for the differential tests: small, contended and faulty, so that lock waits,
 EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
 the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and
-the mechanisms of issue #25 (worker clocks, ...)."""
+the mechanisms of issue #25 (worker clocks, execution timeout, two-phase stall check and stall
+budget, process liveness and worker identity, ...)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def scenarios(draw) -> Scenario:
         payload_mismatch=draw(st.sampled_from([0.0, 0.2, 1.0])),
     )
     two_phase = draw(st.sampled_from([False, False, True]))  # BullMQ's stall check (issue #25)
+    processes = draw(st.sampled_from([0.0, 0.0, 0.3, 1.0]))  # process liveness (issue #25)
     policy = Policy(
         workers=workers,
         poll_interval=draw(st.floats(0.05, 1.0)),
@@ -74,7 +76,7 @@ def scenarios(draw) -> Scenario:
         lease_ttl=ttl,
         heartbeat=draw(st.booleans()),
         heartbeat_interval=ttl * draw(st.floats(0.2, 0.9)),
-        watcher=True if two_phase else draw(st.booleans()),
+        watcher=True if two_phase or processes else draw(st.booleans()),
         watcher_interval=draw(st.floats(0.2, 5.0)),
         watcher_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
         watcher_batch=draw(st.integers(1, 5)),
@@ -89,7 +91,11 @@ def scenarios(draw) -> Scenario:
         if two_phase
         else draw(st.sampled_from([0.0, 0.05, 0.5])),  # read-then-write watcher (River #1302)
         stall_check="two_phase" if two_phase else "single",
-        max_stalls=draw(st.sampled_from([None, 0, 0, 1])) if two_phase else None,
+        max_stalls=draw(st.sampled_from([None, 0, 0, 1])) if two_phase or processes else None,
+        process_heartbeat_interval=processes,
+        process_stale_after=draw(st.sampled_from([0.8, 2.5])),
+        prune_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
+        worker_identity=draw(st.sampled_from(["reused", "fresh"])),
         retry_backoff=draw(st.sampled_from([0.0, 0.0, 0.01, 0.2])),  # seconds x attempts^4
         deadline=draw(
             st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])

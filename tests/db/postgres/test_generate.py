@@ -4,7 +4,7 @@ each test function its own way), each setting is drawn and its mechanism actuall
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
 a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
 the run, and so does an execution timeout; the two-phase stall check reclaims and its stall budget
-kills a job. Memory backend only; the equivalence test compares both."""
+kills a job; a process prune moves a job, a pruned process notices, a fresh identity restarts. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def _tally(scenario):
         errors = run.table_jobs["last_error"].tolist()
         SEEN["stall budget killed"] += "stalled more than max_stalls times" in errors
 
+    if p.process_heartbeat_interval:
+        SEEN["process prune moved a job"] += "process gone" in run.table_jobs["last_error"].tolist()
+        SEEN["pruned process noticed"] += bool(kinds["process_pruned"])
+        SEEN["fresh identity restarted"] += any(
+            e.kind == "restart" and "." in e.worker for e in run.log
+        )
+
 
 def _differs(run, scenario, off: dict) -> bool:
     """Does the run differ from the same scenario with a mechanism turned off (it acted)?"""
@@ -84,6 +91,9 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "execution timeout changed the run",
                 "two-phase check reclaimed",
                 "stall budget killed",
+                "process prune moved a job",
+                "pruned process noticed",
+                "fresh identity restarted",
             )
         )
         >= 5
