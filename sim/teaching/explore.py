@@ -86,7 +86,8 @@ class Explorer:
             self.handle.update(fig)
 
     def show(self, headless_override: bool | None = None) -> Explorer:
-        """Show the figure; with a widget frontend, sliders above it re-run and redraw on release."""
+        """Show the figure; with a widget frontend, sliders above it re-run and redraw
+        on release."""
         from IPython.display import display
 
         interactive = widgets_available(headless_override)

@@ -107,7 +107,7 @@ def refused_token(run) -> dict | None:
     }
 
 
-# ---- Chubby's lock-delay ---------------------------------------------------------------------------
+# ---- Chubby's lock-delay -------------------------------------------------------------------------
 
 
 def lock_delay_queue(*, jobs: int = 600, seed: int = 1) -> Scenario:
@@ -231,8 +231,8 @@ def check_refusers(answer, runs: dict[str, list]) -> Verdict:
     wrong = []
     if "psp" in chosen - truth:
         wrong.append(
-            f"the PSP took {count(int(fenced['charges twice']), 'charge')} twice: it cannot see the "
-            "attempt"
+            f"the PSP took {count(int(fenced['charges twice']), 'charge')} twice: it cannot see "
+            "the attempt"
         )
     if "ledger" in truth - chosen:
         wrong.append(

@@ -42,7 +42,9 @@ def repeat_recovery_scenario(
     return validate(
         Scenario(
             name="repeat-recovery",
-            description="Two crashes of one job's successive owners: is the second recovery phase-locked?",
+            description=(
+                "Two crashes of one job's successive owners: is the second recovery phase-locked?"
+            ),
             workload=Workload(
                 jobs=1,
                 arrival="poisson",
@@ -141,7 +143,10 @@ def loaded_queue(
     return validate(
         Scenario(
             name="loaded-queue",
-            description="Recovery latency as the workers get busier: where the light-load closed form stops holding.",
+            description=(
+                "Recovery latency as the workers get busier: where the light-load closed "
+                "form stops holding."
+            ),
             workload=Workload(
                 jobs=jobs,
                 arrival="poisson",

@@ -156,8 +156,9 @@ def _on_hidden_state(db, answer: str) -> tuple[bool, str]:
     if got == fixture["stuck"]:
         return True, ""
     return False, (
-        f"Right on these tables, but not on a second state of them that the checker keeps hidden "
+        "Right on these tables, but not on a second state of them that the checker keeps hidden "
         f"(other ids, the clock at {fixture['now']:g} s): your statement returned "
-        f"{count(len(got), 'id')} there where {count(len(fixture['stuck']), 'job was', 'jobs were')} "
-        "stuck. Does it list ids or times by hand? Let the WHERE clause find them."
+        f"{count(len(got), 'id')} there where "
+        f"{count(len(fixture['stuck']), 'job was', 'jobs were')} stuck. Does it list ids or times "
+        "by hand? Let the WHERE clause find them."
     )
