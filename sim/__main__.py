@@ -15,6 +15,7 @@ import sys
 import textwrap
 import traceback
 import warnings
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -265,7 +266,8 @@ def cmd_run(args) -> int:
         overrides["record_heartbeats"] = False
     scenario = _resolve(args.scenario, overrides)
     _check_files(args)
-    backend = args.backend or overrides.get("backend")  # the user's choice (memory: no --sql)
+    # the user's choice (memory: no --sql), validated by _resolve when it came with --set
+    backend = args.backend or (scenario.backend if "backend" in overrides else None)
     options = {"seed": args.seed, "dsn": args.dsn, "keep_schema": args.keep_schema}
     run = simulate(scenario, backend, **options, sql=args.sql)
     if run.backend != "postgres" and (args.dsn or args.keep_schema):
@@ -340,8 +342,14 @@ def cmd_review(args) -> int:
     overrides = parse_assignments(args.set)
     _check_files(args)
     seeds = range(1, args.seeds + 1)
-    options = {"variants": not args.no_variants, "sql": args.sql, "dsn": args.dsn}
-    result = review(args.scenario, seeds=seeds, **options, **overrides)
+    result = review(
+        args.scenario,
+        seeds=seeds,
+        variants=not args.no_variants,
+        sql=args.sql,
+        dsn=args.dsn,
+        **overrides,
+    )
     print(result)
     if args.report is not None:
         print(f"wrote {result.save_report(args.report)}")
@@ -411,7 +419,7 @@ def _silence_stdout() -> None:
         pass
 
 
-def _fail(message: str, dsns: list[str] = ()) -> int:
+def _fail(message: str, dsns: Sequence[str] = ()) -> int:
     print(f"error: {_scrub(' '.join(message.split()), dsns)}", file=sys.stderr)
     return 2
 
@@ -427,7 +435,7 @@ def _dsns(argv: list[str]) -> list[str]:
     return [d for d in found if d]
 
 
-def _scrub(text: str, dsns: list[str]) -> str:
+def _scrub(text: str, dsns: Sequence[str]) -> str:
     if not dsns:
         return text
     from sim.db.server import scrub

@@ -517,10 +517,10 @@ def _lapse_given_duration(
     if heartbeat_interval is None or heartbeat_interval + latency >= ttl:
         paused_within = _compound_pause_cdf(rate, pause_duration, ttl)
 
-        def lapse(t):
+        def lapse_by_elapsed(t):
             return 1.0 - paused_within(t, ttl - t)
 
-        return lapse, ttl
+        return lapse_by_elapsed, ttl
     if rate == 0:
         return (lambda t: np.zeros(np.shape(t))), None
     cycle = heartbeat_interval + latency
@@ -530,12 +530,12 @@ def _lapse_given_duration(
         [[0.0], np.cumsum((per_phase[1:] + per_phase[:-1]) / 2 * np.diff(phases))]
     )
 
-    def lapse(t):
+    def lapse_by_phase(t):
         cycles, rest = np.divmod(t, cycle)
         exposure = cycles * cumulative[-1] + np.interp(rest, phases, cumulative)
         return -np.expm1(-rate * exposure)
 
-    return lapse, None
+    return lapse_by_phase, None
 
 
 def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):

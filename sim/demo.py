@@ -22,7 +22,7 @@ from sim.results import Run, json_number
 from sim.runner import run
 from sim.scenario import preset
 
-SCENARIOS = (
+SCENARIOS: tuple[tuple[str, str, str, dict[str, object], str], ...] = (
     # (file stem, label, preset, overrides, what to look at)
     (
         "read-then-write-race",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -167,7 +166,7 @@ class Dist:
 
     def to_dict(self) -> dict:
         keys = PARAMETERS[self.kind]
-        out = {"kind": self.kind}
+        out: dict[str, object] = {"kind": self.kind}
         for key in keys:
             value = getattr(self, key)
             out[key] = list(value) if key == "samples" else value
@@ -185,11 +184,12 @@ def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndar
     """A function of `size` that draws that many values of `dist` from `rng`."""
     match dist.kind:
         case "exponential":
-            return functools.partial(rng.exponential, dist.mean)
+            return lambda size: rng.exponential(dist.mean, size)
         case "uniform":
-            return functools.partial(rng.uniform, dist.low, dist.high)
+            return lambda size: rng.uniform(dist.low, dist.high, size)
         case "lognormal":
-            return functools.partial(rng.lognormal, math.log(dist.median), dist.sigma)
+            mu = math.log(dist.median)
+            return lambda size: rng.lognormal(mu, dist.sigma, size)
         case "pareto":
             return lambda size: dist.scale * (1.0 + rng.pareto(dist.alpha, size))
         case "empirical":

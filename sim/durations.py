@@ -318,7 +318,8 @@ def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
     ConfigError if none or several."""
     if len(header) == 1:
         return header[0]  # the only column: its rows say what is wrong with it
-    numeric, ids = [], []
+    numeric: list[str] = []
+    ids: list[str] = []
     for i, name in enumerate(header):
         cells = [row[i].strip() for row in body if i < len(row) and row[i].strip()]
         if not cells:

@@ -119,14 +119,15 @@ def summarize(
     values = values.where(np.isfinite(values))  # +-inf is missing too
     grouper = [runs[k] for k in keys] if keys else np.zeros(len(runs), dtype=int)
     groups = values.groupby(grouper, sort=sort, dropna=False)
-    moments = groups.agg(["mean", "std", "count"]) if metrics else None
     columns = {"n": groups.size().astype(np.int64)}
-    for name in metrics:
-        mean = moments[(name, "mean")].astype(float)
-        half = _half_width(moments[(name, "std")], moments[(name, "count")], confidence)
-        columns[f"{name}_mean"] = mean
-        columns[f"{name}_ci_low"] = mean - half
-        columns[f"{name}_ci_high"] = mean + half
+    if metrics:
+        moments = groups.agg(["mean", "std", "count"])
+        for name in metrics:
+            mean = moments[(name, "mean")].astype(float)
+            half = _half_width(moments[(name, "std")], moments[(name, "count")], confidence)
+            columns[f"{name}_mean"] = mean
+            columns[f"{name}_ci_low"] = mean - half
+            columns[f"{name}_ci_high"] = mean + half
     table = pd.concat(columns, axis=1)
     parts = [table.index.to_frame(index=False)] if keys else []
     return pd.concat([*parts, table.reset_index(drop=True)], axis=1)

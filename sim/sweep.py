@@ -337,7 +337,11 @@ def sweep(
                 )
                 bar.tick(len(chunk))
         else:
-            pool = executor if executor is not None else _default_pool(max_workers or _cpu_count())
+            pool = (
+                _default_pool(max_workers or _cpu_count())
+                if executor is None or isinstance(executor, str)  # "serial" never comes here
+                else executor
+            )
             workers = getattr(pool, "_max_workers", None) or max_workers or _cpu_count()
             futures = {}
             for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):

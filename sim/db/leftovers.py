@@ -148,10 +148,10 @@ def clean_server(admin: psycopg.Connection) -> list[str]:
         why = dead(_parse(text))
         if why:
             found.setdefault(name, {})[kind] = why
-    removed = []
+    removed: list[str] = []
     if not found:
         return removed
-    previous = admin.execute("SHOW lock_timeout").fetchone()[0]
+    [(previous,)] = admin.execute("SHOW lock_timeout").fetchall()
     admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
     try:
         for name, kinds in sorted(found.items()):

@@ -91,7 +91,7 @@ def _embedded_server(pgdata: Path):
 class _Collect(logging.Handler):
     """The embedded server's log records during its start: the reason of a failure, in one line."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.messages: list[str] = []
 
@@ -151,9 +151,9 @@ def secrets(dsn: str | None) -> list[str]:
     too."""
     if not dsn:
         return []
-    found = []
+    found: list[str] = []
     try:
-        found.append(conninfo_to_dict(dsn).get("password") or "")
+        found.append(str(conninfo_to_dict(dsn).get("password") or ""))
     except psycopg.ProgrammingError:
         pass
     if _URI.match(dsn):
@@ -192,11 +192,8 @@ def scrub(text: str, *dsns: str | None) -> str:
 def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
     """psycopg.connect with a connect timeout; failures become ServerUnavailableError."""
     try:
-        timeout = (
-            {}
-            if "connect_timeout" in conninfo_to_dict(dsn)
-            else {"connect_timeout": CONNECT_TIMEOUT_S}
-        )
+        if "connect_timeout" not in conninfo_to_dict(dsn):
+            kwargs = {"connect_timeout": CONNECT_TIMEOUT_S, **kwargs}
     except psycopg.ProgrammingError as exc:
         detail = _QUOTED.sub(
             lambda m: m.group(0) if len(m.group(1)) <= 1 else '"..."', _first_line(exc)
@@ -207,7 +204,7 @@ def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
             "fix the DSN given with --dsn, LEASELAB_DSN or DATABASE_URL",
         ) from None
     try:
-        return psycopg.connect(dsn, **timeout, **kwargs)
+        return psycopg.connect(dsn, **kwargs)
     except psycopg.OperationalError as exc:
         raise connection_error(dsn, exc) from None
 

@@ -11,6 +11,8 @@ does not carry (false_expiry_rate, race_probability, ...) come from sim.stats.RA
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -36,6 +38,9 @@ from sim.plots.style import (
     setting_text,
 )
 from sim.wording import count
+
+if TYPE_CHECKING:
+    from matplotlib.transforms import Bbox
 
 
 def metric_table(
@@ -399,8 +404,8 @@ def heatmap(
     for i, xv in enumerate(xs):
         for j, yv in enumerate(ys):
             row = cells.get((xv, yv))
-            v = np.nan if row is None else row["mean"]
-            if np.isfinite(v):
+            if row is not None and np.isfinite(row["mean"]):
+                v = row["mean"]
                 face = colours(norm(v))
                 ax.add_patch(
                     Rectangle(
@@ -780,7 +785,7 @@ def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
     renderer = _renderer(fig)
     frame = ax.get_window_extent(renderer)
     blocked = [artist.get_window_extent(renderer) for artist in avoid]
-    placed = []
+    placed: list[Bbox] = []
     where = ax.transData.transform(np.column_stack([xs, ys]))
     steps = [0] + [k for j in range(1, 41) for k in (j, -j)]
     for i in np.argsort(where[:, 1], kind="stable"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -417,7 +418,7 @@ def _draw_spans(
 ) -> None:
     """Shade each lane while its worker is paused, partitioned from the DB,
     or down after a crash."""
-    styles = {
+    styles: dict[str, tuple[dict[str, Any], str]] = {
         "pause": ({"facecolor": "#8c8c8c", "alpha": 0.35, "lw": 0}, _PAUSE),
         "partition": (
             {"facecolor": "#cfe3f3", "edgecolor": "#7a9ab5", "hatch": "..", "lw": 0},

@@ -103,15 +103,13 @@ def _crash_scene(seed: int, crash_at: float = 12.0):
 def _long_jobs(seed: int):
     """03's long jobs without and with a heartbeat (every 10 s)."""
     from sim import runner
+    from sim.scenario import preset
 
-    return (
-        runner.run("no-heartbeat-long-jobs", seed=seed),
-        runner.run(
-            "no-heartbeat-long-jobs",
-            seed=seed,
-            **{"policy.heartbeat": True, "policy.heartbeat_interval": 10.0},
-        ),
+    long_jobs = preset("no-heartbeat-long-jobs")
+    beating = long_jobs.with_overrides(
+        {"policy.heartbeat": True, "policy.heartbeat_interval": 10.0}
     )
+    return runner.run(long_jobs, seed=seed), runner.run(beating, seed=seed)
 
 
 # ---- the six checklist items ---------------------------------------------------------------------
@@ -124,9 +122,8 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
 
     race = preset("read-then-write-race")
     naive = runner.run(race, seed=seed).summary
-    fixed = runner.run(
-        race, seed=seed, **{"policy.claim": "conditional_update", "expect": []}
-    ).summary
+    atomic = race.with_overrides({"policy.claim": "conditional_update", "expect": []})
+    fixed = runner.run(atomic, seed=seed).summary
     one = Proof(
         "checklist:1",
         "The claim is one atomic `UPDATE ... WHERE`, not read-then-write.",
@@ -162,10 +159,9 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
         b.false_expiries == 0 and b.completed == b.jobs,
     )
 
-    watched = runner.run("crash-recovery", seed=seed, **{"workload.jobs": crash_jobs})
-    orphaned = runner.run(
-        "crash-recovery", seed=seed, **{"workload.jobs": crash_jobs, "policy.watcher": False}
-    )
+    crashes = preset("crash-recovery").with_overrides({"workload.jobs": crash_jobs})
+    watched = runner.run(crashes, seed=seed)
+    orphaned = runner.run(crashes.with_overrides({"policy.watcher": False}), seed=seed)
     jobs = orphaned.table_jobs
     stuck = jobs[
         (jobs["status"] == "Processing") & (jobs["lease_until"] < orphaned.scenario.horizon)
@@ -304,14 +300,8 @@ def takeaways(
     gap = 0.02
     shares = {}
     for workers in (2, 32):
-        runs = [
-            runner.run(
-                race,
-                seed=seed + k,
-                **{"policy.workers": workers, "policy.select_to_update_gap": gap},
-            )
-            for k in range(race_replications)
-        ]
+        busy = race.with_overrides({"policy.workers": workers, "policy.select_to_update_gap": gap})
+        runs = [runner.run(busy, seed=seed + k) for k in range(race_replications)]
         shares[workers] = _share(
             sum(int(r.summary.double_claims) for r in runs),
             sum(int(r.summary.leases) for r in runs),
@@ -331,7 +321,9 @@ def takeaways(
     stalling = stalling_queue(jobs=stall_jobs, seed=seed)
     rates = {}
     for beat in (False, True):
-        s = runner.run(stalling, **{"policy.lease_ttl": 5.0, "policy.heartbeat": beat}).summary
+        s = runner.run(
+            stalling.with_overrides({"policy.lease_ttl": 5.0, "policy.heartbeat": beat})
+        ).summary
         rates[beat] = _share(int(s.false_expiries), int(s.leases))
     renew = Proof(
         "takeaway:3",
@@ -429,7 +421,10 @@ def clocks_and_fencing(
     )
     drift = 200.0
     margins = clocks.renewal_margins(
-        runner.run(clocks.skewed_queue(jobs=skew_jobs, seed=seed), **{"policy.clock": "db"}), drift
+        runner.run(
+            clocks.skewed_queue(jobs=skew_jobs, seed=seed).with_overrides({"policy.clock": "db"})
+        ),
+        drift,
     )
     client = Proof(
         "clocks:conservative-client-lease",

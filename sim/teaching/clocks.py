@@ -194,12 +194,8 @@ def skew_experiment(
     rows = []
     for skew in skews:
         for clock in ("worker", "db"):
-            runs = [
-                runner.run(
-                    base, seed=s, **{"faults.clock_skew": float(skew), "policy.clock": clock}
-                )
-                for s in seeds
-            ]
+            skewed = base.with_overrides({"faults.clock_skew": float(skew), "policy.clock": clock})
+            runs = [runner.run(skewed, seed=s) for s in seeds]
             rows.append(
                 {
                     "clock_skew": float(skew),

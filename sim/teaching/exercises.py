@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,9 @@ from sim.teaching.by_hand import Delivery, Script, ledger_counts
 from sim.teaching.lessons import STRATEGIES, one_job, retention_experiment
 from sim.teaching.notebook import seconds
 from sim.wording import count, percent
+
+if TYPE_CHECKING:
+    from sim.scenario import Scenario
 
 
 @dataclass
@@ -98,7 +102,7 @@ def check_lock_recovery(answer, run) -> Verdict:
     recovered = run.recoveries["latency"].notna().any()
     never = (
         isinstance(answer, str) and answer.strip().lower() in ("never", "none", "inf", "infinity")
-    ) or (_number(answer) is not None and math.isinf(_number(answer)))
+    ) or ((number := _number(answer)) is not None and math.isinf(number))
     if recovered:
         raise ConfigError(
             "check_lock_recovery: in this run the job was claimed again; pass the lock run"
@@ -119,20 +123,16 @@ def check_lock_recovery(answer, run) -> Verdict:
 @cache
 def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, int]:
     from sim import runner
+    from sim.scenario import preset
 
+    race = preset("read-then-write-race")
+    settings = {"workload.jobs": 120, "horizon": 90.0, "expect": []}
     out = {}
     for strategy in STRATEGIES:
         out[strategy] = sum(
             int(
                 runner.run(
-                    "read-then-write-race",
-                    seed=s,
-                    **{
-                        "policy.claim": strategy,
-                        "workload.jobs": 120,
-                        "horizon": 90.0,
-                        "expect": [],
-                    },
+                    race.with_overrides({"policy.claim": strategy, **settings}), seed=s
                 ).summary["double_claims"]
             )
             for s in seeds
@@ -350,7 +350,7 @@ def check_recovery_prediction(
         return _unanswered(
             "lease left at the crash, plus the wait for the watcher, plus the wait for a poller."
         )
-    question = dict(
+    question: dict[str, Any] = dict(
         ttl=ttl,
         heartbeat_interval=heartbeat_interval,
         poll_interval=poll_interval,
@@ -675,7 +675,7 @@ def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Ve
 
 def ttl_for_quantile(
     target: float, scenario: str = "no-heartbeat-long-jobs"
-) -> tuple[float, object]:
+) -> tuple[float, Scenario]:
     """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast
     it without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
     from sim.analytic import sum_quantile
@@ -759,7 +759,8 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
         value,
         _job_statements(scenario.workload),
     )
-    runs = [runner.run(scenario, seed=s, **{"policy.lease_ttl": value}) for s in seeds]
+    at_value = scenario.with_overrides({"policy.lease_ttl": value})
+    runs = [runner.run(at_value, seed=s) for s in seeds]
     leases = sum(int(r.summary["leases"]) for r in runs)
     lapsed = sum(int(r.summary["false_expiries"]) for r in runs)
     longest = [float((r.leases["released_at"] - r.leases["start"]).max()) for r in runs]

@@ -21,6 +21,7 @@ from sim.scenario import (
     ScriptedCrash,
     ScriptedOutage,
     Workload,
+    as_scenario,
     validate,
 )
 from sim.teaching.by_hand import Script, deliver, ledger_counts
@@ -358,23 +359,22 @@ def claim_contention(
     """
     from sim import runner
 
+    base = as_scenario(scenario)
     rows = []
     for strategy in strategies:
         for n in workers:
+            batch = base.with_overrides(
+                {
+                    "policy.claim": strategy,
+                    "policy.workers": int(n),
+                    "policy.select_to_update_gap": float(gap),
+                    "workload.jobs": int(jobs),
+                    "workload.processing": {"kind": "exponential", "mean": float(mean_work)},
+                    "expect": [],
+                }
+            )
             for seed in seeds:
-                run = runner.run(
-                    scenario,
-                    seed=seed,
-                    **{
-                        "policy.claim": strategy,
-                        "policy.workers": int(n),
-                        "policy.select_to_update_gap": float(gap),
-                        "workload.jobs": int(jobs),
-                        "workload.processing": {"kind": "exponential", "mean": float(mean_work)},
-                        "expect": [],
-                    },
-                )
-                rows.append(contention(run))
+                rows.append(contention(runner.run(batch, seed=seed)))
     return pd.DataFrame(rows)
 
 

@@ -86,7 +86,7 @@ def effects_sentence(effects: pd.DataFrame, busy_workers: int) -> str:
 
 # The exercise's settings, on top of the live scenario (sim.live.settings.hand_check): under each,
 # another part of a recovery is the largest. exercise(seed) picks one.
-EXERCISE_SETTINGS = (
+EXERCISE_SETTINGS: tuple[dict[str, object], ...] = (
     {},  # TTL 2 s, heartbeat 0.5 s, the claim takes expired leases, 4 busy workers polling 0.2 s
     {"policy.claim_takes_expired": False, "policy.watcher_interval": 8.0},
     {

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -192,7 +193,7 @@ def load_recovery(
         )
         a = result.aggregate().iloc[0]
         p = scenario.policy
-        light = dict(
+        light: dict[str, Any] = dict(
             ttl=p.lease_ttl,
             heartbeat_interval=p.heartbeat_interval,
             poll_interval=p.poll_interval,
