@@ -243,18 +243,18 @@ def _refuse_without_createrole(admin: psycopg.Connection, dsn: str) -> None:
 
 
 def _create_role(admin: psycopg.Connection, box: Sandbox, settings: dict[str, str]) -> None:
-    name, limit = box.role, box.limit
-    if name is None or limit is None:  # create() makes a role only for the user's SQL
+    role_name, limit = box.role, box.limit
+    if role_name is None or limit is None:  # create() makes a role only for the user's SQL
         raise ValueError(f"sandbox {box.schema}: a role needs a name and a statement time limit")
-    role = sql.Identifier(name)
-    hashed = admin.pgconn.encrypt_password(box.password.encode(), name.encode()).decode()
+    role = sql.Identifier(role_name)
+    hashed = admin.pgconn.encrypt_password(box.password.encode(), role_name.encode()).decode()
     admin.execute(
         sql.SQL(
             "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT "
             "NOREPLICATION NOBYPASSRLS"
         ).format(role, sql.Literal(hashed))
     )
-    leftovers.mark(admin, "ROLE", name)
+    leftovers.mark(admin, "ROLE", role_name)
     timeouts = {"statement_timeout": str(int(limit * 1000))}
     if admin.info.server_version >= 140000:  # a server process notices a client that died
         timeouts["client_connection_check_interval"] = "1000"
@@ -270,7 +270,7 @@ def _create_role(admin: psycopg.Connection, box: Sandbox, settings: dict[str, st
     if not superuser:  # CREATEROLE: become a member, to give it the schema and drop it afterwards
         admin.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(role))
     [(can_connect,)] = admin.execute(
-        "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (name,)
+        "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (role_name,)
     ).fetchall()
     if not can_connect:
         admin.execute(
