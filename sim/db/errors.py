@@ -90,7 +90,8 @@ class ServerUnavailableError(DatabaseError):
 
 
 class QueueDefinitionError(ConfigError):
-    """A queue directory that cannot be used: one line naming file:line, the statement and the problem."""
+    """A queue directory that cannot be used: one line naming file:line,
+    the statement and the problem."""
 
 
 def user_error(exc: BaseException) -> ConfigError | None:
