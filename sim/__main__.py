@@ -50,7 +50,8 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "demo": "four runs of three teaching scenarios: figures and a summary table",
     "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
-    "sweep": "run a grid of settings x replications; print means with 95%% intervals",  # argparse: %%
+    # argparse formats help text with %: %% prints one
+    "sweep": "run a grid of settings x replications; print means with 95%% intervals",
 }
 SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
@@ -226,7 +227,8 @@ def cmd_run(args) -> int:
         overrides["record_heartbeats"] = False
     scenario = _resolve(args.scenario, overrides)
     _check_files(args)
-    backend = args.backend or overrides.get("backend")  # the user's choice (memory: no --sql)
+    # the user's choice (memory: no --sql), validated by _resolve when it came with --set
+    backend = args.backend or (scenario.backend if "backend" in overrides else None)
     options = {"seed": args.seed, "dsn": args.dsn, "keep_schema": args.keep_schema}
     run = simulate(scenario, backend, **options, sql=args.sql)
     if run.backend != "postgres" and (args.dsn or args.keep_schema):
@@ -301,8 +303,14 @@ def cmd_review(args) -> int:
     overrides = parse_assignments(args.set)
     _check_files(args)
     seeds = range(1, args.seeds + 1)
-    options = {"variants": not args.no_variants, "sql": args.sql, "dsn": args.dsn}
-    result = review(args.scenario, seeds=seeds, **options, **overrides)
+    result = review(
+        args.scenario,
+        seeds=seeds,
+        variants=not args.no_variants,
+        sql=args.sql,
+        dsn=args.dsn,
+        **overrides,
+    )
     print(result)
     if args.report is not None:
         print(f"wrote {result.save_report(args.report)}")
