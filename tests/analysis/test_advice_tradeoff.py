@@ -55,7 +55,8 @@ def test_each_preference_follows_its_stated_rule(by_preference):
         assert advice.tradeoff_lines()[0] == (
             f"trade-off (prefer {prefer}: {score}; the cheapest in DB load within 10% of the "
             f"lowest score among the feasible; the lowest is {duration(best['score'])}, at TTL "
-            f"{duration(best['ttl'])}, {beat}, watcher every {duration(best['watcher_interval'])}); "
+            f"{duration(best['ttl'])}, {beat}, watcher every "
+            f"{duration(best['watcher_interval'])}); "
             "the best setting at each TTL step:"
         )
 
