@@ -108,11 +108,12 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "pruned process noticed",
                 "fresh identity restarted",
                 "a batch claimed several jobs",
-                "a stop took buffered jobs",
                 "rescue job requeued",
-                "rescue job lost",
                 "release lost",
             )
         )
         >= 5
     ), str(dict(SEEN))
+    # rare by nature (a crash within a tick of a few milliseconds, a stop while prefetched jobs
+    # wait): the exact-timeline scenarios run on both backends cover them; here, at least one
+    assert SEEN["rescue job lost"] + SEEN["a stop took buffered jobs"] >= 1, str(dict(SEEN))
