@@ -161,11 +161,7 @@ def fidelity_scenarios() -> dict[str, Scenario]:
 def mechanism_scenarios() -> dict[str, Scenario]:
     """The exact-timeline scenarios of issue #25's mechanisms (tests/model/test_clocks.py, ...),
     one per behaviour, for the memory/PostgreSQL equivalence suite."""
-    crash_at_205 = Faults(
-        clock_drift_ppm=50_000,
-        crashes=(ScriptedCrash(at=205.0, worker=0),),
-        restart_delay=Dist.constant(1000),
-    )
+    crash_at_205 = crashing(205.0, clock_drift_ppm=50_000)
     return {
         "clock offset": scripted(
             workers=2,
@@ -234,29 +230,25 @@ def mechanism_scenarios() -> dict[str, Scenario]:
         "rescue job behind busy workers": rescued(
             jobs=2,
             horizon=45,
-            faults=Faults(
-                crashes=(ScriptedCrash(at=2.0, worker=0),), restart_delay=Dist.constant(1000)
-            ),
+            faults=crashing(2.0),
         ),
         "release lost": prefetched(
-            faults=Faults(
-                crashes=CRASH_AT_5.crashes,
-                restart_delay=Dist.constant(1000),
-                shutdown="graceful",
-                release_loss=0.5,
-            ),
+            faults=crashing(5.0, shutdown="graceful", release_loss=0.5),
             horizon=40,
         ),
         "prefetch": prefetched(),
         "prefetch, crash": prefetched(faults=CRASH_AT_5),
-        "prefetch, graceful shutdown": prefetched(
-            faults=Faults(
-                crashes=CRASH_AT_5.crashes, restart_delay=Dist.constant(1000), shutdown="graceful"
-            )
-        ),
+        "prefetch, graceful shutdown": prefetched(faults=crashing(5.0, shutdown="graceful")),
     }
 
 
+def crashing(*at: float, worker: int = 0, back_after: float = 1000, **faults) -> Faults:
+    """Worker `worker` crashes at each time in `at` and is back `back_after` seconds later."""
+    crashes = tuple(ScriptedCrash(at=t, worker=worker) for t in at)
+    return Faults(crashes=crashes, restart_delay=Dist.constant(back_after), **faults)
+
+
+CRASH_AT_5 = crashing(5.0)
 # A job that kills its worker at its PSP call, at most 5 times, back a second later.
 POISON_TWICE = Faults(
     crash_points=(CrashPoint("after_psp", 1.0, 5),), restart_delay=Dist.constant(1.0)
@@ -266,7 +258,6 @@ POISON_TWICE = Faults(
 def stalled_at_5(**settings) -> Scenario:
     """w0 claims at 0.002 (20 s lease, renewed every 15 s) and crashes at 5; w1 waits; the watcher
     ticks every 30 s from 0."""
-    crash = Faults(crashes=(ScriptedCrash(at=5.0, worker=0),), restart_delay=Dist.constant(1000))
     defaults = dict(
         workers=2,
         work=100,
@@ -276,7 +267,7 @@ def stalled_at_5(**settings) -> Scenario:
         watcher_interval=30,
         claim_takes_expired=False,
         horizon=70,
-        faults=crash,
+        faults=CRASH_AT_5,
     )
     return scripted(**{**defaults, **settings})
 
@@ -299,8 +290,8 @@ def process_tracked(**settings) -> Scenario:
     return scripted(**{**defaults, **settings})
 
 
-CRASH_AT_10 = Faults(crashes=(ScriptedCrash(at=10.0, worker=0),), restart_delay=Dist.constant(1000))
-BACK_AT_15 = Faults(crashes=(ScriptedCrash(at=10.0, worker=0),), restart_delay=Dist.constant(5))
+CRASH_AT_10 = crashing(10.0)
+BACK_AT_15 = crashing(10.0, back_after=5)
 
 
 def temporal_like(**settings) -> Scenario:
@@ -318,9 +309,6 @@ def temporal_like(**settings) -> Scenario:
         horizon=60,
     )
     return scripted(**{**defaults, **settings})
-
-
-CRASH_AT_5 = Faults(crashes=(ScriptedCrash(at=5.0, worker=0),), restart_delay=Dist.constant(1000))
 
 
 def prefetched(**settings) -> Scenario:
@@ -357,13 +345,10 @@ def rescued(**settings) -> Scenario:
         rescue="job",
         claim_takes_expired=False,
         horizon=25,
-        faults=Faults(crashes=(ScriptedCrash(at=2.0, worker=1),), restart_delay=Dist.constant(1)),
+        faults=crashing(2.0, worker=1, back_after=1),
     )
     return scripted(**{**defaults, **settings})
 
 
 # ... and w1 crashes again at 10.0085, halfway through the statement of the tick that would requeue
-LOST_TICK = Faults(
-    crashes=(ScriptedCrash(at=2.0, worker=1), ScriptedCrash(at=10.0085, worker=1)),
-    restart_delay=Dist.constant(1),
-)
+LOST_TICK = crashing(2.0, 10.0085, worker=1, back_after=1)
