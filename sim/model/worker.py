@@ -181,9 +181,8 @@ class Worker:
 
     def _serve(self):
         policy, steps, driver = self.policy, self.steps, self.driver
-        plain = (
-            policy.prefetch == 1 and self.world.rescue is None
-        )  # one claim per poll, and no more
+        # one claim per poll and nothing else to run: the hot loop, as it was before prefetch
+        plain = policy.prefetch == 1 and self.world.rescue is None
         while True:
             if plain:
                 lease = yield from driver.run(steps.poll(), self.db)
