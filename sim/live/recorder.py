@@ -44,8 +44,10 @@ class Recorder:
         os.close(self._fd)
 
 
-def read_records(folder: str | Path) -> tuple[list[list], list[tuple[str, float]]]:
-    """All event records of a run folder in time order, and its (statement, wall latency) pairs.
+def read_records(folder: str | Path) -> tuple[list[list], list[tuple[float, str, float]]]:
+    """All event records of a run folder in time order, and its statements as (scenario time,
+    statement, wall latency); a statement sent before the start has no scenario time yet (its
+    process's clock counts from the machine's boot then).
 
     A line cut short by a kill in the middle of a write is skipped (os.write of a short line is
     atomic in practice, so this does not happen, but a torn line must not break the run)."""
@@ -57,7 +59,7 @@ def read_records(folder: str | Path) -> tuple[list[list], list[tuple[str, float]
             except json.JSONDecodeError:
                 continue
             if record[1] == STATEMENT:
-                statements.append((record[2], float(record[3])))
+                statements.append((float(record[0]), record[2], float(record[3])))
             else:
                 events.append(record)
     events.sort(key=lambda r: r[0])  # stable: records of one process keep their order on ties

@@ -37,10 +37,12 @@ from sim.limits import (
     statement_timeout,
     statement_timeout_words,
 )
-from sim.live.budget import check_scale, probe_latency
+from sim.live.budget import Measured, check_scale, watch
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, FATAL_EXIT, LiveConnection
+from sim.live.connection import APP_PREFIX, FATAL_EXIT
 from sim.live.faults import FaultSchedule
+from sim.live.plan import job_plan
+from sim.live.probe import LoadedTableProbe, medians
 from sim.live.process import command
 from sim.live.recorder import Recorder, event_log, read_records
 from sim.live.repair import repair
@@ -52,6 +54,7 @@ from sim.scenario import Scenario, as_scenario, dumps
 
 TICK_S = 0.02  # wall seconds between two looks at the children
 BACKENDS_GONE_S = 10.0
+REPLACEMENT_SAMPLES = 2  # replacement worker starts timed before the run (one after the other)
 
 
 class LiveError(RuntimeError):
@@ -117,7 +120,9 @@ class LiveRunner:
             self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
-        self.lag: list[float] = []
+        self.lag: list[float] = []  # wall seconds late, per fault action
+        self.planned_restarts: list[tuple[str, float]] = []  # (worker, when its restart is due)
+        self.measured: Measured | None = None
         self.incidents: list[
             str
         ] = []  # workers that died on their own (not killed by the fault schedule)
@@ -175,6 +180,8 @@ class LiveRunner:
             raise LiveError(f"live {name} process failed to start: {_last_line(proc.stderr_path)}")
 
     def _start_all(self) -> float:
+        """Start every child; measure the loaded table and a replacement's start (refusing a
+        scale they make unsound) before the spares are all started; the shared start t0."""
         policy = self.scenario.policy
         specs = [("producer", "producer", None)] + [
             (f"w{i}", "worker", i) for i in range(policy.workers)
@@ -183,15 +190,56 @@ class LiveRunner:
             specs.append(("watcher", "watcher", None))
         for name, role, index in specs:
             self.children[name] = _Child(name, role, self._spawn(name, role, index), index)
-        for child in self.children.values():
-            if child.role == "worker":
-                child.spare = self._spawn(child.name, "worker", child.index)
-        for child in self.children.values():
+        for child in self.children.values():  # the producer has loaded the t = 0 jobs then
             self._await_ready(child.name, child.proc)
+        self.measured = self._measure()
+        waiting = []
+        for child in self.children.values():
+            if child.role == "worker" and child.spare is None:
+                child.spare = self._spawn(child.name, "worker", child.index)
+                waiting.append(child)
+        for child in waiting:
+            self._await_ready(child.name, child.spare)
         t0 = time.monotonic() + 0.05
         for child in self.children.values():
             self._start(child.proc, t0)
         return t0
+
+    def _measure(self) -> Measured:
+        """The time-scale guard's figures (sim.live.budget): the statements on the loaded table
+        at the run's concurrency, with replacement workers started and timed one after the other
+        meanwhile. ConfigError when they make the scale unsound."""
+        arrivals, catalog = job_plan(self.scenario)
+        probe = LoadedTableProbe(
+            self.scenario,
+            catalog,
+            dsn=self.backend.client_dsn,
+            schema=self.backend.schema,
+            queries=queries_for({"sql_dir": self.sql_dir}),
+            scale=self.scale,
+        )
+        workers = [c for c in self.children.values() if c.role == "worker"]
+        starts = []
+        probe.start()
+        try:
+            for child in workers[:REPLACEMENT_SAMPLES]:
+                began = time.monotonic()
+                child.spare = self._spawn(child.name, "worker", child.index)
+                self._await_ready(child.name, child.spare)
+                starts.append(time.monotonic() - began)
+        finally:
+            latencies = probe.stop()
+        statements, samples = medians(latencies)
+        measured = Measured(
+            statements,
+            samples,
+            clients=probe.clients,
+            jobs=sum(1 for t, _, _ in arrivals if t <= 0.0),
+            replacement_start=float(np.median(starts)) if starts else float("nan"),
+            replacements=len(starts),
+        )
+        check_scale(self.scenario, self.scale, measured)
+        return measured
 
     def _kill_all(self) -> None:
         procs = [c.proc for c in self.children.values()] + [
@@ -237,6 +285,7 @@ class LiveRunner:
             self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
         self.slots.release(i)
         restart_at = t + schedule.restart_delay[i]()
+        self.planned_restarts.append((child.name, restart_at))
         child.incarnation += 1
         if (
             child.spare is None
@@ -394,19 +443,6 @@ class LiveRunner:
         self._next_watch = 0.0
         try:
             check_connections(self.backend, self.scenario)
-            probe = LiveConnection(
-                self.backend.client_dsn,
-                self.backend.schema,
-                "probe",
-                queries_for({"sql_dir": self.sql_dir}),
-                LiveClock(0.0, self.scale),
-                _NoRecords(),
-            )
-            try:
-                missing = self.queue.missing if self.queue is not None else {}
-                check_scale(self.scenario, self.scale, probe_latency(probe, missing=missing))
-            finally:
-                probe.close()
             self.slots = Slots(self.folder / "slots", self.scenario.policy.workers, create=True)
             schedule = FaultSchedule(self.scenario)
             try:
@@ -438,19 +474,25 @@ class LiveRunner:
     def _result(self, tables: dict, wall: float) -> LiveRun:
         records, statements = read_records(self.folder / "records")
         records, repaired = repair(records, tables)
-        counts = pd.Series([name for name, _ in statements], dtype=object).value_counts().to_dict()
+        horizon = self.scenario.horizon
+        during = [s for s in statements if 0.0 <= s[0] <= horizon]  # not the producer's loading
+        counts = pd.Series([name for _, name, _ in statements], dtype=object).value_counts()
+        lags = restart_lags(self.planned_restarts, records)
         run = LiveRun(
             self.scenario,
             event_log(records),
-            {str(k): int(v) for k, v in counts.items()},
+            {str(k): int(v) for k, v in counts.to_dict().items()},
             tables,
             {},
             wall,
             "live",
             queue=None if self.queue is None else str(self.queue.path),
             time_scale=self.scale,
-            statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
+            statement_seconds=pd.DataFrame(during, columns=["t", "name", "seconds"]),
             runner_lag=np.asarray(self.lag),
+            restart_lags=lags,
+            guard=self.measured,
+            unsound=watch(self.scenario, self.scale, during, lags, self.lag),
             repaired=repaired,
             incidents=list(self.incidents),
             folder=str(self.folder),
@@ -459,6 +501,26 @@ class LiveRunner:
             shutil.rmtree(self.folder, ignore_errors=True)
             run.folder = ""
         return run
+
+
+def restart_lags(planned: list[tuple[str, float]], records: list[list]) -> np.ndarray:
+    """Scenario seconds each worker's restart came after its planned time (the k-th restart
+    record of a worker answers its k-th planned restart; one the run ended first has none)."""
+    due: dict[str, list[float]] = {}
+    for worker, t in planned:
+        due.setdefault(worker, []).append(t)
+    came: dict[str, list[float]] = {}
+    for t, kind, worker, *_ in records:
+        if kind == "restart":
+            came.setdefault(worker, []).append(t)
+    return np.asarray(
+        [
+            actual - plan
+            for worker, plans in due.items()
+            for plan, actual in zip(plans, came.get(worker, []), strict=False)
+        ],
+        dtype=float,
+    )
 
 
 def check_timing(duration, time_scale) -> None:
@@ -486,9 +548,12 @@ def check_timing(duration, time_scale) -> None:
 
 def check_connections(backend, scenario) -> None:
     """ConfigError naming policy.workers when the server cannot take the connections live mode
-    opens (each worker and its spare hold a statement and a heartbeat connection)."""
+    opens (each worker and its spare hold a statement and a heartbeat connection; with a
+    deadline, a handler past it keeps one more; before the run one probe client per worker)."""
     workers = scenario.policy.workers
-    needed = workers * CONNECTIONS_PER_WORKER + 4  # producer, watcher, probe, inspector
+    per_worker = CONNECTIONS_PER_WORKER + (1 if scenario.policy.deadline else 0)
+    probing = 2 * workers + workers + 1 + 2 * min(REPLACEMENT_SAMPLES, workers)
+    needed = max(workers * per_worker, probing) + 4  # producer, watcher, runner, inspector
     total, reserved, used = backend._monitor.execute(
         "SELECT current_setting('max_connections')::int, "
         "current_setting('superuser_reserved_connections')::int, "
@@ -498,10 +563,10 @@ def check_connections(backend, scenario) -> None:
     if needed > free:
         raise ConfigError(
             f"policy.workers = {workers}: live mode opens about {needed} connections "
-            f"({CONNECTIONS_PER_WORKER} per worker with its spare, and 4 more), but the server at "
+            f"({per_worker} per worker with its spare, and 4 more), but the server at "
             f"{backend_place(backend)} has {max(free, 0)} free (max_connections {total}, "
             f"{reserved} reserved, {used} in use); use at most "
-            f"{max(0, (free - 4) // CONNECTIONS_PER_WORKER)} workers or raise max_connections"
+            f"{max(0, (free - 4) // per_worker)} workers or raise max_connections"
         )
 
 
@@ -509,11 +574,6 @@ def backend_place(backend) -> str:
     from sim.db.server import describe_dsn
 
     return describe_dsn(backend.dsn)
-
-
-class _NoRecords:
-    def statement(self, name: str, seconds: float) -> None:
-        pass
 
 
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:
