@@ -88,6 +88,15 @@ def worker_outages(
     return pauses, partitions
 
 
+def clock_offset(scenario, i: int, streams) -> float:
+    """Worker i's clock offset from the database's (policy.clock = worker): its own draw from a
+    normal of standard deviation faults.clock_skew; 0 on the database's clock (model and live)."""
+    skew = scenario.faults.clock_skew
+    if scenario.policy.clock != "worker" or skew <= 0:
+        return 0.0
+    return float(streams.generator(f"worker/{i}/clock").normal(0.0, skew))
+
+
 def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:
     """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is "any"."""
     times = [c.at for c in faults.crashes if c.worker == i]

@@ -9,6 +9,7 @@ import simpy
 
 from sim.model.events import EventLog
 from sim.model.faults import (
+    clock_offset,
     crash_holders,
     crash_owner,
     holder_crash_times,
@@ -36,10 +37,18 @@ class CrashPoints:
 
     def fires(self, point: str) -> bool:
         config = self.configs.get(point)
-        if config is None or self.fired[point] >= config.limit:
+        if config is None or self.spent(point) >= config.limit:
             return False
         if config.probability < 1 and self.rng.random() >= config.probability:
             return False
+        return self.spend(point, config.limit)
+
+    def spent(self, point: str) -> int:
+        """How many crashes the point has caused in the run so far."""
+        return self.fired[point]
+
+    def spend(self, point: str, limit: int) -> bool:
+        """Count one more crash at the point (True: it is within the run's limit)."""
         self.fired[point] += 1
         return True
 
@@ -70,9 +79,7 @@ def build(scenario, backend) -> World:
     env.process(producer(world))
     for i in range(policy.workers):
         streams = world.streams
-        skew = 0.0
-        if policy.clock == "worker" and faults.clock_skew > 0:
-            skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, faults.clock_skew))
+        skew = clock_offset(scenario, i, streams)
         pauses, partitions = worker_outages(faults, i, streams, horizon)
         worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
         world.workers.append(worker)
