@@ -23,6 +23,7 @@ class Recorder:
         self.path = Path(path)
         self.clock = clock
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.muted = False  # a process shutting down: its other threads' records are not kept
 
     def add(
         self,
@@ -33,6 +34,8 @@ class Recorder:
         attempt: int | None = None,
         detail: object = None,
     ) -> None:
+        if self.muted:
+            return
         os.write(self._fd, (json.dumps([t, kind, worker, job, attempt, detail]) + "\n").encode())
 
     def statement(self, name: str, seconds: float) -> None:

@@ -39,7 +39,7 @@ from sim.limits import (
 )
 from sim.live.budget import Measured, check_scale, watch
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, FATAL_EXIT
+from sim.live.connection import APP_PREFIX, CRASH_POINT_EXIT, FATAL_EXIT, SHUTDOWN_EXIT
 from sim.live.faults import FaultSchedule
 from sim.live.plan import job_plan
 from sim.live.probe import LoadedTableProbe, medians
@@ -49,36 +49,19 @@ from sim.live.repair import repair
 from sim.live.result import LiveRun
 from sim.live.roles import queries_for
 from sim.live.slots import Slots
+from sim.model.faults import clock_offset
+from sim.rng import Streams
 from sim.runner import checked_queue
 from sim.scenario import Scenario, as_scenario, dumps
 
 TICK_S = 0.02  # wall seconds between two looks at the children
+STOP_GRACE_S = 10.0  # a graceful shutdown that takes longer ends in SIGKILL
 BACKENDS_GONE_S = 10.0
 REPLACEMENT_SAMPLES = 2  # replacement worker starts timed before the run (one after the other)
 
 
 class LiveError(RuntimeError):
     """A live run could not go on (a child process failed); the message says which and why."""
-
-
-def supported(scenario: Scenario) -> Scenario:
-    """ConfigError for settings live mode does not play (yet)."""
-    if scenario.faults.crash_points:
-        raise ConfigError(
-            "faults.crash_points: not supported in live mode (its run-wide budget of crashes "
-            "cannot be shared between worker processes); remove them"
-        )
-    if scenario.policy.clock != "db":
-        raise ConfigError("policy.clock: live mode binds one clock for every process; must be db")
-    p, f = scenario.policy, scenario.faults
-    for key, value in (("policy.watcher_gap", p.watcher_gap), ("policy.deadline", p.deadline)):
-        if value:
-            raise ConfigError(
-                f"{key}: not supported in live mode yet (the simulation models it); set it to 0"
-            )
-    if f.shutdown != "crash":
-        raise ConfigError("faults.shutdown: live mode stops workers with SIGKILL; must be crash")
-    return scenario
 
 
 class _Child:
@@ -89,6 +72,7 @@ class _Child:
         self.spare: subprocess.Popen | None = None
         self.incarnation = 0
         self.restarting = False  # killed; its next process waits for the restart time
+        self.stopping: float | None = None  # asked to shut down gracefully at this monotonic()
 
 
 class LiveRunner:
@@ -103,9 +87,7 @@ class LiveRunner:
         sql_dir: str | None = None,
     ):
         check_timing(duration, time_scale)
-        self.scenario = supported(
-            scenario.replace(horizon=duration / time_scale, backend="postgres")
-        )
+        self.scenario = scenario.replace(horizon=duration / time_scale, backend="postgres")
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
@@ -264,22 +246,31 @@ class LiveRunner:
 
     def _up(self, i: int) -> bool:
         child = self._worker(i)
-        return child.proc.poll() is None and not child.restarting
+        return child.proc.poll() is None and not child.restarting and child.stopping is None
 
     def _crash(self, i: int, schedule: FaultSchedule) -> None:
+        """Kill worker i (SIGKILL), or with faults.shutdown = graceful ask it to stop (SIGTERM):
+        it then logs its shutdown, releases its job and exits (see _watch_children)."""
         child = self._worker(i)
         if not self._up(i):
+            return
+        if self.scenario.faults.shutdown == "graceful":
+            child.proc.send_signal(signal.SIGTERM)
+            child.stopping = time.monotonic()
             return
         child.proc.send_signal(signal.SIGKILL)
         t = self.clock.now()
         child.proc.wait()
         self._crashed(i, t, schedule)
 
-    def _crashed(self, i: int, t: float, schedule: FaultSchedule) -> None:
-        """Log the crash with what the worker held; start its spare, due after the restart delay; a new spare."""
+    def _crashed(self, i: int, t: float, schedule: FaultSchedule, logged: bool = False) -> None:
+        """Log the crash with what the worker held (unless the worker `logged` its own end);
+        start its spare, due after the restart delay; a new spare."""
         child = self._worker(i)
         held = self.slots.held(i)
-        if held is None:
+        if logged:
+            pass
+        elif held is None:
             self.recorder.add(t, "crash", child.name)
         else:
             self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
@@ -340,14 +331,30 @@ class LiveRunner:
             self.recorder.add(action.t, "partition_end", f"w{i}")
 
     def _watch_children(self, schedule: FaultSchedule) -> None:
-        """A child that died on its own: a worker is logged as crashed and restarted; others end the run."""
+        """A worker that died at a crash point or shut down gracefully is restarted (it logged
+        that itself); one that died on its own is logged as crashed and restarted; a graceful
+        shutdown that takes too long ends in a kill; any other child's death ends the run."""
         for child in self.children.values():
             code = child.proc.poll()
-            if code is None or (child.role == "producer" and code == 0):
+            if code is None:
+                if child.stopping is not None and time.monotonic() > child.stopping + STOP_GRACE_S:
+                    child.proc.send_signal(signal.SIGKILL)
+                    child.proc.wait()
+                    child.stopping = None
+                    t = self.clock.now()
+                    self.incidents.append(
+                        f"{child.name} did not shut down within {STOP_GRACE_S:g} s: killed at {t:.3f}s"
+                    )
+                    self._crashed(child.index, t, schedule)
+                continue
+            if child.role == "producer" and code == 0:
                 continue
             if code == FATAL_EXIT:
                 raise LiveError(self._located(_last_line(child.proc.stderr_path)))
-            if child.role == "worker" and not child.restarting:
+            if child.role == "worker" and code in (CRASH_POINT_EXIT, SHUTDOWN_EXIT):
+                child.stopping = None
+                self._crashed(child.index, self.clock.now(), schedule, logged=True)
+            elif child.role == "worker" and not child.restarting:
                 t = self.clock.now()
                 self.incidents.append(
                     f"{child.name} exited on its own at {t:.3f}s with code {code}: "
@@ -478,12 +485,13 @@ class LiveRunner:
         during = [s for s in statements if 0.0 <= s[0] <= horizon]  # not the producer's loading
         counts = pd.Series([name for _, name, _ in statements], dtype=object).value_counts()
         lags = restart_lags(self.planned_restarts, records)
+        workers, streams = self.scenario.policy.workers, Streams(self.scenario.seed)
         run = LiveRun(
             self.scenario,
             event_log(records),
             {str(k): int(v) for k, v in counts.to_dict().items()},
             tables,
-            {},
+            {f"w{i}": clock_offset(self.scenario, i, streams) for i in range(workers)},
             wall,
             "live",
             queue=None if self.queue is None else str(self.queue.path),
