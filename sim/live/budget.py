@@ -81,8 +81,10 @@ def late_restart_share(scenario, scale: float, start_s: float) -> float:
     to start. A worker's spare replaces it at a kill and a new spare starts at once, due when the
     worker is next killed plus the restart delay d: it comes late when the next kill follows the
     last by less than start - d. Poisson kills: the next one comes d + Exp(rate) after the last
-    (a restarting worker is not killed), late with probability 1 - exp(-rate (start - 2 d));
-    scripted kills of one worker: the share that follow its previous one too soon."""
+    (a restarting worker is not killed), late with probability 1 - exp(-rate (start - 2 d)) when
+    the last restart was on time; a late one puts the next kill off, so this is an upper bound,
+    close to the share itself where late restarts are rare (at the bound). Scripted kills of one
+    worker: the share that follow its previous one too soon."""
     if not math.isfinite(start_s):
         return 0.0
     ready = start_s / scale  # scenario seconds after a kill until the next replacement is ready
@@ -157,8 +159,9 @@ def check_scale(scenario, scale: float, measured: Measured) -> None:
     if math.isfinite(start):
         late = late_restart_share(scenario, scale, start)
         words.append(
-            f"a replacement worker takes {start:.2g} s to start, so {late:.0%} of restarts would "
-            f"come late ({'over' if late > LATE_SHARE else 'within'} the bound of {LATE_SHARE:.0%})"
+            f"a replacement worker takes {start:.2g} s to start, so up to {late:.0%} of restarts "
+            f"would come late ({'over' if late > LATE_SHARE else 'within'} the bound of "
+            f"{LATE_SHARE:.0%})"
         )
     raise ConfigError("; ".join(words) + f": use --time-scale >= {least:g}")
 
