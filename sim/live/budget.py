@@ -76,6 +76,12 @@ def kills_per_worker(scenario) -> float:
     return scenario.faults.crash_rate / 3600.0
 
 
+def kills_expected(scenario) -> bool:
+    """The fault schedule kills workers (which then need a replacement process)."""
+    faults = scenario.faults
+    return faults.crash_rate > 0 or any(c.worker is not None for c in faults.crashes)
+
+
 def late_restart_share(scenario, scale: float, start_s: float) -> float:
     """The share of restarts that would come late when a replacement takes `start_s` wall seconds
     to start. A worker's spare replaces it at a kill and a new spare starts at once, due when the
@@ -150,18 +156,18 @@ def check_scale(scenario, scale: float, measured: Measured) -> None:
     share = latency / scale / interval
     words = [
         f"--time-scale {scale:g}: on the loaded table ({count(measured.jobs, 'job')}, "
-        f"{count(measured.clients, 'client')} at once) {name} takes {latency * 1000:.2g} ms "
+        f"{count(measured.clients, 'client')} at once) {name} takes {_seconds(latency)} "
         f"(median of {measured.samples[name]}), {_seconds(latency / scale)} of "
         f"scenario time, {share:.1%} of {key} {interval:g} s "
         f"({'over' if share > MAX_SHARE else 'within'} the bound of {MAX_SHARE:.0%})"
     ]
     start = measured.replacement_start
-    if math.isfinite(start):
+    if math.isfinite(start) and kills_expected(scenario):
         late = late_restart_share(scenario, scale, start)
+        share = f"up to {late:.0%} of restarts" if late > 0 else "no restart"
         words.append(
-            f"a replacement worker takes {start:.2g} s to start, so up to {late:.0%} of restarts "
-            f"would come late ({'over' if late > LATE_SHARE else 'within'} the bound of "
-            f"{LATE_SHARE:.0%})"
+            f"a replacement worker takes {start:.2g} s to start, so {share} would come late "
+            f"({'over' if late > LATE_SHARE else 'within'} the bound of {LATE_SHARE:.0%})"
         )
     raise ConfigError("; ".join(words) + f": use --time-scale >= {least:g}")
 
@@ -181,7 +187,7 @@ def describe_guard(run) -> str:
     return (
         f"time-scale guard: on the loaded table ({count(measured.jobs, 'job')}, "
         f"{count(measured.clients, 'client')} at once) the slowest statement, {name}, took "
-        f"{latency * 1000:.2g} ms (median of {measured.samples.get(name, 0)}){started}; sound from "
+        f"{_seconds(latency)} (median of {measured.samples.get(name, 0)}){started}; sound from "
         f"--time-scale {measured.smallest_scale:g} (this run: {run.time_scale:g})"
     )
 
@@ -202,7 +208,7 @@ def watch(scenario, scale: float, statements, restart_lags, runner_lags) -> list
     key, interval, limit = bound(scenario)
     rule = f"{MAX_SHARE:.0%} of {key} {interval:g} s"
     reasons = []
-    slow = _slow_windows(statements, scale, limit * scale)
+    slow = _slow_windows(statements, scale, limit * scale, scenario.horizon)
     for name, (start, end, median, n) in slow.items():
         reasons.append(
             f"statement latency: {name} took {median * 1000:.3g} ms (median of {n}) from "
@@ -224,9 +230,9 @@ def watch(scenario, scale: float, statements, restart_lags, runner_lags) -> list
     return reasons
 
 
-def _slow_windows(statements, scale: float, limit_wall: float) -> dict[str, tuple]:
+def _slow_windows(statements, scale: float, limit_wall: float, horizon: float) -> dict[str, tuple]:
     """Per statement, its slowest window whose median is over `limit_wall`: (start, end, median,
-    count), times in scenario seconds."""
+    count), times in scenario seconds (the last window ends at the horizon)."""
     if not len(statements):
         return {}
     t = np.asarray([s[0] for s in statements], dtype=float)
@@ -243,5 +249,5 @@ def _slow_windows(statements, scale: float, limit_wall: float) -> dict[str, tupl
                 continue
             median = float(np.median(values))
             if median > limit_wall and median > slow.get(name, (0, 0, 0.0))[2]:
-                slow[name] = (w * width, (w + 1) * width, median, len(values))
+                slow[name] = (w * width, min((w + 1) * width, horizon), median, len(values))
     return slow
