@@ -3,14 +3,17 @@
 Live mode adds delays of its own that the scenario does not have: a statement's round trip,
 the wait for a replacement worker process, the runner waking late for a fault. Played at a time
 scale, each counts as delay / scale seconds of scenario time. The rule for all three: such a
-delay must stay within MAX_SHARE of the scenario's shortest interval (the one it competes
-with); beyond it the run measures the machine, not the lease policy.
+delay must stay within MAX_SHARE of the scenario time it stretches; beyond it the run measures
+the machine, not the lease policy.
 
-- statement latency: the median round trip of each named statement (the simulation models a
-  statement latency of its own, so a slow tail is part of the scenario, a slow median is not);
-- restart lag: how much later than planned a killed worker's replacement starts; at most
-  LATE_SHARE of the restarts may be later than the bound;
-- scheduler delay: how late the runner plays a fault action; at most LATE_SHARE of them late.
+- statement latency: the median round trip of each named statement, within MAX_SHARE of the
+  scenario's shortest interval, which it competes with (the simulation models a statement
+  latency of its own, so a slow tail is part of the scenario, a slow median is not);
+- restart lag: how much later than planned a killed worker's replacement starts, within
+  MAX_SHARE of the restart delay it stretches (or of the shortest interval, if longer); at most
+  LATE_SHARE of the restarts may be later;
+- scheduler delay: how late the runner plays a fault action, within MAX_SHARE of the shortest
+  interval; at most LATE_SHARE of them later.
 
 Before the run (check_scale) the runner measures the statements on the loaded table at the run's
 concurrency and how long a replacement worker takes to start meanwhile (sim.live.probe), and
@@ -30,7 +33,7 @@ import numpy as np
 from sim.errors import ConfigError
 from sim.wording import count, duration
 
-MAX_SHARE = 0.05  # a delay of live mode's own: at most this share of the shortest interval
+MAX_SHARE = 0.05  # a delay of live mode's own: at most this share of the time it stretches
 LATE_SHARE = 0.10  # of the restarts (or fault actions): at most this share later than that
 WINDOW_WALL_S = 10.0  # the watch judges statement latency over windows of this many wall seconds
 MIN_WINDOW_SAMPLES = 20  # ... a statement with fewer runs in a window is not judged there
@@ -211,20 +214,30 @@ def watch(scenario, scale: float, statements, restart_lags, runner_lags) -> list
     slow = _slow_windows(statements, scale, limit * scale, scenario.horizon)
     for name, (start, end, median, n) in slow.items():
         reasons.append(
-            f"statement latency: {name} took {median * 1000:.3g} ms (median of {n}) from "
+            f"statement latency: {name} took {_seconds(median)} (median of {n}) from "
             f"{start:.4g} s to {end:.4g} s, {_seconds(median / scale)} of scenario time, over "
             f"the bound of {_seconds(limit)} ({rule})"
         )
-    for what, lags in (
-        ("restart lag", np.asarray(restart_lags, dtype=float)),
-        ("scheduler delay", np.asarray(runner_lags, dtype=float) / scale),
+    delay = scenario.faults.restart_delay.mean_value()
+    restart_rule = (
+        (limit, rule)
+        if delay <= interval
+        else (MAX_SHARE * delay, f"{MAX_SHARE:.0%} of faults.restart_delay {delay:g} s")
+    )
+    for what, items, lags, (most, why) in (
+        ("restart lag", "restarts", np.asarray(restart_lags, dtype=float), restart_rule),
+        (
+            "scheduler delay",
+            "fault actions",
+            np.asarray(runner_lags, dtype=float) / scale,
+            (limit, rule),
+        ),
     ):
-        late = int((lags > limit).sum())
+        late = int((lags > most).sum())
         if len(lags) and late > LATE_SHARE * len(lags):
-            items = "restarts" if what == "restart lag" else "fault actions"
             reasons.append(
-                f"{what}: {late} of {len(lags)} {items} came later than {_seconds(limit)} "
-                f"({rule}), the latest by {_seconds(float(lags.max()))}; at most "
+                f"{what}: {late} of {len(lags)} {items} came later than {_seconds(most)} "
+                f"({why}), the latest by {_seconds(float(lags.max()))}; at most "
                 f"{LATE_SHARE:.0%} may"
             )
     return reasons

@@ -139,15 +139,22 @@ def test_watch_names_a_statement_whose_median_drifted_past_its_bound():
 
 
 def test_watch_names_late_restarts_and_late_fault_actions_beyond_their_share():
+    """Restarts are late past 5% of the 1 s restart delay (50 ms), fault actions past 5% of the
+    0.2 s poll interval (10 ms); one late in ten is allowed, two are not."""
     scenario = hand_check()
     _, _, limit = bound(scenario)
     assert limit == pytest.approx(0.01)
     on_time = [0.001] * 9
     assert watch(scenario, 1.0, [], on_time + [0.5], [0.002] * 9 + [0.05]) == []  # 10%: allowed
+    assert watch(scenario, 1.0, [], on_time[:8] + [0.04, 0.045], []) == []  # within 50 ms
     reasons = watch(scenario, 1.0, [], on_time[:8] + [0.5, 1.9], [0.002] * 8 + [0.05, 0.2])
     assert reasons == [
-        "restart lag: 2 of 10 restarts came later than 10 ms (5% of policy.poll_interval 0.2 s), "
+        "restart lag: 2 of 10 restarts came later than 50 ms (5% of faults.restart_delay 1 s), "
         f"the latest by 1.9 s; at most {LATE_SHARE:.0%} may",
         "scheduler delay: 2 of 10 fault actions came later than 10 ms (5% of "
         "policy.poll_interval 0.2 s), the latest by 200 ms; at most 10% may",
     ]
+    # at --time-scale 0.1 the same wall delay of a fault action is ten times the scenario time
+    assert watch(scenario, 0.1, [], [], [0.002] * 10)[0].startswith(
+        "scheduler delay: 10 of 10 fault actions came later than 10 ms"
+    )
