@@ -23,7 +23,7 @@ import sim
 from sim.comparison import AGREE, DIFFER, MEAN, compare, duplicate_completions
 from sim.dists import Dist
 from sim.live import live
-from sim.live.settings import hand_check
+from sim.live.settings import READ_THEN_WRITE_QUEUE, hand_check, read_then_write_race
 from sim.scenario import Faults, ScriptedOutage
 from tests.model.scripts import scripted
 
@@ -115,11 +115,8 @@ def test_with_sql_the_comparison_simulates_the_users_queue(pg_dsn):
     state, so two workers that read one row both win. Live double claims are matched by the
     simulation of that SQL on PostgreSQL (every count row agrees), and told apart from Lease
     Lab's own statements on the memory backend, which never double-claim."""
-    queue = str(Path(__file__).resolve().parents[2] / "examples" / "queues" / "read-then-write")
-    scenario = sim.scenario.preset("read-then-write-race").with_overrides(
-        {"policy.claim": "conditional_update", "policy.select_to_update_gap": 0.02}
-    )
-    r = live(scenario, duration=15.0, dsn=pg_dsn, sql=queue)
+    queue = str(Path(__file__).resolve().parents[2] / "examples" / "queues" / READ_THEN_WRITE_QUEUE)
+    r = live(read_then_write_race(), duration=15.0, dsn=pg_dsn, sql=queue)
     assert r.queue == queue and r.summary["double_claims"] >= 3
     c = compare(r, 3, dsn=pg_dsn)
     assert c.simulated_with == f"the queue's SQL ({queue}) on PostgreSQL"
