@@ -41,6 +41,7 @@ MIN_RECOVERIES = 20  # on each side, for a recovery row to be judged
 MEAN, P50, P90 = "recovery latency mean (s)", "recovery latency p50 (s)", "recovery latency p90 (s)"
 RECOVERY_ROWS = (MEAN, P50, P90)
 AGREE, DIFFER, TOO_FEW = "agree", "DIFFER", "too few recoveries to judge"
+OWN_STATEMENTS = "Lease Lab's statements on the memory backend"
 COLUMNS = [
     "live",
     "live_low",
@@ -136,7 +137,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)  # why the live run is unsound (if it is)
     seeds: int = 0
     confidence: float = 0.95  # of each side's interval, and of all rows' verdicts together
-    simulated_with: str = "Lease Lab's statements on the memory backend"
+    simulated_with: str = OWN_STATEMENTS
 
     @property
     def row_confidence(self) -> float:
@@ -271,12 +272,13 @@ def _row_words(row: str, r) -> str:
     name = row.removesuffix(" (s)")
     unit = " s" if row in RECOVERY_ROWS else ""
     return (
-        f"{name}: live {_num(r.live)}{unit}, simulated {_num(r.simulated)}{unit}, "
-        f"{r.compared} {_num(r.estimate)} [{_num(r.low)}, {_num(r.high)}]"
+        f"{name}: live {figure_text(r.live)}{unit}, simulated {figure_text(r.simulated)}{unit}, "
+        f"{r.compared} {figure_text(r.estimate)} [{figure_text(r.low)}, {figure_text(r.high)}]"
     )
 
 
-def _num(value) -> str:
+def figure_text(value) -> str:
+    """A figure as the comparison prints it: n/a (nothing to show), inf, or 3 significant digits."""
     value = float(value)
     if np.isnan(value):
         return "n/a"
@@ -292,10 +294,10 @@ def _table_text(table: pd.DataFrame, confidence: float, row_confidence: float) -
         rows.append(
             {
                 "": name,
-                f"live [{confidence:.0%}]": f"{_num(r.live)} [{_num(r.live_low)}, {_num(r.live_high)}]",
-                f"simulated [{confidence:.0%}]": f"{_num(r.simulated)} [{_num(r.sim_low)}, {_num(r.sim_high)}]",
+                f"live [{confidence:.0%}]": f"{figure_text(r.live)} [{figure_text(r.live_low)}, {figure_text(r.live_high)}]",
+                f"simulated [{confidence:.0%}]": f"{figure_text(r.simulated)} [{figure_text(r.sim_low)}, {figure_text(r.sim_high)}]",
                 f"compared [{row_confidence:.2%}]": (
-                    f"{r.compared} {_num(r.estimate)} [{_num(r.low)}, {_num(r.high)}]"
+                    f"{r.compared} {figure_text(r.estimate)} [{figure_text(r.low)}, {figure_text(r.high)}]"
                     if r.compared
                     else ""
                 ),
@@ -310,6 +312,15 @@ def _table_text(table: pd.DataFrame, confidence: float, row_confidence: float) -
     return "\n".join(lines)
 
 
+def own_statements(scenario, seeds: int) -> list[Run]:
+    """`seeds` simulated runs of `scenario` (its seed, seed + 1, ...) with Lease Lab's own
+    statements on the memory backend, whatever queue a live run of it played."""
+    from sim.runner import run
+
+    base = scenario.replace(backend="memory")
+    return [run(base, seed=base.seed + k, progress=False) for k in range(seeds)]
+
+
 def _simulate(live_run: Run, seeds: int, sql=None, dsn: str | None = None) -> tuple[list[Run], str]:
     """`seeds` simulated runs of the live run's scenario with the live run's statements, and what
     they ran: a queue's SQL (`sql`, else the live run's queue) on PostgreSQL, else Lease Lab's
@@ -318,9 +329,7 @@ def _simulate(live_run: Run, seeds: int, sql=None, dsn: str | None = None) -> tu
 
     sql = sql if sql is not None else live_run.queue
     if sql is None:
-        base = live_run.scenario.replace(backend="memory")
-        runs = [run(base, seed=base.seed + k, progress=False) for k in range(seeds)]
-        return runs, "Lease Lab's statements on the memory backend"
+        return own_statements(live_run.scenario, seeds), OWN_STATEMENTS
     base = live_run.scenario.replace(backend="postgres")
     runs = [run(base, seed=base.seed + k, sql=sql, dsn=dsn, progress=False) for k in range(seeds)]
     where = getattr(sql, "path", sql)
