@@ -46,9 +46,17 @@ def test_each_preference_follows_its_stated_rule(by_preference):
             if w == 0
             else f"score = predicted recovery x (1 + {w:g} x false-expiry upper bound / target)"
         )
+        best = pool.loc[pool["score"].idxmin()]
+        beat = (
+            "no heartbeat"
+            if np.isnan(best["heartbeat_interval"])
+            else f"heartbeat every {duration(best['heartbeat_interval'])}"
+        )
         assert advice.tradeoff_lines()[0] == (
             f"trade-off (prefer {prefer}: {score}; the cheapest in DB load within 10% of the "
-            f"lowest score among the feasible; the lowest is {duration(pool['score'].min())}); "
+            f"lowest score among the feasible; the lowest is {duration(best['score'])}, at TTL "
+            f"{duration(best['ttl'])}, {beat}, watcher every "
+            f"{duration(best['watcher_interval'])}); "
             "the best setting at each TTL step:"
         )
 
