@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -76,13 +77,13 @@ def recovery_parts(run: Run) -> pd.DataFrame:
     lease_remaining: crash -> the end of the lease the owner last renewed (0 if it had already run
     out); watcher_wait: the lease's end -> the watcher's requeue of the job (0 when the claim takes
     expired leases: the job is claimable from the lease's end); poll_wait: claimable -> claimed."""
-    until = {}
+    until: dict[tuple[float, int], Any] = {}  # (crash, job) -> the lease's end it logged
     requeues: dict[int, list[float]] = {}
     takes_expired = run.scenario.policy.claim_takes_expired
     for t, kind, _worker, job, _attempt, detail in run.log:
         if kind == "crash" and job is not None:
             until[(t, job)] = detail
-        elif kind == "requeue":
+        elif kind == "requeue" and job is not None:
             requeues.setdefault(job, []).append(t)
     rows = []
     for rec in run.recoveries.dropna(subset=["latency"]).itertuples():

@@ -167,9 +167,9 @@ def check_scale(scenario, scale: float, measured: Measured) -> None:
     start = measured.replacement_start
     if math.isfinite(start) and kills_expected(scenario):
         late = late_restart_share(scenario, scale, start)
-        share = f"up to {late:.0%} of restarts" if late > 0 else "no restart"
+        restarts = f"up to {late:.0%} of restarts" if late > 0 else "no restart"
         words.append(
-            f"a replacement worker takes {start:.2g} s to start, so {share} would come late "
+            f"a replacement worker takes {start:.2g} s to start, so {restarts} would come late "
             f"({'over' if late > LATE_SHARE else 'within'} the bound of {LATE_SHARE:.0%})"
         )
     raise ConfigError("; ".join(words) + f": use --time-scale >= {least:g}")

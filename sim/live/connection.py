@@ -73,9 +73,10 @@ class LiveConnection:
             "skew": self.skew,
         }
 
-    def open(self) -> None:
+    def open(self) -> psycopg.Connection:
+        """The client's connection, opened if it has none."""
         if self.conn is not None:
-            return
+            return self.conn
         conn = psycopg.connect(
             self.dsn,
             autocommit=True,
@@ -87,6 +88,7 @@ class LiveConnection:
             "SET synchronous_commit TO off"
         )  # as PostgresBackend: atomic, visible, not flushed
         self.conn, self.pid = conn, conn.info.backend_pid
+        return conn
 
     def drop(self) -> None:
         """Close the connection abruptly (what a partition does to it)."""
@@ -110,7 +112,7 @@ class LiveConnection:
     ) -> list[tuple]:
         """Execute the named statement; its rows, times as scenario seconds (`at` overrides the clock)."""
         self._cross_partition()
-        self.open()
+        conn = self.open()
         query = self.queries[name]
         if query.uses_clock:
             bind_clock(params, self.now() if at is None else at, ttl)
@@ -119,7 +121,7 @@ class LiveConnection:
         bound = {k: to_timestamp(v) if k in times else v for k, v in params.items()}
         start = time.monotonic()
         try:
-            cursor = self.conn.execute(query.sql, bound)
+            cursor = conn.execute(query.sql, bound)
             rows = cursor.fetchall() if cursor.description is not None else []
         except (psycopg.errors.QueryCanceled, psycopg.errors.InsufficientPrivilege) as exc:
             _stop_the_run(name, exc)
@@ -137,9 +139,9 @@ class LiveConnection:
         """BEGIN / COMMIT / ROLLBACK (transaction control, not a query)."""
         assert command in ("BEGIN", "COMMIT", "ROLLBACK")
         self._cross_partition()
-        self.open()
+        conn = self.open()
         try:
-            self.conn.execute(command)
+            conn.execute(command)
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(command.lower()) from None
@@ -160,8 +162,7 @@ class LiveConnection:
     def terminate(self, pids: list[int]) -> None:
         """End the server backends `pids` (this client's other connections, which a shutting-down
         worker leaves mid-transaction): the server rolls back what they held, as at a crash."""
-        self.open()
-        self.conn.execute(
+        self.open().execute(
             "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)", (pids,)
         )
 

@@ -64,6 +64,7 @@ class LiveDriver:
         """The PSP call: an idempotency key already seen (by any process) replays."""
         if key is None:
             return "new"
+        assert self.psp_dir is not None, "a driver that charges needs psp_dir"
         os.makedirs(self.psp_dir, exist_ok=True)
         try:
             os.close(os.open(os.path.join(self.psp_dir, key), os.O_CREAT | os.O_EXCL | os.O_WRONLY))

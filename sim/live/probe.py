@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +74,7 @@ class _ProbeConnection(LiveConnection):
 
     def begin_cycle(self) -> None:
         super().control("BEGIN")
-        self.conn.execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
+        self.open().execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
 
     def end_cycle(self) -> None:
         try:
@@ -92,13 +94,15 @@ class LoadedTableProbe:
             "worker": min(scale * min(policy.poll_interval, job), MAX_PACE_S),
             "watcher": min(scale * policy.watcher_interval, MAX_PACE_S),
         }
-        self.connection = dict(dsn=dsn, schema=schema, queries=queries, clock=_Still())
+        self.connection: dict[str, Any] = dict(
+            dsn=dsn, schema=schema, queries=queries, clock=_Still()
+        )
         self.clients = scenario.policy.workers + (1 if scenario.policy.watcher else 0)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._timings: list[_Timings] = []
         self._cycles: list[int] = []
-        self.errors: list[str] = []
+        self.errors: list[Exception] = []
 
     def start(self) -> None:
         self._deadline = time.monotonic() + MAX_SECONDS
@@ -138,11 +142,12 @@ class LoadedTableProbe:
 
     def _loop(self, k: int, role: str, i: int, db: _ProbeConnection, timings: _Timings) -> None:
         driver = LiveDriver(_Still(), timings)
+        cycle: Callable[[], None]
         if role == "watcher":
-            steps = WatcherProtocol(self.scenario.policy)
+            watcher = WatcherProtocol(self.scenario.policy)
 
             def cycle():
-                driver.run(steps.tick(), db)
+                driver.run(watcher.tick(), db)
 
         else:
             steps = WorkerProtocol(

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -64,15 +65,33 @@ class LiveError(RuntimeError):
     """A live run could not go on (a child process failed); the message says which and why."""
 
 
+class _Process(subprocess.Popen[bytes]):
+    """A live child: its stdin and stdout are pipes to the runner, its stderr goes to a file."""
+
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+
+    def __init__(self, argv: list[str], stderr_path: Path):
+        with open(stderr_path, "wb") as stderr:
+            super().__init__(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+        self.stderr_path = stderr_path
+
+
 class _Child:
     """One role's process (for a worker: the one running now, and its spare, started and waiting)."""
 
-    def __init__(self, name: str, role: str, proc: subprocess.Popen, index: int | None = None):
+    def __init__(self, name: str, role: str, proc: _Process, index: int | None = None):
         self.name, self.role, self.proc, self.index = name, role, proc, index
-        self.spare: subprocess.Popen | None = None
+        self.spare: _Process | None = None
         self.incarnation = 0
         self.restarting = False  # killed; its next process waits for the restart time
         self.stopping: float | None = None  # asked to shut down gracefully at this monotonic()
+
+    @property
+    def worker(self) -> int:
+        """A worker's index (the other roles have none)."""
+        assert self.index is not None, f"{self.name} is not a worker"
+        return self.index
 
 
 class LiveRunner:
@@ -109,10 +128,11 @@ class LiveRunner:
             str
         ] = []  # workers that died on their own (not killed by the fault schedule)
         self._spawned = 0
+        self._next_watch = 0.0  # monotonic() of the next look at the user's statements
 
     # ---- children -----------------------------------------------------------------------------
 
-    def _spawn(self, name: str, role: str, index: int | None = None) -> subprocess.Popen:
+    def _spawn(self, name: str, role: str, index: int | None = None) -> _Process:
         """Start a child: it imports, connects, says `ready` and waits for its start line."""
         self._spawned += 1
         config = {
@@ -128,22 +148,16 @@ class LiveRunner:
             "scenario": dumps(self.scenario),
             "sql_dir": self.sql_dir,
         }
-        with open(self.folder / f"{name}-{self._spawned}.stderr", "wb") as stderr:
-            proc = subprocess.Popen(
-                command(sys.executable, str(Path(sim_package.__file__).parent)),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-            )
-        proc.stderr_path = self.folder / f"{name}-{self._spawned}.stderr"
+        proc = _Process(
+            command(sys.executable, str(Path(sim_package.__file__).parent)),
+            self.folder / f"{name}-{self._spawned}.stderr",
+        )
         proc.stdin.write((json.dumps(config) + "\n").encode())
         proc.stdin.flush()
         return proc
 
     @staticmethod
-    def _start(
-        proc: subprocess.Popen, t0: float, incarnation: int = 0, start_at: float = 0.0
-    ) -> None:
+    def _start(proc: _Process, t0: float, incarnation: int = 0, start_at: float = 0.0) -> None:
         try:
             proc.stdin.write(
                 (
@@ -154,7 +168,7 @@ class LiveRunner:
         except BrokenPipeError:
             pass  # it died while starting: _watch_children reports it
 
-    def _await_ready(self, name: str, proc: subprocess.Popen) -> None:
+    def _await_ready(self, name: str, proc: _Process) -> None:
         line = proc.stdout.readline()
         proc.stdout.close()
         if line.strip() != b"ready":
@@ -179,9 +193,9 @@ class LiveRunner:
         for child in self.children.values():
             if child.role == "worker" and child.spare is None:
                 child.spare = self._spawn(child.name, "worker", child.index)
-                waiting.append(child)
-        for child in waiting:
-            self._await_ready(child.name, child.spare)
+                waiting.append((child.name, child.spare))
+        for name, spare in waiting:
+            self._await_ready(name, spare)
         t0 = time.monotonic() + 0.05
         for child in self.children.values():
             self._start(child.proc, t0)
@@ -345,7 +359,7 @@ class LiveRunner:
                     self.incidents.append(
                         f"{child.name} did not shut down within {STOP_GRACE_S:g} s: killed at {t:.3f}s"
                     )
-                    self._crashed(child.index, t, schedule)
+                    self._crashed(child.worker, t, schedule)
                 continue
             if child.role == "producer" and code == 0:
                 continue
@@ -353,14 +367,14 @@ class LiveRunner:
                 raise LiveError(self._located(_last_line(child.proc.stderr_path)))
             if child.role == "worker" and code in (CRASH_POINT_EXIT, SHUTDOWN_EXIT):
                 child.stopping = None
-                self._crashed(child.index, self.clock.now(), schedule, logged=True)
+                self._crashed(child.worker, self.clock.now(), schedule, logged=True)
             elif child.role == "worker" and not child.restarting:
                 t = self.clock.now()
                 self.incidents.append(
                     f"{child.name} exited on its own at {t:.3f}s with code {code}: "
                     f"{_last_line(child.proc.stderr_path)}"
                 )
-                self._crashed(child.index, t, schedule)
+                self._crashed(child.worker, t, schedule)
             elif child.role != "worker" or code != -signal.SIGKILL:
                 raise LiveError(
                     f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}"
