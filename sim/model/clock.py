@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import bisect
 
+from sim.model.faults import clock_offset
+
 PPM = 1e-6
 
 
@@ -43,14 +45,15 @@ class WorkerClock:
         return self.at(t) - t
 
 
-def worker_clock(faults, index: int, streams) -> WorkerClock | None:
-    """Worker `index`'s clock under policy.clock = "worker", or None when it would read the
-    database's time: its offset is a normal draw of faults.clock_skew (its own stream) plus
-    faults.clock_offset, it drifts at faults.clock_drift_ppm and takes its scripted clock steps."""
-    skew = 0.0
-    if faults.clock_skew > 0:
-        skew = float(streams.generator(f"worker/{index}/clock").normal(0.0, faults.clock_skew))
-    steps = [(s.at, s.by) for s in faults.clock_steps if s.worker == index]
-    if not (skew or faults.clock_offset or faults.clock_drift_ppm or steps):
+def worker_clock(scenario, index: int, streams) -> WorkerClock | None:
+    """Worker `index`'s clock under policy.clock = "worker", or None when it reads the database's
+    time: its constant offset (sim.model.faults.clock_offset: a draw of faults.clock_skew plus
+    faults.clock_offset), a drift of faults.clock_drift_ppm and its scripted clock steps."""
+    if scenario.policy.clock != "worker":
         return None
-    return WorkerClock(skew + faults.clock_offset, faults.clock_drift_ppm, steps)
+    faults = scenario.faults
+    offset = clock_offset(scenario, index, streams)
+    steps = [(s.at, s.by) for s in faults.clock_steps if s.worker == index]
+    if not (offset or faults.clock_drift_ppm or steps):
+        return None
+    return WorkerClock(offset, faults.clock_drift_ppm, steps)

@@ -3,8 +3,35 @@
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 
 import numpy as np
+
+
+class CrashPoints:
+    """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
+
+    def __init__(self, configs, rng):
+        self.configs = {c.point: c for c in configs}
+        self.fired: Counter = Counter()
+        self.rng = rng
+
+    def fires(self, point: str) -> bool:
+        config = self.configs.get(point)
+        if config is None or self.spent(point) >= config.limit:
+            return False
+        if config.probability < 1 and self.rng.random() >= config.probability:
+            return False
+        return self.spend(point, config.limit)
+
+    def spent(self, point: str) -> int:
+        """How many crashes the point has caused in the run so far."""
+        return self.fired[point]
+
+    def spend(self, point: str, limit: int) -> bool:
+        """Count one more crash at the point (True: it is within the run's limit)."""
+        self.fired[point] += 1
+        return True
 
 
 def poisson_times(rate_per_hour: float, horizon: float, rng: np.random.Generator) -> list[float]:
@@ -86,6 +113,19 @@ def worker_outages(
         streams.generator(f"worker/{i}/partitions"),
     )
     return pauses, partitions
+
+
+def clock_offset(scenario, i: int, streams) -> float:
+    """Worker i's constant clock offset from the database's (policy.clock = worker): its own draw
+    from a normal of standard deviation faults.clock_skew, plus faults.clock_offset; 0 on the
+    database's clock (model and live)."""
+    f = scenario.faults
+    if scenario.policy.clock != "worker":
+        return 0.0
+    skew = 0.0
+    if f.clock_skew > 0:
+        skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, f.clock_skew))
+    return skew + f.clock_offset
 
 
 def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:

@@ -10,6 +10,7 @@ import simpy
 from sim.model.clock import worker_clock
 from sim.model.events import EventLog
 from sim.model.faults import (
+    CrashPoints,
     crash_holders,
     crash_owner,
     holder_crash_times,
@@ -26,24 +27,6 @@ from sim.model.watcher import watcher
 from sim.model.worker import Worker
 from sim.progress import Progress
 from sim.rng import Streams
-
-
-class CrashPoints:
-    """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
-
-    def __init__(self, configs, rng):
-        self.configs = {c.point: c for c in configs}
-        self.fired: Counter = Counter()
-        self.rng = rng
-
-    def fires(self, point: str) -> bool:
-        config = self.configs.get(point)
-        if config is None or self.fired[point] >= config.limit:
-            return False
-        if config.probability < 1 and self.rng.random() >= config.probability:
-            return False
-        self.fired[point] += 1
-        return True
 
 
 class World:
@@ -74,7 +57,7 @@ def build(scenario, backend) -> World:
     env.process(producer(world))
     for i in range(policy.workers):
         streams = world.streams
-        clock = worker_clock(faults, i, streams) if policy.clock == "worker" else None
+        clock = worker_clock(scenario, i, streams)
         pauses, partitions = worker_outages(faults, i, streams, horizon)
         worker = Worker(world, i, clock=clock, pauses=pauses, partitions=partitions)
         world.workers.append(worker)
