@@ -20,6 +20,7 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 from __future__ import annotations
 
 import difflib
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from sim.db.queries import (
     load_queries,
 )
 from sim.errors import ConfigError
+from sim.wording import count
 
 QUERIES_FILE = "queries.sql"
 SCHEMA_FILE = "schema.sql"
@@ -180,14 +182,40 @@ class QueueDefinition:
             f"{self.file()}: {name}: this queue has none ({self.missing[name]})"
         )
 
-    def require(self, scenario) -> None:
-        """QueueDefinitionError if a run of `scenario` would call a statement this queue lacks."""
-        for name, why in statements_called(scenario).items():
-            if name in self.missing:
-                raise QueueDefinitionError(
-                    f"{self.file()}: {name}: {why} calls it, but this queue has none ({self.missing[name]}); "
-                    f"define {name} in {QUERIES_FILE} or change {why.split(' = ')[0]}"
-                )
+    def require(self, *scenarios) -> None:
+        """QueueDefinitionError if a run of any of `scenarios` would call a statement this queue
+        lacks: every such statement in one line, with the settings that call it and why it is
+        missing."""
+        lacking: dict[str, list[str]] = {}  # statement -> the settings that call it
+        for scenario in scenarios:
+            for name, why in statements_called(scenario).items():
+                if name in self.missing and why not in lacking.setdefault(name, [why]):
+                    lacking[name].append(why)
+        lacking = {name: whys for name, whys in lacking.items() if name in self.missing}
+        if not lacking:
+            return
+        reasons: dict[str, list[str]] = {}
+        for name, whys in lacking.items():
+            reasons.setdefault(self.missing[name], []).append(f"{name} ({', '.join(whys)})")
+        parts = "; ".join(f"{', '.join(names)}: {why}" for why, names in reasons.items())
+        settings = sorted(
+            {why.split(" = ")[0].split(" > ")[0] for w in lacking.values() for why in w}
+        )
+        hint = ""
+        if (
+            "requeue_expired" in lacking
+            and "rescue_job" in self.overrides
+            and self.sql_of("rescue_job")
+        ):
+            hint = (
+                " (this queue rescues by read-then-write, select_stuck_jobs then rescue_job: "
+                "set policy.watcher_gap > 0, e.g. in queue.toml)"
+            )
+        raise QueueDefinitionError(
+            f"{self.file()}: the runs call {count(len(lacking), 'statement')} this queue lacks: "
+            f"{parts}; define {'it' if len(lacking) == 1 else 'them'} in {QUERIES_FILE} or change "
+            f"{', '.join(settings)}{hint}"
+        )
 
 
 def load_queue(path: str | Path) -> QueueDefinition:
@@ -300,6 +328,7 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
         return Override(name, line, 0, description, (), "")
     sql = "\n".join(body[first:]).rstrip().rstrip(";").rstrip()
     sql_line = j + first + 1
+    _foreign_placeholders(name, sql, file, sql_line)
     _check_params(name, declared, sql, file, params_line, sql_line)
     return Override(name, line, sql_line, description, declared, sql)
 
@@ -335,6 +364,44 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
         if names.count(p) > 1:
             _fail(file, line, name, f"parameter {p} is declared twice")
     return tuple(out)
+
+
+# Text no placeholder can hide in: literals, quoted identifiers, dollar quotes, comments.
+_QUOTED = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$((?:[A-Za-z_]\w*)?)\$.*?\$\1\$|--[^\n]*|/\*.*?\*/", re.S
+)
+# Placeholders of other drivers pasted with a statement: libpq/pgx $1, sqlc's @name and
+# sqlc.arg(name), JDBC/SQLAlchemy/Ecto's :name, psycopg's positional %s.
+_FOREIGN = re.compile(
+    r"(?P<positional>(?<![\w$])\$\d+\b)"
+    r"|(?P<sqlc>\bsqlc\.n?arg\(\s*'?(?P<sqlc_name>\w+)'?\s*\))"
+    r"|(?P<at>(?<![\w@<])@(?P<at_name>[A-Za-z_]\w*))"
+    r"|(?P<colon>(?<![\w:]):(?P<colon_name>[A-Za-z_]\w*))"
+    r"|(?P<pyformat>%s\b)"
+)
+
+
+def _foreign_placeholders(name: str, sql: str, file: str, sql_line: int) -> None:
+    """A placeholder of another driver gets named as such, with the %(name)s form to use."""
+    text = _QUOTED.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), sql)
+    found = _FOREIGN.search(text)
+    if found is None:
+        return
+    line = sql_line + text[: found.start()].count("\n")
+    token = found.group()
+    bound = dict(bound_params(name))
+    named = found.group("sqlc_name") or found.group("at_name") or found.group("colon_name")
+    first = bound_params(name)[0][0] if bound_params(name) else "name"
+    if found.group("positional") or found.group("pyformat"):
+        head = f"uses {token}, a positional placeholder; Lease Lab binds by name, as %(name)s"
+        use = f"{name} binds {_binds(name)}: write %({first})s and the like"
+    elif named in bound:
+        head = f"uses {token}, another driver's named placeholder; Lease Lab binds as %(name)s"
+        use = f"write %({named})s"
+    else:
+        head = f"uses {token}, another driver's named placeholder; Lease Lab binds as %(name)s"
+        use = f"{name} binds {_binds(name)}: write one of those, e.g. %({first})s"
+    _fail(file, line, name, f"{head}: {use}")
 
 
 def _check_params(
