@@ -50,7 +50,7 @@ from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict
 
 from sim.db import wire
-from sim.db.base import Blocked, ClientTable, Rows, to_timestamp
+from sim.db.base import Blocked, ClientTable, Rows
 from sim.db.errors import (
     ClientStateError,
     DatabaseError,
@@ -475,8 +475,7 @@ class PostgresBackend(ClientTable):
         try:
             if st.name not in state.prepared:
                 self._prepare(state, st, query)
-            values = [to_timestamp(params[n]) if n in st.times else params[n] for n in st.order]
-            dumped = state.tx.dump_sequence(values, st.formats)
+            dumped = state.tx.dump_sequence(wire.values(st, params), st.formats)
             if state.in_tx and state.begun:
                 self._freeze_waiters_of(client)  # an error would end the transaction
             state.piped = state.in_tx and not state.begun

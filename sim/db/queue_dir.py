@@ -1,9 +1,11 @@
-"""A user's own queue: a directory whose queries.sql overrides Lease Lab's named statements and
-whose optional schema.sql replaces the job table's schema. It runs on real PostgreSQL only.
+"""A user's own queue: a directory whose queries.sql overrides Lease Lab's named statements,
+whose optional schema.sql replaces the job table's schema and whose optional queue.toml holds the
+queue's own policy settings (sim.db.queue_settings). It runs on real PostgreSQL only.
 
     from sim.db.queue_dir import load_queue
     queue = load_queue("myqueue/")   # parse + check the text; QueueDefinitionError: one line, file:line
     queue.check_on(dsn)              # PREPARE every statement against the schema; check returned columns
+    scenario, queue = queue.settle(scenario)  # queue.toml's settings over the scenario's
     queue.require(scenario)          # refuse a scenario that calls a statement the queue lacks
     queue.queries                    # name -> Query: the project's statements, the user's in their place
     queue.schema_sql                 # the DDL of a run's schema: Lease Lab's bookkeeping + the job schema
@@ -19,6 +21,7 @@ Lease Lab's bookkeeping tables (dedup markers, ledger) and their statements stay
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import secrets
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from psycopg import pq
 
+from sim.db import queue_settings
 from sim.db.contracts import (
     BOOKKEEPING,
     COLUMN_OIDS,
@@ -49,6 +53,7 @@ from sim.wording import count
 
 QUERIES_FILE = "queries.sql"
 SCHEMA_FILE = "schema.sql"
+SETTINGS_FILE = queue_settings.SETTINGS_FILE
 _TYPE_NAMES = {
     16: "boolean",
     19: "name",
@@ -105,6 +110,22 @@ class QueueDefinition:
     job_schema: str | None  # the text of schema.sql, None to keep the project's job table
     missing: dict[str, str] = field(default_factory=dict)  # statement -> why it is not available
     _checked: set = field(default_factory=set, repr=False)
+    settings: dict = field(default_factory=dict)  # queue.toml: {"policy.NAME": value}
+    settled: bool = False  # its settings are already in the scenario given with it
+
+    def apply(self, scenario):
+        """`scenario` with the queue's own settings (queue.toml) in place of its own; unchanged
+        once settled (a caller applied them, and perhaps overrides after them)."""
+        if self.settled:
+            return scenario
+        return queue_settings.apply(
+            scenario, self.settings, self.path / SETTINGS_FILE, QueueDefinitionError
+        )
+
+    def settle(self, scenario):
+        """(the scenario with the queue's settings, this queue marked settled): what a caller
+        passes down, so that nothing below applies the settings again over its overrides."""
+        return self.apply(scenario), dataclasses.replace(self, settled=True)
 
     @property
     def name(self) -> str:
@@ -239,7 +260,13 @@ def load_queue(path: str | Path) -> QueueDefinition:
             f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
         )
     overrides = parse_overrides(_read(queries), str(queries))
-    return QueueDefinition(root, overrides, job_schema)
+    settings_file = root / SETTINGS_FILE
+    settings = (
+        queue_settings.read_settings(settings_file, QueueDefinitionError)
+        if settings_file.is_file()
+        else {}
+    )
+    return QueueDefinition(root, overrides, job_schema, settings=settings)
 
 
 def _read(path: Path) -> str:
@@ -356,7 +383,7 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
                 file,
                 line,
                 name,
-                f"parameter {pname} has unknown type {ptype} (int, text, bool or time)",
+                f"parameter {pname} has unknown type {ptype} (int, text, bool, time or interval)",
             )
         out.append((pname, ptype))
     names = [p for p, _ in out]
@@ -608,4 +635,5 @@ __all__ = [
     "parse_overrides",
     "QUERIES_FILE",
     "SCHEMA_FILE",
+    "SETTINGS_FILE",
 ]

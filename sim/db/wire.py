@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from psycopg import pq
 from psycopg.adapt import Loader, PyFormat
 
-from sim.db.base import EPOCH, MICROS
+from sim.db.base import EPOCH, MICROS, to_micros, to_timestamp
 from sim.db.queries import PLACEHOLDER, Query
 
-_OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184}  # int8, text, bool, timestamptz
+_OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184, "interval": 1186}
 _PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
 
 
@@ -36,6 +36,7 @@ class Statement:
     text: bytes
     order: tuple[str, ...]
     times: frozenset[str]
+    intervals: frozenset[str]
     oids: tuple[int, ...]
     formats: tuple[PyFormat, ...]
 
@@ -57,6 +58,24 @@ def statement(q: Query) -> Statement:
         text=text.encode(),
         order=tuple(order),
         times=frozenset(n for n in order if kinds[n] == "time"),
+        intervals=frozenset(n for n in order if kinds[n] == "interval"),
         oids=tuple(_OIDS[kinds[n]] for n in order),
         formats=(PyFormat.TEXT,) * len(order),
     )
+
+
+def values(st: Statement, params: dict) -> list:
+    """The statement's parameters in wire order: times (simulated seconds) as timestamptz,
+    intervals (seconds) as interval."""
+    return [
+        to_timestamp(params[n])
+        if n in st.times
+        else to_interval(params[n])
+        if n in st.intervals
+        else params[n]
+        for n in st.order
+    ]
+
+
+def to_interval(seconds: float) -> timedelta:
+    return timedelta(microseconds=to_micros(seconds))

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from sim.db.base import from_timestamp, to_timestamp
-from sim.db.wire import statement
+from sim.db.wire import statement, to_interval
 
 APP_PREFIX = "leaselab-live:"  # application_name of every live client: prefix, schema, ':', client
 
@@ -92,8 +92,11 @@ class LiveConnection:
             if ttl is not None:
                 params["lease_until"] = now + ttl
         query.check(params)
-        times = statement(query).times
-        bound = {k: to_timestamp(v) if k in times else v for k, v in params.items()}
+        st = statement(query)
+        bound = {
+            k: to_timestamp(v) if k in st.times else to_interval(v) if k in st.intervals else v
+            for k, v in params.items()
+        }
         start = time.monotonic()
         try:
             cursor = self.conn.execute(query.sql, bound)

@@ -40,6 +40,7 @@ class LiveWatcher:
                         "max_attempts": max_attempts,
                         "limit": policy.watcher_batch,
                         "retry_backoff": backoff,
+                        "stuck_after": policy.lease_ttl,
                     },
                 )
             except DbUnavailable:

@@ -28,13 +28,18 @@ def watcher(world):
         )
     while True:
         if gap:
-            stuck = yield from db.run("select_stuck_jobs", {})
+            stuck = yield from db.run("select_stuck_jobs", {"stuck_after": policy.lease_ttl})
             yield env.timeout(gap)
             rows = []
             for job, *_ in stuck[: policy.watcher_batch]:
                 rows += yield from db.run(
                     "rescue_job",
-                    {"id": job, "max_attempts": max_attempts, "retry_backoff": backoff},
+                    {
+                        "id": job,
+                        "max_attempts": max_attempts,
+                        "retry_backoff": backoff,
+                        "stuck_after": policy.lease_ttl,
+                    },
                     job=job,
                 )
         else:
@@ -44,6 +49,7 @@ def watcher(world):
                     "max_attempts": max_attempts,
                     "limit": policy.watcher_batch,
                     "retry_backoff": backoff,
+                    "stuck_after": policy.lease_ttl,
                 },
             )
         now = env.now

@@ -100,7 +100,7 @@ def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
         ),
         (
             CLAIM.replace("owner text", "owner string"),
-            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool or time)",
+            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool, time or interval)",
         ),
         (CLAIM + "\n" + CLAIM, "queries.sql:9: claim_conditional: defined twice (first at line 1)"),
         (
@@ -330,10 +330,11 @@ def test_a_read_then_write_rescue_without_a_watcher_gap_is_told_how_to_run(pg_ds
     import sim
 
     rescue = load_queries()["rescue_job"]
+    used = [(p, t) for p, t in rescue.params if f"%({p})s" in rescue.sql]
     d = queue(
         tmp_path,
         "-- name: requeue_expired\n-- none\n-- params:\n"
-        f"-- name: rescue_job\n-- by id\n-- params: {', '.join(f'{p} {t}' for p, t in rescue.params)}\n"
+        f"-- name: rescue_job\n-- by id\n-- params: {', '.join(f'{p} {t}' for p, t in used)}\n"
         f"{rescue.sql};\n",
     )
     with pytest.raises(QueueDefinitionError) as info:
