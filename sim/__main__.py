@@ -22,7 +22,7 @@ from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
 from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS
 from sim.results import json_number
-from sim.runner import refuse_memory
+from sim.runner import refuse_memory, with_queue
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 SWEEP_METRICS = (
@@ -440,7 +440,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_run(args) -> int:
-    scenario = _scenario(args.scenario, args.assignments, args.sql)
+    scenario, queue = _on_queue(args.scenario, args.assignments, args.sql)
     changes = {}
     if args.seed is not None:
         changes["seed"] = args.seed
@@ -459,7 +459,7 @@ def cmd_run(args) -> int:
         )
     if args.out is not None:
         _check_out(args.out, args.force)
-    run = _simulate(scenario, backend, args.dsn, args.keep_schema, args.sql)
+    run = _simulate(scenario, backend, args.dsn, args.keep_schema, queue)
     report = run.check()
     print(format_summary(run))
     print()
@@ -629,7 +629,7 @@ def cmd_review(args) -> int:
 
     if not 1 <= args.seeds <= MAX_RUNS:
         raise UsageError(f"--seeds {args.seeds}: must be from 1 to {MAX_RUNS:,}")
-    scenario = _scenario(args.scenario, args.assignments, args.sql)
+    scenario, queue = _on_queue(args.scenario, args.assignments, args.sql)
     if args.out is not None:
         _check_out(args.out, args.force)
     if args.report is not None:
@@ -638,7 +638,7 @@ def cmd_review(args) -> int:
         scenario,
         seeds=range(1, args.seeds + 1),
         variants=not args.no_variants,
-        sql=args.sql,
+        sql=queue,
         dsn=args.dsn,
     )
     print(result)
@@ -658,7 +658,7 @@ def cmd_sweep(args) -> int:
 
     if args.replications < 1:
         raise UsageError(f"--replications {args.replications}: must be at least 1")
-    scenario = _scenario(args.scenario, args.assignments, args.sql)
+    scenario, queue = _on_queue(args.scenario, args.assignments, args.sql)
     grid = {}
     for item in args.grid:
         key, sep, values = item.partition("=")
@@ -675,7 +675,7 @@ def cmd_sweep(args) -> int:
         replications=args.replications,
         seed=args.seed,
         executor="serial" if args.serial else None,
-        sql=args.sql,
+        sql=queue,
         dsn=args.dsn,
     )
     table = result.aggregate()
@@ -729,7 +729,7 @@ def cmd_live(args) -> int:
     from sim.comparison import compare
     from sim.live import LiveError, live
 
-    scenario = _scenario(args.scenario, args.assignments)
+    scenario, queue = _on_queue(args.scenario, args.assignments, args.sql)
     if args.compare_seeds < 0:
         raise ConfigError(f"--compare-seeds: must be a whole number >= 0, got {args.compare_seeds}")
     if args.out is not None:
@@ -741,7 +741,7 @@ def cmd_live(args) -> int:
             time_scale=args.time_scale,
             dsn=args.dsn,
             seed=args.seed,
-            sql=args.sql,
+            sql=queue,
         )
     except LiveError as exc:
         return _fail(str(exc))
@@ -767,12 +767,20 @@ def cmd_live(args) -> int:
     return 0 if report.ok else 1
 
 
-def _scenario(name: str, assignments: list[str], sql=None):
+def _scenario(name: str, assignments: list[str]):
+    return _on_queue(name, assignments, None)[0]
+
+
+def _on_queue(name: str, assignments: list[str], sql):
+    """(the scenario with --set applied over the settings of the queue directory `sql`, if any;
+    the queue to pass on, its settings settled (sim.runner.with_queue), or None)."""
     overrides = parse_assignments(assignments)
     if sql is not None and overrides.get("backend") == "memory":
         refuse_memory(sql)
-    scenario = resolve(name)
-    return scenario.with_overrides(overrides) if overrides else scenario
+    scenario, queue = resolve(name), None
+    if sql is not None:
+        scenario, queue = with_queue(scenario, sql)
+    return (scenario.with_overrides(overrides) if overrides else scenario), queue
 
 
 def _simulate(scenario, backend: str, dsn, keep_schema: bool, sql=None):

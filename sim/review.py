@@ -183,6 +183,10 @@ def review(
     import sim
 
     scenario = as_scenario(scenario)
+    if sql is not None:
+        from sim.runner import with_queue
+
+        scenario, sql = with_queue(scenario, sql)
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):

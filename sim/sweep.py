@@ -285,6 +285,10 @@ def sweep(
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
     base = as_scenario(scenario)
+    if sql is not None:
+        from sim.runner import with_queue
+
+        base, sql = with_queue(base, sql)  # the queue's settings under the grid's values
     if (
         isinstance(replications, bool)
         or not isinstance(replications, int | np.integer)

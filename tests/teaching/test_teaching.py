@@ -93,7 +93,9 @@ def test_headless_when_a_batch_runner_started_the_kernel(monkeypatch):
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
     monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
     monkeypatch.setattr(
-        notebook, "_parent_cmdline", lambda: "/venv/bin/python -m pytest tests/teaching/test_notebooks.py"
+        notebook,
+        "_parent_cmdline",
+        lambda: "/venv/bin/python -m pytest tests/teaching/test_notebooks.py",
     )
     assert teaching.headless() is True
     monkeypatch.setattr(
