@@ -38,6 +38,7 @@ import pandas as pd
 
 from sim import limits
 from sim.checklist import FAIL, ITEMS, PASS, RISK, STATUSES, UNTESTED, Checker
+from sim.db.queue_settings import describe
 from sim.errors import ConfigError
 from sim.report_writers import writer
 from sim.scenario import Scenario, as_scenario
@@ -60,6 +61,7 @@ class Review:
     runs: list = field(repr=False)
     variants: dict[str, list] = field(repr=False)  # variant name -> its runs (one per seed)
     queue: str | None = None  # the user's queue directory whose SQL was reviewed (on PostgreSQL)
+    queue_settings: str = ""  # what its queue.toml sets, as it writes them
     findings: dict = field(default_factory=dict, repr=False)  # check key -> sql_findings.Finding
 
     @property
@@ -87,6 +89,8 @@ class Review:
         seeds = ", ".join(map(str, self.seeds))
         runs = count(len(self.runs), "run")
         queue = f" on the queue in {self.queue} (PostgreSQL)" if self.queue else ""
+        if self.queue_settings:
+            queue = queue[:-1] + f"; its queue.toml sets {self.queue_settings})"
         return (
             f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
             f"{s.horizon:g} s each; "
@@ -237,7 +241,7 @@ def review(
     if on:
         from sim.sql_findings import findings
 
-        found = findings(on["sql"], scenario.policy)
+        found = findings(on["sql"], scenario, on["dsn"])
         for row in rows:
             if row["check"] in found:
                 row["status"], row["evidence"] = _weigh(
@@ -252,27 +256,42 @@ def review(
         runs,
         checker.variants,
         queue=str(on["sql"].path) if on else None,
+        queue_settings=describe(on["sql"].settings) if on else "",
         findings=found,
     )
 
 
 def trouble(key: str, numbers: dict) -> int:
-    """What the runs measured against an item the SQL text speaks to: double claims (claim),
-    completions by a non-owner (fencing), expired jobs never moved or stuck (watcher)."""
+    """What the runs measured against an item the SQL speaks to: double claims by the claim
+    (claim), completions by a non-owner and other late writes that broke an invariant (fencing),
+    expired jobs never moved or stuck, finished jobs overwritten and live leases requeued by the
+    watcher (watcher)."""
     if key == "claim":
         return int(numbers.get("double_claims", 0) + (numbers.get("variant_double_claims") or 0))
     if key == "fencing":
-        return int(numbers.get("non_owner_completions", 0))
-    return int(numbers.get("stuck_processing", 0) + numbers.get("never_moved", 0))
+        return int(numbers.get("non_owner_completions", 0) + numbers.get("late_worker_writes", 0))
+    return int(
+        sum(
+            numbers.get(k, 0)
+            for k in (
+                "stuck_processing",
+                "never_moved",
+                "watcher_overwrites",
+                "watcher_double_claims",
+            )
+        )
+    )
 
 
 def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str]:
-    """An item's status and evidence with the SQL text's finding beside the runs: a flaw the text
-    shows and the runs hit fails; one they did not hit stays a risk; a text that looks right but
-    whose runs went wrong is refuted."""
+    """An item's status and evidence with the server's finding beside the runs: a flaw the probes
+    show and the runs hit fails; one they did not hit stays a risk; statements that behaved in
+    the probes but whose runs went wrong are refuted. The claim says which evidence decided."""
     bad = trouble(finding.item, numbers)
     numbers["sql_safe"] = finding.safe
-    if not finding.safe and bad:
+    if finding.safe is None:
+        verdict = "so the runs alone decide"
+    elif not finding.safe and bad:
         verdict, status = "the runs confirm it", FAIL
     elif not finding.safe:
         verdict, status = "the runs did not hit it", RISK if status in (PASS, UNTESTED) else status
@@ -280,7 +299,26 @@ def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str
         verdict = "the runs refute it"
     else:
         verdict = "the runs confirm it" if status == PASS else "the runs do not contradict it"
-    return status, f"SQL: {finding.text}; {verdict}. Runs: {evidence}"
+    decided = _decided(finding, numbers, bad) if finding.item == "claim" else ""
+    return status, f"SQL, asked of the server: {finding.text}; {verdict}.{decided} Runs: {evidence}"
+
+
+def _decided(finding, numbers: dict, bad: int) -> str:
+    """Which evidence decided the claim: a probe shows a race outright; a claim that passed them
+    (one statement, or data-changing steps) is judged by what it did under contention."""
+    if finding.safe is False:
+        return " Decided by the server probe" + (", and the runs' double claims." if bad else ".")
+    leases = numbers.get("variant_leases")
+    if leases is None:
+        return (
+            f" Decided by the scenario's runs ({count(numbers['double_claims'], 'double claim')} "
+            f"in {count(numbers['leases'], 'lease')}); no contention variant ran."
+        )
+    return (
+        f" Decided by the runs under contention: {count(numbers['variant_double_claims'], 'double claim')} "
+        f"in {count(leases, 'lease')} (8+ workers on 200 jobs at once), "
+        f"{count(numbers['double_claims'], 'double claim')} in the scenario's {count(numbers['leases'], 'lease')}."
+    )
 
 
 # ---- the figure's table --------------------------------------------------------------------------

@@ -16,9 +16,12 @@ from sim.db.queries import load_queries
 COLUMN_OIDS: dict[str, frozenset[int]] = {
     "int": frozenset({20, 21, 23}),
     "text": frozenset({25, 1043, 1042, 19}),
-    "time": frozenset({1184}),
+    "time": frozenset({1184, 1114}),  # timestamptz, or timestamp (UTC: a run sets TimeZone)
     "bool": frozenset({16}),
 }
+ID_OIDS = (
+    COLUMN_OIDS["int"] | COLUMN_OIDS["text"] | {2950}
+)  # a queue's job ids: integer, text, uuid
 SQL_TYPE = {"int": "bigint", "text": "text", "time": "timestamptz", "bool": "boolean"}
 JOB_COLUMNS = (
     ("id", "int"),
@@ -182,6 +185,7 @@ CONTRACTS: dict[str, Contract] = {
         optional=False,
     ),
 }
+BOOKKEEPING_TABLES = ("ledger", "processed_events")  # Lease Lab's tables beside a queue's own
 # Lease Lab's own bookkeeping (dedup markers, ledger): a queue definition cannot override these.
 BOOKKEEPING = frozenset(
     {

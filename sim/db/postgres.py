@@ -62,6 +62,7 @@ from sim.db.errors import (
 )
 from sim.db.processes import asleep_in_epoll, may_signal, process_state
 from sim.db.queries import get_query, load_queries, schema_sql
+from sim.db.queue_adapter import QueueAdapter
 from sim.db.queue_dir import QueueDefinition
 from sim.db.server import (
     connect_dsn,
@@ -187,6 +188,8 @@ class PostgresBackend(ClientTable):
         if queue is not None:
             queue.check_on(self.dsn)
         self._queries = queue.queries if queue is not None else load_queries()
+        # a user's queue: its own job ids, Lease Lab's lease count where it keeps no attempts
+        self._adapter = QueueAdapter(queue) if queue is not None else None
         self._statements: dict[str, wire.Statement] = {}
         self._clients: dict[str, _Client] = {}
         self._pids: dict[int, str] = {}  # backend pid -> client, for naming lock holders
@@ -287,13 +290,14 @@ class PostgresBackend(ClientTable):
             # Commits stay atomic and immediately visible; only their survival of a server crash,
             # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
             conn.execute("SET synchronous_commit TO off")
+            conn.execute("SET TimeZone TO 'UTC'")  # a queue's timestamp columns hold UTC
             if self._superuser:
                 conn.execute(
                     sql.SQL("SET deadlock_timeout TO {}").format(
                         sql.Literal(CLIENT_DEADLOCK_TIMEOUT)
                     )
                 )
-            conn.adapters.register_loader("timestamptz", wire.SimTimeLoader)
+            wire.register_loaders(conn)
             signals = self.pauses_waiters and may_signal(conn, conn.info.backend_pid)
         except psycopg.OperationalError as exc:
             conn.close()
@@ -334,6 +338,8 @@ class PostgresBackend(ClientTable):
 
     def _end(self, client: str, state: _Client, command: bytes) -> None:
         state.in_tx = False
+        if self._adapter is not None:
+            self._adapter.ended(client, command == b"COMMIT")
         if not state.begun:
             return  # nothing reached the server
         state.begun = False
@@ -379,6 +385,8 @@ class PostgresBackend(ClientTable):
             self.terminated.append((client, state.pid))
         self._disconnect([state])
         state.crashed = True
+        if self._adapter is not None:
+            self._adapter.ended(client, False)
         self._holder_gone(client)
 
     def in_transaction(self, client: str) -> bool:
@@ -470,7 +478,11 @@ class PostgresBackend(ClientTable):
         self._idle(client, state, query)
         q.check(params)
         self._open(client, state)
-        st = self._statements.get(query) or self._statements.setdefault(query, wire.statement(q))
+        st = self._statements.get(query) or self._statements.setdefault(
+            query, wire.statement(q, self.queue.id_oid) if self.queue else wire.statement(q)
+        )
+        if self._adapter is not None:
+            params = self._adapter.bind(client, query, params)
         pg = state.pg
         try:
             if st.name not in state.prepared:
@@ -491,7 +503,13 @@ class PostgresBackend(ClientTable):
         except psycopg.OperationalError as exc:
             raise self._lost(client, query, exc) from None
         state.since = time.monotonic()
-        return self._outcome(client, state, query)
+        return self._adapted(client, state, self._outcome(client, state, query))
+
+    def _adapted(self, client: str, state: _Client, outcome: Rows | Blocked) -> Rows | Blocked:
+        """A user's queue's rows in the model's terms (sim.db.queue_adapter)."""
+        if self._adapter is None or outcome.__class__ is Blocked:
+            return outcome
+        return self._adapter.rows(client, outcome, state.in_tx)
 
     def _prepare(self, state: _Client, st: wire.Statement, query: str) -> None:
         result = state.pg.prepare(st.name, st.text, st.oids)
@@ -510,7 +528,7 @@ class PostgresBackend(ClientTable):
             if state.in_tx:
                 self._freeze_waiters_of(client)  # should its statement fail, they stay put
             self._thaw(state)
-        return self._outcome(client, state, query)
+        return self._adapted(client, state, self._outcome(client, state, query))
 
     def _outcome(self, client: str, state: _Client, query: str) -> Rows | Blocked:
         try:

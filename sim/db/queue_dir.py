@@ -24,18 +24,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from psycopg import pq
 
 from sim.db import queue_settings
 from sim.db.contracts import (
     BOOKKEEPING,
-    COLUMN_OIDS,
     CONTRACTS,
-    SQL_TYPE,
     STATUSES,
     bound_params,
     statements_called,
@@ -54,35 +49,6 @@ from sim.wording import count
 QUERIES_FILE = "queries.sql"
 SCHEMA_FILE = "schema.sql"
 SETTINGS_FILE = queue_settings.SETTINGS_FILE
-_TYPE_NAMES = {
-    16: "boolean",
-    19: "name",
-    20: "bigint",
-    21: "smallint",
-    23: "integer",
-    25: "text",
-    700: "real",
-    701: "double precision",
-    1042: "char",
-    1043: "varchar",
-    1082: "date",
-    1114: "timestamp",
-    1184: "timestamptz",
-    1700: "numeric",
-    2950: "uuid",
-    3802: "jsonb",
-    114: "json",
-}
-
-
-# Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved search_path.
-_ELSEWHERE = """
-SELECT 'search_path' WHERE current_schema() IS DISTINCT FROM $1
-UNION ALL
-(SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE c.xmin::text = (txid_current() % 4294967296)::text AND n.nspname <> $1
-   AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1 LIMIT 1)
-"""
 
 
 class QueueDefinitionError(ConfigError):
@@ -111,6 +77,8 @@ class QueueDefinition:
     missing: dict[str, str] = field(default_factory=dict)  # statement -> why it is not available
     _checked: set = field(default_factory=set, repr=False)
     settings: dict = field(default_factory=dict)  # queue.toml: {"policy.NAME": value}
+    id_oid: int = 20  # the type %(id)s is bound as: the queue's job ids (found by the check)
+    own_ids: bool = False  # insert_job returns the id the queue gave the job (found by the check)
     settled: bool = False  # its settings are already in the scenario given with it
 
     def apply(self, scenario):
@@ -183,7 +151,9 @@ class QueueDefinition:
             self.missing = {
                 n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
             }
-            _Checker(self, conn.pgconn).run()
+            from sim.db.queue_check import Check
+
+            Check(self, conn.pgconn).run()
         finally:
             conn.close()
         self._checked.add(dsn)
@@ -292,12 +262,14 @@ def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
         end = starts[k + 1] if k + 1 < len(starts) else len(lines)
         block = _block(lines, i, end, file)
         if block.name in out:
-            _fail(file, i + 1, block.name, f"defined twice (first at line {out[block.name].line})")
+            fail_at(
+                file, i + 1, block.name, f"defined twice (first at line {out[block.name].line})"
+            )
         out[block.name] = block
     return out
 
 
-def _fail(file: str, line: int, name: str, problem: str):
+def fail_at(file: str, line: int, name: str, problem: str):
     raise QueueDefinitionError(f"{file}:{line}: {name}: {problem}")
 
 
@@ -307,7 +279,7 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
     if not name:
         raise QueueDefinitionError(f"{file}:{line}: '-- name:' without a statement name")
     if name in BOOKKEEPING:
-        _fail(
+        fail_at(
             file,
             line,
             name,
@@ -316,7 +288,7 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
     if name not in CONTRACTS:
         close = difflib.get_close_matches(name, CONTRACTS, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        _fail(
+        fail_at(
             file,
             line,
             name,
@@ -329,7 +301,7 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
         j += 1
     params = [(n, text) for n, text in header if text.startswith("-- params:")]
     if not params:
-        _fail(
+        fail_at(
             file,
             line,
             name,
@@ -343,9 +315,9 @@ def _block(lines: list[str], i: int, end: int, file: str) -> Override:
     first = next((n for n, text in enumerate(body) if text.strip()), None)
     if first is None:
         if not CONTRACTS[name].optional:
-            _fail(file, line, name, "has no statement, and every run needs one")
+            fail_at(file, line, name, "has no statement, and every run needs one")
         if declared:
-            _fail(
+            fail_at(
                 file,
                 params_line,
                 name,
@@ -371,7 +343,7 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
             continue
         parts = item.split()
         if len(parts) != 2:
-            _fail(
+            fail_at(
                 file,
                 line,
                 name,
@@ -379,7 +351,7 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
             )
         pname, ptype = parts
         if ptype not in PARAM_TYPES:
-            _fail(
+            fail_at(
                 file,
                 line,
                 name,
@@ -389,7 +361,7 @@ def _declared(text: str, file: str, line: int, name: str) -> tuple[tuple[str, st
     names = [p for p, _ in out]
     for p in names:
         if names.count(p) > 1:
-            _fail(file, line, name, f"parameter {p} is declared twice")
+            fail_at(file, line, name, f"parameter {p} is declared twice")
     return tuple(out)
 
 
@@ -428,7 +400,7 @@ def _foreign_placeholders(name: str, sql: str, file: str, sql_line: int) -> None
     else:
         head = f"uses {token}, another driver's named placeholder; Lease Lab binds as %(name)s"
         use = f"{name} binds {_binds(name)}: write one of those, e.g. %({first})s"
-    _fail(file, line, name, f"{head}: {use}")
+    fail_at(file, line, name, f"{head}: {use}")
 
 
 def _check_params(
@@ -437,7 +409,7 @@ def _check_params(
     bound = dict(bound_params(name))
     for pname, ptype in declared:
         if pname not in bound:
-            _fail(
+            fail_at(
                 file,
                 params_line,
                 name,
@@ -445,7 +417,7 @@ def _check_params(
                 f"it binds {_binds(name)}",
             )
         if bound[pname] != ptype:
-            _fail(
+            fail_at(
                 file,
                 params_line,
                 name,
@@ -463,7 +435,7 @@ def _check_params(
                 if pname in bound
                 else f"; Lease Lab binds {_binds(name)}"
             )
-            _fail(
+            fail_at(
                 file,
                 at,
                 name,
@@ -471,154 +443,16 @@ def _check_params(
             )
     for pname, _ in declared:
         if pname not in used:
-            _fail(file, params_line, name, f"declares {pname} but never uses %({pname})s")
+            fail_at(file, params_line, name, f"declares {pname} but never uses %({pname})s")
     for pname in CONTRACTS[name].required:
         if pname not in used:
-            _fail(
+            fail_at(
                 file,
                 sql_line,
                 name,
                 f"must use %({pname})s (the job Lease Lab means); it uses "
                 f"{', '.join(sorted(used)) or 'no parameter'}",
             )
-
-
-class _Checker:
-    """PREPARE on a server, inside one rolled-back transaction in a throwaway schema."""
-
-    def __init__(self, queue: QueueDefinition, pg):
-        self.queue, self.pg = queue, pg
-
-    def _exec(self, text: str):
-        return self.pg.exec_(text.encode())
-
-    def run(self) -> None:
-        q = self.queue
-        schema = f"leaselab_check_{secrets.token_hex(6)}"
-        self._ok(self._exec("BEGIN"))
-        try:
-            self._ok(self._exec(f'CREATE SCHEMA "{schema}"'))
-            self._ok(self._exec(f'SET LOCAL search_path TO "{schema}"'))
-            self._ok(self._exec(bookkeeping_sql()))
-            if q.job_schema is None:
-                self._ok(self._exec(job_schema_sql()))
-            else:
-                result = self._exec(q.job_schema)
-                if (
-                    result.status != pq.ExecStatus.COMMAND_OK
-                    and result.status != pq.ExecStatus.TUPLES_OK
-                ):
-                    line = 1 + q.job_schema[: _position(result)].count("\n")
-                    raise QueueDefinitionError(
-                        f"{q.file('schema.sql')}:{line}: PostgreSQL cannot run it: "
-                        f"{_message(result)}"
-                    )
-                self._own_schema_only(schema)
-            for name in [
-                *q.overrides,
-                *(n for n in CONTRACTS if n not in q.overrides),
-            ]:  # the user's first
-                self._statement(name)
-        finally:
-            self._exec("ROLLBACK")
-
-    def _own_schema_only(self, schema: str) -> None:
-        """schema.sql must create its objects in the run's own schema, and leave search_path there."""
-        result = self.pg.exec_params(_ELSEWHERE.encode(), [schema.encode()])
-        self._ok(result)
-        if result.ntuples:
-            where = result.get_value(0, 0).decode()
-            what = "moves search_path" if where == "search_path" else f"creates {where}"
-            word = where.rpartition(".")[2].lower()
-            lines = self.queue.job_schema.lower().splitlines()
-            line = next((i + 1 for i, text in enumerate(lines) if word in text), 1)
-            raise QueueDefinitionError(
-                f"{self.queue.file(SCHEMA_FILE)}:{line}: {what} outside the run's own schema; "
-                "keep names unqualified (Lease Lab creates everything in a schema of its own "
-                "and drops it afterwards)"
-            )
-
-    @staticmethod
-    def _ok(result) -> None:
-        if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-            raise QueueDefinitionError(
-                f"PostgreSQL refused to set up the check: {_message(result)}"
-            )
-
-    def _statement(self, name: str) -> None:
-        q = self.queue
-        o = q.overrides.get(name)
-        if o is not None and not o.sql:
-            return
-        from sim.db.wire import statement  # the wire form a run sends: $n placeholders, typed
-
-        sql = o.sql if o is not None else load_queries()[name].sql
-        wire = statement(Query(name, "", bound_params(name), sql))
-        text = wire.text.decode()
-        self._ok(self._exec("SAVEPOINT leaselab_check"))
-        stmt = f"leaselab_check_{name}".encode()
-        result = self.pg.prepare(stmt, wire.text, list(wire.oids))
-        if result.status != pq.ExecStatus.COMMAND_OK:
-            self._ok(self._exec("ROLLBACK TO SAVEPOINT leaselab_check"))
-            if o is None:  # the project's text under the user's schema: not available, not an error
-                why = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: {_message(result)}"
-                if not CONTRACTS[name].optional:
-                    raise QueueDefinitionError(
-                        f"{q.file()}: {name}: {why}; every run needs it: define it in "
-                        f"{QUERIES_FILE}"
-                    )
-                q.missing[name] = why
-                return
-            line = o.sql_line + text[: _position(result)].count("\n")
-            against = (
-                q.file(SCHEMA_FILE)
-                if q.job_schema is not None
-                else "Lease Lab's job table (sql/schema.sql)"
-            )
-            _fail(
-                q.file(),
-                line,
-                name,
-                f"PostgreSQL cannot PREPARE it against {against}: {_message(result)}",
-            )
-        described = self.pg.describe_prepared(stmt)
-        columns = [
-            (described.fname(i).decode(), described.ftype(i)) for i in range(described.nfields)
-        ]
-        self._exec(f"DEALLOCATE leaselab_check_{name}")
-        self._ok(self._exec("RELEASE SAVEPOINT leaselab_check"))
-        if o is not None:
-            problem = _columns_problem(name, columns)
-            if problem:
-                _fail(q.file(), o.sql_line, name, problem)
-
-
-def _columns_problem(name: str, columns: list[tuple[str, int]]) -> str | None:
-    """Why the returned columns do not fit the contract, or None."""
-    c = CONTRACTS[name]
-    wanted = ", ".join(f"{col} {SQL_TYPE[kind]}" for col, kind in c.returns)
-    got = ", ".join(col for col, _ in columns) or "no columns"
-    if c.exact and len(columns) != len(c.returns) or len(columns) < len(c.returns):
-        how = "exactly" if c.exact else "at least"
-        extra = " (add RETURNING ...)" if not columns else ""
-        return f"returns {len(columns)} column(s) ({got}); Lease Lab reads {how} {len(c.returns)}: {wanted}{extra}"
-    for i, ((col, kind), (got_name, oid)) in enumerate(zip(c.returns, columns, strict=False)):
-        if oid not in COLUMN_OIDS[kind]:
-            return (
-                f"column {i + 1} ({got_name}) is {_TYPE_NAMES.get(oid, f'type OID {oid}')}; Lease Lab reads it as {col} {SQL_TYPE[kind]} "
-                f"(cast it: ...::{SQL_TYPE[kind]})"
-            )
-    return None
-
-
-def _position(result) -> int:
-    raw = result.error_field(pq.DiagnosticField.STATEMENT_POSITION)
-    return max(0, int(raw) - 1) if raw else 0
-
-
-def _message(result) -> str:
-    primary = result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or result.error_message or b""
-    return " ".join(primary.decode(errors="replace").split())
 
 
 def loaded(sql: str | Path | QueueDefinition) -> QueueDefinition:

@@ -20,7 +20,9 @@ _PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
 
 
 class SimTimeLoader(Loader):
-    """timestamptz (binary: microseconds since 2000-01-01) -> simulated seconds, like MemoryBackend."""
+    """timestamptz (binary: microseconds since 2000-01-01) -> simulated seconds, like MemoryBackend.
+    Registered for timestamp without time zone too, read as UTC: the connections of a run set
+    TimeZone to UTC, so a queue's timestamp columns hold the simulated clock in UTC."""
 
     format = pq.Format.BINARY
 
@@ -42,7 +44,9 @@ class Statement:
 
 
 @cache
-def statement(q: Query) -> Statement:
+def statement(q: Query, id_oid: int = _OIDS["int"]) -> Statement:
+    """`q` on the wire; `id_oid`: the type of the queue's job ids, which %(id)s is bound as (the
+    model's job number in insert_job, which gives the job its id)."""
     order: list[str] = []
     kinds = dict(q.params)
 
@@ -59,7 +63,9 @@ def statement(q: Query) -> Statement:
         order=tuple(order),
         times=frozenset(n for n in order if kinds[n] == "time"),
         intervals=frozenset(n for n in order if kinds[n] == "interval"),
-        oids=tuple(_OIDS[kinds[n]] for n in order),
+        oids=tuple(
+            id_oid if n == "id" and q.name != "insert_job" else _OIDS[kinds[n]] for n in order
+        ),
         formats=(PyFormat.TEXT,) * len(order),
     )
 
@@ -79,3 +85,9 @@ def values(st: Statement, params: dict) -> list:
 
 def to_interval(seconds: float) -> timedelta:
     return timedelta(microseconds=to_micros(seconds))
+
+
+def register_loaders(conn) -> None:
+    """Times come back as simulated seconds, from timestamptz and timestamp columns alike."""
+    conn.adapters.register_loader("timestamptz", SimTimeLoader)
+    conn.adapters.register_loader("timestamp", SimTimeLoader)
