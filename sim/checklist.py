@@ -795,6 +795,8 @@ class Checker:
                     f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
                 )
                 multi = vmu
+        if not jobs:
+            return UNTESTED, text + ": the final table holds no job to compare.", m
         return (*self._guarded(text, bad, multi, "the increment was never exercised"), m)
 
     def fencing(self):

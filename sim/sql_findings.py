@@ -171,9 +171,10 @@ def _write(lab: Lab, name: str, owner: str, attempt: int, now: float):
 
 
 def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
-    """What worker w0's write `name` did: its own lease (own), after another worker took the job
-    (other), after w0 itself took it again (same), after another worker finished it (done).
-    None: the queue never put the job in that state (nothing hands an expired job on)."""
+    """What worker w0's write `name` did: its own lease (own), after its lease expired and the
+    watcher moved the job (expired: requeued, or failed for good), after another worker took the
+    job (other), after w0 itself took it again (same), after another worker finished it (done).
+    None: the queue never put the job in that state (nothing moves or hands on an expired job)."""
     cases: dict[str, str | None] = {}
     with lab.trial():
         lab.enqueue(1)
@@ -181,6 +182,16 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
         if claimed is None:
             raise ProbeError(name, "the claim took nothing, so no write could be probed")
         cases["own"] = _outcome(lab, _write(lab, name, "w0", claimed[1], T0 + 1))
+    with lab.trial():
+        lab.enqueue(1)
+        attempt = lab.claim("w0", T0)[1]
+        late = T0 + lab.ttl + 1
+        cases["expired"] = None
+        if lab.policy.watcher and _watcher_statements(lab):
+            lab.watch(late)
+            state = lab.state(1)
+            if state is None or state[3] != "Processing":
+                cases["expired"] = _outcome(lab, _write(lab, name, "w0", attempt, late + 0.5))
     for case, taker in (("other", "w1"), ("same", "w0"), ("done", "w1")):
         with lab.trial():
             lab.enqueue(1)
@@ -199,11 +210,11 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
 
 def _reclaim(lab: Lab, owner: str, now: float):
     """`owner` claims job 1 after its lease expired: by the claim itself, else after a watcher
-    tick; None if neither hands it on."""
+    tick and the retry backoff of a first attempt; None if neither hands it on."""
     got = lab.claim(owner, now)
     if got is None and lab.policy.watcher and _watcher_statements(lab):
         lab.watch(now)
-        got = lab.claim(owner, now + 0.5)
+        got = lab.claim(owner, now + lab.policy.retry_backoff + 0.5)
     return got if got is not None and got[0] == 1 else None
 
 
@@ -216,36 +227,46 @@ _CHECKS = {
 
 
 def fence_text(lab: Lab, name: str, cases: dict) -> str:
-    """'complete_fenced (q/queries.sql:27) checks owner and attempt, and leaves a finished job
-    alone', from what the probes saw."""
-    other, same, done = (cases.get(k) for k in ("other", "same", "done"))
+    """'complete_fenced (q/queries.sql:27) checks owner and attempt, refuses a late write once the
+    watcher took the job back, and leaves a finished job alone', from what the probes saw."""
+    other, same, done, expired = (cases.get(k) for k in ("other", "same", "done", "expired"))
     key = tuple(
         None if v is None else REFUSED if v == REFUSED else "through" for v in (other, same)
     )
-    if None in key:
-        known = [
-            f"a stale write {'went through' if v != REFUSED else 'was refused'} ({what})"
-            for v, what in ((other, "another worker's job"), (same, "its own later attempt"))
-            if v is not None
-        ]
-        head = (
-            f"{_where(lab, name)}: nothing in this queue hands an expired job to another worker, so "
-            + ("; ".join(known) or "no stale write could be made")
+    parts = []
+    if None not in key:
+        parts.append(_CHECKS[key])
+    if expired == REFUSED:
+        parts.append("refuses a late write once the watcher took the job back")
+    elif expired is not None:
+        parts.append(
+            "lets a late write through once the watcher took the job back (requeued or failed)"
         )
-    else:
-        head = f"{_where(lab, name)} {_CHECKS[key]}"
-    if cases.get("own") == REFUSED:
-        head += "; it refused even its holder's own write"
     if done == REFUSED:
-        return head + ", and leaves a finished job alone"
-    if done == WRITTEN:
-        return head + ", and a late write overwrites a finished job"
-    if done == RETURNED:
-        return (
-            head
-            + ", and returns a finished job's row to a late write (nothing written: the worker takes it as done and commits)"
+        parts.append("leaves a finished job alone")
+    elif done == WRITTEN:
+        parts.append("a late write overwrites a finished job")
+    elif done == RETURNED:
+        parts.append(
+            "returns a finished job's row to a late write (nothing written: the worker takes it "
+            "as done and commits)"
         )
-    return head
+    text = f"{_where(lab, name)} " + (
+        ", ".join(parts[:-1]) + ", and " + parts[-1]
+        if len(parts) > 1
+        else parts[0]
+        if parts
+        else ""
+    )
+    if None in key:
+        text += (
+            ("; " if parts else ": ")
+            + "nothing in this queue hands an expired job to another worker, so no write of an "
+            "old lease could meet a new one"
+        )
+    if cases.get("own") == REFUSED:
+        text += "; it refused even its holder's own write"
+    return text
 
 
 def fence(queue, name: str, *, dsn: str | None = None, scenario=None) -> tuple[bool, str]:
@@ -371,8 +392,10 @@ def _watches(lab: Lab, names) -> Finding:
     with lab.trial():
         lab.enqueue(1)
         lab.claim("w0", T0)
+        before = lab.state(1)
         lab.watch(T0 + min(age, ttl) / 2)
-        live = lab.written or lab.state(1)[3] != "Processing"
+        after = lab.state(1)
+        live = after is None or (after[3], after[4]) != (before[3], before[4])
     (problems if live else fine).append(
         "it requeues a job whose lease still runs" if live else "leaves a live lease alone"
     )
@@ -380,6 +403,7 @@ def _watches(lab: Lab, names) -> Finding:
         lab.enqueue(1)
         job, attempt = lab.claim("w0", T0)
         finished = bool(lab.complete(1, "w0", attempt, T0 + 1))
+        before = lab.state(1)  # Completed, or gone: a queue that deletes finished jobs
         late = T0 + age + 1
         if len(names) == 2:
             lab.run("select_stuck_jobs", now=late)
@@ -387,9 +411,7 @@ def _watches(lab: Lab, names) -> Finding:
         else:
             lab.watch(late)
         after = lab.state(1)
-        overwrote = finished and (
-            lab.written > 0 or (after is not None and after[3] != "Completed")
-        )
+        overwrote = finished and (before and before[3]) != (after and after[3])
     if finished:
         (problems if overwrote else fine).append(
             "its write overwrites a finished job (it does not re-check the job's state)"
@@ -400,8 +422,10 @@ def _watches(lab: Lab, names) -> Finding:
         with lab.trial():  # the write after the read: the job was taken again in between
             lab.enqueue(1)
             lab.claim("w0", T0)
+            before = lab.state(1)
             lab.run("rescue_job", id=1, now=T0 + 1)
-            fresh = lab.written > 0
+            after = lab.state(1)
+            fresh = after is None or (after[3], after[4]) != (before[3], before[4])
         (problems if fresh else fine).append(
             "its write requeues a job whatever it became since the read (a job taken again in "
             "between goes back to Pending)"

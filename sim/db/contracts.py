@@ -63,8 +63,8 @@ CONTRACTS: dict[str, Contract] = {
         "the producer enqueues a job (Pending, attempts 0) with the model's id",
         (),
         False,
-        "rows are ignored",
-        ("id",),
+        "nothing; a row back is the id the queue gave the job: %(id)s is bound as that id "
+        "in every other statement (a queue with ids of its own: uuid, text, a serial)",
         optional=False,
     ),
     "select_candidates": Contract(

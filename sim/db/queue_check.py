@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from psycopg import pq
 
 from sim.db.contracts import COLUMN_OIDS, CONTRACTS, ID_OIDS, SQL_TYPE, bound_params
-from sim.db.queries import Query, bookkeeping_sql, job_schema_sql, load_queries
+from sim.db.queries import PLACEHOLDER, Query, bookkeeping_sql, job_schema_sql, load_queries
 from sim.db.queue_dir import (
     QUERIES_FILE,
     SCHEMA_FILE,
@@ -140,6 +140,15 @@ class Check:
                 "insert_job",
                 f"returns {inserted[0][0]} as {got}, but dump_jobs returns the job ids as {kind}; "
                 "insert_job returns the id it gave the job (contract: insert_job)",
+            )
+        o = q.overrides.get("insert_job")
+        if not inserted and o is not None and "id" not in PLACEHOLDER.findall(o.sql):
+            fail_at(
+                q.file(),
+                o.sql_line,
+                "insert_job",
+                "neither uses %(id)s nor returns the id it gave the job (RETURNING id): Lease Lab "
+                "cannot tell its jobs apart (contract: insert_job)",
             )
         if not inserted and q.id_oid not in COLUMN_OIDS["int"]:
             o = q.overrides.get("insert_job")
