@@ -152,7 +152,7 @@ def _fencing(lab: Lab, scenario) -> Finding:
             continue
         numbers[name] = cases
         parts.append(fence_text(lab, name, cases))
-        through = [c for c, v in cases.items() if c != "own" and v not in (REFUSED, None)]
+        through = [c for c in _HARMFUL if _harmful(name, c, cases)]
         if through:
             safe = False
         elif cases.get("own") == REFUSED or all(v is None for k, v in cases.items() if k != "own"):
@@ -160,6 +160,21 @@ def _fencing(lab: Lab, scenario) -> Finding:
     if not writes:
         return Finding("fencing", None, "no statement by which a worker writes its job was found")
     return Finding("fencing", safe, "; ".join(parts), numbers)
+
+
+_HARMFUL = ("expired", "other", "same", "done")
+
+
+def _harmful(name: str, case: str, cases: dict) -> bool:
+    """Did the stale write in `case` do harm? Any write that went through once another worker
+    held or finished the job; after the watcher took the job back, a write that renewed the lease
+    (a heartbeat) or went through on a job the watcher failed for good (finished and failed):
+    completing a job merely requeued, before anyone took it again, loses nothing."""
+    if cases.get(case) in (REFUSED, None):
+        return False
+    if case == "expired":
+        return name == "heartbeat" or cases.get("expired_to") != "Pending"
+    return True
 
 
 def _outcome(lab: Lab, rows) -> str:
@@ -192,6 +207,7 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
             state = lab.state(1)
             if state is None or state[3] != "Processing":
                 cases["expired"] = _outcome(lab, _write(lab, name, "w0", attempt, late + 0.5))
+                cases["expired_to"] = state[3] if state is not None else None
     for case, taker in (("other", "w1"), ("same", "w0"), ("done", "w1")):
         with lab.trial():
             lab.enqueue(1)
@@ -238,9 +254,16 @@ def fence_text(lab: Lab, name: str, cases: dict) -> str:
         parts.append(_CHECKS[key])
     if expired == REFUSED:
         parts.append("refuses a late write once the watcher took the job back")
+    elif expired is not None and _harmful(name, "expired", cases):
+        took = (
+            "failed the job for good"
+            if cases.get("expired_to") != "Pending"
+            else "took the job back"
+        )
+        parts.append(f"lets a late write through once the watcher {took}")
     elif expired is not None:
         parts.append(
-            "lets a late write through once the watcher took the job back (requeued or failed)"
+            "lets a late write through on a job the watcher requeued, before anyone took it again"
         )
     if done == REFUSED:
         parts.append("leaves a finished job alone")
@@ -279,7 +302,7 @@ def fence(queue, name: str, *, dsn: str | None = None, scenario=None) -> tuple[b
     with lab_on(queue, scenario.policy, dsn) as lab:
         cases = _fence_cases(lab, name)
         text = fence_text(lab, name, cases)
-    return all(v in (REFUSED, None) for k, v in cases.items() if k != "own"), text
+    return not any(_harmful(name, c, cases) for c in _HARMFUL), text
 
 
 # ---- the watcher ----------------------------------------------------------------------------------
@@ -309,7 +332,8 @@ def _no_watcher(lab: Lab, names) -> Finding:
         )
         head = f"this queue has no watcher ({missing} left out)"
     else:
-        head = f"{' and '.join(_where(lab, n) for n in names)} exist but policy.watcher = false does not run them"
+        verb = "exists" if len(names) == 1 else "exist"
+        head = f"{' and '.join(_where(lab, n) for n in names)} {verb} but policy.watcher = false does not run {'it' if len(names) == 1 else 'them'}"
     with lab.trial():
         lab.enqueue(1)
         lab.claim("w0", T0)

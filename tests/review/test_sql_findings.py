@@ -149,7 +149,7 @@ def test_fencing_covers_every_write_by_a_worker(pg_dsn):
     assert boss["fencing"].numbers["fail_job_fenced"]["expired"] == "written"
     assert (
         f"fail_job_fenced ({EXAMPLES / 'pg-boss-like'}/queries.sql:48) checks neither owner nor "
-        "attempt, lets a late write through once the watcher took the job back"
+        "attempt, lets a late write through on a job the watcher requeued"
     ) in boss["fencing"].text
     graphile = found(
         EXAMPLES / "graphile-like", str(EXAMPLES / "graphile-like" / "scenario.toml"), pg_dsn
@@ -198,6 +198,7 @@ def test_the_same_behaviour_in_another_shape_gets_the_same_finding(pg_dsn, tmp_p
         == {
             "own": "written",
             "expired": "refused",
+            "expired_to": "Pending",
             "other": "refused",
             "same": "refused",
             "done": "refused",
