@@ -12,7 +12,7 @@ STAMP = $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install -e '.[dev,notebooks]'
 	$(PY) -m ipykernel install --sys-prefix --name python3
 	touch $(STAMP)
 

@@ -5,47 +5,76 @@ r = sim.run("crash-recovery", seed=1)
 r.summary, r.events, r.leases, r.jobs
 sim.check(r)
 sim.sweep("crash-recovery", {"policy.watcher_interval": [5, 30]}, replications=10).aggregate()
-print(sim.advise("durations.csv", pause_rate=2))
+print(sim.advise("sample", pause_rate=2))
 print(sim.review("baseline"))          # the design-review checklist, with measured evidence
 print(sim.review("gc-pause-zombie", sql="myqueue/"))  # ... of YOUR queue's SQL, on real PostgreSQL
 sim.compare_peers(seeds=range(1, 4))   # River, Oban, graphile-worker, pg-boss, Solid Queue, SQS
 r = sim.live("crash-recovery", duration=60, time_scale=0.05)   # real processes on PostgreSQL
 print(sim.compare(r, 20))              # live against 20 simulated seeds
+
+Names are loaded on first use (PEP 562), so `import sim` costs nothing until a name is used, and a
+process that needs one module (a live worker, `python -m sim list`) imports only what that module
+imports. Any module of the package is also an attribute: `sim.plots`, `sim.scenario`.
 """
 
-from sim import report  # noqa: F401  (registers the writers of Review.save_report and Advice.save_report)
-from sim.advisor import Advice, advise
-from sim.comparison import Comparison, compare
-from sim.dists import Dist
-from sim.invariants import check
-from sim.live import LiveRun, live
-from sim.peers import compare_peers
-from sim.review import Review, review
-from sim.runner import make_backend, run
-from sim.scenario import Faults, Policy, Scenario, Workload, preset, preset_names
-from sim.sweep import SweepResult, sweep
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
 
 __version__ = "0.1.0"
-__all__ = [
-    "Advice",
-    "Comparison",
-    "Dist",
-    "Faults",
-    "LiveRun",
-    "Policy",
-    "Review",
-    "Scenario",
-    "SweepResult",
-    "Workload",
-    "advise",
-    "check",
-    "compare",
-    "compare_peers",
-    "live",
-    "make_backend",
-    "preset",
-    "preset_names",
-    "review",
-    "run",
-    "sweep",
-]
+
+_EXPORTS = {  # public name -> the module that defines it
+    "Advice": "sim.advisor",
+    "advise": "sim.advisor",
+    "Comparison": "sim.comparison",
+    "compare": "sim.comparison",
+    "Dist": "sim.dists",
+    "check": "sim.invariants",
+    "LiveRun": "sim.live.result",
+    "live": "sim.live.runner",
+    "compare_peers": "sim.peers",
+    "Run": "sim.results",
+    "Review": "sim.review",
+    "review": "sim.review",
+    "make_backend": "sim.runner",
+    "run": "sim.runner",
+    "Faults": "sim.scenario",
+    "Policy": "sim.scenario",
+    "Scenario": "sim.scenario",
+    "Workload": "sim.scenario",
+    "preset": "sim.scenario",
+    "preset_names": "sim.scenario",
+    "SweepResult": "sim.sweep",
+    "sweep": "sim.sweep",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # found directly from now on
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """Importing a submodule binds it on its package: `import sim.review` would make `sim.review`
+    the module instead of the function. The function names keep their functions."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

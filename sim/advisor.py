@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -46,13 +46,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim import analytic, lease_risk
+from sim import analytic, files, lease_risk
 from sim.dists import Dist
 from sim.durations import Durations, from_values, read_durations
 from sim.errors import ConfigError
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
-from sim.report_writers import writer
-from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload
+from sim.limits import MAX_SECONDS, MAX_WORKERS
+from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload, dumps
 from sim.stats import wilson_interval
 from sim.wording import NO_VALUE, count, duration, percent
 
@@ -131,11 +131,6 @@ def read(durations, column: str | None = None, unit: str = "s") -> Durations:
     if isinstance(durations, pd.DataFrame):
         raise ConfigError("durations: give one column (a Series or array), not a DataFrame")
     return from_values(durations, unit)
-
-
-def load_durations(durations, column: str | None = None, unit: str = "s") -> np.ndarray:
-    """Observed processing seconds from an array-like, or from a CSV path (+ column); ConfigError if bad."""
-    return read(durations, column, unit).seconds
 
 
 def _durations_dist(values: np.ndarray) -> Dist:
@@ -395,10 +390,26 @@ class Advice:
                 )
         return "\n".join(lines)
 
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write advice.txt (as printed), candidates.csv, scenario.toml (the advised setting) and,
+        when verified, evidence.csv into `directory` (created if missing; one that holds files
+        only with `overwrite`). Returns the files written."""
+        out = files.directory(directory, overwrite)
+        written = [out / "advice.txt", out / "candidates.csv", out / "scenario.toml"]
+        written[0].write_text(str(self) + "\n", encoding="utf-8")
+        self.candidates.to_csv(written[1], index=False)
+        written[2].write_text(dumps(self.scenario()), encoding="utf-8")
+        if self.evidence is not None:
+            written.append(out / "evidence.csv")
+            self.evidence.to_csv(written[-1], index=False)
+        return written
+
     def save_report(self, path: str | Path, *, review=None) -> Path:
         """One self-contained HTML file: the advice, its assumptions, risk, trade-off chart and
-        evidence (and a design review of it, if given). sim.report writes it (registered in sim.report_writers)."""
-        return writer("advice")(self, path, review=review)
+        evidence (and a design review of it, if given); sim.report writes it."""
+        from sim.report import advice_report
+
+        return advice_report(self, path, review=review)
 
 
 def _events(n) -> str:
@@ -927,74 +938,87 @@ def _evidence(
     return pd.DataFrame(rows)
 
 
-def write_advice(advice: Advice, out: str | Path) -> list[Path]:
-    """Write advice.txt, candidates.csv, evidence.csv (when verified) and scenario.toml into `out`."""
-    from sim.scenario import dumps
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "advice.txt", out / "candidates.csv", out / "scenario.toml"]
-    written[0].write_text(str(advice) + "\n", encoding="utf-8")
-    advice.candidates.to_csv(written[1], index=False)
-    written[2].write_text(dumps(advice.scenario()), encoding="utf-8")
-    if advice.evidence is not None:
-        written.append(out / "evidence.csv")
-        advice.evidence.to_csv(written[-1], index=False)
-    return written
+# ---- the command line's options: checked here, beside advise() (sim/__main__ only parses them) ---
 
 
-ADVICE_AXES = {
-    "x": "predicted_false_expiry",
-    "y": "predicted_recovery_mean",
-    "size": "predicted_db_load",
-    "whiskers": "grey whiskers: from each predicted risk to its 95% upper bound",
-    "logx": True,
-}
-
-
-def advice_frame(
-    advice,
-    *,
-    watcher_interval: float | None = None,
-    heartbeats: Iterable | None = None,
-    ttls: Iterable[float] | None = None,
-) -> pd.DataFrame:
-    """advice.candidates shaped like a sweep aggregate, for sim.plots.tradeoff.
-
-    Keeps one watcher interval (the recommended one by default) and, if given, some heartbeat
-    intervals (None: no heartbeat) and TTLs. The heartbeat column holds labels ("2 s", "none")
-    so that points read "TTL 10 s, hb none"; the predictions become <metric>_mean columns named
-    for what they are (ADVICE_AXES: predicted_false_expiry, the probability per job;
-    predicted_recovery_mean; predicted_db_load, heartbeat + watcher statements/s), so that
-    `tradeoff(frame, **ADVICE_AXES)` labels its axes with them, not with simulated rates, and
-    draws the risk on a log axis. Every risk is kept as predicted (none is rounded to 0), with its
-    95% upper bound (the advice's durations are a sample) as `predicted_false_expiry_ci_high`
-    and the prediction itself as `_ci_low`: the whisker runs from the prediction to the bound.
-    """
-    table = advice.candidates
-    watcher = advice.watcher_interval if watcher_interval is None else float(watcher_interval)
-    rows = table[table["watcher_interval"] == watcher].copy()
-    if rows.empty:
-        raise ConfigError(f"watcher_interval: {watcher:g} s is not among the candidates")
-    if heartbeats is not None:
-        wanted = [h for h in heartbeats]
-        keep = rows["heartbeat_interval"].isin([float(h) for h in wanted if h is not None])
-        if any(h is None for h in wanted):
-            keep |= rows["heartbeat_interval"].isna()
-        rows = rows[keep]
-    if ttls is not None:
-        rows = rows[rows["ttl"].isin([float(t) for t in ttls])]
-    labels = ["none" if pd.isna(h) else f"{h:g} s" for h in rows["heartbeat_interval"]]
-    risk = rows["predicted_false_expiry"].to_numpy(float)
-    return pd.DataFrame(
-        {
-            "policy.lease_ttl": rows["ttl"].to_numpy(float),
-            "policy.heartbeat_interval": labels,
-            "predicted_false_expiry_mean": risk,
-            "predicted_false_expiry_ci_low": risk,
-            "predicted_false_expiry_ci_high": rows["predicted_false_expiry_high"].to_numpy(float),
-            "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
-            "predicted_db_load_mean": rows["db_load"].to_numpy(float),
-            "feasible": rows["feasible"].to_numpy(bool),
-        }
-    ).reset_index(drop=True)
+def command_line_arguments(options) -> dict:
+    """advise()'s keyword arguments (all but the durations) from the options of `python -m sim
+    advise` (an argparse namespace: target, pause_rate, pause_p99, ...), each checked first:
+    ConfigError names the first bad one by its flag ("--pause-p99 0: must be > 0 seconds").
+    A p99 option becomes a lognormal with its median at p99/10 (pauses) or p99/20 (heartbeat
+    statement delay)."""
+    o = options
+    checks = [
+        ("--target", o.target, 0 < o.target < 1, "must be a probability between 0 and 1"),
+        ("--pause-rate", o.pause_rate, o.pause_rate >= 0, "must be >= 0 per worker-hour"),
+        ("--pause-p99", o.pause_p99, o.pause_p99 > 0, "must be > 0 seconds"),
+        ("--crash-rate", o.crash_rate, o.crash_rate >= 0, "must be >= 0 per worker-hour"),
+        (
+            "--pause-p99",
+            o.pause_p99,
+            o.pause_p99 <= MAX_SECONDS,
+            f"must be at most {MAX_SECONDS:g} s",
+        ),
+        ("--workers", o.workers, o.workers >= 1, "must be at least 1"),
+        ("--workers", o.workers, o.workers <= MAX_WORKERS, f"must be at most {MAX_WORKERS:,}"),
+        (
+            "--poll-interval",
+            o.poll_interval,
+            o.poll_interval <= MAX_SECONDS,
+            f"must be at most {MAX_SECONDS:g} s",
+        ),
+        ("--poll-interval", o.poll_interval, o.poll_interval > 0, "must be > 0 seconds"),
+        (
+            "--arrival-rate",
+            o.arrival_rate,
+            o.arrival_rate is None or o.arrival_rate > 0,
+            "must be > 0 jobs per second",
+        ),
+        ("--min-ttl", o.min_ttl, o.min_ttl is None or o.min_ttl > 0, "must be > 0 seconds"),
+        (
+            "--heartbeat-delay-p99",
+            o.heartbeat_delay_p99,
+            o.heartbeat_delay_p99 > 0,
+            "must be > 0 seconds",
+        ),
+        ("--db-stall-rate", o.db_stall_rate, o.db_stall_rate >= 0, "must be >= 0 per day"),
+        (
+            "--db-stall-seconds",
+            o.db_stall_seconds,
+            o.db_stall_seconds > 0,
+            "must be > 0 seconds",
+        ),
+        (
+            "--max-db-load",
+            o.max_db_load,
+            o.max_db_load is None or o.max_db_load > 0,
+            "must be > 0 statements per second",
+        ),
+        (
+            "--min-ttl",
+            o.min_ttl,
+            o.min_ttl is None or not o.min_ttl > max(DEFAULT_TTLS),
+            f"must be at most {max(DEFAULT_TTLS)} s, the longest TTL the advisor considers",
+        ),
+    ]
+    for flag, value, ok, message in checks:
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            raise ConfigError(f"{flag} {value:g}: {message}")
+    return {
+        "column": o.column,
+        "unit": o.unit,
+        "target_false_expiry": o.target,
+        "pause_rate": o.pause_rate,
+        "pause_duration": Dist.lognormal(o.pause_p99 / 10, o.pause_p99),
+        "crash_rate": o.crash_rate,
+        "heartbeat_delay": Dist.lognormal(o.heartbeat_delay_p99 / 20, o.heartbeat_delay_p99),
+        "db_stall_rate": o.db_stall_rate,
+        "db_stall_duration": o.db_stall_seconds,
+        "workers": o.workers,
+        "poll_interval": o.poll_interval,
+        "arrival_rate": o.arrival_rate,
+        "max_db_load": o.max_db_load,
+        "min_ttl": o.min_ttl,
+        "verify": not o.no_verify,
+        "seed": o.seed,
+    }

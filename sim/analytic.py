@@ -1,6 +1,6 @@
 """Closed-form predictions that tests and plots put beside simulated results.
 
-Recovery latency (DESIGN.md "Theory"): the owner crashes at C while holding a job whose last
+Recovery latency: the owner crashes at C while holding a job whose last
 renewal was at R, so its lease ends at E = R + L. Assumptions: the crash falls at a random phase
 of the heartbeat cycle, so C - R ~ U(0, h') where h' = h + one statement latency (the heartbeat
 loop sleeps h after each renewal); light load: k workers are idle and poll with independent
@@ -19,7 +19,8 @@ the idle pollers' phases and the busy workers' remaining work: poll_wait_mean, w
 with no busy worker); (3) the watcher's phase independent of the heartbeat phase (a watcher interval
 that is a multiple of h' with a fixed phase can lock to it and lengthen repeat recoveries; not
 modelled here). recovery_latency_mean takes `since_renewal` and `busy_workers` + `job_duration` for
-(1) and (2); issue 18's live check (4 busy workers, exponential jobs of mean 1 s, h = 0.5 s) needs both.
+(1) and (2); live mode's default check (sim.live.settings: 4 busy workers, exponential jobs of mean
+1 s, h = 0.5 s) needs both.
 
 Beside the recovery latency (mean, variance, and its distribution by sampling), this module
 predicts the false-expiry probability of a lease under stop-the-world pauses, and the DB load of

@@ -26,6 +26,12 @@ from sim.wording import count, duration, percent, plural
 
 PASS, FAIL, RISK, UNTESTED = "pass", "fail", "risk", "untested"
 STATUSES = (PASS, RISK, FAIL, UNTESTED)
+STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
+    PASS: ("\u2713", "#009E73", "white"),
+    RISK: ("!", "#E69F00", "black"),
+    FAIL: ("\u2717", "#D55E00", "white"),
+    UNTESTED: ("?", "#FFFFFF", "black"),  # not exercised: neither a pass nor a failure
+}
 ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
     "claim": "1. The claim is one atomic UPDATE ... WHERE, not read-then-write",
     "ttl": "2. The lease TTL really exceeds the longest expected processing (with a heartbeat: the longest stall "
@@ -219,14 +225,14 @@ class Checker:
         if not self.allow_variants:
             return []
         if name not in self.variants:
-            import sim
+            from sim.runner import run
 
             self.variants[name] = [
                 r
                 for r in (self._variant_scenario(name, base) for base in self.runs)
                 if r is not None
             ]
-            self.variants[name] = [sim.run(s, seed=s.seed, **self.on) for s in self.variants[name]]
+            self.variants[name] = [run(s, seed=s.seed, **self.on) for s in self.variants[name]]
         return self.variants[name]
 
     def _variant_scenario(self, name: str, base) -> Scenario | None:

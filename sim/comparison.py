@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from sim import files
 from sim.results import Run
 from sim.stats import mean_ci
 
@@ -129,6 +131,19 @@ class Comparison:
         ]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write comparison.csv (the table) and comparison.png (figure()) into `directory` (created
+        if missing; one that holds files only with `overwrite`). Returns the files written."""
+        import matplotlib.pyplot as plt
+
+        out = files.directory(directory, overwrite)
+        written = [out / "comparison.csv", out / "comparison.png"]
+        self.table.to_csv(written[0])
+        figure = self.figure()
+        figure.savefig(written[1], dpi=120)
+        plt.close(figure)
+        return written
 
     def figure(self, ax=None):
         """Recovery latency distributions (live vs simulated) and the parts of the mean, side by side."""

@@ -6,8 +6,7 @@
     peer_comparison(frame)
 
 The presets (sim/scenarios/<peer>.toml) differ only in their recovery settings; each file's
-header says what it approximates and what Lease Lab cannot express (DESIGN.md "Peers worth
-knowing"). The workload, faults, workers, poll interval and horizon are the same for all, and
+header says what it approximates and what Lease Lab cannot express. The workload, faults, workers, poll interval and horizon are the same for all, and
 the horizon outlasts the longest recovery window, so recovery latencies are comparable.
 """
 
@@ -129,10 +128,10 @@ def peer_metrics(run) -> dict[str, float]:
 
 
 def _measure(task: tuple[str, int, dict]) -> dict:
-    import sim
+    from sim import runner
 
     name, seed, overrides = task
-    run = sim.run(name, seed=seed, **overrides)
+    run = runner.run(name, seed=seed, **overrides)
     return {"peer": name, "seed": seed, **peer_metrics(run)}
 
 

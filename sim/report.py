@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim import report_writers
-from sim.advisor import ADVICE_AXES, advice_frame
-from sim.review import STATUS_STYLE
+from sim.checklist import STATUS_STYLE
 from sim.scenario import dumps
 from sim.wording import count, duration, percent
 
@@ -75,10 +73,6 @@ def advice_report(advice, path: str | Path, *, review=None, timeline_jobs: int =
     if review is not None:
         body.append(_review_sections(review))
     return _write(path, title, body)
-
-
-report_writers.register("review", review_report)  # Review.save_report
-report_writers.register("advice", advice_report)  # Advice.save_report
 
 
 # ---- sections ------------------------------------------------------------------------------------
@@ -155,9 +149,9 @@ def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int =
             _evidence_table(advice.evidence),
         ]
     if timeline:
-        import sim
+        from sim.runner import run as simulate
 
-        run = sim.run(advice.scenario(jobs=timeline_jobs, seed=int(i.get("seed") or 0) + 1))
+        run = simulate(advice.scenario(jobs=timeline_jobs, seed=int(i.get("seed") or 0) + 1))
         parts += [
             f"<{h}>Lease timeline of the advised setting</{h}>",
             _figure(
@@ -267,7 +261,7 @@ def _timeline_figure(run):
 def _tradeoff_figure(advice):
     from matplotlib.figure import Figure
 
-    from sim.plots import tradeoff
+    from sim.plots import ADVICE_AXES, advice_frame, tradeoff
 
     beats = [None] + (
         [advice.heartbeat_interval] if advice.heartbeat_interval is not None else [5.0]

@@ -1,6 +1,6 @@
 """A finished run: the event log as tidy DataFrames, one row per lease and per job, and the metrics.
 
-Every summary figure is computed from the event log (DESIGN.md "Metrics"); the final database
+Every summary figure is computed from the event log (README.md "Metrics"); the final database
 tables are kept beside it so that invariants can cross-check the two. `Run.save(directory)` writes
 it all to files (the CLI's `run --out`); `owner_crashes(run)` and `lost_jobs(run)` are the
 recoveries and losses the review, the peers comparison and the invariants count.
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim import files
 from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.errors import ConfigError
 from sim.invariants import Report, check
@@ -103,18 +104,23 @@ class Run:
     # ---- files ----------------------------------------------------------------------------------
 
     def save(
-        self, directory: str | Path, format: str = "csv", *, report: Report | None = None
+        self,
+        directory: str | Path,
+        format: str = "csv",
+        *,
+        report: Report | None = None,
+        overwrite: bool = False,
     ) -> list[Path]:
-        """Write the run into `directory` (created if missing): events, leases and jobs as `format`
-        ("csv" or "parquet"), summary.json (metrics and the invariant report, `report` or
-        check()), scenario.toml (reproduces the run) and timeline.png. Returns the files written."""
+        """Write the run into `directory` (created if missing; one that holds files only with
+        `overwrite`): events, leases and jobs as `format` ("csv" or "parquet"), summary.json
+        (metrics and the invariant report, `report` or check()), scenario.toml (reproduces the
+        run) and timeline.png. Returns the files written."""
         from sim.plots.timeline import save_timeline
 
         if format not in ("csv", "parquet"):
             raise ConfigError(f"format: {format!r} is not one of csv, parquet")
-        out = Path(directory)
         report = self.check() if report is None else report
-        out.mkdir(parents=True, exist_ok=True)
+        out = files.directory(directory, overwrite)
         written = []
         for name in RUN_FILES:
             frame = getattr(self, name)

@@ -32,24 +32,17 @@ import itertools
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from sim import limits
-from sim.checklist import FAIL, ITEMS, PASS, RISK, STATUSES, UNTESTED, Checker
+from sim import files, limits
+from sim.checklist import FAIL, ITEMS, PASS, RISK, STATUS_STYLE, STATUSES, UNTESTED, Checker
 from sim.db.queue_settings import describe
 from sim.errors import ConfigError
-from sim.report_writers import writer
 from sim.scenario import Scenario, as_scenario
 from sim.wording import count, plural
-
-STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
-    PASS: ("\u2713", "#009E73", "white"),
-    RISK: ("!", "#E69F00", "black"),
-    FAIL: ("\u2717", "#D55E00", "white"),
-    UNTESTED: ("?", "#FFFFFF", "black"),  # not exercised: neither a pass nor a failure
-}
 
 
 @dataclass
@@ -79,8 +72,20 @@ class Review:
 
     def save_report(self, path, *, advice=None):
         """One self-contained HTML file: settings, verdicts with their evidence, the lease timeline
-        (and the advice, if given). sim.report writes it (registered in sim.report_writers)."""
-        return writer("review")(self, path, advice=advice)
+        (and the advice, if given); sim.report writes it."""
+        from sim.report import review_report
+
+        return review_report(self, path, advice=advice)
+
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write review.csv (the table), review.txt (as printed) and review.png (figure()) into
+        `directory` (created if missing; one that holds files only with `overwrite`)."""
+        out = files.directory(directory, overwrite)
+        written = [out / "review.csv", out / "review.txt", out / "review.png"]
+        self.table.to_csv(written[0])
+        written[1].write_text(str(self) + "\n", encoding="utf-8")
+        self.figure().savefig(written[2], dpi=110)
+        return written
 
     def header(self) -> str:
         s, p = self.scenario, self.scenario.policy
@@ -184,7 +189,7 @@ def review(
     PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
     say what the SQL text shows, confirmed or refuted by the runs.
     """
-    import sim
+    from sim.runner import run
 
     scenario = as_scenario(scenario)
     if sql is not None:
@@ -222,7 +227,7 @@ def review(
             sql, dsn, [scenario], memory=overrides.get("backend") == "memory"
         )
         on = {"sql": queue, "dsn": dsn}
-    runs = [sim.run(scenario, seed=s, **on) for s in seeds]
+    runs = [run(scenario, seed=s, **on) for s in seeds]
     checker = Checker(scenario, runs, variants, on)
     rows, measured = [], {}
     for key in ITEMS:

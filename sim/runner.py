@@ -109,9 +109,7 @@ def run(
             raise ConfigError(
                 "sql: pass it to the backend you made (make_backend('postgres', sql=...)) instead"
             )
-        queue, dsn = checked_queue(
-            sql, dsn, [scenario], memory=backend == "memory" or overrides.get("backend") == "memory"
-        )
+        queue, dsn = checked_queue(sql, dsn, [scenario], memory=backend == "memory")
         backend = "postgres"
     elif queue is not None:
         queue.require(scenario)

@@ -4,7 +4,8 @@
     result = sim.sweep("crash-recovery", {"policy.watcher_interval": [5, 15, 30, 60]}, replications=20)
     result.runs          # one row per run: grid keys, replication, seed, summary metrics
     result.aggregate()   # one row per grid point: <metric>_mean, _ci_low, _ci_high and n
-    result.save("watcher.parquet"); sim.SweepResult.load("watcher.parquet")
+    print(result)        # the means of the main metrics, per point
+    result.save("watcher/")  # runs.csv, aggregate.csv, sweep.parquet; SweepResult.load("watcher/")
 
 Seeds. The seed of a run depends only on (sweep seed, grid point, replication): it is drawn from
 numpy's SeedSequence(seed, spawn_key=(hash of the point, replication)), where the hash is a stable
@@ -45,14 +46,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim import limits
+from sim import files, limits
 from sim.errors import ConfigError
 from sim.scenario import LeaseWarning, Scenario, as_scenario, dumps, loads
 from sim.stats import summarize
 
 FORMAT = "leaselab.sweep/1"
+PARQUET = "sweep.parquet"  # the file of a saved sweep that load() reads
 _METADATA_KEY = b"leaselab.sweep"
 _PROGRESS_AFTER = 2.0  # progress=None: a bar appears once a sweep has run this many wall seconds
+SHOWN = (  # the metrics str(result) prints the means of (aggregate() has every one)
+    "double_claims",
+    "false_expiries",
+    "duplicate_db_effects",
+    "duplicate_external_effects",
+    "recovery_latency_mean",
+    "lost_jobs",
+)
 _CHUNKS_PER_WORKER = 16  # small enough that the last chunks finish close together
 
 
@@ -272,10 +282,12 @@ def sweep(
     metrics: Sequence[str] | None = None,
     sql=None,
     dsn: str | None = None,
+    **overrides,
 ) -> SweepResult:
     """Run every point of `grid` (the full factorial) `replications` times; one summary row per run.
 
-    scenario: a Scenario, preset name or TOML path. grid: {dotted key: [values]}, e.g.
+    scenario: a Scenario, preset name or TOML path; `overrides`, dotted keys set on it before the
+    grid (as in sim.run: sweep("baseline", grid, **{"policy.workers": 8})). grid: {dotted key: [values]}, e.g.
     {"policy.lease_ttl": [20, 30], "policy.heartbeat_interval": [5, 10]}; every point is
     validated before anything runs (ConfigError names the bad key or value). executor: None (a
     process pool over `max_workers`, default all cores), "serial" (this process), or any
@@ -288,7 +300,9 @@ def sweep(
     if sql is not None:
         from sim.runner import with_queue
 
-        base, sql = with_queue(base, sql)  # the queue's settings under the grid's values
+        base, sql = with_queue(base, sql)  # the queue's settings under the overrides and the grid
+    if overrides:
+        base = base.with_overrides(overrides)
     if (
         isinstance(replications, bool)
         or not isinstance(replications, int | np.integer)
@@ -320,7 +334,10 @@ def sweep(
 
         # started and checked here once, not in every worker process
         sql, dsn = checked_queue(
-            sql, dsn, scenarios.values(), memory="memory" in grid.get("backend", [])
+            sql,
+            dsn,
+            scenarios.values(),
+            memory="memory" in [*grid.get("backend", []), overrides.get("backend")],
         )
 
     tasks = [
@@ -384,7 +401,13 @@ def sweep(
         rows.append(row)
     runs = _tidy(pd.DataFrame(rows), list(grid), metrics)
     return SweepResult(
-        runs=runs, scenario=base, grid=grid, replications=replications, seed=seed, wall_seconds=wall
+        runs=runs,
+        scenario=base,
+        grid=grid,
+        replications=replications,
+        seed=seed,
+        wall_seconds=wall,
+        queue=None if sql is None else str(sql.path),
     )
 
 
@@ -438,6 +461,7 @@ class SweepResult:
     replications: int
     seed: int
     wall_seconds: float = field(default=float("nan"), compare=False)
+    queue: str | None = None  # the user's queue directory whose SQL ran, None: Lease Lab's
 
     def __repr__(self) -> str:
         points = len(self.runs) // max(1, self.replications)
@@ -445,6 +469,18 @@ class SweepResult:
             f"SweepResult({self.scenario.name!r}, {points} points x {self.replications} replications, "
             f"keys={list(self.grid)}, seed={self.seed})"
         )
+
+    def __str__(self) -> str:
+        """How many runs took how long, then each point's n and the means of SHOWN metrics."""
+        table = self.aggregate()
+        shown = [
+            c
+            for c in table.columns
+            if c in self.grid or c == "n" or c.endswith("_mean") and c[:-5] in SHOWN
+        ]
+        queue = f" on the queue in {self.queue}" if self.queue else ""
+        head = f"{self.scenario.name}: {len(self.runs)} runs in {self.wall_seconds:.1f} s{queue}"
+        return f"{head}\n{table[shown].to_string(index=False, float_format=lambda v: f'{v:.3g}')}"
 
     @property
     def keys(self) -> list[str]:
@@ -482,14 +518,17 @@ class SweepResult:
 
     # ---- files ---------------------------------------------------------------------------------
 
-    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Write the runs as Parquet; the scenario (TOML), grid, seed and replications go in its metadata."""
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write runs.csv (one row per run), aggregate.csv (aggregate()) and sweep.parquet (the runs
+        with the scenario as TOML, the grid, seed and replications in its metadata: what load()
+        reads) into `directory` (created if missing; one that holds files only with `overwrite`)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise ConfigError(f"{path}: already exists; choose another name or pass overwrite=True")
+        out = files.directory(directory, overwrite)
+        written = [out / "runs.csv", out / "aggregate.csv", out / PARQUET]
+        self.runs.to_csv(written[0], index=False)
+        self.aggregate().to_csv(written[1], index=False)
         table = pa.Table.from_pandas(self.runs, preserve_index=False)
         meta = {
             "format": FORMAT,
@@ -497,6 +536,7 @@ class SweepResult:
             "grid": self.grid,
             "replications": self.replications,
             "seed": self.seed,
+            "queue": self.queue,
         }
         from sim import __version__
 
@@ -504,16 +544,19 @@ class SweepResult:
         table = table.replace_schema_metadata(
             {**(table.schema.metadata or {}), _METADATA_KEY: json.dumps(meta).encode("utf-8")}
         )
-        pq.write_table(table, path)
-        return path
+        pq.write_table(table, written[2])
+        return written
 
     @classmethod
     def load(cls, path: str | Path) -> SweepResult:
-        """A sweep saved by save(): runs, scenario, grid, seed and replications, without re-running."""
+        """A sweep saved by save() (its directory, or the sweep.parquet in it): runs, scenario,
+        grid, seed and replications, without re-running."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         path = Path(path)
+        if path.is_dir():
+            path = path / PARQUET
         try:
             table = pq.read_table(path)
         except FileNotFoundError:
@@ -536,4 +579,5 @@ class SweepResult:
             grid=meta["grid"],
             replications=int(meta["replications"]),
             seed=int(meta["seed"]),
+            queue=meta.get("queue"),
         )

@@ -1,8 +1,7 @@
 """Entry point of every live child process: `python -m sim.live.process` (config on stdin).
 
-The runner starts it as `python -c BOOTSTRAP`: the `sim` package is registered without running
-sim/__init__.py (which imports the whole library: pandas, scipy, matplotlib), so that a child,
-and above all a worker's replacement after a kill, starts in a fraction of the time.
+`import sim` loads nothing until a name is used, so a child, and above all a worker's replacement
+after a kill, imports only the modules of its role.
 
 Protocol with the runner: one JSON line of configuration (on stdin, so that a DSN's password never
 appears in a process listing); the child imports, connects and prints `ready`; then one JSON line
@@ -18,21 +17,17 @@ import ctypes
 import json
 import signal
 import sys
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
-BOOTSTRAP = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("sim", {init!r}, submodule_search_locations=[{root!r}])
-sys.modules["sim"] = importlib.util.module_from_spec(spec)
-from sim.live.process import main
-main()
-"""
 
 
 def command(python: str, package_dir: str) -> list[str]:
-    """The argv that starts a live child from the sim package in `package_dir`."""
-    init = f"{package_dir}/__init__.py"
-    return [python, "-c", BOOTSTRAP.format(init=init, root=package_dir)]
+    """The argv that starts a live child from the sim package in `package_dir` (the runner's own:
+    its folder goes first on the child's path, whatever the child's working directory)."""
+    root = str(Path(package_dir).parent)
+    start = f"import sys; sys.path.insert(0, {root!r}); from sim.live.process import main; main()"
+    return [python, "-c", start]
 
 
 def _die_with_parent() -> None:

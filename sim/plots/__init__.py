@@ -6,6 +6,7 @@ ax= and returns the Axes.
     lease_timeline(sim.run("gc-pause-zombie"))
 
 - timeline: `lease_timeline` (who held which job when), `auto_window`, `busy_window`, `lease_clock`;
+- advice: `advice_frame` and `ADVICE_AXES`, an advice's candidates as `tradeoff` draws them;
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
   `heatmap`, `tradeoff`) and `plot_durations`;
 - peers: `peer_comparison`;
@@ -14,6 +15,7 @@ ax= and returns the Axes.
 - style: the palette, line styles, hatches and axis labels they share.
 """
 
+from sim.plots.advice import ADVICE_AXES, advice_frame
 from sim.plots.analysis import (
     LOG_DECADES,
     double_processing,
@@ -53,6 +55,7 @@ from sim.plots.style import (
 from sim.plots.timeline import auto_window, busy_window, lease_clock, lease_timeline
 
 __all__ = [
+    "ADVICE_AXES",
     "ANNOTATION_PT",
     "BAR_HEIGHT",
     "END_STYLES",
@@ -69,6 +72,7 @@ __all__ = [
     "PALETTE",
     "PEER_COLUMNS",
     "RECOVERY_STYLES",
+    "advice_frame",
     "auto_window",
     "busy_window",
     "claim_takes_expired",

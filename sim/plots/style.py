@@ -61,7 +61,7 @@ METRIC_LABELS = {  # metric -> (label, unit)
     "double_claims": ("double claims", "per run"),
     "duplicate_external_effects": ("duplicate PSP charges", "per run"),
     "duplicate_db_effects": ("duplicate ledger rows", "per run"),
-    # the advisor's predictions (sim.advisor.advice_frame), not measurements
+    # the advisor's predictions (sim.plots.advice_frame), not measurements
     "predicted_false_expiry": ("predicted false-expiry probability", "% of jobs"),
     "predicted_recovery_mean": ("predicted mean recovery latency", "s"),
     "predicted_db_load": ("predicted heartbeat + watcher load", "statements/s"),

@@ -8,7 +8,7 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   `executor()`; prose computed from variables: `md()`, `claim()`, `seconds()`, `percent()`;
 - lessons: the scenarios and experiments the lessons share: `one_job()`, `recovery_experiment()`,
   `stalling_queue()`, `retention_experiment()`, `claim_contention()`, `compare_logs()`
-  (`advice_frame()` and `ADVICE_AXES`, which chart an advice, come from sim.advisor);
+  (`advice_frame()` and `ADVICE_AXES`, which chart an advice, come from sim.plots);
 - figures: the lesson figures `plot_false_expiry()`, `plot_retention()`, `plot_contention()`
   (general ones, `lease_clock()`, `plot_durations()`, `busy_window()`, live in sim.plots);
 - explore: `explore()` re-runs a small scenario when a slider moves and redraws its timeline;
@@ -28,9 +28,9 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
 PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
 
-from sim.advisor import ADVICE_AXES, advice_frame  # notebook 06's trade-off chart of the advice
 from sim.db.inspect import sim_seconds, sql_frame
 from sim.model.producer import payload_hash
+from sim.plots.advice import ADVICE_AXES, advice_frame  # notebook 06: the advice charted
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
 from sim.teaching import cheatsheet, rules_of_thumb

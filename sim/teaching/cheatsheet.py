@@ -75,21 +75,21 @@ def table(proofs: list[Proof]) -> str:
 
 def _crash_scene(seed: int, crash_at: float = 12.0):
     """01's crash with a lock and with a lease."""
-    import sim
+    from sim import runner
 
     return (
-        sim.run(one_job(crash_at=crash_at, lock=True, seed=seed)),
-        sim.run(one_job(crash_at=crash_at, seed=seed)),
+        runner.run(one_job(crash_at=crash_at, lock=True, seed=seed)),
+        runner.run(one_job(crash_at=crash_at, seed=seed)),
     )
 
 
 def _long_jobs(seed: int):
     """03's long jobs without and with a heartbeat (every 10 s)."""
-    import sim
+    from sim import runner
 
     return (
-        sim.run("no-heartbeat-long-jobs", seed=seed),
-        sim.run(
+        runner.run("no-heartbeat-long-jobs", seed=seed),
+        runner.run(
             "no-heartbeat-long-jobs",
             seed=seed,
             **{"policy.heartbeat": True, "policy.heartbeat_interval": 10.0},
@@ -102,11 +102,14 @@ def _long_jobs(seed: int):
 
 def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     """Items 1 to 6, each with its number."""
-    import sim
+    from sim import runner
+    from sim.scenario import preset
 
-    race = sim.preset("read-then-write-race")
-    naive = sim.run(race, seed=seed).summary
-    fixed = sim.run(race, seed=seed, **{"policy.claim": "conditional_update", "expect": []}).summary
+    race = preset("read-then-write-race")
+    naive = runner.run(race, seed=seed).summary
+    fixed = runner.run(
+        race, seed=seed, **{"policy.claim": "conditional_update", "expect": []}
+    ).summary
     one = Proof(
         "checklist:1",
         "The claim is one atomic `UPDATE ... WHERE`, not read-then-write.",
@@ -139,8 +142,8 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
         b.false_expiries == 0 and b.completed == b.jobs,
     )
 
-    watched = sim.run("crash-recovery", seed=seed, **{"workload.jobs": crash_jobs})
-    orphaned = sim.run(
+    watched = runner.run("crash-recovery", seed=seed, **{"workload.jobs": crash_jobs})
+    orphaned = runner.run(
         "crash-recovery", seed=seed, **{"workload.jobs": crash_jobs, "policy.watcher": False}
     )
     jobs = orphaned.table_jobs
@@ -184,7 +187,7 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
 
 
 def confusions(seed: int = 1) -> list[Proof]:
-    import sim
+    from sim import runner
 
     lock_run, lease_run = _crash_scene(seed)
     crash = float(lease_run.events.query("kind == 'crash'")["t"].iloc[0])
@@ -218,7 +221,7 @@ def confusions(seed: int = 1) -> list[Proof]:
         results["claim_unconditional"] == 2 and results["claim_conditional"] == 1,
     )
 
-    sqs = sim.run("sqs-visibility", seed=seed)
+    sqs = runner.run("sqs-visibility", seed=seed)
     reappeared = int(sqs.leases["false_expiry"].sum())
     nack = Proof(
         "confused:nack-vs-lease",
@@ -243,7 +246,8 @@ def takeaways(
     stall_jobs: int = 300,
     recovery_replications: int = 12,
 ) -> list[Proof]:
-    import sim
+    from sim import runner
+    from sim.scenario import preset
 
     _, lease_run = _crash_scene(seed)
     dead = lease_run.leases.iloc[0]
@@ -258,11 +262,11 @@ def takeaways(
         dead.until > crash and recovery.reclaimed_at >= dead.until,
     )
 
-    race = sim.preset("read-then-write-race").with_overrides({"workload.jobs": race_jobs})
+    race = preset("read-then-write-race").with_overrides({"workload.jobs": race_jobs})
     shares = {}
     for workers in (2, 32):
         runs = [
-            sim.run(
+            runner.run(
                 race,
                 seed=seed + k,
                 **{"policy.workers": workers, "policy.select_to_update_gap": 0.02},
@@ -284,7 +288,7 @@ def takeaways(
     stalling = stalling_queue(jobs=stall_jobs, seed=seed)
     rates = {}
     for beat in (False, True):
-        s = sim.run(stalling, **{"policy.lease_ttl": 5.0, "policy.heartbeat": beat}).summary
+        s = runner.run(stalling, **{"policy.lease_ttl": 5.0, "policy.heartbeat": beat}).summary
         rates[beat] = s.false_expiries / max(1, s.leases)
     renew = Proof(
         "takeaway:3",
@@ -298,7 +302,7 @@ def takeaways(
     experiment = recovery_experiment()
     p = experiment.policy
     latencies = [
-        sim.run(experiment, seed=seed + k).recoveries["latency"].iloc[0]
+        runner.run(experiment, seed=seed + k).recoveries["latency"].iloc[0]
         for k in range(recovery_replications)
     ]
     mean, low, high, n = mean_ci(latencies)

@@ -118,13 +118,13 @@ def check_lock_recovery(answer, run) -> Verdict:
 
 @cache
 def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, int]:
-    import sim
+    from sim import runner
 
     out = {}
     for strategy in STRATEGIES:
         out[strategy] = sum(
             int(
-                sim.run(
+                runner.run(
                     "read-then-write-race",
                     seed=s,
                     **{
@@ -202,9 +202,9 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
 def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> bool:
     """Does a lease survive a stop-the-world pause of `pause` s that starts at the worst moment
     (just before a heartbeat is sent, so the last renewal is a full interval old)? Simulated."""
-    import sim
+    from sim import runner
 
-    probe = sim.run(
+    probe = runner.run(
         one_job(
             ttl=ttl,
             heartbeat_interval=heartbeat_interval,
@@ -216,7 +216,7 @@ def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float 
     )
     beats = probe.events.loc[probe.events["kind"] == "heartbeat", "t"].to_numpy(float)
     wake = (beats[1] if len(beats) > 1 else beats[0]) - 0.002  # the heartbeat statement takes 2 ms
-    run = sim.run(
+    run = runner.run(
         one_job(
             ttl=ttl,
             heartbeat_interval=heartbeat_interval,
@@ -663,10 +663,10 @@ def ttl_for_quantile(
 ) -> tuple[float, object]:
     """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast it
     without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
-    import sim
     from sim.analytic import sum_quantile
+    from sim.scenario import preset
 
-    s = sim.preset(scenario)
+    s = preset(scenario)
     w = s.workload
     return float(
         math.ceil(sum_quantile(w.processing, w.psp_call, 1 - target, _job_statements(w)))
@@ -683,7 +683,7 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
     leases of no-heartbeat-long-jobs expire under a live owner. Judged on the tail (sim.analytic)
     and on runs of several seeds at that TTL, which must not contradict it; a TTL more than 10%
     longer than needed is turned down for what it costs a crashed job."""
-    import sim
+    from sim import runner
     from sim.analytic import sum_survival
     from sim.stats import wilson_interval
 
@@ -704,7 +704,7 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
         value,
         _job_statements(scenario.workload),
     )
-    runs = [sim.run(scenario, seed=s, **{"policy.lease_ttl": value}) for s in seeds]
+    runs = [runner.run(scenario, seed=s, **{"policy.lease_ttl": value}) for s in seeds]
     leases = sum(int(r.summary["leases"]) for r in runs)
     lapsed = sum(int(r.summary["false_expiries"]) for r in runs)
     longest = [float((r.leases["released_at"] - r.leases["start"]).max()) for r in runs]

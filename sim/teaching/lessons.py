@@ -128,7 +128,7 @@ def recovery_experiment(
     latency: float = 0.002,
     longest_watcher_interval: float = 300.0,
 ) -> Scenario:
-    """The controlled recovery experiment behind notebook 04's sweep (DESIGN.md "Theory").
+    """The controlled recovery experiment behind notebook 04's sweep (closed form: sim.analytic).
 
     One very long job arrives at an exponentially distributed time (mean `mean_arrival`), is claimed
     by one of two workers, renewed by heartbeat, and its owner crashes at `crash_at` for good; the
@@ -349,13 +349,13 @@ def claim_contention(
     gap: the application's time between reading a candidate and writing the claim; with the
     blocking SELECT ... FOR UPDATE it is spent holding the row lock, which is what makes a convoy.
     """
-    import sim
+    from sim import runner
 
     rows = []
     for strategy in strategies:
         for n in workers:
             for seed in seeds:
-                run = sim.run(
+                run = runner.run(
                     scenario,
                     seed=seed,
                     **{

@@ -88,14 +88,14 @@ def fenced_completion_verdict(
 ) -> tuple[bool, str]:
     """09's exercise: the reader's complete_fenced, run under gc-pause-zombie on PostgreSQL.
     Right when the text checks owner and attempt and the run has no completion by a non-owner."""
-    import sim
+    from sim import runner
     from sim.sql_findings import fence
 
     with tempfile.TemporaryDirectory(prefix="leaselab-09-") as tmp:
         path = write_queue(Path(tmp) / "fenced", {"complete_fenced": answer})
         try:
             queue = load_queue(path)
-            run = sim.run("gc-pause-zombie", seed=seed, sql=queue, dsn=dsn)
+            run = runner.run("gc-pause-zombie", seed=seed, sql=queue, dsn=dsn)
         except QueueDefinitionError as exc:
             return (
                 False,

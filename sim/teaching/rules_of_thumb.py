@@ -81,13 +81,13 @@ def repeat_recovery(
     """Per watcher interval: the mean second recovery latency (95% CI over `replications` seeds),
     the closed form's mean (one idle poller left), the excess over it, and whether W is a
     multiple of h."""
-    import sim
+    from sim import runner
 
     rows = []
     for w in watcher_intervals:
         latencies = []
         for k in range(replications):
-            run = sim.run(
+            run = runner.run(
                 repeat_recovery_scenario(
                     watcher_interval=float(w),
                     heartbeat_interval=heartbeat_interval,
@@ -171,12 +171,12 @@ def load_recovery(
     """Per utilization: simulated mean and 95th percentile of the recovery latency (95% CIs over
     replications), beside the closed form's mean and the 95th percentile of its light-load
     distribution (every worker idle when the job becomes claimable)."""
-    import sim
+    from sim.sweep import sweep
 
     rows = []
     for u in utilizations:
         scenario = loaded_queue(float(u), jobs=jobs)
-        result = sim.sweep(
+        result = sweep(
             scenario,
             {},
             replications=replications,

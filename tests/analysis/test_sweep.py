@@ -190,15 +190,22 @@ def test_no_grid_is_one_point():
 
 
 def test_save_and_load_round_trip(serial, tmp_path):
-    path = serial.save(tmp_path / "sweep.parquet")
-    loaded = SweepResult.load(path)
-    pd.testing.assert_frame_equal(loaded.runs, serial.runs)
-    assert loaded.scenario == SMALL
-    assert loaded.grid == GRID and loaded.replications == 3 and loaded.seed == 7
-    pd.testing.assert_frame_equal(loaded.aggregate(), serial.aggregate())
-    with pytest.raises(ConfigError, match="already exists"):
-        serial.save(path)
-    serial.save(path, overwrite=True)
+    out = tmp_path / "sweep"
+    written = serial.save(out)
+    assert [p.name for p in written] == ["runs.csv", "aggregate.csv", "sweep.parquet"]
+    pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), serial.runs, check_dtype=False)
+    assert len(pd.read_csv(out / "aggregate.csv")) == len(serial.aggregate())
+    for path in (out, out / "sweep.parquet"):  # the directory, or its parquet file
+        loaded = SweepResult.load(path)
+        pd.testing.assert_frame_equal(loaded.runs, serial.runs)
+        assert loaded.scenario == SMALL
+        assert loaded.grid == GRID and loaded.replications == 3 and loaded.seed == 7
+        pd.testing.assert_frame_equal(loaded.aggregate(), serial.aggregate())
+    before = (out / "runs.csv").read_bytes()
+    with pytest.raises(ConfigError, match="directory is not empty; .* pass overwrite=True"):
+        serial.save(out)
+    assert (out / "runs.csv").read_bytes() == before
+    assert serial.save(out, overwrite=True) == written
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "plain.parquet")
     with pytest.raises(ConfigError, match="not a Lease Lab sweep"):
         SweepResult.load(tmp_path / "plain.parquet")

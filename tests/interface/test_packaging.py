@@ -26,6 +26,7 @@ def distribution_name(requirement: str) -> str:
 
 
 def test_environment_yml_lists_pyproject_dependencies():
+    """The conda environment is the whole course: the runtime dependencies and the notebooks'."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = [dep for dep in environment["dependencies"] if isinstance(dep, str)]
@@ -33,7 +34,9 @@ def test_environment_yml_lists_pyproject_dependencies():
     assert "-e ." in pip, "environment.yml must install Lease Lab itself"
     listed = [distribution_name(req) for req in conda + pip if req != "-e ."]
     assert len(listed) == len(set(listed)), f"listed twice in environment.yml: {listed}"
-    expected = {distribution_name(req) for req in pyproject["project"]["dependencies"]}
+    project = pyproject["project"]
+    notebooks = project["optional-dependencies"]["notebooks"]
+    expected = {distribution_name(req) for req in project["dependencies"] + notebooks}
     assert set(listed) - NOT_DEPENDENCIES == expected
 
 
@@ -79,6 +82,22 @@ def test_wheel_ships_the_sql_files(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {Path(n).name for n in names if n.startswith("sim/sql/")}
     assert shipped == {p.name for p in (ROOT / "sql").glob("*.sql")}
+
+
+def test_wheel_is_typed_and_keeps_jupyter_in_the_notebooks_extra(wheel):
+    archive = zipfile.ZipFile(wheel)
+    assert "sim/py.typed" in archive.namelist()
+    (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    requires = [
+        line.split(":", 1)[1].strip()
+        for line in archive.read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
+    jupyter = {"jupyterlab", "ipywidgets", "papermill"}
+    required = {distribution_name(r) for r in requires if "extra ==" not in r}
+    extra = {distribution_name(r) for r in requires if 'extra == "notebooks"' in r}
+    assert extra == jupyter and not required & jupyter
+    assert {"simpy", "pandas", "psycopg", "matplotlib"} <= required
 
 
 def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):

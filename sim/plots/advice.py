@@ -1,0 +1,69 @@
+"""An advice's candidates as the trade-off chart draws them (`tradeoff(advice_frame(a), **ADVICE_AXES)`).
+
+from sim.plots import ADVICE_AXES, advice_frame, tradeoff
+tradeoff(advice_frame(advice).drop(columns="feasible"), **ADVICE_AXES)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from sim.errors import ConfigError
+
+ADVICE_AXES = {
+    "x": "predicted_false_expiry",
+    "y": "predicted_recovery_mean",
+    "size": "predicted_db_load",
+    "whiskers": "grey whiskers: from each predicted risk to its 95% upper bound",
+    "logx": True,
+}
+
+
+def advice_frame(
+    advice,
+    *,
+    watcher_interval: float | None = None,
+    heartbeats: Iterable | None = None,
+    ttls: Iterable[float] | None = None,
+) -> pd.DataFrame:
+    """advice.candidates shaped like a sweep aggregate, for sim.plots.tradeoff.
+
+    Keeps one watcher interval (the recommended one by default) and, if given, some heartbeat
+    intervals (None: no heartbeat) and TTLs. The heartbeat column holds labels ("2 s", "none")
+    so that points read "TTL 10 s, hb none"; the predictions become <metric>_mean columns named
+    for what they are (ADVICE_AXES: predicted_false_expiry, the probability per job;
+    predicted_recovery_mean; predicted_db_load, heartbeat + watcher statements/s), so that
+    `tradeoff(frame, **ADVICE_AXES)` labels its axes with them, not with simulated rates, and
+    draws the risk on a log axis. Every risk is kept as predicted (none is rounded to 0), with its
+    95% upper bound (the advice's durations are a sample) as `predicted_false_expiry_ci_high`
+    and the prediction itself as `_ci_low`: the whisker runs from the prediction to the bound.
+    """
+    table = advice.candidates
+    watcher = advice.watcher_interval if watcher_interval is None else float(watcher_interval)
+    rows = table[table["watcher_interval"] == watcher].copy()
+    if rows.empty:
+        raise ConfigError(f"watcher_interval: {watcher:g} s is not among the candidates")
+    if heartbeats is not None:
+        wanted = [h for h in heartbeats]
+        keep = rows["heartbeat_interval"].isin([float(h) for h in wanted if h is not None])
+        if any(h is None for h in wanted):
+            keep |= rows["heartbeat_interval"].isna()
+        rows = rows[keep]
+    if ttls is not None:
+        rows = rows[rows["ttl"].isin([float(t) for t in ttls])]
+    labels = ["none" if pd.isna(h) else f"{h:g} s" for h in rows["heartbeat_interval"]]
+    risk = rows["predicted_false_expiry"].to_numpy(float)
+    return pd.DataFrame(
+        {
+            "policy.lease_ttl": rows["ttl"].to_numpy(float),
+            "policy.heartbeat_interval": labels,
+            "predicted_false_expiry_mean": risk,
+            "predicted_false_expiry_ci_low": risk,
+            "predicted_false_expiry_ci_high": rows["predicted_false_expiry_high"].to_numpy(float),
+            "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
+            "predicted_db_load_mean": rows["db_load"].to_numpy(float),
+            "feasible": rows["feasible"].to_numpy(bool),
+        }
+    ).reset_index(drop=True)
