@@ -694,11 +694,13 @@ def as_scenario(scenario: Scenario | str | os.PathLike) -> Scenario:
 
 
 def recovery_allowance(scenario: Scenario) -> float:
-    """How long an expired lease may stay invisible to claimers: one watcher tick (plus the gap
-    between a read-then-write watcher's read and its write), or one poll; plus slack.
+    """How long an expired lease may stay invisible to claimers: one watcher tick, or one poll;
+    plus slack. A read-then-write watcher reads, waits watcher_gap, writes, then sleeps its
+    interval: a lease expiring just after a read is read one gap and one interval later and
+    written a gap after that, so its tick lasts watcher_interval + 2 x watcher_gap.
 
     With neither a watcher nor a claim that takes expired leases nothing ever recovers the job; the
     allowance is then one poll, so that such a job is reported stuck instead of waiting forever."""
     p = scenario.policy
-    allowance = p.watcher_interval + p.watcher_gap if p.watcher else p.poll_interval
+    allowance = p.watcher_interval + 2 * p.watcher_gap if p.watcher else p.poll_interval
     return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)

@@ -50,9 +50,12 @@ class Contract:
     no_row: str  # what the model does when no row comes back
     required: tuple[str, ...] = ()  # parameters the statement must use
     optional: bool = True  # may a queue leave it out (an empty block)?
+    reads: str = ""  # what it returns, in words, when that is not a fixed list of columns
 
     def returns_text(self) -> str:
         cols = ", ".join(f"{c} {SQL_TYPE[k]}" for c, k in self.returns)
+        if self.reads:
+            return self.reads
         if not self.returns:
             return "nothing it reads (rows are ignored)"
         return f"exactly ({cols})" if self.exact else f"at least ({cols}) first"
@@ -63,9 +66,10 @@ CONTRACTS: dict[str, Contract] = {
         "the producer enqueues a job (Pending, attempts 0) with the model's id",
         (),
         False,
-        "nothing; a row back is the id the queue gave the job: %(id)s is bound as that id "
-        "in every other statement (a queue with ids of its own: uuid, text, a serial)",
+        "the job's id is the model's number (it must use %(id)s)",
         optional=False,
+        reads="nothing, or the id the queue gave the job (uuid, text, its own serial): "
+        "%(id)s is bound as that id in every other statement",
     ),
     "select_candidates": Contract(
         "the read of a claim (claim = read_then_write or conditional_update): claimable "
