@@ -410,18 +410,20 @@ def test_a_pasted_placeholder_is_one_error_line_from_the_command_line(tmp_path, 
     d = queue(
         tmp_path, "-- name: complete_fenced\n-- pasted\n-- params:\n" + PASTED.format("id = $1")
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "sim", "run", "baseline", "--sql", str(d), "--dsn", pg_dsn],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert out.returncode == 2
-    assert out.stderr == (
+    assert cli("run", "baseline", "--sql", str(d), "--dsn", pg_dsn) == (
+        2,
         f"error: {d}/queries.sql:4: complete_fenced: uses $1, a positional placeholder; Lease Lab "
         "binds by name, as %(name)s: complete_fenced binds id int, owner text, attempt int, now "
-        "time: write %(id)s and the like\n"
+        "time: write %(id)s and the like\n",
     )
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    """(exit code, stderr) of python -m sim ARGV."""
+    out = subprocess.run(
+        [sys.executable, "-m", "sim", *argv], capture_output=True, text=True, cwd=ROOT
+    )
+    return out.returncode, out.stderr
 
 
 @pytest.fixture

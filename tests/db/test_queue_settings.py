@@ -15,6 +15,8 @@ from sim.db.queue_dir import QueueDefinitionError, load_queue
 from sim.runner import with_queue
 from sim.scenario import resolve
 
+from .test_queue_dir import cli
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "queues"
 RIVER = EXAMPLES / "river-like"
@@ -73,13 +75,7 @@ def test_a_bad_queue_toml_is_one_line_naming_the_file_and_the_setting(tmp_path, 
         str(d / expected.split(": ", 1)[0].split(":")[0])
     )
     assert expected in message
-    out = subprocess.run(
-        [sys.executable, "-m", "sim", "run", "baseline", "--sql", str(d)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert out.returncode == 2 and out.stderr == f"error: {message}\n"
+    assert cli("run", "baseline", "--sql", str(d)) == (2, f"error: {message}\n")
 
 
 @pytest.mark.postgres
