@@ -20,8 +20,9 @@ scenario alone cannot show a property, on a variant of it (named in the evidence
 `Review.variants` hold the runs themselves.
 
 review(..., sql="myqueue/") reviews a user's own queue (sim.db.queue_dir) on PostgreSQL: the same
-items and variants, and for the claim, fencing and watcher what the SQL text shows
-(sim.sql_findings), put beside the runs that confirm or refute it (`Review.findings`).
+items and variants, and for the claim, fencing and watcher what its statements do, asked of the
+server before the runs (sim.sql_findings), put beside the runs that confirm or refute it
+(`Review.findings`); a last item counts every invariant any run broke.
 
 The items themselves, what each measures and the variants, are in sim.checklist.
 """
@@ -187,7 +188,7 @@ def review(
 
     sql: a queue directory (see sim.db.queue_dir): every run executes its statements on
     PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
-    say what the SQL text shows, confirmed or refuted by the runs.
+    say what the statements do, asked of the server, confirmed or refuted by the runs.
     """
     from sim.runner import run
 

@@ -45,7 +45,6 @@ class Finding:
     safe: bool | None
     text: str
     numbers: dict = field(default_factory=dict)
-    evidence: str = "server probes"  # what decided it (the review adds the runs)
 
 
 def findings(queue, scenario, dsn: str) -> dict[str, Finding]:
