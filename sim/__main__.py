@@ -27,26 +27,29 @@ from sim.overrides import parse_assignments, parse_grid
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
 ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
-    ("--target", float, 1e-3, "P", "false-expiry probability per job to stay under"),
+    ("--target", float, None, "P", "false-expiry probability per job (default: 0.001)"),
+    ("--target-per-day", float, None, "N", "false expiries a day to stay under, at --arrival-rate"),
     ("--pause-rate", float, 2.0, "R", "stop-the-world pauses per worker-hour"),
     ("--pause-p99", float, 5.0, "S", "p99 of pause durations (s), lognormal with median S/10"),
     ("--crash-rate", float, 1.0, "R", "crashes per worker-hour"),
     ("--workers", int, 4, "N", "consumer processes"),
     ("--poll-interval", float, 1.0, "S", "idle poll interval (s)"),
-    ("--arrival-rate", float, None, "R", "jobs per second (default: full load)"),
+    ("--arrival-rate", float, None, "R", "jobs per second (default: half what the workers carry)"),
     ("--min-ttl", float, None, "S", "never a shorter TTL (GC pauses, deploys; default: no floor)"),
     ("--heartbeat-delay-p99", float, 0.2, "S", "p99 heartbeat delay (s), lognormal, median S/20"),
     ("--db-stall-rate", float, 0.0, "R", "DB failovers or stalls per day, all workers at once"),
     ("--db-stall-seconds", float, 30.0, "S", "how long each DB failover or stall lasts"),
     ("--max-db-load", float, None, "R", "cap on heartbeat + watcher statements/s (default: none)"),
+    ("--replications", int, 4, "N", "runs per TTL in the evidence sweep"),
     ("--seed", int, 0, "N", "seed of the evidence sweep"),
 )
+PREFER = "how the choice weighs recovery against risk; the advice states the rule (balanced)"
 COMMANDS = {  # name: what it does (python -m sim --help)
     "list": "the named scenarios, one line each",
     "show": "print a scenario's full settings as TOML",
     "run": "run a scenario; print its metrics and invariant report",
     "live": "run a scenario with real worker processes on PostgreSQL; compare with the simulation",
-    "demo": "three teaching scenarios: figures and a summary table",
+    "demo": "four runs of three teaching scenarios: figures and a summary table",
     "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
     "sweep": "run a grid of settings x replications; print means with 95% intervals",
@@ -141,6 +144,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("durations", metavar="DURATIONS", help="CSV of processing seconds, or 'sample'")
     p.add_argument("--column", help="the CSV column of durations (when several hold numbers)")
     p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="of the durations (s)")
+    p.add_argument(
+        "--prefer", choices=("safety", "recovery", "balanced"), default="balanced", help=PREFER
+    )
     for flag, kind, default, metavar, text in ADVISE_OPTIONS:
         text += "" if default is None else f" (default: {default:g})"
         p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)

@@ -1,31 +1,41 @@
 """Lease settings advice: TTL, heartbeat interval and watcher interval for observed job durations.
 
     import sim
-    advice = sim.advise("durations.csv", pause_rate=2, target_false_expiry=1e-3)
-    print(advice)            # TTL 20 s, heartbeat every 5 s, watcher every 5 s: predicted ...
+    advice = sim.advise("sample", arrival_rate=1, pause_rate=2, target_false_expiry=1e-3)
+    print(advice)            # TTL 2 s, heartbeat every 0.5 s, watcher every 1 s: predicted ...
     advice.candidates        # every setting considered, with its predictions and feasibility
+    advice.neighbours        # the choice beside the best setting one TTL step either side
     advice.evidence          # a small simulated sweep around the recommendation
     sim.run(advice.scenario())
 
 How it chooses (all predictions come from sim.analytic, whose docstrings give the assumptions):
 
-1. Each candidate (TTL L, heartbeat interval h or none, watcher interval W) gets a predicted
-   false-expiry probability per job (stop-the-world pauses; without heartbeats also jobs that
-   outlast L), a predicted mean recovery latency after a crash, and the DB load it costs: the
-   heartbeat and watcher statements per second ("upkeep"), at full load unless an arrival rate
-   is given.
-2. Feasible: predicted false expiry <= target / margin (margin 2 by default: the formulas are
-   approximations, and a recommendation should meet the target in simulation too, not only on
-   paper); L >= heartbeats_per_ttl x h (default 2: one lost heartbeat does not lapse the lease);
-   upkeep <= max_db_load when given; L >= min_ttl when a floor is given (teams often impose one
-   for GC pauses and deploys that the durations do not show).
-3. Among the feasible, the fastest predicted recovery R* is found; the recommendation is the
-   cheapest in DB load whose predicted recovery is within recovery_tolerance (10%) of R*. Ties go
-   to the faster recovery, then to the lower false expiry. If none is feasible, the advice says
-   NOT MET and gives the lowest predicted false expiry (at or above the TTL floor, if any).
+1. The load. The pool's capacity is sim.pool's (workers / mean worker time per job, crashes
+   included). An arrival rate at or above it is refused (ConfigError naming workers and the
+   capacity, with the pool size that would carry it); from 80% utilisation the advice warns. With
+   no arrival rate the advice assumes half the capacity, and says so.
+2. Each candidate (TTL L, heartbeat interval h or none, watcher interval W) gets a predicted
+   false-expiry probability per job with its 95% upper bound (sim.lease_risk), a predicted mean
+   recovery latency after a crash (the lease left after the time since the last renewal, the
+   watcher's wait, then the wait for a worker: idle ones polling, busy ones finishing their job,
+   the crashed one back after its restart; analytic.CrashPollWait), and the DB load it costs (the
+   heartbeat and watcher statements per second, "upkeep") at the arrival rate.
+3. Feasible: the false expiry's 95% upper bound <= target / margin (margin 2 by default: the
+   formulas are approximations, and a recommendation should meet the target in simulation too);
+   L >= heartbeats_per_ttl x (h + latency) (default 2: one lost heartbeat does not lapse the
+   lease); upkeep <= max_db_load when given; L >= min_ttl when a floor is given. The target is per
+   job (target_false_expiry), or per day (target_per_day, at the arrival rate).
+4. The choice weighs recovery against risk by `prefer`: each feasible setting scores
+   recovery x (1 + w x risk upper bound / target), w = 0 (recovery), 1 (balanced, the default: a
+   setting at the target counts as recovering twice as slowly) or 10 (safety); the recommendation
+   is the cheapest in DB load whose score is within recovery_tolerance (10%) of the lowest. Ties go
+   to the lower score, then to the lower risk. If none is feasible, the advice says NOT MET and
+   gives the lowest risk found (at or above the TTL floor, if any).
 
 With verify=True the recommendation is simulated (sim.sweep) beside its neighbouring TTLs, and
 the evidence table puts simulated figures, with confidence intervals, next to the predictions.
+When the simulated recovery interval excludes the prediction, the advice gives the simulated
+figure and says so as a finding; it also says whether the simulation confirms the target.
 
 The bundled example, sim/data/sample_durations.csv (`python -m sim advise sample`), holds 2000
 payment processing times made by sample_durations() below (seed 20260515), written by
@@ -35,7 +45,6 @@ tests/analysis/test_advisor.py checks that the file and the function still agree
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -46,15 +55,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim import analytic, files, lease_risk
+from sim import advice_evidence, analytic, files
+from sim.advice_candidates import (
+    CANDIDATE_COLUMNS,
+    PREFER,
+    candidate_table,
+    choose,
+    feasibility_rules,
+    pool_of,
+    prefer_rule,
+    rate_of,
+    recovery_draws,
+    score,
+)
 from sim.dists import Dist
 from sim.durations import Durations, from_values, read_durations
 from sim.errors import ConfigError
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
-from sim.limits import MAX_SECONDS, MAX_WORKERS
+from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS
 from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload, dumps
-from sim.stats import wilson_interval
-from sim.wording import NO_VALUE, count, duration, percent
+from sim.wording import amount, count, duration, percent
 
 DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
@@ -69,20 +89,6 @@ SHORTEST_WHY = (
 LONGEST_WHY = "a lease of more than a day leaves a crashed job waiting a day; split the job or add a heartbeat"
 MAX_SAMPLES = 20_000  # longer duration lists are represented by this many quantiles
 SAMPLE_SEED = 20260515
-CANDIDATE_COLUMNS = [
-    "ttl",
-    "heartbeat_interval",
-    "watcher_interval",
-    "predicted_false_expiry",
-    "predicted_false_expiry_high",
-    "false_expiries_per_day",
-    "false_expiries_per_day_high",
-    "predicted_recovery_mean",
-    "heartbeat_load",
-    "watcher_load",
-    "db_load",
-    "feasible",
-]
 
 
 def sample_durations_path() -> Path:
@@ -184,24 +190,42 @@ class Advice:
     db_load: float  # statements/s of heartbeats + watcher ticks ("upkeep")
     heartbeat_load: float
     watcher_load: float
-    target_false_expiry: float
+    target_false_expiry: float  # per job (with target_per_day: its equivalent at the arrival rate)
     met: bool  # some candidate met the target (else this is the lowest false expiry found)
     candidates: pd.DataFrame  # every setting considered (CANDIDATE_COLUMNS)
     evidence: pd.DataFrame | None  # simulated neighbourhood of the recommendation (verify=True)
     durations: Dist = field(repr=False)
     inputs: dict = field(default_factory=dict)
-    predicted_false_expiry_high: float = (
-        np.nan
-    )  # 95% upper bound per job (the durations are a sample)
-    false_expiries_per_day: float = np.nan  # at the arrival rate (full load if none was given)
+    predicted_false_expiry_high: float = np.nan  # 95% upper bound per job (durations are a sample)
+    false_expiries_per_day: float = np.nan  # at the arrival rate (assumed if none was given)
     false_expiries_per_day_high: float = np.nan
-    position: list[str] = field(
-        default_factory=list
-    )  # where the TTL sits in the searched range, and why
+    position: list[str] = field(default_factory=list)  # where the TTL sits, and why
+    target_per_day: float | None = None  # the target as given per day, if it was
+    neighbours: pd.DataFrame | None = field(default=None, repr=False)  # NEIGHBOUR_COLUMNS
 
     @property
     def assumptions(self) -> Assumptions:
         return self.inputs["assumptions"]
+
+    @property
+    def prefer(self) -> str:
+        return self.inputs["prefer"]
+
+    @property
+    def utilisation(self) -> float:
+        """The workers' busy share at the arrival rate (assumed ASSUMED_UTILISATION without one)."""
+        return self.inputs["utilisation"]
+
+    @property
+    def recovery_mean(self) -> float:
+        """The mean recovery the advice gives: predicted, or simulated when the evidence excludes
+        the prediction (advice_evidence.recovery_answer)."""
+        return advice_evidence.recovery_answer(self)[0]
+
+    @property
+    def recovery_source(self) -> str:
+        """'predicted' or 'simulated': where recovery_mean comes from."""
+        return advice_evidence.recovery_answer(self)[1]
 
     def scenario(
         self,
@@ -210,17 +234,18 @@ class Advice:
         seed: int = 1,
         arrival_rate: float | None = None,
         name: str = "advised",
+        tail: float = 3.0,
     ) -> Scenario:
         """A runnable Scenario with the recommended settings, the observed durations (resampled) as
-        processing times, the assumed faults (pauses, crashes, heartbeat delay; a DB stall as a hanging
-        partition of each worker), and Poisson arrivals (the given arrival rate, else 50% utilisation
-        of the workers) long enough for `jobs` jobs."""
+        processing times, the assumed faults (pauses, crashes and restarts, heartbeat delay; a DB
+        stall as a hanging partition of each worker), and Poisson arrivals at the advice's rate
+        (given, or assumed: half the pool's capacity) long enough for `jobs` jobs; the horizon
+        leaves `tail` times the durations' 99.9th percentile after the last arrival."""
         inputs = self.inputs
         a = self.assumptions
         workers = inputs["workers"]
-        mean = self.durations.mean_value()
-        rate = arrival_rate or inputs.get("arrival_rate") or 0.5 * workers / mean
-        horizon = jobs / rate + 3 * self.durations.quantile(0.999)
+        rate = arrival_rate or inputs["jobs_per_s"]
+        horizon = jobs / rate + tail * self.durations.quantile(0.999)
         h = self.heartbeat_interval
         stalls = (
             {}
@@ -261,6 +286,7 @@ class Advice:
             ),
             faults=Faults(
                 crash_rate=a.crash_rate,
+                restart_delay=Dist.constant(a.restart_delay),
                 pause_rate=a.pause_rate,
                 pause_duration=a.pause_duration,
                 heartbeat_delay=a.heartbeat_delay if h is not None else Faults.heartbeat_delay,
@@ -270,16 +296,38 @@ class Advice:
             seed=seed,
         )
 
+    # ---- in words --------------------------------------------------------------------------------
+
     def headline(self) -> str:
-        heartbeat = (
-            "no heartbeat"
-            if self.heartbeat_interval is None
-            else f"heartbeat every {duration(self.heartbeat_interval)}"
-        )
+        simulated = " (simulated)" if self.recovery_source == "simulated" else ""
         return (
-            f"TTL {duration(self.ttl)}, {heartbeat}, watcher every {duration(self.watcher_interval)}: predicted false expiry "
-            f"{percent(self.predicted_false_expiry)} per job (target {percent(self.target_false_expiry)}), "
-            f"recovery ~ {duration(self.predicted_recovery_mean)}, {self.db_load:.2g} heartbeat + watcher statements/s"
+            f"{_setting(self.ttl, self.heartbeat_interval, self.watcher_interval)}: predicted false "
+            f"expiry {percent(self.predicted_false_expiry)} per job (95% upper bound "
+            f"{percent(self.predicted_false_expiry_high)}; {self.target_text()}), recovery ~ "
+            f"{duration(self.recovery_mean)}{simulated}, {amount(self.db_load)} heartbeat + watcher statements/s"
+        )
+
+    def target_text(self) -> str:
+        """'target 0.1%' or 'target 10 a day = 0.012% per job at 1 jobs/s'."""
+        if self.target_per_day is None:
+            return f"target {percent(self.target_false_expiry)}"
+        return (
+            f"target {amount(self.target_per_day)} a day = {percent(self.target_false_expiry)} per job "
+            f"at {self.inputs['jobs_per_s']:.3g} jobs/s"
+        )
+
+    def load_line(self) -> str:
+        """The load the figures are at: the arrival rate and the workers' busy share."""
+        i = self.inputs
+        pool = i["pool"]
+        if i["arrival_rate"] is None:
+            return (
+                f"load: {i['jobs_per_s']:.3g} jobs/s assumed (give arrival_rate for your queue's), "
+                f"{percent(self.utilisation)} of {pool.capacity_words()}"
+            )
+        return (
+            f"load: {i['jobs_per_s']:.3g} jobs/s (arrival_rate), {percent(self.utilisation)} of "
+            f"{pool.capacity_words()}"
         )
 
     def risk_lines(self) -> list[str]:
@@ -289,7 +337,7 @@ class Advice:
         where = (
             f"at {rate:.3g} jobs/s (arrival_rate)"
             if i["arrival_rate"] is not None
-            else f"at full load, {rate:.3g} jobs/s (give arrival_rate for your queue's)"
+            else f"at {rate:.3g} jobs/s (assumed; give arrival_rate for your queue's)"
         )
         per_year, per_year_high = (
             365 * self.false_expiries_per_day,
@@ -297,9 +345,9 @@ class Advice:
         )
         return [
             f"risk {where}: {percent(self.predicted_false_expiry)} of jobs (95% upper bound "
-            f"{percent(self.predicted_false_expiry_high)}) = {_events(self.false_expiries_per_day)} false expiries a day "
-            f"(upper bound {_events(self.false_expiries_per_day_high)})",
-            f"  duplicate external effects: up to {_events(per_year)} a year (upper bound {_events(per_year_high)}); "
+            f"{percent(self.predicted_false_expiry_high)}) = {amount(self.false_expiries_per_day)} false expiries a day "
+            f"(upper bound {amount(self.false_expiries_per_day_high)})",
+            f"  duplicate external effects: up to {amount(per_year)} a year (upper bound {amount(per_year_high)}); "
             "each false expiry lets a second worker repeat the PSP call, harmless only with an idempotency key",
             "  " + self.slack_line(),
         ]
@@ -328,6 +376,68 @@ class Advice:
             f"latency); of the declared tails, longer than that: {', '.join(longer)}"
         )
 
+    def tradeoff_lines(self) -> list[str]:
+        """The choice beside the best setting one TTL step either side: risk and recovery side by side."""
+        if self.neighbours is None or not len(self.neighbours):
+            return []
+        lowest = f"; the lowest is {duration(_lowest_score(self))}" if self.met else ""
+        lines = [f"trade-off ({self.choice_rule()}{lowest}); the best setting at each TTL step:"]
+        for row in self.neighbours.itertuples():
+            mark = "*" if row.step == "chosen" else " "
+            h = None if pd.isna(row.heartbeat_interval) else row.heartbeat_interval
+            scored = f"score {duration(row.score)}" if row.feasible else "not feasible"
+            lines.append(
+                f" {mark} {_setting(row.ttl, h, row.watcher_interval)}: false expiry "
+                f"{percent(row.predicted_false_expiry)} (upper bound {percent(row.predicted_false_expiry_high)}), "
+                f"{amount(row.false_expiries_per_day)} a day; recovery {duration(row.predicted_recovery_mean)}; "
+                f"{amount(row.db_load)} statements/s; {scored}"
+            )
+        return lines
+
+    def heartbeat_line(self) -> str:
+        """Without a heartbeat against with one, at the recommended watcher interval: the shortest
+        feasible TTL of each, its recovery, and what the heartbeat costs at the load."""
+        table = self.candidates[self.candidates["watcher_interval"] == self.watcher_interval]
+        bare = table[table["heartbeat_interval"].isna()]
+        feasible = bare[bare["feasible"]]
+        if len(feasible):
+            first = feasible.loc[feasible["ttl"].idxmin()]
+            without = (
+                f"without a heartbeat the lease must outlast nearly every job: the shortest feasible TTL "
+                f"is {duration(first['ttl'])}, and a crash then waits about "
+                f"{duration(first['predicted_recovery_mean'])}"
+            )
+        elif len(bare):
+            safest = bare.loc[bare["predicted_false_expiry_high"].idxmin()]
+            allowed = self.target_false_expiry / self.inputs["margin"]
+            why = (
+                f" (predicted {percent(safest['predicted_false_expiry'])}: "
+                f"{count(self.inputs['durations_n'], 'observed job')} cannot show a smaller share "
+                "outlasting the TTL)"
+                if safest["predicted_false_expiry"] <= allowed
+                else ""
+            )
+            without = (
+                f"without a heartbeat no TTL searched is feasible: the lowest false-expiry upper bound "
+                f"is {percent(safest['predicted_false_expiry_high'])} per job{why}, over target / margin "
+                f"({percent(allowed)})"
+            )
+        else:
+            without = "no TTL without a heartbeat was searched"
+        h = self.heartbeat_interval
+        if h is None:
+            return f"{without}; the recommendation needs no heartbeat"
+        return (
+            f"{without}; with a heartbeat every {duration(h)} the TTL only has to outlast the gap "
+            f"between renewals: {duration(self.ttl)}, recovering in about {duration(self.recovery_mean)}, "
+            f"for {amount(self.heartbeat_load)} heartbeat statements/s at "
+            f"{self.inputs['jobs_per_s']:.3g} jobs/s"
+        )
+
+    def choice_rule(self) -> str:
+        """How the recommendation was chosen among the feasible (its `prefer`), in words."""
+        return prefer_rule(self.prefer, self.inputs["recovery_tolerance"])
+
     def shortfall(self) -> str | None:
         """'NOT MET: ...' when no candidate met the target (the headline's figure is then the lowest found); else None."""
         if self.met:
@@ -335,41 +445,89 @@ class Advice:
         floor = self.inputs.get("min_ttl")
         above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
         return (
-            f"NOT MET: no candidate{above} is predicted below "
-            f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the lowest "
-            f"predicted false expiry found{' at or above the floor' if floor is not None else ''}."
+            f"NOT MET: no candidate{above} has a false-expiry upper bound below "
+            f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the "
+            f"lowest found{' at or above the floor' if floor is not None else ''}."
+        )
+
+    def verdict(self) -> str | None:
+        """One line: whether the evidence agrees with the prediction (None without evidence)."""
+        return advice_evidence.verdict(self)
+
+    def target_line(self) -> str | None:
+        """Whether the simulation confirms the target (None without evidence)."""
+        return advice_evidence.target_line(self)
+
+    def findings(self) -> list[str]:
+        """Where the simulation and the closed form part, and which figure the advice gives."""
+        return advice_evidence.findings(self)
+
+    def warnings(self) -> list[str]:
+        """The input's warnings: the durations as read, and a load of 80% or more."""
+        i = self.inputs
+        out = list(i.get("durations_read", {}).get("warnings", []))
+        return out + ([i["load_warning"]] if i.get("load_warning") else [])
+
+    def recovery_line(self) -> str:
+        i = self.inputs
+        source = (
+            "simulated, see the finding" if self.recovery_source == "simulated" else "predicted"
+        )
+        step = (
+            "the watcher requeues expired leases"
+            if not i["claim_takes_expired"]
+            else "claims take expired leases"
+        )
+        return (
+            f"recovery after a crash: mean {duration(self.recovery_mean)} ({source}), p95 "
+            f"{duration(self.predicted_recovery_p95)} (predicted); {count(i['workers'], 'worker')} polling "
+            f"every {duration(i['poll_interval'])}, {percent(self.utilisation)} busy: a crashed job waits for "
+            f"an idle worker's poll or a busy one's next free moment, the crashed worker back after "
+            f"{duration(self.assumptions.restart_delay)}; {step}"
+        )
+
+    def counts_line(self) -> str:
+        """How many candidates met the target and how many were feasible, with the rules."""
+        table, i = self.candidates, self.inputs
+        rules = [f"upper bound within target / margin {i['margin']:g}"]
+        if i["heartbeats_per_ttl"]:
+            rules.append(f"TTL at least {i['heartbeats_per_ttl']:g} heartbeat intervals")
+        if i["max_db_load"] is not None:
+            rules.append(f"DB load within {i['max_db_load']:g} statements/s")
+        if i["min_ttl"] is not None:
+            rules.append(f"TTL at least {duration(i['min_ttl'])}")
+        met, feasible = int(table["meets_target"].sum()), int(table["feasible"].sum())
+        return (
+            f"chosen from {count(len(table), 'candidate')}: {met} meet the target (95% upper bound within "
+            f"{percent(self.target_false_expiry)}), {feasible} {'is' if feasible == 1 else 'are'} feasible "
+            f"({', '.join(rules)})"
         )
 
     def __str__(self) -> str:
         i = self.inputs
-        lines = [self.headline()]
         floor = i.get("min_ttl")
+        lines = [self.headline()]
         if not self.met:
             lines.append("  " + self.shortfall())
-        load = "at full load" if i["arrival_rate"] is None else f"at {i['arrival_rate']:.3g} jobs/s"
-        read = i.get("durations_read", {})
+        lines += [f"  warning: {w}" for w in self.warnings()]
+        lines.append("  " + self.load_line())
         lines += ["  " + line for line in self.risk_lines()]
+        lines += ["  " + line for line in self.tradeoff_lines()]
         lines += [f"  where it sits: {line}" for line in self.position]
+        read = i.get("durations_read", {})
         lines += [
             f"  durations: {read['echo']}"
             if read.get("echo")
             else f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, "
             f"p99 {duration(i['durations_p99'])}, max {duration(i['durations_max'])}"
         ]
-        lines += [f"  warning: {w}" for w in read.get("warnings", [])]
         lines += ["  assumptions: " + self.assumptions.lines()[0]]
         lines += ["               " + line for line in self.assumptions.lines()[1:]]
+        rate = f"at {i['jobs_per_s']:.3g} jobs/s"
         lines += [
-            f"  recovery after a crash: mean {duration(self.predicted_recovery_mean)}, p95 {duration(self.predicted_recovery_p95)} "
-            f"({count(i['workers'], 'worker')} polling every {duration(i['poll_interval'])}; "
-            + (
-                "the watcher requeues expired leases)"
-                if not i["claim_takes_expired"]
-                else "claims take expired leases)"
-            ),
-            f"  DB load {load}: {self.heartbeat_load:.2g} heartbeats/s + {self.watcher_load:.2g} watcher ticks/s",
-            f"  chosen from {count(len(self.candidates), 'candidate')} ({int(self.candidates['feasible'].sum())} feasible): "
-            f"the cheapest within {percent(i['recovery_tolerance'])} of the fastest feasible recovery",
+            "  " + self.recovery_line(),
+            f"  DB load {rate}: {amount(self.heartbeat_load)} heartbeats/s + {amount(self.watcher_load)} watcher ticks/s",
+            "  " + self.counts_line(),
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
@@ -379,15 +537,9 @@ class Advice:
             )
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
-            for row in self.evidence.itertuples():
-                mark = "*" if row.recommended else " "
-                lines.append(
-                    f"   {mark} TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
-                    f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
-                    f"(predicted {percent(row.predicted_false_expiry)}); recovery {duration(row.recovery_mean)} "
-                    f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] over {count(row.recoveries, 'crash', 'crashes')} "
-                    f"(predicted {duration(row.predicted_recovery_mean)})"
-                )
+            lines += ["   " + line for line in evidence_lines(self.evidence)]
+            lines += ["  " + line for line in (self.verdict(), self.target_line()) if line]
+            lines += ["  " + line for line in self.findings()]
         return "\n".join(lines)
 
     def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
@@ -412,15 +564,31 @@ class Advice:
         return advice_report(self, path, review=review)
 
 
-def _events(n) -> str:
-    """An expected count: '0', '< 0.001', '0.42', '1.7', '230'."""
-    if not np.isfinite(n):
-        return NO_VALUE
-    if n == 0:
-        return "0"
-    if n < 0.001:
-        return "< 0.001"
-    return f"{n:.2g}" if n < 100 else f"{n:,.0f}"
+def _setting(ttl: float, h: float | None, w: float) -> str:
+    """'TTL 2 s, heartbeat every 0.5 s, watcher every 1 s'."""
+    beat = "no heartbeat" if h is None else f"heartbeat every {duration(h)}"
+    return f"TTL {duration(ttl)}, {beat}, watcher every {duration(w)}"
+
+
+def evidence_lines(evidence: pd.DataFrame) -> list[str]:
+    """One line per simulated TTL: false expiry and recovery with their 95% intervals and predictions."""
+    lines = []
+    for row in evidence.itertuples():
+        mark = "*" if row.recommended else " "
+        interval = (
+            f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}]"
+            if np.isfinite(row.recovery_ci_low)
+            else "(too few crashes for an interval)"
+        )
+        lines.append(
+            f"{mark} TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
+            f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
+            f"(predicted {percent(row.predicted_false_expiry)}); recovery {duration(row.recovery_mean)} "
+            f"{interval} over {count(row.recoveries, 'crash', 'crashes')} (predicted "
+            f"{duration(row.predicted_recovery_mean)}); {percent(row.utilisation)} busy with "
+            f"{count(row.crash_rate, 'crash', 'crashes')} per worker-hour"
+        )
+    return lines
 
 
 def advise(
@@ -431,10 +599,13 @@ def advise(
     pause_rate: float = 2.0,
     pause_duration: Dist | None = None,
     crash_rate: float = 1.0,
+    restart_delay: float = 5.0,
     heartbeat_delay: Dist | None = None,
     db_stall_rate: float = 0.0,
     db_stall_duration: Dist | float = 30.0,
-    target_false_expiry: float = 1e-3,
+    target_false_expiry: float | None = None,
+    target_per_day: float | None = None,
+    prefer: str = "balanced",
     poll_interval: float = 1.0,
     workers: int = 4,
     arrival_rate: float | None = None,
@@ -458,30 +629,31 @@ def advise(
     durations: observed processing times (array-like in `unit`), a CSV path read with `column` and
     `unit` (sim.durations: the column must be named when several could be durations), or "sample"
     (the bundled example). The fault assumptions (sim.lease_risk.Assumptions): pause_rate and
-    crash_rate per worker-hour; pause_duration a Dist (default lognormal, median 0.5 s, p99 5 s);
-    heartbeat_delay, the heartbeat statement's extra delay (default lognormal, median 10 ms, p99
-    200 ms); db_stall_rate DB failovers or stalls per day (default 0), each db_stall_duration long
-    (seconds or a Dist, default 30 s). workers and poll_interval describe the consumers;
-    arrival_rate (jobs/s) sets the load and the per-day risk (default: full load).
+    crash_rate per worker-hour; restart_delay, seconds until a crashed worker polls again;
+    pause_duration a Dist (default lognormal, median 0.5 s, p99 5 s); heartbeat_delay, the
+    heartbeat statement's extra delay (default lognormal, median 10 ms, p99 200 ms); db_stall_rate
+    DB failovers or stalls per day (default 0), each db_stall_duration long (seconds or a Dist,
+    default 30 s). workers and poll_interval describe the consumers; arrival_rate (jobs/s) sets the
+    load and the per-day risk (default: half of what the workers can carry, said in the advice); a
+    rate the workers cannot carry is refused. target_false_expiry (per job, default 0.001) or
+    target_per_day (false expiries a day at arrival_rate): the risk to stay under. prefer: "safety",
+    "recovery" or "balanced" (default), how the choice weighs recovery against risk.
     claim_takes_expired: whether claims take expired leases themselves (then the watcher is only a
     backstop and not on the recovery path); by default the watcher does the requeue.
     candidates: {"ttl": [...], "heartbeat_interval": [..., None], "watcher_interval": [...]} to
     replace the default ladders (None: no heartbeat); default ladders are extended when the best
     setting sits at their end. min_ttl: a floor in seconds; shorter TTLs are infeasible (and left
     out of the evidence). verify: simulate the recommendation and its neighbouring TTLs
-    (`replications` runs of `evidence_jobs` jobs each, through sim.sweep).
+    (`replications` runs of `evidence_jobs` jobs each, or more for a fast queue, through sim.sweep).
     """
     read_in = read(durations, column, unit)
     values = read_in.seconds
     for warning in read_in.warnings:
         warnings.warn(warning, LeaseWarning, stacklevel=2)
-    _positive("target_false_expiry", target_false_expiry)
-    if target_false_expiry >= 1:
-        raise ConfigError(
-            f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}"
-        )
+    _check_choice(target_false_expiry, target_per_day, prefer)
     _positive("pause_rate", pause_rate, zero_ok=True)
     _positive("crash_rate", crash_rate, zero_ok=True)
+    _positive("restart_delay", restart_delay, zero_ok=True)
     _positive("poll_interval", poll_interval)
     _positive("workers", workers, whole=True)
     _positive("statement_latency", statement_latency, zero_ok=True)
@@ -512,6 +684,7 @@ def advise(
         heartbeat_delay=Assumptions.heartbeat_delay if heartbeat_delay is None else heartbeat_delay,
         db_stall_rate=float(db_stall_rate),
         db_stall_duration=db_stall_duration,
+        restart_delay=float(restart_delay),
     ).check()
     workers = int(workers)
     candidates = dict(candidates or {})
@@ -534,8 +707,16 @@ def advise(
         )
 
     job = _durations_dist(values)
-    mean = job.mean_value()
-    jobs_per_s = float(arrival_rate) if arrival_rate is not None else workers / mean
+    load = _load(job, workers, arrival_rate, assumptions, target_per_day)
+    if load["load_warning"]:
+        warnings.warn(load["load_warning"], LeaseWarning, stacklevel=2)
+    target = (
+        _per_job_target(target_per_day, load["jobs_per_s"])
+        if target_per_day is not None
+        else 1e-3
+        if target_false_expiry is None
+        else float(target_false_expiry)
+    )
     inputs = {
         "durations_n": int(len(values)),
         "durations_median": float(np.median(values)),
@@ -547,8 +728,8 @@ def advise(
         "crash_rate": float(crash_rate),
         "workers": workers,
         "poll_interval": float(poll_interval),
-        "arrival_rate": arrival_rate,
-        "jobs_per_s": jobs_per_s,
+        "arrival_rate": None if arrival_rate is None else float(arrival_rate),
+        **load,
         "claim_takes_expired": bool(claim_takes_expired),
         "statement_latency": float(statement_latency),
         "assumptions": assumptions,
@@ -557,10 +738,11 @@ def advise(
         "heartbeats_per_ttl": float(heartbeats_per_ttl),
         "max_db_load": max_db_load,
         "min_ttl": None if min_ttl is None else float(min_ttl),
+        "prefer": prefer,
         "seed": seed,
     }
     searched = {"ttl": ttls, "heartbeat_interval": heartbeats, "watcher_interval": watchers}
-    table, chosen, met = _search(job, searched, target_false_expiry, inputs)
+    table, chosen, met = _search(job, searched, target, inputs)
     extended = []
     if "ttl" not in candidates:  # the default ladders adapt when the choice sits at their end
         allowed = [t for t in ttls if min_ttl is None or t >= min_ttl]
@@ -585,14 +767,12 @@ def advise(
                 f"at {duration(max(ttls))}, the end of the default ladder"
             )
         if extended:
-            table, chosen, met = _search(job, searched, target_false_expiry, inputs)
+            table, chosen, met = _search(job, searched, target, inputs)
     inputs["searched"] = {k: [v for v in vs] for k, vs in searched.items()}
     h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
     p95 = float(
         np.quantile(
-            _recovery_draws(
-                job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs
-            ),
+            recovery_draws(job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs),
             0.95,
         )
     )
@@ -606,7 +786,7 @@ def advise(
         db_load=float(chosen["db_load"]),
         heartbeat_load=float(chosen["heartbeat_load"]),
         watcher_load=float(chosen["watcher_load"]),
-        target_false_expiry=float(target_false_expiry),
+        target_false_expiry=target,
         met=met,
         candidates=table,
         evidence=None,
@@ -615,14 +795,65 @@ def advise(
         predicted_false_expiry_high=float(chosen["predicted_false_expiry_high"]),
         false_expiries_per_day=float(chosen["false_expiries_per_day"]),
         false_expiries_per_day_high=float(chosen["false_expiries_per_day_high"]),
+        target_per_day=None if target_per_day is None else float(target_per_day),
     )
+    advice.neighbours = _neighbours(advice, searched["ttl"])
     advice.position = extended + _position(advice, searched["ttl"])
     if verify:
         floored = [t for t in searched["ttl"] if min_ttl is None or t >= min_ttl]
-        advice.evidence = _evidence(
+        advice.evidence = advice_evidence.simulate(
             advice, floored, int(replications), int(evidence_jobs), seed, executor, progress
         )
     return advice
+
+
+def _check_choice(target_false_expiry, target_per_day, prefer) -> None:
+    """ConfigError for a bad target (per job or per day, not both) or preference."""
+    if target_false_expiry is not None and target_per_day is not None:
+        raise ConfigError(
+            "target_per_day: give a target per job (target_false_expiry) or per day, not both"
+        )
+    if target_false_expiry is not None:
+        _positive("target_false_expiry", target_false_expiry)
+        if target_false_expiry >= 1:
+            raise ConfigError(
+                f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}"
+            )
+    if target_per_day is not None:
+        _positive("target_per_day", target_per_day)
+    if not isinstance(prefer, str) or prefer not in PREFER:
+        raise ConfigError(f"prefer: {prefer!r} is not one of {', '.join(PREFER)}")
+
+
+def _load(job: Dist, workers: int, arrival_rate, assumptions: Assumptions, target_per_day) -> dict:
+    """The pool and its load: an arrival rate it cannot carry is refused (naming workers and the
+    capacity); without a rate, half the capacity is assumed (a per-day target needs the rate)."""
+    pool = pool_of(job, workers, assumptions)
+    if arrival_rate is None and target_per_day is not None:
+        raise ConfigError(
+            "target_per_day: needs arrival_rate (jobs/s), since how many jobs a day there are decides "
+            "what a per-day target asks of each job"
+        )
+    if arrival_rate is not None:
+        pool.refuse_overload(float(arrival_rate))
+    rate = rate_of(pool, arrival_rate)
+    return {
+        "pool": pool,
+        "jobs_per_s": rate,
+        "capacity": pool.capacity,
+        "utilisation": pool.utilisation(rate),
+        "load_warning": None if arrival_rate is None else pool.load_warning(rate),
+    }
+
+
+def _per_job_target(per_day: float, jobs_per_s: float) -> float:
+    jobs_per_day = jobs_per_s * SECONDS_PER_DAY
+    if per_day >= jobs_per_day:
+        raise ConfigError(
+            f"target_per_day: {per_day:g} a day is not below the {jobs_per_day:,.0f} jobs a day at "
+            f"{jobs_per_s:g} jobs/s; a target must be a share of them"
+        )
+    return per_day / jobs_per_day
 
 
 def _merge(ladder: list, extra) -> list:
@@ -632,7 +863,7 @@ def _merge(ladder: list, extra) -> list:
 def _search(
     job: Dist, ladders: dict, target: float, inputs: dict
 ) -> tuple[pd.DataFrame, pd.Series, bool]:
-    """(the candidate table with feasibility, the chosen row, whether the target was met)."""
+    """(the candidate table with feasibility and scores, the chosen row, whether the target was met)."""
     table = candidate_table(
         job,
         ttls=ladders["ttl"],
@@ -642,28 +873,50 @@ def _search(
     )
     rules = feasibility_rules(table, target, inputs)
     feasible = rules.all(axis=1)
+    table["meets_target"] = table["predicted_false_expiry_high"] <= target
     table["feasible"] = feasible
+    table["score"] = score(table, target, inputs["prefer"])
     met = bool(feasible.any())
-    return table, _choose(table, feasible, rules["min_ttl"], inputs["recovery_tolerance"]), met
+    return table, choose(table, feasible, rules["min_ttl"], inputs["recovery_tolerance"]), met
 
 
-def _choose(
-    table: pd.DataFrame, feasible: pd.Series, allowed: pd.Series, tolerance: float
-) -> pd.Series:
-    """The module docstring's rule: the cheapest feasible within `tolerance` of the fastest feasible
-    recovery; with none feasible, the lowest predicted false expiry among the `allowed`."""
-    if feasible.any():
-        pool = table[feasible]
-        fastest = pool["predicted_recovery_mean"].min()
-        near = pool[pool["predicted_recovery_mean"] <= fastest * (1 + tolerance) + 1e-9]
-        return near.sort_values(
-            ["db_load", "predicted_recovery_mean", "predicted_false_expiry", "ttl"]
-        ).iloc[0]
-    return (
-        table[allowed]
-        .sort_values(["predicted_false_expiry", "predicted_recovery_mean", "db_load"])
-        .iloc[0]
+# a neighbour is a candidate row (without its load split and meets_target) at one TTL step
+NEIGHBOUR_COLUMNS = ["step"] + [
+    c for c in CANDIDATE_COLUMNS if c not in ("heartbeat_load", "watcher_load", "meets_target")
+]
+
+
+def _neighbours(advice: Advice, ttls: list[float]) -> pd.DataFrame:
+    """The chosen setting and the best setting one TTL step shorter and longer (by the same rule;
+    with none feasible at a TTL, its lowest risk), for the trade-off lines and the report."""
+    table, i = advice.candidates, ttls.index(advice.ttl)
+    chosen = _row_of(advice)
+    rows = []
+    for step, at in (("shorter", i - 1), ("chosen", i), ("longer", i + 1)):
+        if not 0 <= at < len(ttls):
+            continue
+        if step == "chosen":
+            row = chosen
+        else:
+            here = table[table["ttl"] == ttls[at]]
+            if here.empty:
+                continue
+            everything = pd.Series(True, index=here.index)
+            row = choose(here, here["feasible"], everything, advice.inputs["recovery_tolerance"])
+        rows.append({"step": step, **{k: row[k] for k in NEIGHBOUR_COLUMNS[1:]}})
+    return pd.DataFrame(rows, columns=NEIGHBOUR_COLUMNS)
+
+
+def _row_of(advice: Advice) -> pd.Series:
+    """The candidate-table row of the recommendation."""
+    table = advice.candidates
+    hb = table["heartbeat_interval"]
+    same = (
+        (table["ttl"] == advice.ttl)
+        & (hb.isna() if advice.heartbeat_interval is None else hb == advice.heartbeat_interval)
+        & (table["watcher_interval"] == advice.watcher_interval)
     )
+    return table[same].iloc[0]
 
 
 def _position(advice: Advice, ttls: list[float]) -> list[str]:
@@ -671,9 +924,8 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
     inputs, table, ttl = advice.inputs, advice.candidates, advice.ttl
     floor = inputs["min_ttl"]
     rules = feasibility_rules(table, advice.target_false_expiry, inputs)
-    lines = []
     if floor is not None and ttl == min(t for t in ttls if t >= floor):
-        free = _choose(
+        free = choose(
             table,
             rules.drop(columns="min_ttl").all(axis=1),
             pd.Series(True, index=table.index),
@@ -688,254 +940,99 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
         return [f"at the range's end: TTL {duration(ttl)} is the shortest searched; {SHORTEST_WHY}"]
     if ttl == max(ttls):
         return [f"at the range's end: TTL {duration(ttl)} is the longest searched; {LONGEST_WHY}"]
-    i = ttls.index(ttl)
-    for step, other in (("shorter", ttls[i - 1]), ("longer", ttls[i + 1])):
-        lines.append(
-            f"one step {step}, TTL {duration(other)}: {_why_not(advice, table, rules, other)}"
-        )
-    return ["interior: the search went past it on both sides"] + lines
-
-
-def _why_not(advice: Advice, table: pd.DataFrame, rules: pd.DataFrame, ttl: float) -> str:
-    """Why the best setting at TTL `ttl` lost to the recommendation, in words."""
-    at = table["ttl"] == ttl
-    ok = table["feasible"] & at
-    inputs = advice.inputs
-    if ok.any():
-        best = _choose(table[at], table.loc[at, "feasible"], at[at], inputs["recovery_tolerance"])
-        if best["db_load"] > advice.db_load + 1e-12:
-            return (
-                f"feasible, recovery ~ {duration(best['predicted_recovery_mean'])}, but it costs "
-                f"{best['db_load']:.2g} statements/s against {advice.db_load:.2g}"
+    lines = ["interior: the search went past it on both sides"]
+    for row in advice.neighbours.itertuples():
+        if row.step != "chosen":
+            lines.append(
+                f"one step {row.step}, TTL {duration(row.ttl)}: {_why_not(advice, row, rules)}"
             )
-        return (
-            f"feasible, but recovery ~ {duration(best['predicted_recovery_mean'])} against "
-            f"{duration(advice.predicted_recovery_mean)}"
-        )
-    row = table[at].sort_values(["predicted_false_expiry", "db_load"]).iloc[0]
-    failed = [rule for rule, passed in rules.loc[row.name].items() if not passed]
-    words = {
-        "target": f"predicted false expiry {percent(row['predicted_false_expiry'])} per job is over the target / "
-        f"margin ({percent(advice.target_false_expiry / inputs['margin'])})",
-        "heartbeats_per_ttl": f"it would need a heartbeat shorter than TTL / {inputs['heartbeats_per_ttl']:g}",
-        "max_db_load": f"its {row['db_load']:.2g} statements/s are over max_db_load",
-        "min_ttl": "below min_ttl",
-    }
-    return "no setting is feasible: " + "; ".join(words[rule] for rule in failed)
+    return lines
 
 
-def feasibility_rules(
-    table: pd.DataFrame, target_false_expiry: float, inputs: dict
-) -> pd.DataFrame:
-    """One boolean column per feasibility rule of the module docstring (True: the candidate passes
-    it): target, heartbeats_per_ttl, max_db_load, min_ttl. A candidate is feasible if it passes all."""
-    rules = pd.DataFrame(index=table.index)
-    rules["target"] = table["predicted_false_expiry"] <= target_false_expiry / inputs["margin"]
-    per_ttl, hb = inputs["heartbeats_per_ttl"], table["heartbeat_interval"]
-    rules["heartbeats_per_ttl"] = (
-        hb.isna() | (table["ttl"] >= per_ttl * (hb + inputs["statement_latency"]))
-        if per_ttl
-        else True
+def _why_not(advice: Advice, row, rules: pd.DataFrame) -> str:
+    """Why the best setting at a neighbouring TTL lost to the recommendation, with both sides' figures."""
+    if not row.feasible:
+        at = advice.candidates.index[
+            (advice.candidates["ttl"] == row.ttl)
+            & (advice.candidates["watcher_interval"] == row.watcher_interval)
+            & (
+                advice.candidates["heartbeat_interval"].isna()
+                if pd.isna(row.heartbeat_interval)
+                else advice.candidates["heartbeat_interval"] == row.heartbeat_interval
+            )
+        ][0]
+        return "not feasible: " + "; ".join(infeasible_reasons(advice.candidates.loc[at], advice))
+    risk = _ratio(advice.predicted_false_expiry, row.predicted_false_expiry)
+    slower = row.predicted_recovery_mean / advice.predicted_recovery_mean - 1
+    sides = (
+        f"false expiry {percent(row.predicted_false_expiry)} against {percent(advice.predicted_false_expiry)} "
+        f"({risk}), recovery {duration(row.predicted_recovery_mean)} against "
+        f"{duration(advice.predicted_recovery_mean)} ({percent(abs(slower))} {'slower' if slower >= 0 else 'faster'})"
     )
-    load, floor = inputs["max_db_load"], inputs["min_ttl"]
-    rules["max_db_load"] = table["db_load"] <= load if load is not None else True
-    rules["min_ttl"] = table["ttl"] >= floor if floor is not None else True
-    return rules
+    lowest = _lowest_score(advice)
+    tolerance = advice.inputs["recovery_tolerance"]
+    score = f"its score {duration(row.score)}"
+    if row.score > lowest * (1 + tolerance) + 1e-9:
+        return (
+            f"feasible, {sides}; {score} is more than {tolerance:.0%} above the lowest, "
+            f"{duration(lowest)} (prefer {advice.prefer})"
+        )
+    near = f"feasible, {sides}; {score} is within {tolerance:.0%} of the lowest, {duration(lowest)}"
+    if row.db_load > advice.db_load + 1e-12:
+        return f"{near}, but it costs {amount(row.db_load)} statements/s against {amount(advice.db_load)}"
+    return f"{near}, at the same DB load, and the recommendation's is no higher"
+
+
+def _lowest_score(advice: Advice) -> float:
+    """The lowest score among the feasible candidates (NaN when none is feasible)."""
+    table = advice.candidates
+    return float(table.loc[table["feasible"], "score"].min())
+
+
+def _ratio(mine: float, theirs: float) -> str:
+    """'3.7 times less risk', '2 times more risk', 'the same risk'."""
+    if theirs == mine:
+        return "the same risk"
+    if theirs == 0:
+        return "no risk predicted"
+    factor = mine / theirs
+    return f"{factor:.2g} times less risk" if factor > 1 else f"{1 / factor:.2g} times more risk"
+
+
+def infeasible_reasons(row: pd.Series, advice) -> list[str]:
+    """The feasibility rules a candidate (a row of advice.candidates) breaks, in words with numbers."""
+    inputs = advice.inputs
+    passed = feasibility_rules(row.to_frame().T, advice.target_false_expiry, inputs).iloc[0]
+    hb, per_ttl, latency = (
+        row["heartbeat_interval"],
+        inputs["heartbeats_per_ttl"],
+        inputs["statement_latency"],
+    )
+    words = {
+        "target": lambda: (
+            f"its false-expiry upper bound {percent(row['predicted_false_expiry_high'])} per job (predicted "
+            f"{percent(row['predicted_false_expiry'])}) is over the target / margin "
+            f"({percent(advice.target_false_expiry)} / {inputs['margin']:g} = "
+            f"{percent(advice.target_false_expiry / inputs['margin'])})"
+        ),
+        "heartbeats_per_ttl": lambda: (
+            f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
+            f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
+            "that one lost heartbeat does not lapse the lease"
+        ),
+        "max_db_load": lambda: (
+            f"its {row['db_load']:.3g} statements/s are over max_db_load ({inputs['max_db_load']:g})"
+        ),
+        "min_ttl": lambda: f"it is below the TTL floor of {inputs['min_ttl']:g} s",
+    }
+    return [words[rule]() for rule, ok in passed.items() if not ok]
 
 
 def _model_inputs(inputs: dict) -> dict:
     return {
         k: inputs[k]
         for k in ("workers", "poll_interval", "arrival_rate", "claim_takes_expired", "assumptions")
-    }
-
-
-def _idle_pollers(job: Dist, workers: int, arrival_rate: float | None) -> int:
-    return max(1, int(math.floor(workers - _busy(job, workers, arrival_rate) + 0.5)))
-
-
-def _busy(job: Dist, workers: int, arrival_rate: float | None) -> float:
-    """Workers holding a job on average: all of them at full load."""
-    return workers if arrival_rate is None else min(workers, arrival_rate * job.mean_value())
-
-
-def candidate_table(
-    job: Dist,
-    *,
-    ttls,
-    heartbeats,
-    watchers,
-    workers: int,
-    poll_interval: float,
-    arrival_rate: float | None,
-    claim_takes_expired: bool,
-    assumptions: Assumptions,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination (no feasibility).
-
-    heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would lapse
-    between heartbeats). False expiries per job and per day, with 95% upper bounds, come from
-    sim.lease_risk under `assumptions`. Recovery assumes at least one idle poller (workers - busy, rounded, at least 1);
-    DB load and the per-day figures are at full load unless arrival_rate is given.
-    """
-    a = assumptions
-    lat = a.statement_latency
-    pollers = _idle_pollers(job, workers, arrival_rate)
-    samples = np.asarray(job.samples, dtype=float)
-    weights = lease_risk.bootstrap_weights(len(samples), seed)
-    mean = job.mean_value()
-    busy = _busy(job, workers, arrival_rate)
-    jobs_per_day = (arrival_rate if arrival_rate is not None else workers / mean) * SECONDS_PER_DAY
-    rows = []
-    for ttl in ttls:
-        for h in heartbeats:
-            if h is not None and h + lat >= ttl:
-                continue
-            fe, fe_high = lease_risk.per_job(samples, ttl, h, a, weights)
-            stall_per_day = (
-                a.db_stall_rate * busy * lease_risk.stall_lapse_probability(job, ttl, h, a, seed)
-            )
-            per_day, per_day_high = (
-                fe * jobs_per_day + stall_per_day,
-                fe_high * jobs_per_day + stall_per_day,
-            )
-            fe, fe_high = (
-                fe + stall_per_day / jobs_per_day,
-                min(1.0, fe_high + stall_per_day / jobs_per_day),
-            )
-            # the lease left at a crash: L minus the time since the last renewal (exact for short jobs too)
-            since = analytic.time_since_renewal_mean(
-                job, ttl=ttl, heartbeat_interval=h, latency=lat
-            )
-            for w in watchers:
-                recovery = analytic.recovery_latency_mean(
-                    ttl=ttl,
-                    heartbeat_interval=None,
-                    poll_interval=poll_interval,
-                    watcher_interval=None if claim_takes_expired else w,
-                    idle_pollers=pollers,
-                    latency=lat,
-                    worked_at_crash=since,
-                )
-                load = analytic.db_load(
-                    workers=workers,
-                    poll_interval=poll_interval,
-                    heartbeat_interval=h,
-                    watcher_interval=w,
-                    job_duration=job,
-                    arrival_rate=arrival_rate,
-                    latency=lat,
-                )
-                rows.append(
-                    (
-                        ttl,
-                        np.nan if h is None else h,
-                        w,
-                        fe,
-                        fe_high,
-                        per_day,
-                        per_day_high,
-                        recovery,
-                        load["heartbeat"],
-                        load["watcher"],
-                        load["upkeep"],
-                        True,
-                    )
-                )
-    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
-
-
-def _recovery_draws(
-    job: Dist, ttl: float, h: float | None, w: float, inputs: dict, n: int = 100_000
-) -> np.ndarray:
-    lat, seed = inputs["statement_latency"], inputs["seed"]
-    since = analytic.time_since_renewal_samples(
-        n, job, ttl=ttl, heartbeat_interval=h, latency=lat, seed=seed
-    )
-    return analytic.recovery_latency_samples(
-        n,
-        ttl=ttl,
-        heartbeat_interval=None,
-        poll_interval=inputs["poll_interval"],
-        watcher_interval=None if inputs["claim_takes_expired"] else w,
-        idle_pollers=_idle_pollers(job, inputs["workers"], inputs["arrival_rate"]),
-        latency=lat,
-        worked_at_crash=since,
-        seed=seed + 1,
-    )
-
-
-def _evidence(
-    advice: Advice, ttls: list[float], replications: int, jobs: int, seed: int, executor, progress
-) -> pd.DataFrame:
-    """Simulate the recommendation and its neighbouring TTLs; simulated figures beside predictions.
-
-    Crashes are made frequent enough (~40 per run, about half of them while holding a job) to measure recovery; the crash rate
-    does not enter the predicted recovery latency or false-expiry probability.
-    """
-    from sim.sweep import sweep
-
-    i = ttls.index(advice.ttl)
-    h = advice.heartbeat_interval
-    lat = advice.inputs["statement_latency"]
-    around = [t for t in ttls[max(0, i - 1) : i + 2] if h is None or h + lat < t]
-    base = advice.scenario(jobs=jobs, name="advice-evidence")
-    worker_hours = base.policy.workers * base.horizon / 3600
-    crash_rate = max(advice.inputs["crash_rate"], 40 / worker_hours)
-    base = base.replace(faults=dataclasses.replace(base.faults, crash_rate=crash_rate))
-    metrics = [
-        "jobs",
-        "leases",
-        "false_expiries",
-        "recoveries",
-        "recovery_latency_mean",
-        "db_heartbeat_per_s",
-        "db_requeue_expired_per_s",
-    ]
-    result = sweep(
-        base,
-        {"policy.lease_ttl": around},
-        replications,
-        seed=seed,
-        executor=executor,
-        progress=progress,
-        metrics=metrics,
-    )
-    aggregate = result.aggregate(["recovery_latency_mean"]).set_index("policy.lease_ttl")
-    model = _model_inputs(advice.inputs) | {"arrival_rate": base.workload.rate}
-    predicted = candidate_table(
-        advice.durations, ttls=around, heartbeats=[h], watchers=[advice.watcher_interval], **model
-    ).set_index("ttl")
-    rows = []
-    for ttl, runs in result.runs.groupby("policy.lease_ttl", sort=True):
-        leases, fe = int(runs["leases"].sum()), int(runs["false_expiries"].sum())
-        low, high = wilson_interval(fe, leases, 0.95)
-        upkeep = runs["db_heartbeat_per_s"] + runs["db_requeue_expired_per_s"]
-        rows.append(
-            {
-                "ttl": float(ttl),
-                "heartbeat_interval": np.nan if h is None else h,
-                "watcher_interval": advice.watcher_interval,
-                "recommended": float(ttl) == advice.ttl,
-                "runs": len(runs),
-                "crash_rate": crash_rate,
-                "leases": leases,
-                "false_expiries": fe,
-                "false_expiry": fe / leases if leases else np.nan,
-                "false_expiry_ci_low": low,
-                "false_expiry_ci_high": high,
-                "predicted_false_expiry": float(predicted.loc[ttl, "predicted_false_expiry"]),
-                "recoveries": int(runs["recoveries"].sum()),
-                "recovery_mean": float(aggregate.loc[ttl, "recovery_latency_mean_mean"]),
-                "recovery_ci_low": float(aggregate.loc[ttl, "recovery_latency_mean_ci_low"]),
-                "recovery_ci_high": float(aggregate.loc[ttl, "recovery_latency_mean_ci_high"]),
-                "predicted_recovery_mean": float(predicted.loc[ttl, "predicted_recovery_mean"]),
-                "db_load": float(upkeep.mean()),
-                "predicted_db_load": float(predicted.loc[ttl, "db_load"]),
-            }
-        )
-    return pd.DataFrame(rows)
+    } | {"seed": inputs["seed"]}
 
 
 # ---- the command line's options: checked here, beside advise() (sim/__main__ only parses them) ---
@@ -949,7 +1046,24 @@ def command_line_arguments(options) -> dict:
     statement delay)."""
     o = options
     checks = [
-        ("--target", o.target, 0 < o.target < 1, "must be a probability between 0 and 1"),
+        (
+            "--target",
+            o.target,
+            o.target is None or 0 < o.target < 1,
+            "must be a probability between 0 and 1",
+        ),
+        (
+            "--target-per-day",
+            o.target_per_day,
+            o.target_per_day is None or o.target_per_day > 0,
+            "must be > 0 false expiries a day",
+        ),
+        (
+            "--replications",
+            o.replications,
+            1 <= o.replications <= MAX_RUNS,
+            f"must be from 1 to {MAX_RUNS:,}",
+        ),
         ("--pause-rate", o.pause_rate, o.pause_rate >= 0, "must be >= 0 per worker-hour"),
         ("--pause-p99", o.pause_p99, o.pause_p99 > 0, "must be > 0 seconds"),
         ("--crash-rate", o.crash_rate, o.crash_rate >= 0, "must be >= 0 per worker-hour"),
@@ -1004,10 +1118,20 @@ def command_line_arguments(options) -> dict:
     for flag, value, ok, message in checks:
         if not ok or (isinstance(value, float) and not math.isfinite(value)):
             raise ConfigError(f"{flag} {value:g}: {message}")
+    if o.target_per_day is not None and o.target is not None:
+        raise ConfigError("--target-per-day: give it or --target (per job), not both")
+    if o.target_per_day is not None and o.arrival_rate is None:
+        raise ConfigError(
+            f"--target-per-day {o.target_per_day:g}: needs --arrival-rate (jobs/s), since how many "
+            "jobs a day there are decides what it asks of each job"
+        )
     return {
         "column": o.column,
         "unit": o.unit,
         "target_false_expiry": o.target,
+        "target_per_day": o.target_per_day,
+        "prefer": o.prefer,
+        "replications": o.replications,
         "pause_rate": o.pause_rate,
         "pause_duration": Dist.lognormal(o.pause_p99 / 10, o.pause_p99),
         "crash_rate": o.crash_rate,

@@ -48,10 +48,17 @@ class Assumptions:
     heartbeat_delay: Dist = Dist.lognormal(0.01, 0.2)  # extra delay of a heartbeat statement
     db_stall_rate: float = 0.0  # DB failovers or stalls per day (all workers at once)
     db_stall_duration: Dist = Dist.constant(30.0)
+    restart_delay: float = 5.0  # seconds until a crashed worker polls again (recovery only)
 
     def check(self) -> Assumptions:
         """ConfigError naming the first bad field."""
-        for name in ("pause_rate", "crash_rate", "statement_latency", "db_stall_rate"):
+        for name in (
+            "pause_rate",
+            "crash_rate",
+            "statement_latency",
+            "db_stall_rate",
+            "restart_delay",
+        ):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -83,7 +90,8 @@ class Assumptions:
             else "no DB failover or stall (db_stall_rate 0)"
         )
         crashes = (
-            f"{count(self.crash_rate, 'crash', 'crashes')} per worker-hour"
+            f"{count(self.crash_rate, 'crash', 'crashes')} per worker-hour, the worker back after "
+            f"{duration(self.restart_delay, ms=True)}"
             if self.crash_rate
             else "no crashes"
         )

@@ -23,7 +23,7 @@ import pandas as pd
 
 from sim.checklist import STATUS_STYLE
 from sim.scenario import dumps
-from sim.wording import count, duration, percent
+from sim.wording import amount, count, duration, percent
 
 CSS = """
 body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px; margin: 24px auto;
@@ -42,6 +42,7 @@ tr { break-inside: avoid; page-break-inside: avoid; }
 .fail { background: #D55E00; color: white; } .untested { background: white; color: black; border-style: dashed; }
 .basis { color: #555; font-size: 12px; margin-top: 4px; }
 ul.tight li { margin: 2px 0; } .warning { color: #8a3b00; font-weight: bold; }
+.verdict { font-weight: bold; } .finding { color: #8a3b00; }
 figure { margin: 12px 0; break-inside: avoid; page-break-inside: avoid; }
 figure svg { width: 100%; height: auto; } figcaption { font-size: 12px; color: #555; }
 pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; font-size: 12px; white-space: pre-wrap; }
@@ -112,36 +113,46 @@ def _review_sections(review) -> str:
 
 
 def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int = 300) -> str:
+    from sim.plots.advice import chart_ttls
+
     i = advice.inputs
     h = f"h{level}"
     read = i.get("durations_read", {})
-    warnings = "".join(
-        f"<li class='warning'>warning: {_e(w)}</li>" for w in read.get("warnings", [])
-    )
+    evidence = [line for line in (advice.verdict(), advice.target_line()) if line]
     parts = [
         f"<{h}>Advice</{h}>",
         f"<p class='headline'>{_e(advice.headline())}</p>",
         f"<p class='warning'>{_e(advice.shortfall())}</p>" if not advice.met else "",
+        "".join(f"<p class='warning'>warning: {_e(w)}</p>" for w in advice.warnings()),
+        f"<p class='load'>{_e(advice.load_line())}</p>",
+        "".join(f"<p class='verdict'>{_e(line)}</p>" for line in evidence),
+        "".join(f"<p class='finding'>{_e(line)}</p>" for line in advice.findings()),
         "<ul class='tight'>"
         + "".join(f"<li>{_e(line.strip())}</li>" for line in advice.risk_lines())
         + "</ul>",
+        f"<{h}>Trade-off</{h}>",
+        f"<p>{_e(advice.tradeoff_lines()[0]) if advice.tradeoff_lines() else ''}</p>",
+        _neighbours_table(advice),
         "<p><b>Where it sits in the searched range</b></p>",
         "<ul class='tight'>"
         + "".join(f"<li>{_e(line)}</li>" for line in advice.position)
         + "</ul>",
+        _figure(
+            _tradeoff_figure(advice),
+            "Each point is one setting as sim.analytic predicts it, at the recommended watcher interval: "
+            "left is a smaller false-expiry risk per job (whiskers: 95% upper bounds), down a faster recovery; "
+            "bigger, lighter markers cost more heartbeat and watcher statements per second. The star is the "
+            f"recommendation; faded points are not feasible. TTLs up to {_e(duration(max(chart_ttls(advice))))}: "
+            "far enough to reach the first feasible TTL of each line; longer ones only recover more slowly.",
+        ),
         f"<{h}>Assumptions</{h}>",
         "<p>The risk figures hold under these assumptions and no others: check them against your monitoring.</p>",
         "<ul class='tight'>"
         + "".join(f"<li>{_e(line)}</li>" for line in advice.assumptions.lines())
-        + f"<li>durations: {_e(read.get('echo', ''))}</li>{warnings}</ul>",
+        + f"<li>durations: {_e(read.get('echo', ''))}</li>"
+        + f"<li>{_e(advice.recovery_line())}</li>"
+        + f"<li>{_e(advice.counts_line())}</li></ul>",
         _inputs_table(advice),
-        f"<{h}>Trade-off</{h}>",
-        _figure(
-            _tradeoff_figure(advice),
-            "Each point is one setting as sim.analytic predicts it: left is a smaller "
-            "false-expiry risk per job (whiskers: 95% upper bounds), down a faster recovery; bigger, lighter "
-            "markers cost more heartbeat and watcher statements per second.",
-        ),
     ]
     if advice.evidence is not None and len(advice.evidence):
         parts += [
@@ -165,13 +176,16 @@ def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int =
 
 def _inputs_table(advice) -> str:
     i = advice.inputs
+    rate = (
+        f"{i['jobs_per_s']:.3g} jobs/s assumed (none given)"
+        if i["arrival_rate"] is None
+        else f"{i['arrival_rate']:g} jobs/s"
+    )
     rows = [
-        ("target false expiry per job", f"{advice.target_false_expiry:g} (margin {i['margin']:g})"),
+        ("target false expiry", f"{advice.target_text()} (margin {i['margin']:g})"),
+        ("preference", advice.choice_rule()),
         ("workers, poll interval", f"{i['workers']}, every {i['poll_interval']:g} s"),
-        (
-            "arrival rate",
-            "full load" if i["arrival_rate"] is None else f"{i['arrival_rate']:g} jobs/s",
-        ),
+        ("arrival rate", f"{rate}; {percent(advice.utilisation)} of the workers' capacity"),
         ("TTL floor (min_ttl)", "none" if i["min_ttl"] is None else f"{i['min_ttl']:g} s"),
         (
             "max DB load",
@@ -186,20 +200,51 @@ def _inputs_table(advice) -> str:
     )
 
 
+def _neighbours_table(advice) -> str:
+    """The recommendation beside the best setting one TTL step either side."""
+    frame = advice.neighbours
+    if frame is None or not len(frame):
+        return ""
+    head = (
+        "<tr><th>setting</th><th>false expiry per job (95% upper bound)</th><th>a day (upper bound)</th>"
+        "<th>recovery</th><th>statements/s</th><th>score</th></tr>"
+    )
+    rows = []
+    for r in frame.itertuples():
+        beat = "none" if pd.isna(r.heartbeat_interval) else duration(r.heartbeat_interval)
+        mark = " (recommended)" if r.step == "chosen" else f" (one step {r.step})"
+        rows.append(
+            f"<tr><td>TTL {_e(duration(r.ttl))}, heartbeat {_e(beat)}, watcher "
+            f"{_e(duration(r.watcher_interval))}{mark}</td>"
+            f"<td class='num'>{percent(r.predicted_false_expiry)} ({percent(r.predicted_false_expiry_high)})</td>"
+            f"<td class='num'>{_e(amount(r.false_expiries_per_day))} ({_e(amount(r.false_expiries_per_day_high))})</td>"
+            f"<td class='num'>{_e(duration(r.predicted_recovery_mean))}</td>"
+            f"<td class='num'>{_e(amount(r.db_load))}</td>"
+            f"<td class='num'>{_e(duration(r.score)) if r.feasible else 'not feasible'}</td></tr>"
+        )
+    return "<table>" + head + "".join(rows) + "</table>"
+
+
 def _evidence_table(evidence: pd.DataFrame) -> str:
     head = (
         "<tr><th>TTL</th><th>runs</th><th>leases</th><th>false expiries (95% interval)</th><th>predicted</th>"
-        "<th>recovery mean (95% interval)</th><th>predicted</th></tr>"
+        "<th>recovery mean (95% interval)</th><th>predicted</th><th>busy, crashes per worker-hour</th></tr>"
     )
     rows = []
     for r in evidence.itertuples():
         mark = " (recommended)" if r.recommended else ""
+        interval = (
+            f"{duration(r.recovery_ci_low)} to {duration(r.recovery_ci_high)}"
+            if pd.notna(r.recovery_ci_low)
+            else f"too few crashes ({r.recoveries}) for an interval"
+        )
         rows.append(
             f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td><td class='num'>{r.leases}</td>"
             f"<td class='num'>{r.false_expiries} ({percent(r.false_expiry_ci_low)} to "
             f"{percent(r.false_expiry_ci_high)})</td><td class='num'>{percent(r.predicted_false_expiry)}</td>"
-            f"<td class='num'>{duration(r.recovery_mean)} ({duration(r.recovery_ci_low)} to "
-            f"{duration(r.recovery_ci_high)})</td><td class='num'>{duration(r.predicted_recovery_mean)}</td></tr>"
+            f"<td class='num'>{duration(r.recovery_mean)} ({_e(interval)})</td>"
+            f"<td class='num'>{duration(r.predicted_recovery_mean)}</td>"
+            f"<td class='num'>{percent(r.utilisation)}, {r.crash_rate:g}</td></tr>"
         )
     return "<table>" + head + "".join(rows) + "</table>"
 
@@ -261,15 +306,10 @@ def _timeline_figure(run):
 def _tradeoff_figure(advice):
     from matplotlib.figure import Figure
 
-    from sim.plots import ADVICE_AXES, advice_frame, tradeoff
+    from sim.plots import advice_chart
 
-    beats = [None] + (
-        [advice.heartbeat_interval] if advice.heartbeat_interval is not None else [5.0]
-    )
-    ttls = [t for t in advice.inputs["searched"]["ttl"] if t <= max(120, 4 * advice.ttl)]
-    frame = advice_frame(advice, heartbeats=beats, ttls=ttls)
     fig = Figure(figsize=(10, 6.2), layout="constrained")
-    tradeoff(frame.drop(columns="feasible"), fig.add_subplot(), **ADVICE_AXES)
+    advice_chart(advice, fig.add_subplot())
     return fig
 
 

@@ -475,6 +475,8 @@ def _summary(run: Run) -> pd.Series:
     }
     out.update(_percentiles(jobs["latency"], "job_latency"))
     out.update(_percentiles(recoveries["latency"], "recovery_latency"))
+    # with the mean and the count, lets runs be pooled into one interval (sim.stats.pooled_mean_ci)
+    out["recovery_latency_sd"] = float(recoveries["latency"].std(ddof=1))
     out["statements_per_s"] = sum(run.statement_counts.values()) / horizon
     for kind, count in sorted(run.statement_counts.items()):
         out[f"db_{kind}_per_s"] = count / horizon

@@ -5,7 +5,8 @@
   the one implementation of per-group intervals (`SweepResult.aggregate` calls it);
 - `add_rates`: derived per-run rates (false-expiry rate, race probability, ...) that the summary
   does not carry, because their denominators differ;
-- `wilson_interval`: the interval of a binomial proportion (false expiries per lease), sound at 0.
+- `wilson_interval`: the interval of a binomial proportion (false expiries per lease), sound at 0;
+- `pooled_mean_ci`: the mean of values pooled from several runs, each given by count, mean and sd.
 
 Interval semantics, everywhere: the mean of a metric and its two-sided Student-t interval at
 `confidence` are over that metric's values in the group; missing values (NaN, e.g. a recovery
@@ -140,3 +141,30 @@ def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[float,
     low = 0.0 if successes <= 0 else max(0.0, centre - half)
     high = 1.0 if successes >= trials else min(1.0, centre + half)
     return low, high
+
+
+def pooled_mean_ci(
+    counts, means, sds, confidence: float = 0.95, *, least: int = 10
+) -> tuple[float, float, float, int]:
+    """(mean, ci_low, ci_high, n) of the values of several runs pooled, each run given by its
+    count, mean and sample sd: the exact pooled mean and sd, and the Student-t interval over all n
+    values (not over the runs, so that two runs of 40 recoveries give an interval, not a t with 1
+    degree of freedom). The values are durations: an interval reaching below 0 means too few of
+    them, and so does n < least; both give NaN bounds (say "too few", never print a negative)."""
+    _check_confidence(confidence)
+    n = np.asarray(counts, dtype=float)
+    m = np.asarray(means, dtype=float)
+    sd = np.nan_to_num(np.asarray(sds, dtype=float), nan=0.0)  # a run of one value has no sd
+    keep = n > 0
+    n, m, sd = n[keep], m[keep], sd[keep]
+    total = int(n.sum())
+    if total == 0:
+        return np.nan, np.nan, np.nan, 0
+    mean = float(np.sum(n * m) / total)
+    if total < max(2, least):
+        return mean, np.nan, np.nan, total
+    squares = float(np.sum((n - 1) * sd**2 + n * (m - mean) ** 2))
+    half = float(_half_width(math.sqrt(squares / (total - 1)), total, confidence))
+    if mean - half < 0:
+        return mean, np.nan, np.nan, total
+    return mean, mean - half, mean + half, total

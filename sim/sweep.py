@@ -48,13 +48,13 @@ import pandas as pd
 
 from sim import files, limits
 from sim.errors import ConfigError
+from sim.progress import Progress
 from sim.scenario import LeaseWarning, Scenario, as_scenario, dumps, loads
 from sim.stats import summarize
 
 FORMAT = "leaselab.sweep/1"
 PARQUET = "sweep.parquet"  # the file of a saved sweep that load() reads
 _METADATA_KEY = b"leaselab.sweep"
-_PROGRESS_AFTER = 2.0  # progress=None: a bar appears once a sweep has run this many wall seconds
 SHOWN = (  # the metrics str(result) prints the means of (aggregate() has every one)
     "double_claims",
     "false_expiries",
@@ -235,41 +235,6 @@ def _chunks(tasks: list, pieces: int) -> list[list]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
-class _Progress:
-    """A tqdm.auto bar: from the start (progress=True), never (False), or once the sweep is slow (None)."""
-
-    def __init__(self, total: int, mode: bool | None, desc: str):
-        self.total, self.mode, self.desc = total, mode, desc
-        self.done = 0
-        self.start = time.perf_counter()
-        self.bar = None
-        if mode is True:
-            self._open()
-
-    def _open(self) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(
-            total=self.total, initial=self.done, desc=self.desc, unit="run", leave=False
-        )
-
-    def tick(self, runs: int = 0) -> None:
-        self.done += runs
-        if (
-            self.bar is None
-            and self.mode is None
-            and time.perf_counter() - self.start > _PROGRESS_AFTER
-            and self.done < self.total
-        ):
-            self._open()
-        elif self.bar is not None and runs:
-            self.bar.update(runs)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def sweep(
     scenario: Scenario | str,
     grid: Mapping[str, Iterable] | None = None,
@@ -292,7 +257,8 @@ def sweep(
     validated before anything runs (ConfigError names the bad key or value). executor: None (a
     process pool over `max_workers`, default all cores), "serial" (this process), or any
     concurrent.futures.Executor, which is used but not shut down. metrics: summary metrics to keep
-    (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s.
+    (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s
+    where someone watches (never in batch output: sim.progress).
     sql: a queue directory whose statements replace Lease Lab's (see sim.run); every run is then on
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
@@ -360,7 +326,7 @@ def sweep(
         )
 
     start = time.perf_counter()
-    bar = _Progress(len(tasks), progress, f"sweep {base.name}")
+    bar = Progress(len(tasks), progress, f"sweep {base.name}", unit="run")
     results: dict[int, dict] = {}
     try:
         if serial:

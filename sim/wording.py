@@ -64,3 +64,15 @@ def percent(share, digits: int = 2, *, none: str = NO_VALUE) -> str:
         return "< 0.0001%"
     text = f"{100 * x:.{digits}g}"
     return f"{100 * x:.0f}%" if "e+" in text else f"{text}%"  # 99.9% and up: '100%', never '1e+02%'
+
+
+def amount(n) -> str:
+    """An expected count or a rate: '0', '< 0.001', '0.42', '1.7', '230', '1,200'."""
+    if _missing(n):
+        return NO_VALUE
+    x = float(n)
+    if x == 0:
+        return "0"
+    if abs(x) < 0.001:
+        return "< 0.001"
+    return f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"

@@ -151,16 +151,19 @@ def _latest(jobs: pd.DataFrame, ledger: pd.DataFrame, markers: pd.DataFrame) -> 
     return float(values.max()) if values.size else 0.0
 
 
-def sql_frame(db, text: str, params: Mapping | None = None) -> pd.DataFrame:
+def sql_frame(
+    db, text: str, params: Mapping | None = None, *, read_only: bool = False
+) -> pd.DataFrame:
     """Run SQL text on a PostgresBackend's schema (on the backend's own monitor connection) and
-    return the rows.
+    return the rows. read_only: one statement, in a READ ONLY transaction that is rolled back
+    (PostgresBackend.run_sql), for SQL a reader typed.
 
     Time parameters are simulated seconds: pass them through sim.db.base.to_timestamp. Times in
     the result come back as timestamptz; sim_seconds() turns them into simulated seconds.
     """
     if getattr(db, "name", None) != "postgres":
         raise ConfigError("sql_frame: needs a PostgresBackend (sim.make_backend('postgres'))")
-    columns, rows = db.run_sql(text, params)
+    columns, rows = db.run_sql(text, params, read_only=read_only)
     return pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame()
 
 

@@ -164,6 +164,9 @@ class _Client:
         self.order = 0  # when it began to wait: waiters are settled in this order
 
 
+READER_TIMEOUT_MS = 10_000  # run_sql(read_only=True): a reader's statement may take this long
+
+
 class PostgresBackend(ClientTable):
     """The Backend protocol on a real server, in a schema of its own. Driven by one thread."""
 
@@ -455,15 +458,24 @@ class PostgresBackend(ClientTable):
             raise connection_error(self.dsn, exc) from None
         return cur.fetchall() if cur.description else []
 
-    def run_sql(self, text: str, params=None) -> tuple[list[str], list[tuple]]:
+    def run_sql(
+        self, text: str, params=None, *, read_only: bool = False
+    ) -> tuple[list[str], list[tuple]]:
         """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema on
-        its monitor connection: (column names, rows), times as timestamptz. Nothing is kept: the
-        statement runs in a transaction of its own, rolled back if it fails."""
-        with self._monitor.transaction():
+        its monitor connection: (column names, rows), times as timestamptz. It runs in a transaction
+        of its own, rolled back if it fails. read_only (a reader's answer to an exercise): the text
+        must be one statement (it is prepared on the server), runs in a READ ONLY transaction with
+        a statement timeout, and is rolled back whatever it did; PostgreSQL refuses a write (25006)."""
+        with self._monitor.transaction(force_rollback=read_only):
+            if read_only:
+                self._monitor.execute("SET TRANSACTION READ ONLY")
+                self._monitor.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", (str(READER_TIMEOUT_MS),)
+                )
             self._monitor.execute(
                 sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema))
             )
-            cur = self._monitor.execute(text, params)
+            cur = self._monitor.execute(text, params, prepare=True if read_only else None)
             if cur.description is None:
                 return [], []
             return [d.name for d in cur.description], cur.fetchall()

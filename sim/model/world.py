@@ -22,6 +22,7 @@ from sim.model.psp import Psp
 from sim.model.session import TxRegistry
 from sim.model.watcher import watcher
 from sim.model.worker import Worker
+from sim.progress import Progress
 from sim.rng import Streams
 
 
@@ -100,19 +101,16 @@ def build(scenario, backend) -> World:
 
 
 def run_to_horizon(world: World, progress: bool | None = None) -> float:
-    """Run the environment to the horizon; a progress bar appears for runs over ~2 wall seconds."""
+    """Run the environment to the horizon; a progress bar appears for runs over ~2 wall seconds
+    (sim.progress: never in batch output)."""
     horizon = world.scenario.horizon
     start = time.perf_counter()
-    bar = None
     slices = 100
-    for i in range(1, slices + 1):
-        world.env.run(until=horizon * i / slices)
-        if bar is None and progress is not False and time.perf_counter() - start > 2.0:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=slices, initial=i, desc=world.scenario.name, unit="%", leave=False)
-        elif bar is not None:
-            bar.update(1)
-    if bar is not None:
+    bar = Progress(slices, progress, world.scenario.name, unit="%")
+    try:
+        for i in range(1, slices + 1):
+            world.env.run(until=horizon * i / slices)
+            bar.tick(1)
+    finally:
         bar.close()
     return time.perf_counter() - start

@@ -6,7 +6,8 @@ ax= and returns the Axes.
     lease_timeline(sim.run("gc-pause-zombie"))
 
 - timeline: `lease_timeline` (who held which job when), `auto_window`, `busy_window`, `lease_clock`;
-- advice: `advice_frame` and `ADVICE_AXES`, an advice's candidates as `tradeoff` draws them;
+- advice: `advice_frame` and `ADVICE_AXES`, an advice's candidates as `tradeoff` draws them, and
+  `advice_chart`, the advisor's trade-off chart (notebook 06 and the advice report);
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
   `heatmap`, `tradeoff`) and `plot_durations`;
 - peers: `peer_comparison`;
@@ -15,7 +16,7 @@ ax= and returns the Axes.
 - style: the palette, line styles, hatches and axis labels they share.
 """
 
-from sim.plots.advice import ADVICE_AXES, advice_frame
+from sim.plots.advice import ADVICE_AXES, advice_chart, advice_frame
 from sim.plots.analysis import (
     LOG_DECADES,
     double_processing,
@@ -72,6 +73,7 @@ __all__ = [
     "PALETTE",
     "PEER_COLUMNS",
     "RECOVERY_STYLES",
+    "advice_chart",
     "advice_frame",
     "auto_window",
     "busy_window",

@@ -1,7 +1,10 @@
-"""An advice's candidates as the trade-off chart draws them (`tradeoff(advice_frame(a), **ADVICE_AXES)`).
+"""An advice's candidates as the trade-off chart draws them, and the chart itself (notebook 06 and
+the advice report draw the same one): predicted risk against predicted recovery at the recommended
+watcher interval, for no heartbeat and the recommended heartbeat, over TTLs that reach a feasible
+setting on each line; infeasible settings faded, the recommendation starred.
 
-from sim.plots import ADVICE_AXES, advice_frame, tradeoff
-tradeoff(advice_frame(advice).drop(columns="feasible"), **ADVICE_AXES)
+from sim.plots import advice_chart
+advice_chart(advice)                   # or tradeoff(advice_frame(advice), **ADVICE_AXES)
 """
 
 from __future__ import annotations
@@ -67,3 +70,51 @@ def advice_frame(
             "feasible": rows["feasible"].to_numpy(bool),
         }
     ).reset_index(drop=True)
+
+
+def chart_heartbeats(advice) -> list[float | None]:
+    """The heartbeat lines of the advice's chart: none, and the recommended one (5 s without one)."""
+    h = advice.heartbeat_interval
+    return [None, h if h is not None else 5.0]
+
+
+def chart_ttls(advice, heartbeats: Iterable | None = None) -> list[float]:
+    """The TTLs the advice's chart shows: the searched ones up to the longest of 120 s, 4 x the
+    recommended TTL, and, for every heartbeat line shown, its first feasible TTL one step on (so
+    that the chart reaches a feasible setting on every line that has one)."""
+    ttls = advice.inputs["searched"]["ttl"]
+    table = advice.candidates
+    at_watcher = table[(table["watcher_interval"] == advice.watcher_interval) & table["feasible"]]
+    reach = max(120.0, 4 * advice.ttl)
+    for h in chart_heartbeats(advice) if heartbeats is None else heartbeats:
+        line = at_watcher[
+            at_watcher["heartbeat_interval"].isna()
+            if h is None
+            else at_watcher["heartbeat_interval"] == h
+        ]
+        if len(line):
+            first = ttls.index(float(line["ttl"].min()))
+            reach = max(reach, ttls[min(first + 1, len(ttls) - 1)])
+    return [t for t in ttls if t <= reach]
+
+
+def advice_chart(advice, ax=None):
+    """Draw the advice's trade-off chart on `ax` (a new figure if None); returns the Axes."""
+    from sim.plots.analysis import tradeoff
+
+    beats = chart_heartbeats(advice)
+    frame = advice_frame(advice, heartbeats=beats, ttls=chart_ttls(advice, beats))
+    h = advice.heartbeat_interval
+    mark = {
+        "policy.lease_ttl": advice.ttl,
+        "policy.heartbeat_interval": "none" if h is None else f"{h:g} s",
+    }
+    return tradeoff(
+        frame,
+        ax,
+        **ADVICE_AXES,
+        keys=["policy.lease_ttl", "policy.heartbeat_interval"],
+        mark=mark,
+        mark_label=f"recommended: TTL {advice.ttl:g} s, hb {mark['policy.heartbeat_interval']}",
+        feasible="feasible",
+    )

@@ -508,6 +508,9 @@ def tradeoff(
     confidence: float = 0.95,
     logx: bool | None = None,
     whiskers: str = "grey whiskers: 95% CIs",
+    mark: dict | None = None,
+    mark_label: str = "recommended",
+    feasible: str | None = None,
 ):
     """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
 
@@ -517,7 +520,9 @@ def tradeoff(
     logx: a log x axis; None (default) chooses one when the positive x values span more than two
     decades. A log axis has no 0, so settings with x = 0 (and intervals reaching 0) are drawn on a
     dotted line at its left edge, labelled 0 on the axis and in the legend, rather than dropped;
-    the frontier is computed on the true values.
+    the frontier is computed on the true values. mark: {key: value} of one setting to mark with a
+    star (`mark_label` in the legend), e.g. a recommendation; feasible: a boolean column of the
+    frame, whose False settings are drawn faded and named so in the legend.
     """
     import matplotlib as mpl
     from matplotlib.colors import Normalize
@@ -535,8 +540,15 @@ def tradeoff(
         points = points.merge(
             table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys
         )
+    if feasible is not None:
+        points = points.merge(agg[[*keys, feasible]].drop_duplicates(keys), on=keys, how="left")
     px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
     shown = np.isfinite(px) & np.isfinite(py)
+    ok = (
+        np.ones(len(points), bool)
+        if feasible is None
+        else points[feasible].fillna(False).to_numpy(bool)
+    )
     log = _spans_decades(px[shown], LOG_DECADES) if logx is None else bool(logx)
     if log and not (px[shown] > 0).any():
         raise ConfigError(f"logx: no setting has a positive {x}; a log axis needs some")
@@ -571,19 +583,34 @@ def tradeoff(
             if log:  # an interval reaching 0 reaches the dotted line
                 ends = [v if v > 0 else edge for v in ends]
             ax.plot(ends, [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
-    ax.scatter(
-        dx[shown],
-        py[shown],
-        s=areas[shown],
-        c=ps[shown],
-        cmap=colours,
-        norm=norm,
-        edgecolors=INK,
-        linewidths=0.7,
-        alpha=0.9,
-        zorder=3,
-        gid="point",
-    )
+    for keep, alpha, gid in ((shown & ok, 0.9, "point"), (shown & ~ok, 0.3, "point-infeasible")):
+        if keep.any():
+            ax.scatter(
+                dx[keep],
+                py[keep],
+                s=areas[keep],
+                c=ps[keep],
+                cmap=colours,
+                norm=norm,
+                edgecolors=INK,
+                linewidths=0.7,
+                alpha=alpha,
+                zorder=3,
+                gid=gid,
+            )
+    marked = _marked(points, keys, mark) & shown
+    for i in np.flatnonzero(marked):
+        ax.scatter(
+            [dx[i]],
+            [py[i]],
+            s=areas[i] + 420,
+            marker="*",
+            facecolors=PALETTE[5],
+            edgecolors=INK,
+            linewidths=1.0,
+            zorder=5,
+            gid="mark",
+        )
     front = pareto_front(px, py)
     order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
     if len(order):
@@ -634,6 +661,14 @@ def tradeoff(
         Line2D([], [], color=INK, ls="--", lw=1.2),
     ]
     names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
+    if marked.any():
+        handles.append(
+            Line2D([], [], ls="none", marker="*", ms=15, mfc=PALETTE[5], mec=INK, mew=1.0)
+        )
+        names.append(mark_label)
+    if (shown & ~ok).any():
+        handles.append(Line2D([], [], ls="none", marker="o", ms=9, mfc="#999999", alpha=0.3))
+        names.append("faded: not feasible")
     if edge is not None:
         ax.axvline(edge, color="#888888", ls=":", lw=1.2, zorder=1, gid="zero-line")
         handles.append(Line2D([], [], color="#888888", ls=":", lw=1.2))
@@ -655,6 +690,23 @@ def tradeoff(
     texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
     _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen], avoid=[legend])
     return ax
+
+
+def _marked(points: pd.DataFrame, keys: list[str], mark: dict | None) -> np.ndarray:
+    """Which points are the setting `mark` names ({key: value}); ConfigError for an unknown key."""
+    if not mark:
+        return np.zeros(len(points), bool)
+    unknown = [k for k in mark if k not in keys]
+    if unknown:
+        raise ConfigError(f"mark: {unknown[0]!r} is not a key of the chart ({', '.join(keys)})")
+    hit = np.ones(len(points), bool)
+    for key, value in mark.items():
+        column = points[key]
+        if isinstance(value, float | int) and pd.api.types.is_numeric_dtype(column):
+            hit &= np.isclose(column.to_numpy(float), float(value))
+        else:
+            hit &= (column == value).to_numpy(bool)
+    return hit
 
 
 def _spans_decades(values, decades: float) -> bool:

@@ -15,15 +15,20 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   headless (no widget frontend) it runs once with the defaults and shows a static figure;
 - by_hand: `Script` drives a Backend statement by statement with a transcript, `Delivery` is
   seed 2's dedup transaction;
-- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`);
+- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`); sql_exercise:
+  notebook 08's, SQL typed by the reader run read-only and judged on a hidden second table state;
 - coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells;
 - caveats: sentences that follow their numbers when a reader's values or fast mode's small runs
   cannot support the lesson's sentence (`contention_sentence()`, `recovery_theory_sentence()`,
-  `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`);
+  `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`,
+  `review_tally_sentence()`);
 - queue_lab (notebook 09: example queues, a queue beside its review, the fenced-completion exercise)
   and live_lesson (notebook 10: the effects the closed form hides, `check_largest_part()`);
-- cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, and the
-  rules of thumb measured by `rules_of_thumb`.
+- cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, the rules
+  of thumb measured by `rules_of_thumb`, and notebook 12's takeaways;
+- fencing and clocks (notebook 12): what a failed lease costs, who checks a fencing token, Chubby's
+  lock-delay (`check_refusers()`); a worker's conservative deadline, drift, clocks that disagree
+  (`check_safe_deadline()`).
 
 PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
@@ -33,7 +38,7 @@ from sim.model.producer import payload_hash
 from sim.plots.advice import ADVICE_AXES, advice_frame  # notebook 06: the advice charted
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
-from sim.teaching import cheatsheet, rules_of_thumb
+from sim.teaching import cheatsheet, clocks, fencing, rules_of_thumb
 from sim.teaching.by_hand import Delivery, Script, deliver, ledger_counts
 from sim.teaching.caveats import (
     contention_sentence,
@@ -43,9 +48,17 @@ from sim.teaching.caveats import (
     false_expiry_theory,
     leases_to_show,
     recovery_theory_sentence,
+    review_tally_sentence,
 )
 from sim.teaching.cheatsheet import CHEAT_SHEET_TAGS
-from sim.teaching.coverage import DEDUP_TAGS, REQUIRED_TAGS, coverage, coverage_markdown
+from sim.teaching.clocks import check_safe_deadline
+from sim.teaching.coverage import (
+    CLOCKS_TAGS,
+    DEDUP_TAGS,
+    REQUIRED_TAGS,
+    coverage,
+    coverage_markdown,
+)
 from sim.teaching.exercises import (
     Verdict,
     check_convoy,
@@ -60,16 +73,15 @@ from sim.teaching.exercises import (
     check_retention,
     check_safe_claims,
     check_smallest_ttl,
-    check_stuck_query,
     check_ttl_quantile,
     check_watcher_interval,
     check_watcher_multiples,
     pause_survival,
     redelivery_puzzle,
-    stuck_jobs_fixture,
     ttl_for_quantile,
 )
 from sim.teaching.explore import Control, Explorer, explore
+from sim.teaching.fencing import check_refusers
 from sim.teaching.figures import (
     false_expiry_table,
     plot_contention,
@@ -107,11 +119,13 @@ from sim.teaching.notebook import (
     sizes,
     widgets_available,
 )
+from sim.teaching.sql_exercise import check_stuck_query, stuck_jobs_fixture  # notebook 08
 from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
 
 __all__ = [
     "ADVICE_AXES",
     "CHEAT_SHEET_TAGS",
+    "CLOCKS_TAGS",
     "DEDUP_TAGS",
     "FAST_ENV",
     "HEADLESS_ENV",
@@ -135,14 +149,17 @@ __all__ = [
     "check_lock_recovery",
     "check_pause_ttl",
     "check_recovery_prediction",
+    "check_refusers",
     "check_retention",
     "check_safe_claims",
+    "check_safe_deadline",
     "check_smallest_ttl",
     "check_stuck_query",
     "check_ttl_quantile",
     "check_watcher_interval",
     "check_watcher_multiples",
     "cheatsheet",
+    "clocks",
     "claim",
     "claim_contention",
     "contention_sentence",
@@ -150,8 +167,10 @@ __all__ = [
     "false_expiry_caveat",
     "false_expiry_target_sentence",
     "false_expiry_theory",
+    "fencing",
     "leases_to_show",
     "recovery_theory_sentence",
+    "review_tally_sentence",
     "rules_of_thumb",
     "compare_logs",
     "contention",

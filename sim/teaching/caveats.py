@@ -228,3 +228,34 @@ def false_expiry_target_sentence(row, target: float) -> str:
         f"out. Without a single false expiry it takes about {leases_to_show(target)} leases to show the target is "
         "met."
     )
+
+
+def review_tally_sentence(review) -> str:
+    """01: the baseline review's tally, with the untested items named from its table (an example
+    typed by hand once named the fencing item in a run where fencing passed)."""
+    counts, table = review.counts(), review.table
+    untested = [
+        f"“{str(item).split('. ', 1)[-1]}”"
+        for item in table.loc[table["status"] == "untested", "item"]
+    ]
+    text = f"The baseline passes {counts['pass']} checks; "
+    if untested:
+        text += (
+            f"{counts['untested']} {'is' if counts['untested'] == 1 else 'are'} *untested*, "
+            f"{_and(untested)}: the runs never exercised "
+            f"{'it' if counts['untested'] == 1 else 'them'}, which is neither a pass nor a "
+            "failure; "
+        )
+    else:
+        text += "none is *untested* (a property the runs never exercised, neither a pass nor a failure); "
+    return text + (
+        f"{counts['risk']} {'is a risk' if counts['risk'] == 1 else 'are risks'} and "
+        f"{counts['fail']} {'fails' if counts['fail'] == 1 else 'fail'}. Each evidence line says what "
+        "was measured, and its basis which runs (scenario or variant, seeds, leases, simulated "
+        "interval)."
+    )
+
+
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

@@ -1,4 +1,5 @@
-"""Coverage: which notebook cells show each concept and checklist item of the seed (cell tags)."""
+"""Coverage: which notebook cells show each concept and checklist item of the seed, and each idea
+of the sources on clocks and fencing (cell tags)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ DEDUP_TAGS = {
     "dedup:retention": "Keep dedup state at least as long as the redelivery window",
 }
 
+# Notebook 12's sources: Kleppmann's "How to do distributed locking", DDIA chapter 8, the Chubby
+# paper, Fowler/Joshi's Lease, HeartBeat and Idempotent Receiver patterns.
+CLOCKS_TAGS = {
+    "clocks:efficiency-vs-correctness": "A lock for efficiency may fail now and then; a lock for correctness needs fencing",
+    "clocks:fencing-token": "A fencing token protects only a store that checks it: the database can, a PSP needs an idempotency key",
+    "clocks:sequencer-and-lock-delay": "Chubby's sequencer is a fencing token; its lock-delay shields stores that cannot check, and slows recovery",
+    "clocks:conservative-client-lease": "A worker's own lease ends early by the round trip and the clock drift bound",
+    "clocks:one-clock": "Clocks drift and step; leases compared on one clock (the database's) cannot be taken early",
+}
+
 
 def _notebooks_dir(directory: str | Path | None) -> Path:
     if directory is not None:
@@ -50,8 +61,9 @@ def coverage(
 ) -> pd.DataFrame:
     """One row per (tag, cell) of the notebooks in `directory`: the notebook, the section (the
     nearest heading above the cell) and the cell's index. Tags missing from every notebook appear
-    once with an empty notebook, so a gap is visible. `tags` defaults to REQUIRED_TAGS + DEDUP_TAGS."""
-    wanted = dict(tags if tags is not None else {**REQUIRED_TAGS, **DEDUP_TAGS})
+    once with an empty notebook, so a gap is visible. `tags` defaults to REQUIRED_TAGS + DEDUP_TAGS
+    + CLOCKS_TAGS."""
+    wanted = dict(tags if tags is not None else {**REQUIRED_TAGS, **DEDUP_TAGS, **CLOCKS_TAGS})
     rows = []
     for path in sorted(_notebooks_dir(directory).glob("[0-9][0-9]-*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]

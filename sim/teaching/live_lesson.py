@@ -1,14 +1,18 @@
-"""What notebook 10 (live mode) computes: the two effects the closed form hides, and its exercise.
+"""What notebook 10 (live mode) computes: the two effects the closed form hides, in a sentence
+that follows the run's numbers, and its exercise, whose settings (drawn from the seed) decide which
+part of a recovery is the largest.
 
 sim.teaching re-exports the checker, as it does every notebook's.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from sim import analytic
-from sim.comparison import PARTS
+from sim.comparison import PARTS, recovery_parts
+from sim.scenario import Scenario
 from sim.teaching.exercises import Verdict, _unanswered
 
 
@@ -49,24 +53,117 @@ def effects(run, comparison) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def check_largest_part(answer, comparison):
-    """10: which part of the live recovery is the largest: lease_remaining, watcher_wait or poll_wait?"""
+def effects_sentence(effects: pd.DataFrame, busy_workers: int) -> str:
+    """effects() in words: each observation beside both predictions, and which side of the closed
+    form it fell on in this run (a live run's heartbeats can come late, so its renewal can be older
+    than half a heartbeat even where short jobs predict a more recent one)."""
+    renewal = effects.loc["time since the last renewal (s)"]
+    wait = effects.loc["wait for a poller (s)"]
+
+    def side(x: float, closed: float, words: tuple[str, str, str]) -> str:
+        """words = (below, equal as printed, above)."""
+        if round(x, 3) == round(closed, 3):
+            return words[1]
+        return words[0] if x < closed else words[2]
+
+    closed_r, closed_w = renewal["closed form (long jobs)"], wait["closed form (long jobs)"]
+    age, length = ("more recent", "as old", "older"), ("shorter", "as long", "longer")
+    return (
+        f"Time since the last renewal: {renewal['simulated']:.3f} s simulated and "
+        f"{renewal['live']:.3f} s live, against {closed_r:.3f} s for long jobs and "
+        f"{renewal['corrected (this job length)']:.3f} s predicted for these jobs; beside the "
+        f"long-job closed form, the simulated renewal was {side(renewal['simulated'], closed_r, age)} "
+        f"and the live one {side(renewal['live'], closed_r, age)}. Wait for a poller: "
+        f"{wait['simulated']:.3f} s simulated and {wait['live']:.3f} s live, against "
+        f"{closed_w:.3f} s for one idle poller and {wait['corrected (this job length)']:.3f} s for "
+        f"{busy_workers} busy workers (`sim.analytic.poll_wait_mean`); beside the idle-poller "
+        f"closed form, the simulated wait was {side(wait['simulated'], closed_w, length)} and the "
+        f"live one {side(wait['live'], closed_w, length)}."
+    )
+
+
+# The exercise's settings, on top of the live scenario (sim.live.settings.hand_check): under each,
+# another part of a recovery is the largest. exercise(seed) picks one.
+EXERCISE_SETTINGS = (
+    {},  # TTL 2 s, heartbeat 0.5 s, the claim takes expired leases, 4 busy workers polling 0.2 s
+    {"policy.claim_takes_expired": False, "policy.watcher_interval": 8.0},
+    {
+        "policy.workers": 2,
+        "policy.poll_interval": 8.0,
+        "workload.arrival": "poisson",
+        "workload.rate": 0.2,
+    },
+)
+
+
+def exercise(seed: int = 1) -> Scenario:
+    """10's exercise: the live scenario with one of EXERCISE_SETTINGS, drawn from `seed`."""
+    from sim.live.settings import hand_check
+
+    pick = int(np.random.default_rng(seed).integers(len(EXERCISE_SETTINGS)))
+    return hand_check(**EXERCISE_SETTINGS[pick], horizon=600.0, name="live-exercise")
+
+
+def describe(scenario: Scenario) -> str:
+    """The settings a reader needs to predict the parts of a recovery, in a sentence."""
+    p, w = scenario.policy, scenario.workload
+    load = (
+        "a batch of jobs that keeps every worker busy"
+        if w.arrival == "batch"
+        else f"jobs arriving at {w.rate:g} per second (exponential, mean "
+        f"{w.processing.mean_value():g} s), so workers are mostly idle"
+    )
+    claim = (
+        "the claim takes expired leases"
+        if p.claim_takes_expired
+        else f"only the watcher, every {p.watcher_interval:g} s, makes an expired job claimable"
+    )
+    return (
+        f"{p.workers} workers polling every {p.poll_interval:g} s, {load}; TTL {p.lease_ttl:g} s, "
+        f"heartbeat every {p.heartbeat_interval:g} s; {claim}."
+    )
+
+
+def recovery_part_means(scenario: Scenario, seeds=(1, 2, 3)) -> pd.Series:
+    """The mean of each part of a recovery over simulated runs of `scenario` (one per seed)."""
+    from sim import runner
+
+    parts = pd.concat([recovery_parts(runner.run(scenario, seed=s)) for s in seeds])
+    return parts[list(PARTS)].mean()
+
+
+_WHY = {
+    "lease_remaining": " A crashed owner's lease stays valid until it runs out, so the TTL, not "
+    "the watcher or the pollers, sets the recovery time.",
+    "watcher_wait": " The claim does not take expired leases, so the job waits for the next "
+    "watcher scan after its lease runs out: half a watcher interval on average.",
+    "poll_wait": " Once the job is claimable, an idle worker still has to poll for it: with few "
+    "idle pollers and a long poll interval that wait is the longest.",
+}
+
+
+def check_largest_part(answer, scenario: Scenario, *, seeds=(1, 2, 3)) -> Verdict:
+    """10: which part of a recovery is the largest under `scenario` (exercise(seed)):
+    lease_remaining, watcher_wait or poll_wait? Judged on simulated runs of it."""
     if answer is None:
-        return _unanswered("look at the bars of the right-hand figure, or at `comparison.parts`.")
+        return _unanswered(
+            "the lease has about L - h/2 left at a crash; the watcher adds W/2 when the claim does "
+            "not take expired leases; an idle poller comes P/(k+1) later."
+        )
     if answer not in PARTS:
         return Verdict(
             False, f"Answer with one of {', '.join(map(repr, PARTS))}; {answer!r} is not a part."
         )
-    live = comparison.parts["live"]
-    largest = str(live.idxmax())
+    means = recovery_part_means(scenario, seeds)
+    largest = str(means.idxmax())
+    runs = f"over simulated runs of seeds {', '.join(map(str, seeds))}"
     if answer != largest:
         return Verdict(
             False,
-            f"{answer} is {live[answer]:.3f} s on average, but {largest} is {live[largest]:.3f} s.",
+            f"{answer} is {means[answer]:.3f} s on average {runs}, but {largest} is "
+            f"{means[largest]:.3f} s.",
         )
-    why = (
-        " A crashed owner's lease stays valid until it runs out, so the TTL, not the pollers, sets the recovery time."
-        if largest == "lease_remaining"
-        else ""
+    return Verdict(
+        True,
+        f"{largest}: {means[largest]:.3f} s of the {means.sum():.3f} s mean {runs}.{_WHY[largest]}",
     )
-    return Verdict(True, f"{largest}: {live[largest]:.3f} s of the {live.sum():.3f} s mean.{why}")

@@ -3,44 +3,25 @@ executor and progress bars, whether a widget frontend is attached, and prose com
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 
 from sim.errors import ConfigError
+from sim.progress import HEADLESS_ENV, HEADLESS_RUNNERS, env_flag, headless  # noqa: F401
 from sim.wording import duration
 
 FAST_ENV = "LEASELAB_FAST"
-HEADLESS_ENV = "LEASELAB_HEADLESS"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("", "0", "false", "no", "off")
-# Processes that execute notebooks without a widget frontend (the kernel's parent).
-HEADLESS_RUNNERS = ("nbconvert", "nbclient", "papermill", "pytest", "nbmake")
 
 
 # ---- sizing: fast (CI) and full (publication) mode ------------------------------------------------
-
-
-def _flag(name: str) -> bool | None:
-    """An environment flag: True, False, or None when unset."""
-    value = os.environ.get(name)
-    if value is None:
-        return None
-    value = value.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ConfigError(f"${name}: expected 1 or 0 (true/false, yes/no, on/off), got {value!r}")
 
 
 def fast_mode(override: bool | None = None) -> bool:
     """Fast mode (small horizons, few jobs and replications): `override` if given, else $LEASELAB_FAST."""
     if override is not None:
         return bool(override)
-    return bool(_flag(FAST_ENV))
+    return bool(env_flag(FAST_ENV))
 
 
 def size(full, fast, *, mode: bool | None = None):
@@ -66,6 +47,7 @@ def setup(fast: bool | None = None) -> bool:
     import matplotlib as mpl
 
     mode = fast_mode(fast)
+    _show_figures_as_images()
     mpl.rcParams.update(
         {
             "figure.dpi": 72 if mode else 110,
@@ -79,6 +61,26 @@ def setup(fast: bool | None = None) -> bool:
     pd.set_option("display.max_columns", 30)
     pd.set_option("display.width", 160)
     return mode
+
+
+def _show_figures_as_images() -> None:
+    """A Figure a cell returns (review.figure(), say) shows as an image, not as its repr
+    `<Figure size ... with 2 Axes>`: matplotlib's inline backend teaches IPython to draw figures
+    only once its module is loaded, which pyplot does at the first pyplot figure. Load it now
+    when it is the backend (another backend, `%matplotlib widget` say, is left alone)."""
+    from sim.progress import in_kernel
+
+    if not in_kernel():
+        return
+    import matplotlib
+
+    if "inline" not in matplotlib.get_backend().lower():
+        return
+    from IPython import get_ipython
+    from matplotlib_inline import backend_inline  # its first import registers the formatters
+
+    if getattr(backend_inline.configure_inline_support, "current_backend", None) != "inline":
+        backend_inline.configure_inline_support(get_ipython(), "inline")
 
 
 def executor(fast: bool | None = None) -> str | None:
@@ -127,41 +129,6 @@ def seconds(x: float, digits: int = 3) -> str:
     """A duration in prose: '12.3 s', '10 min', '4 h'; 'never' when missing (NaN or inf: the event
     never happened)."""
     return duration(x, digits, none="never")
-
-
-def _parent_cmdline() -> str:
-    """The command line of the process that launched this kernel (Linux), or ''."""
-    pid = os.environ.get("JPY_PARENT_PID")
-    if not pid:
-        return ""
-    try:
-        return (
-            Path(f"/proc/{int(pid)}/cmdline")
-            .read_bytes()
-            .replace(b"\0", b" ")
-            .decode("utf-8", "replace")
-        )
-    except (OSError, ValueError):
-        return ""
-
-
-def headless(override: bool | None = None) -> bool:
-    """True when no widget frontend can show sliders: $LEASELAB_HEADLESS, no IPython kernel, or a
-    kernel started by a batch runner (nbconvert, nbclient, papermill, pytest). `override` wins."""
-    if override is not None:
-        return bool(override)
-    flag = _flag(HEADLESS_ENV)
-    if flag is not None:
-        return flag
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return True
-    shell = get_ipython()
-    if shell is None or not hasattr(shell, "kernel"):
-        return True
-    parent = _parent_cmdline().lower()
-    return any(runner in parent for runner in HEADLESS_RUNNERS)
 
 
 def widgets_available(headless_override: bool | None = None) -> bool:

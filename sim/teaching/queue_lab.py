@@ -83,13 +83,46 @@ def write_queue(
     return root
 
 
+_PROBES = (  # (name, owner, attempt) on a job w1 claimed twice: attempt 2 is w1's and current
+    ("holder", "w1", 2),
+    ("stale_attempt", "w1", 1),
+    ("other_owner", "w0", 2),
+)
+
+
+def completion_probes(queue: QueueDefinition, *, dsn: str | None = None) -> dict[str, bool]:
+    """What a queue's complete_fenced does, asked of PostgreSQL in transactions rolled back: on one
+    job that worker w1 claimed, lost (its lease ran out) and claimed again (attempt 2), does the
+    statement complete it for its holder (w1, attempt 2), for w1's stale attempt 1, and for another
+    worker w0 naming the current attempt 2?"""
+    from sim import runner
+    from sim.teaching.by_hand import Script
+
+    db = runner.make_backend("postgres", dsn=dsn, sql=queue)
+    try:
+        script = Script(db)
+        script.at(0.0).sql("setup", "insert_job", id=1, event_id="evt-1", payload="{}")
+        script.sql("setup", "claim_conditional", id=1, owner="w1", ttl=10)
+        script.at(20.0).sql("setup", "claim_conditional", id=1, owner="w1", ttl=10)
+        done = {}
+        for name, owner, attempt in _PROBES:
+            script.at(21.0).begin("probe")
+            rows = script.sql("probe", "complete_fenced", id=1, owner=owner, attempt=attempt)
+            script.rollback("probe")
+            done[name] = bool(rows)
+        return done
+    finally:
+        db.close()
+
+
 def fenced_completion_verdict(
     answer: str, *, dsn: str | None = None, seed: int = 1
 ) -> tuple[bool, str]:
-    """09's exercise: the reader's complete_fenced, run under gc-pause-zombie on PostgreSQL.
-    Right when the text checks owner and attempt and the run has no completion by a non-owner."""
+    """09's exercise: the reader's complete_fenced, run under gc-pause-zombie on PostgreSQL, then
+    probed (completion_probes). Right when the run has no completion by a non-owner and the
+    statement completes the job for its holder only: not for a stale attempt, not for another
+    owner naming the current attempt."""
     from sim import runner
-    from sim.sql_findings import fence
 
     with tempfile.TemporaryDirectory(prefix="leaselab-09-") as tmp:
         path = write_queue(Path(tmp) / "fenced", {"complete_fenced": answer})
@@ -101,26 +134,51 @@ def fenced_completion_verdict(
                 False,
                 f"Lease Lab refused the definition: {str(exc).replace(str(path) + '/', '')}",
             )
-    safe, text = fence(queue, "complete_fenced")
     stolen = run.check().counts().get("non_owner_completion", 0)
     refused = int((run.events["kind"] == "complete_rejected").sum())
-    completed = int(run.summary["completed"])
+    completed, jobs = int(run.summary["completed"]), int(run.summary["jobs"])
     if stolen:
         return False, (
             f"The zombie's completion went through ({stolen} completion by a worker that had lost the job): "
             "the WHERE must check the owner and the attempt the worker holds."
         )
-    if not safe:
+    probes = completion_probes(queue, dsn=dsn)
+    here = (
+        f"No completion by a worker that had lost the job went through in this run ({refused} "
+        "refused)"
+    )
+    if not probes["holder"]:
         return False, (
-            f"No completion went through this time, but your WHERE {text.split(') ', 1)[1]}: a stale "
-            "attempt would still complete once the same worker took the job again."
-        )
-    if completed < run.summary["jobs"]:
-        return False, (
-            f"Only {completed} of {int(run.summary['jobs'])} jobs completed: does your statement still "
+            f"Only {completed} of {jobs} jobs completed, and a probe (rolled back) shows why: "
+            "your statement refused w1's completion of the attempt it holds. Does it still "
             "complete the job of the worker that holds it?"
         )
+    if probes["stale_attempt"] and probes["other_owner"]:
+        return False, (
+            f"{here}, but probes (rolled back) show your WHERE completes a job for w1's stale "
+            "attempt and for another worker naming the current one: it checks neither, and a "
+            "zombie whose timing differs from this run's would complete."
+        )
+    if probes["stale_attempt"]:
+        return False, (
+            f"{here}, but a probe (rolled back) completed the job for w1's stale attempt 1 while "
+            "w1's attempt 2 holds it: a worker that lost its lease and took the job again (a "
+            "second handler, a retry) would complete it twice. Check the attempt too."
+        )
+    if probes["other_owner"]:
+        return False, (
+            f"{here}: the attempt alone refused the zombie, since every claim increments "
+            "attempts. But a probe (rolled back) completed the job for w0 naming attempt 2 while "
+            "w1 holds it: a worker that re-reads attempts from the row before completing (a "
+            "retry path does) passes the holder's attempt and completes a job it does not hold. "
+            "Check the owner too."
+        )
+    if completed < jobs:
+        return False, (
+            f"Only {completed} of {jobs} jobs completed: does your statement still complete the "
+            "job of the worker that holds it?"
+        )
     return True, (
-        f"The zombie's late completion was refused ({refused} refused), every job completed once, and the "
-        "WHERE checks owner and attempt."
+        f"{here}, every job completed, and probes (rolled back) show your WHERE completes a "
+        "job for the worker that holds the attempt and refuses a stale attempt and another owner."
     )

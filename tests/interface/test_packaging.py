@@ -45,23 +45,10 @@ def wheel(tmp_path_factory) -> Path:
     """Build sdist then wheel (as pip does from an sdist) from a clean copy of the checkout."""
     work = tmp_path_factory.mktemp("build")
     source = work / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        symlinks=True,
-        ignore=shutil.ignore_patterns(
-            ".venv",
-            ".git",
-            "build",
-            "dist",
-            "out",
-            "*.egg-info",
-            "__pycache__",
-            ".*_cache",
-            ".hypothesis",
-            ".bench",
-        ),
-    )
+    for name in _checkout_files():
+        target = source / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target, follow_symlinks=False)
     subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(source)],
         check=True,
@@ -69,6 +56,19 @@ def wheel(tmp_path_factory) -> Path:
     )
     (built,) = (work / "dist").glob("*.whl")
     return built
+
+
+def _checkout_files() -> list[str]:
+    """What a clean clone would hold, plus files not yet added: git's tracked and unignored files
+    (never .venv, a server's data directory or other local state)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [name for name in listed.split("\0") if name and (ROOT / name).exists()]
 
 
 def test_the_sql_lives_inside_the_package():

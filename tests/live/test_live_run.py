@@ -54,12 +54,16 @@ def _children() -> list[int]:
     ]
 
 
-def _stopped_postgres() -> list[int]:
-    """Server processes in the stopped state (T), on this machine."""
+def _stopped_postgres(pg_dsn) -> list[int]:
+    """Processes of this test's server in the stopped state (T); other servers on the machine
+    (another checkout's tests) may pause their own."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    postmaster = next(parent for pid, _, parent, _, _ in _processes() if pid == backend)
     return [
         pid
-        for pid, state, _, comm, _ in _processes()
-        if comm.startswith("postgres") and state == "T"
+        for pid, state, parent, comm, _ in _processes()
+        if parent == postmaster and comm.startswith("postgres") and state == "T"
     ]
 
 
@@ -99,7 +103,7 @@ def test_killing_holders_live_recovers_like_the_simulation(pg_dsn):
     assert (
         parts.loc["lease_remaining", "live"] > 1.0
     )  # most of it is the lease still to run (TTL 2 s)
-    assert _children() == [] and _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
+    assert _children() == [] and _live_backends(pg_dsn) == 0 and _stopped_postgres(pg_dsn) == []
 
 
 def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
@@ -135,7 +139,7 @@ def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
     assert (w0.t >= 2.5).any()  # ... and it went on after SIGCONT
     errors = e[(e.worker == "w1") & (e.kind == "db_error")]
     assert len(errors) >= 1 and errors.t.between(1.0, 2.05).all()
-    assert _children() == [] and _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
+    assert _children() == [] and _live_backends(pg_dsn) == 0 and _stopped_postgres(pg_dsn) == []
 
 
 def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
@@ -172,7 +176,7 @@ def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and _live_backends(pg_dsn):
         time.sleep(0.1)
-    assert _live_backends(pg_dsn) == 0 and _stopped_postgres() == []
+    assert _live_backends(pg_dsn) == 0 and _stopped_postgres(pg_dsn) == []
     schema = json.loads((tmp_path / "run.json").read_text())[
         "schema"
     ]  # the killed runner could not drop it

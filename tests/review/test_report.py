@@ -112,11 +112,12 @@ def test_review_report_is_one_self_contained_page(checked, review_html):
 
 
 def test_advice_report_carries_assumptions_risk_chart_and_evidence(advice, advice_html):
-    page = Page(advice_html.read_text(encoding="utf-8"))
+    html = advice_html.read_text(encoding="utf-8")
+    page = Page(html)
     assert page.h2 == [
         "Advice",
-        "Assumptions",
         "Trade-off",
+        "Assumptions",
         "Evidence: simulation beside prediction",
         "Lease timeline of the advised setting",
     ]
@@ -127,9 +128,38 @@ def test_advice_report_carries_assumptions_risk_chart_and_evidence(advice, advic
         advice.assumptions.lines()
         + [line.strip() for line in advice.risk_lines()]
         + advice.position
+        + [advice.load_line(), advice.recovery_line(), advice.counts_line()]
+        + [advice.tradeoff_lines()[0]]
     ):
         assert line in text, line
     assert "false expiries a day" in text and "at 1 jobs/s" in text
+
+
+def test_advice_report_says_whether_the_evidence_agrees_and_marks_the_recommendation(
+    advice, advice_html
+):
+    html = advice_html.read_text(encoding="utf-8")
+    text = " ".join(Page(html).text)
+    verdict, target = advice.verdict(), advice.target_line()
+    assert verdict.startswith(("evidence agrees", "evidence disagrees")) and verdict in text
+    assert target.startswith("target ") and target in text
+    for finding in advice.findings():
+        assert finding in text
+    # the chart: the recommendation starred, infeasible settings faded, its range said
+    assert html.count('id="mark"') == 1 and 'id="point-infeasible"' in html
+    assert "The star is the recommendation; faded points are not feasible." in text
+    # the neighbours table: one row per TTL step, the recommended one named
+    for row in advice.neighbours.itertuples():
+        name = "(recommended)" if row.step == "chosen" else f"(one step {row.step})"
+        assert f"TTL {row.ttl:g} s" in text and name in text
+
+
+def test_advice_report_of_a_busy_pool_carries_the_load_warning(tmp_path):
+    with pytest.warns(sim.scenario.LeaseWarning, match="utilisation 84%"):
+        busy = advise("sample", arrival_rate=1.5, verify=False)
+    text = " ".join(Page(busy.save_report(tmp_path / "busy.html").read_text("utf-8")).text)
+    assert f"warning: {busy.warnings()[0]}" in text and busy.load_line() in text
+    assert "84% of the 1.78 jobs/s that 4 workers carry" in busy.load_line()
 
 
 def test_a_review_report_can_carry_the_advice_and_an_advice_report_the_review(

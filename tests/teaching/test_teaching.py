@@ -16,10 +16,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import sim  # noqa: E402
-from sim import plots, teaching  # noqa: E402
+from sim import plots, progress, teaching  # noqa: E402
 from sim.db.base import Blocked  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.teaching import notebook  # noqa: E402
 from tools.link_html import link_html  # noqa: E402
 
 
@@ -93,19 +92,19 @@ def test_headless_when_a_batch_runner_started_the_kernel(monkeypatch):
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
     monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
     monkeypatch.setattr(
-        notebook,
+        progress,
         "_parent_cmdline",
         lambda: "/venv/bin/python -m pytest tests/teaching/test_notebooks.py",
     )
     assert teaching.headless() is True
     monkeypatch.setattr(
-        notebook,
+        progress,
         "_parent_cmdline",
         lambda: "/venv/bin/python /venv/bin/jupyter-nbconvert --execute",
     )
     assert teaching.headless() is True
     monkeypatch.setattr(
-        notebook, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab"
+        progress, "_parent_cmdline", lambda: "/venv/bin/python /venv/bin/jupyter-lab"
     )
     assert teaching.headless() is False
 
@@ -817,7 +816,8 @@ def test_coverage_finds_tagged_cells_and_reports_gaps(tmp_path):
     assert set(shown["tag"]) == {"confused:lease-vs-lock", "checklist:5"}
     assert set(shown["section"]) == {"Crash: lock vs lease"}
     missing = set(frame.loc[frame["notebook"] == "", "tag"])
-    assert missing == (set(teaching.REQUIRED_TAGS) | set(teaching.DEDUP_TAGS)) - {
+    wanted = set(teaching.REQUIRED_TAGS) | set(teaching.DEDUP_TAGS) | set(teaching.CLOCKS_TAGS)
+    assert missing == wanted - {
         "confused:lease-vs-lock",
         "checklist:5",
     }
