@@ -291,19 +291,6 @@ def fence_text(lab: Lab, name: str, cases: dict) -> str:
     return text
 
 
-def fence(queue, name: str, *, dsn: str | None = None, scenario=None) -> tuple[bool, str]:
-    """(statement `name` refuses every stale write, what the probes saw): on the server the
-    queue was checked on (or `dsn`), under `scenario`'s settings (gc-pause-zombie's by default)."""
-    from sim.scenario import resolve
-
-    scenario = scenario or resolve("gc-pause-zombie")
-    dsn = dsn or next(iter(queue._checked))
-    with lab_on(queue, scenario.policy, dsn) as lab:
-        cases = _fence_cases(lab, name)
-        text = fence_text(lab, name, cases)
-    return not any(_harmful(name, c, cases) for c in _HARMFUL), text
-
-
 # ---- the watcher ----------------------------------------------------------------------------------
 
 

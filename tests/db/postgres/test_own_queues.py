@@ -244,7 +244,7 @@ def test_the_notebook_exercise_judges_a_fenced_completion(pg_dsn):
         f"{base} AND lease_owner = %(owner)s AND attempts = %(attempt)s RETURNING id", dsn=pg_dsn
     )
     assert right.ok is True and right.message.startswith(
-        "The zombie's late completion was refused (1 refused)"
+        "No completion by a worker that had lost the job went through in this run (1 refused)"
     )
     unfenced = teaching.check_fenced_completion(f"{base} RETURNING id", dsn=pg_dsn)
     assert (
@@ -254,7 +254,10 @@ def test_the_notebook_exercise_judges_a_fenced_completion(pg_dsn):
     owner_only = teaching.check_fenced_completion(
         f"{base} AND lease_owner = %(owner)s RETURNING id", dsn=pg_dsn
     )
-    assert owner_only.ok is False and "checks the owner but not the attempt" in owner_only.message
+    assert (
+        owner_only.ok is False
+        and "completed the job for w1's stale attempt 1" in owner_only.message
+    )
     refused = teaching.check_fenced_completion(f"{base} AND lease_owner = %(owner)s", dsn=pg_dsn)
     assert refused.ok is False and refused.message.startswith(
         "Lease Lab refused the definition: queries.sql:4: complete_fenced: returns 0 column(s)"
