@@ -14,13 +14,7 @@ from psycopg import pq
 
 from sim.db.contracts import COLUMN_OIDS, CONTRACTS, ID_OIDS, SQL_TYPE, bound_params
 from sim.db.queries import PLACEHOLDER, Query, bookkeeping_sql, job_schema_sql, load_queries
-from sim.db.queue_dir import (
-    QUERIES_FILE,
-    SCHEMA_FILE,
-    QueueDefinition,
-    QueueDefinitionError,
-    fail_at,
-)
+from sim.db.queue_files import QUERIES_FILE, SCHEMA_FILE, QueueDefinitionError, fail_at
 
 TYPE_NAMES = {
     16: "boolean",
@@ -64,7 +58,7 @@ def ok(result, what: str = "set up the check") -> None:
 
 
 @contextmanager
-def scratch(queue: QueueDefinition, pg) -> Iterator[str]:
+def scratch(queue, pg) -> Iterator[str]:
     """A throwaway schema holding Lease Lab's bookkeeping and the queue's job tables, its
     search_path set and TimeZone UTC (as a run's connections), inside a transaction rolled back
     on exit: nothing stays on the server. Yields the schema's name."""
@@ -90,7 +84,7 @@ def scratch(queue: QueueDefinition, pg) -> Iterator[str]:
         execute(pg, "ROLLBACK")
 
 
-def _own_schema_only(queue: QueueDefinition, pg, schema: str) -> None:
+def _own_schema_only(queue, pg, schema: str) -> None:
     """schema.sql must create its objects in the run's own schema, and leave search_path there."""
     result = pg.exec_params(_ELSEWHERE.encode(), [schema.encode()])
     ok(result)
@@ -110,7 +104,7 @@ def _own_schema_only(queue: QueueDefinition, pg, schema: str) -> None:
 class Check:
     """PREPARE every statement in the scratch schema and check what it returns."""
 
-    def __init__(self, queue: QueueDefinition, pg):
+    def __init__(self, queue, pg):
         self.queue, self.pg = queue, pg
 
     def run(self) -> None:

@@ -43,16 +43,14 @@ from sim.db.queries import (
     job_schema_sql,
     load_queries,
 )
-from sim.errors import ConfigError
+from sim.db.queue_files import (
+    QUERIES_FILE,
+    SCHEMA_FILE,
+    SETTINGS_FILE,
+    QueueDefinitionError,
+    fail_at,
+)
 from sim.wording import count
-
-QUERIES_FILE = "queries.sql"
-SCHEMA_FILE = "schema.sql"
-SETTINGS_FILE = queue_settings.SETTINGS_FILE
-
-
-class QueueDefinitionError(ConfigError):
-    """A queue directory that cannot be used: one line naming file:line, the statement and the problem."""
 
 
 @dataclass(frozen=True)
@@ -267,10 +265,6 @@ def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
             )
         out[block.name] = block
     return out
-
-
-def fail_at(file: str, line: int, name: str, problem: str):
-    raise QueueDefinitionError(f"{file}:{line}: {name}: {problem}")
 
 
 def _block(lines: list[str], i: int, end: int, file: str) -> Override:

@@ -19,10 +19,7 @@ from pathlib import Path
 
 from sim.dists import decode_utf8
 from sim.errors import ConfigError
-from sim.scenario import Policy, Scenario
-
-SETTINGS_FILE = "queue.toml"
-POLICY_FIELDS = tuple(Policy.__dataclass_fields__)
+from sim.scenario import Scenario
 
 
 def read_settings(path: Path, error: type[ConfigError]) -> dict[str, object]:
