@@ -256,3 +256,29 @@ def test_no_watcher_and_a_claim_that_skips_expired_jobs_is_unsafe(pg_dsn):
         f"requeue_expired ({EXAMPLES / 'seed'}/queries.sql:35) exists but policy.watcher = false "
         "does not run it, and the claim did not take a job whose lease had expired"
     )
+
+
+def test_the_claim_says_which_evidence_decided_it(pg_dsn):
+    """A claim the probes cannot fault is decided by the runs: under contention when the variant
+    ran, else by the scenario's own runs, and the evidence says which; a claim the probes fault
+    is decided by the probe."""
+    import sim
+
+    solid = EXAMPLES / "solid-queue-like"
+    r = sim.review(str(solid / "scenario.toml"), seeds=(1,), variants=False, sql=solid, dsn=pg_dsn)
+    assert (
+        "Decided by the scenario's runs (0 double claims in 4 leases); no contention variant ran."
+        in r.table.loc["claim", "evidence"]
+    )
+    race = sim.review(
+        "read-then-write-race",
+        seeds=(1,),
+        variants=False,
+        sql=EXAMPLES / "read-then-write",
+        dsn=pg_dsn,
+        **{"policy.claim": "conditional_update"},
+    )
+    assert (
+        "Decided by the server probe, and the runs' double claims."
+        in race.table.loc["claim", "evidence"]
+    )
