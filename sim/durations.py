@@ -29,7 +29,8 @@ import numpy as np
 
 from sim.dists import decode_utf8
 from sim.errors import ConfigError
-from sim.limits import MAX_SECONDS
+from sim.input_files import read_capped
+from sim.limits import MAX_CSV_BYTES, MAX_SECONDS
 from sim.wording import count
 
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -156,10 +157,7 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
     unit = check_unit(unit)
     path = Path(path)
     name = path.name
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    raw = read_capped(path, "durations CSV", MAX_CSV_BYTES)
     text = decode_utf8(raw, path, "CSV")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:

@@ -224,9 +224,12 @@ def _stuck_processing(run):
     """An expired lease left Processing longer than the recovery mechanism allows."""
     allowance = recovery_allowance(run.scenario)
     horizon = run.scenario.horizon
-    moves: dict[int, list[float]] = {}
-    for t, kind, _worker, job, _attempt, _ in run.log:
-        if kind in ("claim", "requeue", "complete", "payload_conflict"):
+    moves: dict[int, list[float]] = {}  # when each job left Processing, or was leased again
+    for t, kind, _worker, job, _attempt, detail in run.log:
+        if kind in ("claim", "complete", "payload_conflict") or (
+            kind in STATUS_MOVES
+            and detail is not None  # requeued, released or failed by a deadline
+        ):
             moves.setdefault(job, []).append(t)
     for lease in run.leases.itertuples():
         if lease.end_reason not in ("crashed", "expired", "open") or lease.until >= horizon:

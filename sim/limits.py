@@ -4,10 +4,14 @@ Time values are bounded so that every timestamp a run binds (horizon + lease TTL
 skew) fits the timestamptz range both backends share: Python's datetime, which the postgres
 backend goes through, reaches year 9999 (PostgreSQL itself goes further). Sizes are bounded by an
 estimate of the simulated events a run schedules, so that a run that would take hours or exhaust
-memory is refused up front instead of hanging.
+memory is refused up front instead of hanging. The files a user gives, the nesting of TOML values,
+live mode's settings and every statement of a user's own SQL have limits of their own, each named
+in the message that refuses them.
 """
 
 from __future__ import annotations
+
+import os
 
 MAX_SECONDS = 1e9  # any time value (horizon, TTL, intervals, durations, skew): about 31.7 years
 MAX_WORKERS = 10_000  # policy.workers: each worker is a set of processes and random streams
@@ -21,6 +25,25 @@ EVENTS_PER_JOB = (
     12  # measured: claim, PSP call, completion, heartbeats ... (bench_model: ~14 with polls)
 )
 EVENTS_PER_FAULT = 4  # a crash, pause or partition: its start, end and the retries around it
+
+# Files a user gives: regular files only, read up to these sizes (a FIFO or /dev/zero never ends).
+MAX_TOML_BYTES = 1 << 20  # a scenario file: presets are about 2 KB
+MAX_SQL_BYTES = 1 << 20  # each of a queue's queries.sql and schema.sql
+MAX_CSV_BYTES = 256 << 20  # a durations CSV: about 20 million short rows
+MAX_TOML_DEPTH = 32  # tables and arrays inside each other (a scenario nests 3 deep)
+
+# Live mode: real processes and wall time.
+MIN_TIME_SCALE = 1e-4  # wall seconds per scenario second: 10,000 times faster than real time
+MAX_TIME_SCALE = 1e4  # ... or 10,000 times slower
+MAX_LIVE_SECONDS = 7 * 86_400  # --duration: a week of wall time
+MAX_COMPARE_SEEDS = 1_000  # live --compare-seeds: simulated runs beside one live run
+CONNECTIONS_PER_WORKER = (
+    4  # a live worker and its spare, each with a statement and a heartbeat connection
+)
+
+# Every statement of a user's own SQL (the check, runs, live mode) must finish within this.
+STATEMENT_TIMEOUT_S = 30.0
+STATEMENT_TIMEOUT_ENV = "LEASELAB_STATEMENT_TIMEOUT"
 
 
 def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
@@ -43,7 +66,10 @@ def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
             "shorten horizon, use fewer workers or raise policy.poll_interval",
         ),
         (
-            "faults.crash_rate",
+            max(
+                ("faults.crash_rate", "faults.pause_rate", "faults.partition_rate"),
+                key=lambda key: getattr(f, key.partition(".")[2]),
+            ),
             f"{span} x (faults.crash_rate + faults.pause_rate + faults.partition_rate) "
             f"{faults_per_hour:g} per worker-hour",
             horizon * p.workers * faults_per_hour / 3600 * EVENTS_PER_FAULT,
@@ -81,4 +107,48 @@ def size_problem(scenario) -> str | None:
     return (
         f"{key}: this run would schedule about {total:.2g} simulated events, over the limit of "
         f"{MAX_EVENTS:.0e} (largest part: {formula} = {events:.2g}); {advice}"
+    )
+
+
+def statement_timeout() -> float:
+    """Seconds a statement of a user's own SQL may run: $LEASELAB_STATEMENT_TIMEOUT, else 30."""
+    text = os.environ.get(STATEMENT_TIMEOUT_ENV, "").strip()
+    if not text:
+        return STATEMENT_TIMEOUT_S
+    from sim.errors import ConfigError
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.1 <= value <= 86_400:
+        raise ConfigError(
+            f"{STATEMENT_TIMEOUT_ENV}={text!r}: must be a number of seconds from 0.1 to 86400"
+        )
+    return value
+
+
+def statement_timeout_words() -> str:
+    """The statement time limit as messages name it, with the setting that changes it."""
+    return f"the statement time limit of {statement_timeout():g} s (set {STATEMENT_TIMEOUT_ENV})"
+
+
+def nesting_problem(value, where: str) -> str | None:
+    """One line when `value` (parsed TOML) nests tables and arrays deeper than MAX_TOML_DEPTH."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth >= MAX_TOML_DEPTH:
+                return too_deep(where)
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def too_deep(where: str) -> str:
+    """The message for TOML nested past MAX_TOML_DEPTH (also when the parser itself gives up)."""
+    return (
+        f"{where}: tables and arrays nested more than {MAX_TOML_DEPTH} deep; "
+        "a scenario nests at most 3 (section, table, list of tables)"
     )

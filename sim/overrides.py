@@ -12,6 +12,7 @@ import re
 import tomllib
 
 from sim.errors import ConfigError
+from sim.limits import nesting_problem, too_deep
 
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -47,8 +48,14 @@ def parse_grid(items: list[str]) -> dict[str, list]:
 
 def _toml_value(key: str, text: str):
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
+    except RecursionError:
+        raise ConfigError(too_deep(key)) from None
     except tomllib.TOMLDecodeError as exc:
         if text[0] in "[{\"'" or any(c.isspace() for c in text):
             raise ConfigError(f"--set {key}={text}: not a TOML value ({exc})") from None
         return text  # a bare word: skip_locked, postgres, data/durations.csv
+    deep = nesting_problem(value, key)
+    if deep:
+        raise ConfigError(deep)
+    return value

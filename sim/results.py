@@ -200,7 +200,11 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
             held_by_worker[worker] = lease
             continue
         lease = held_by_worker.get(worker)
-        if lease is None or (job is not None and lease["job"] != job):
+        if (
+            lease is None
+            or (job is not None and lease["job"] != job)
+            or (attempt is not None and lease["attempt"] != attempt)
+        ):  # a record of another lease: a handler past its deadline finishing an earlier attempt
             continue
         if kind in _RELEASES and isinstance(detail, float):
             lease["until"] = (

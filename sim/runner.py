@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sim.db.base import Backend
+from sim.db.inspect import final_tables
 from sim.db.memory import MemoryBackend
 from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
@@ -123,11 +124,7 @@ def run(
     try:
         world = build(scenario, db)
         wall = run_to_horizon(world, progress)
-        db.connect("inspector")
-        tables = {
-            name: db.execute("inspector", f"dump_{name}", {})
-            for name in ("jobs", "ledger", "processed_events")
-        }
+        tables = final_tables(db)
     finally:
         if owned:
             db.close()

@@ -22,6 +22,7 @@ from sim import limits
 from sim.dists import Dist, decode_utf8
 from sim.durations import read_durations
 from sim.errors import ConfigError
+from sim.input_files import read_capped
 
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
 ARRIVALS = ("batch", "poisson")
@@ -192,6 +193,9 @@ class Scenario:
         """A copy with dotted keys replaced, e.g. {"policy.lease_ttl": 20}; validated."""
         data = to_dict(self)
         for dotted, value in assignments.items():
+            deep = limits.nesting_problem(value, str(dotted))
+            if deep:
+                raise ConfigError(deep)
             _assign(data, dotted, value)
         return from_dict(data)
 
@@ -552,6 +556,11 @@ def _dist(value, where: str) -> Dist:
             f'{where}: expected a number of seconds or a table like {{kind = "lognormal", median = 2, p99 = 20}}, got {_describe(value)}'
         )
     data = dict(value)
+    if not data:
+        raise ConfigError(
+            f"{where}: an empty table; give a number of seconds or a table like "
+            '{kind = "lognormal", median = 2, p99 = 20}'
+        )
     if "csv" in data:  # sim.durations: column named when ambiguous, ids refused, unit s | ms | us
         path, column, unit = data.pop("csv"), data.pop("column", None), data.pop("unit", "s")
         if not isinstance(path, str | os.PathLike):
@@ -607,6 +616,11 @@ def loads(text: str, source: str = "scenario", *, folder: str | Path | None = No
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(limits.too_deep(source)) from None
+    deep = limits.nesting_problem(data, source)
+    if deep:
+        raise ConfigError(deep)
     if folder is not None:
         _anchor_csv_paths(data, Path(folder))
     return from_dict(data)
@@ -627,10 +641,7 @@ def _anchor_csv_paths(node, folder: Path) -> None:
 
 def load(path: str | Path) -> Scenario:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    raw = read_capped(path, "scenario TOML", limits.MAX_TOML_BYTES)
     return loads(decode_utf8(raw, path, "TOML"), str(path), folder=path.parent)
 
 
@@ -659,6 +670,8 @@ def preset_names() -> list[str]:
 
 def preset(name: str) -> Scenario:
     """A named preset from sim/scenarios/, or ConfigError with a did-you-mean."""
+    if not isinstance(name, str):
+        raise ConfigError(f"preset: expected a preset name, got {_describe(name)}")
     names = preset_names()
     if name not in names:
         close = difflib.get_close_matches(name, names, n=1)

@@ -79,6 +79,11 @@ class ClientStateError(DatabaseError):
     """Transaction control out of order (begin twice, commit without begin, unknown client)."""
 
 
+class DbUnavailable(Exception):
+    """A client cannot reach the database (a partition): its connection is lost, and what it had
+    open was rolled back. Not a DatabaseError: the protocol handles it as a fault, not a bug."""
+
+
 class ServerUnavailableError(DatabaseError):
     """The PostgreSQL server cannot be reached or refuses us; the message names the host, never a password."""
 

@@ -113,6 +113,13 @@ def query_state(
     return _read(source, now)
 
 
+def final_tables(db: Backend) -> dict[str, list[tuple]]:
+    """The tables a run leaves (jobs, ledger, processed_events) as rows, read on the inspector's
+    own connection: what Run.tables holds, after a simulated run and after a live one alike."""
+    db.connect(CLIENT)
+    return {name: db.execute(CLIENT, f"dump_{name}", {}) for name in TABLE_COLUMNS}
+
+
 def _read(db: Backend, now: float | None) -> QueueState:
     try:
         db.connect(CLIENT)

@@ -2,7 +2,8 @@
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
 close (or at interpreter exit if never closed). With `queue=` (a user's queue directory, see
-sim.db.queue_dir) the job table and the statements are the user's, checked on the server first;
+sim.db.queue_dir) the job table and the statements are the user's, checked on the server first,
+and every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox);
 Lease Lab's bookkeeping tables are created beside them as always. Each simulated client owns one connection,
 opened on first use. Everything runs on the driving (SimPy) thread through psycopg's low-level
 libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its parameters
@@ -28,8 +29,8 @@ paused waiter granted a row's tuple lock heads that row's queue; statements queu
 reported waiting for its holder. On a remote server pausing is impossible: waiters are then
 settled at once in the order they began to wait, which PostgreSQL usually, but not always,
 follows; set LEASELAB_PAUSE_WAITERS=0 to get that behaviour locally. A process killed with
-SIGKILL while waiters are paused leaves them paused: `kill -CONT` them (pg_stat_activity
-application_name 'leaselab:%').
+SIGKILL while waiters are paused leaves them paused: the next start on the server continues and
+ends them (sim.db.leftovers).
 """
 
 from __future__ import annotations
@@ -44,10 +45,8 @@ import signal
 import time
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg import pq, sql
 from psycopg.adapt import Transformer
-from psycopg.conninfo import conninfo_to_dict
 
 from sim.db import wire
 from sim.db.base import Blocked, ClientTable, Rows
@@ -61,9 +60,11 @@ from sim.db.errors import (
     UniqueViolationError,
 )
 from sim.db.processes import asleep_in_epoll, may_signal, process_state
-from sim.db.queries import get_query, load_queries, schema_sql
+from sim.db.queries import bookkeeping_sql, get_query, job_schema_sql, load_queries, schema_sql
 from sim.db.queue_adapter import QueueAdapter
-from sim.db.queue_dir import QueueDefinition
+from sim.db.queue_dir import SCHEMA_FILE, QueueDefinition
+from sim.db.sandbox import Sandbox, SandboxRefused, past_limit, timed_out
+from sim.db.sandbox import create as create_sandbox
 from sim.db.server import (
     connect_dsn,
     connection_error,
@@ -72,6 +73,8 @@ from sim.db.server import (
     redact_dsn,
     unavailable,
 )
+from sim.db.user_sql import run_schema
+from sim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +209,7 @@ class PostgresBackend(ClientTable):
             self.dsn, autocommit=True, application_name="leaselab:monitor"
         )
         self._closed = False
+        self.sandbox: Sandbox | None = None  # the run's schema and the role the user's SQL runs as
         try:
             self._superuser = (
                 self._monitor.execute(
@@ -218,6 +222,9 @@ class PostgresBackend(ClientTable):
             else:
                 self._create_schema()
         except BaseException:
+            if self.sandbox is not None:
+                with contextlib.suppress(Exception):
+                    self.sandbox.drop(self._monitor)
             self._monitor.close()
             raise
         self.pauses_waiters = may_signal(self._monitor, self._monitor.info.backend_pid)
@@ -228,6 +235,12 @@ class PostgresBackend(ClientTable):
                 "them, and PostgreSQL may reorder two waiters on one row",
                 describe_dsn(self.dsn),
             )
+
+    @property
+    def client_dsn(self) -> str:
+        """The DSN a client of this run connects with: the run's role for a user's queue
+        (sim.db.sandbox), else the DSN itself. It may hold the role's one-run password."""
+        return self.sandbox.dsn if self.sandbox is not None else self.dsn
 
     @classmethod
     def attach(cls, dsn: str | None, schema: str) -> PostgresBackend:
@@ -254,29 +267,43 @@ class PostgresBackend(ClientTable):
         return f"PostgresBackend({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
 
     def _create_schema(self) -> None:
-        ident = sql.Identifier(self.schema)
+        """The run's schema (for a user's queue: owned by a role of the run's own, which every
+        client logs in as; see sim.db.sandbox), with Lease Lab's tables and the job table."""
+        settings = {"deadlock_timeout": CLIENT_DEADLOCK_TIMEOUT} if self._superuser else {}
+        self.sandbox = create_sandbox(
+            self._monitor,
+            self.dsn,
+            schema=self.schema,
+            own_rights=self.queue is None or self.queue.own_rights,
+            user_sql=self.queue is not None,
+            keep=self.keep_schema,
+            role_settings=settings,
+        )
+        conn = self.sandbox.connect(application_name="leaselab:schema")
         try:
-            with self._monitor.transaction():
-                self._monitor.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-                self._monitor.execute(sql.SQL("SET LOCAL search_path TO {}").format(ident))
-                self._monitor.execute(
-                    self.queue.schema_sql if self.queue is not None else schema_sql()
-                )
-        except pg_errors.InsufficientPrivilege as exc:
-            info = conninfo_to_dict(self.dsn)
-            raise unavailable(
-                self.dsn,
-                f"cannot CREATE SCHEMA ({exc.diag.message_primary})",
-                f"grant it with GRANT CREATE ON DATABASE {info.get('dbname', '<db>')} "
-                f"TO {info.get('user', '<user>')}, or use another DSN",
-            ) from None
-        except pg_errors.DuplicateSchema:
-            raise DatabaseError(
-                f"schema {self.schema} already exists at {describe_dsn(self.dsn)}; "
-                "Lease Lab never reuses a schema: choose another name or drop it"
-            ) from None
+            with conn.transaction():
+                if self.queue is None:
+                    conn.execute(schema_sql())
+                else:
+                    conn.execute(bookkeeping_sql())
+                    if self.queue.job_schema is None:
+                        conn.execute(job_schema_sql())
+                    else:
+                        run_schema(
+                            conn.pgconn,
+                            self.queue.job_schema,
+                            self.queue.file(SCHEMA_FILE),
+                            self.sandbox.limit,
+                        )
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
+        except psycopg.Error as exc:  # the check passed it: the server changed in between
+            raise DatabaseError(
+                f"PostgreSQL at {describe_dsn(self.dsn)} refused the schema of the run: "
+                f"{' '.join(str(exc).split())}"
+            ) from None
+        finally:
+            conn.close()
         log.info("created schema %s at %s", self.schema, redact_dsn(self.dsn))
 
     # ---- connections and transactions -------------------------------------------------------
@@ -287,14 +314,16 @@ class PostgresBackend(ClientTable):
             return
         if self._closed:
             raise ClientStateError(f"the backend is closed: client {client} cannot connect")
-        conn = open_connection(self.dsn, autocommit=True, application_name=f"leaselab:{client}")
+        conn = open_connection(
+            self.client_dsn, autocommit=True, application_name=f"leaselab:{client}"
+        )
         try:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
             # Commits stay atomic and immediately visible; only their survival of a server crash,
             # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
             conn.execute("SET synchronous_commit TO off")
             conn.execute("SET TimeZone TO 'UTC'")  # a queue's timestamp columns hold UTC
-            if self._superuser:
+            if self._superuser and self._sandboxed is None:  # a role gets it as its own setting
                 conn.execute(
                     sql.SQL("SET deadlock_timeout TO {}").format(
                         sql.Literal(CLIENT_DEADLOCK_TIMEOUT)
@@ -404,10 +433,12 @@ class PostgresBackend(ClientTable):
         try:
             self._disconnect(list(self._clients.values()))
             self._clients.clear()
-            if self.keep_schema:
+            if self.sandbox is None:  # attached to a kept schema: it stays as it was
                 log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
             else:
-                self._admin(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
+                self.sandbox.drop(self._monitor, keep_schema=self.keep_schema)
+                if self.keep_schema:
+                    log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
         finally:
             self._monitor.close()
 
@@ -634,8 +665,10 @@ class PostgresBackend(ClientTable):
                     self._locktype = locktype
                     return self._pids[holder]
                 self._cancel(state)
-            if time.monotonic() - state.since > STATEMENT_TIMEOUT_S:
+            if time.monotonic() - state.since > self._stuck_after:
                 self.crash(client)
+                if self._sandboxed is not None:  # the user's SQL: past its time limit
+                    raise past_limit(f"{self.queue.where(query)}: {query}")
                 raise StatementStuckError(
                     f"client {client}: {query} neither finished nor waited on another client's "
                     f"lock within {STATEMENT_TIMEOUT_S:.0f} s at {describe_dsn(self.dsn)}; "
@@ -806,4 +839,30 @@ class PostgresBackend(ClientTable):
             return UniqueViolationError(query, message)
         if not sqlstate:
             return unavailable(self.dsn, f"lost the connection during {query} ({message})")
+        if self._sandboxed is not None and (sqlstate == "42501" or timed_out(sqlstate)):
+            return self._sandbox_error(query, message, sqlstate)
         return ServerStatementError(query, message, sqlstate)
+
+    def _sandbox_error(self, query: str, message: str, sqlstate: str) -> ConfigError:
+        """The user's SQL hit the sandbox (a privilege the run's role lacks, or the time limit):
+        a ConfigError, which the model does not take for a database failure it lives through."""
+        where = f"{self.queue.where(query)}: {query}"
+        if sqlstate == "42501":
+            return SandboxRefused(
+                f"{where}: PostgreSQL refused it to the run's role {self.sandbox.role}: {message}; "
+                "a queue's SQL (its statements, and the triggers and functions they call) may "
+                "touch only the run's own schema"
+            )
+        return past_limit(where)
+
+    @property
+    def _sandboxed(self) -> Sandbox | None:
+        """The sandbox, when the statements are a user's (a queue), else None."""
+        return self.sandbox if self.queue is not None and self.sandbox is not None else None
+
+    @property
+    def _stuck_after(self) -> float:
+        """Seconds a statement may run without waiting on another client's lock."""
+        if self._sandboxed is not None and self.sandbox.limit is not None:
+            return self.sandbox.limit + 1.0  # the server's statement_timeout speaks first
+        return STATEMENT_TIMEOUT_S

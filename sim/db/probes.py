@@ -32,7 +32,6 @@ from sim.db.queue_check import execute, message, ok, scratch
 from sim.model.producer import payload_hash, payload_json
 
 CLIENT = "probe"
-STATEMENT_TIMEOUT = "10s"  # a probe never waits on anyone; a statement that runs this long is stuck
 _WRITTEN = """
 SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
 FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND NOT relname = ANY($2::text[])
@@ -228,14 +227,15 @@ def _nodes(node: dict):
 
 @contextmanager
 def lab_on(queue, policy, dsn: str) -> Iterator[Lab]:
-    """A Lab on the server at `dsn`, in a scratch schema rolled back afterwards."""
-    from sim.db.server import open_connection
+    """A Lab on the server at `dsn`, in the sandbox of the queue's SQL (sim.db.sandbox: a role of
+    its own and its time limit), its tables in a transaction rolled back afterwards."""
+    from sim.db.sandbox import sandbox
 
-    conn = open_connection(dsn, autocommit=True, application_name="leaselab:probe")
-    try:
-        wire.register_loaders(conn)
-        with scratch(queue, conn.pgconn) as schema:
-            ok(execute(conn.pgconn, f"SET LOCAL statement_timeout TO '{STATEMENT_TIMEOUT}'"))
-            yield Lab(queue, policy, conn, schema)
-    finally:
-        conn.close()
+    with sandbox(dsn, own_rights=queue.own_rights) as box:
+        conn = box.connect(application_name="leaselab:probe")
+        try:
+            wire.register_loaders(conn)
+            with scratch(queue, conn.pgconn, box.schema, box.limit):
+                yield Lab(queue, policy, conn, box.schema)
+        finally:
+            conn.close()

@@ -53,6 +53,11 @@ class Query:
         self._explain(params)
 
     @cached_property
+    def uses_clock(self) -> bool:
+        """The statement reads the client's clock (`now`), bound at execution (sim.protocol.bind_clock)."""
+        return "now" in self.param_names
+
+    @cached_property
     def read_only(self) -> bool:
         """A plain SELECT (no FOR UPDATE): it never writes, locks or waits."""
         text = self.sql.lstrip().upper()

@@ -6,7 +6,6 @@ schema inside a transaction that is rolled back (`scratch`, where the probes run
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -58,28 +57,24 @@ def ok(result, what: str = "set up the check") -> None:
 
 
 @contextmanager
-def scratch(queue, pg) -> Iterator[str]:
-    """A throwaway schema holding Lease Lab's bookkeeping and the queue's job tables, its
-    search_path set and TimeZone UTC (as a run's connections), inside a transaction rolled back
-    on exit: nothing stays on the server. Yields the schema's name."""
-    schema = f"leaselab_check_{secrets.token_hex(6)}"
+def scratch(queue, pg, schema: str, limit: float | None) -> Iterator[None]:
+    """Lease Lab's bookkeeping and the queue's job tables in `schema` (a sandbox's: sim.db.sandbox,
+    which `pg` is logged in to), search_path set and TimeZone UTC (as a run's connections), inside
+    a transaction rolled back on exit: nothing stays on the server. schema.sql runs statement by
+    statement under the sandbox's rules and time limit (sim.db.user_sql)."""
+    from sim.db.user_sql import run_schema
+
     ok(execute(pg, "BEGIN"))
     try:
-        ok(execute(pg, f'CREATE SCHEMA "{schema}"'))
         ok(execute(pg, f'SET LOCAL search_path TO "{schema}"'))
         ok(execute(pg, "SET LOCAL TimeZone TO 'UTC'"))
         ok(execute(pg, bookkeeping_sql()))
         if queue.job_schema is None:
             ok(execute(pg, job_schema_sql()))
         else:
-            result = execute(pg, queue.job_schema)
-            if result.status not in _OK:
-                line = 1 + queue.job_schema[: position(result)].count("\n")
-                raise QueueDefinitionError(
-                    f"{queue.file(SCHEMA_FILE)}:{line}: PostgreSQL cannot run it: {message(result)}"
-                )
+            run_schema(pg, queue.job_schema, queue.file(SCHEMA_FILE), limit)
             _own_schema_only(queue, pg, schema)
-        yield schema
+        yield
     finally:
         execute(pg, "ROLLBACK")
 
@@ -104,12 +99,12 @@ def _own_schema_only(queue, pg, schema: str) -> None:
 class Check:
     """PREPARE every statement in the scratch schema and check what it returns."""
 
-    def __init__(self, queue, pg):
-        self.queue, self.pg = queue, pg
+    def __init__(self, queue, pg, schema: str, limit: float | None):
+        self.queue, self.pg, self.schema, self.limit = queue, pg, schema, limit
 
     def run(self) -> None:
         q = self.queue
-        with scratch(q, self.pg):
+        with scratch(q, self.pg, self.schema, self.limit):
             # the type of the queue's ids first (what every %(id)s is bound as); a dump_jobs that
             # does not PREPARE gets its error in its turn below
             dump = self._statement("dump_jobs", quiet=True)
@@ -195,6 +190,12 @@ class Check:
                 name,
                 f"PostgreSQL cannot PREPARE it against {against}: {message(result)}",
             )
+        if o is not None:
+            from sim.db.user_sql import query_problem
+
+            problem = query_problem(self.pg, stmt, wire.oids, self.limit, q.where(name))
+            if problem:
+                fail_at(q.file(), o.sql_line, name, problem)
         described = self.pg.describe_prepared(stmt)
         columns = [
             (described.fname(i).decode(), described.ftype(i)) for i in range(described.nfields)

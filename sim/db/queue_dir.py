@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ from sim.db.queue_files import (
     QueueDefinitionError,
     fail_at,
 )
+from sim.errors import ConfigError
 from sim.wording import count
 
 
@@ -73,6 +75,7 @@ class QueueDefinition:
     overrides: dict[str, Override]
     job_schema: str | None  # the text of schema.sql, None to keep the project's job table
     missing: dict[str, str] = field(default_factory=dict)  # statement -> why it is not available
+    own_rights: bool = False  # run the SQL as the DSN user, not in a sandbox role (sim.db.sandbox)
     _checked: set = field(default_factory=set, repr=False)
     settings: dict = field(default_factory=dict)  # queue.toml: {"policy.NAME": value}
     id_oid: int = 20  # the type %(id)s is bound as: the queue's job ids (found by the check)
@@ -142,18 +145,18 @@ class QueueDefinition:
         that do not fit a replaced schema. Done once per server."""
         if dsn in self._checked:
             return
-        from sim.db.server import open_connection
+        from sim.db.queue_check import Check
+        from sim.db.sandbox import sandbox
 
-        conn = open_connection(dsn, autocommit=True, application_name="leaselab:check")
-        try:
-            self.missing = {
-                n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
-            }
-            from sim.db.queue_check import Check
-
-            Check(self, conn.pgconn).run()
-        finally:
-            conn.close()
+        with sandbox(dsn, own_rights=self.own_rights) as box:
+            conn = box.connect(application_name="leaselab:check")
+            try:
+                self.missing = {
+                    n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
+                }
+                Check(self, conn.pgconn, box.schema, box.limit).run()
+            finally:
+                conn.close()
         self._checked.add(dsn)
 
     def check_jobs_table(self, rows: list[tuple]) -> None:
@@ -207,8 +210,10 @@ class QueueDefinition:
         )
 
 
-def load_queue(path: str | Path) -> QueueDefinition:
-    """Read and check a queue directory's text (no server needed); QueueDefinitionError if bad."""
+def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition:
+    """Read and check a queue directory's text (no server needed); QueueDefinitionError if bad.
+    `own_rights`: run its SQL with the DSN user's own rights instead of in a sandbox role
+    (for a server where that user cannot create roles; see sim.db.sandbox)."""
     root = Path(path)
     if not root.is_dir():
         raise QueueDefinitionError(
@@ -216,13 +221,13 @@ def load_queue(path: str | Path) -> QueueDefinition:
             f"and optionally {SCHEMA_FILE})"
         )
     queries = root / QUERIES_FILE
-    if not queries.is_file():
+    if not queries.exists():
         raise QueueDefinitionError(
             f"--sql {path}: no {QUERIES_FILE} in it (the statements that override "
             "Lease Lab's, in the block format of sql/queries.sql)"
         )
     schema = root / SCHEMA_FILE
-    job_schema = _read(schema) if schema.is_file() else None
+    job_schema = _read(schema) if schema.exists() else None
     if job_schema is not None and not job_schema.strip():
         raise QueueDefinitionError(
             f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
@@ -231,19 +236,36 @@ def load_queue(path: str | Path) -> QueueDefinition:
     settings_file = root / SETTINGS_FILE
     settings = (
         queue_settings.read_settings(settings_file, QueueDefinitionError)
-        if settings_file.is_file()
+        if settings_file.exists()
         else {}
     )
-    return QueueDefinition(root, overrides, job_schema, settings=settings)
+    return QueueDefinition(root, overrides, job_schema, own_rights=own_rights, settings=settings)
 
 
 def _read(path: Path) -> str:
+    """A queue file's text: UTF-8 (a byte-order mark is dropped), capped, and without NUL bytes
+    (libpq would cut the statement there, while Lease Lab read all of it)."""
+    from sim.input_files import read_capped
+    from sim.limits import MAX_SQL_BYTES
+
     try:
-        return path.read_text(encoding="utf-8")
+        raw = read_capped(path, "queue SQL", MAX_SQL_BYTES)
+    except ConfigError as exc:
+        raise QueueDefinitionError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
         raise QueueDefinitionError(
-            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            f"{path}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise QueueDefinitionError(
+            f"{path}:{line}: contains a NUL byte, which PostgreSQL cannot take in a statement; "
+            "remove it"
+        )
+    return text
 
 
 def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
@@ -451,7 +473,13 @@ def _check_params(
 
 def loaded(sql: str | Path | QueueDefinition) -> QueueDefinition:
     """A QueueDefinition from a directory path, or the one given."""
-    return sql if isinstance(sql, QueueDefinition) else load_queue(sql)
+    if isinstance(sql, QueueDefinition):
+        return sql
+    if not isinstance(sql, str | os.PathLike):
+        raise QueueDefinitionError(
+            f"sql: expected a queue directory (a path), got {type(sql).__name__} {sql!r:.60}"
+        )
+    return load_queue(sql)
 
 
 __all__ = [

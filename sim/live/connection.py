@@ -4,12 +4,15 @@ The statement texts come from one place, a `{name: Query}` mapping (sim.db.queri
 by default), so a user's own queue directory only has to supply another mapping. `now` (and
 `lease_until` = now + ttl) are bound from the shared LiveClock, as timestamptz = EPOCH + scenario
 seconds, exactly as the simulated and the real-Postgres backends bind them; time values that come
-back are turned into scenario seconds. A partition (the runner writes its end into the worker's
+back are turned into scenario seconds. A server error becomes a StatementError naming the
+statement, a lost connection DbUnavailable (sim.db.errors), as the simulation sees them. A partition (the runner writes its end into the worker's
 slot) drops the connection: statements fail until it heals (partition_mode fail) or wait for it (hang).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from datetime import datetime
 
@@ -17,13 +20,18 @@ import psycopg
 from psycopg import sql
 
 from sim.db.base import from_timestamp, to_timestamp
+from sim.db.errors import DbUnavailable, StatementError
 from sim.db.wire import statement, to_interval
+from sim.errors import ConfigError
+from sim.protocol import bind_clock
 
 APP_PREFIX = "leaselab-live:"  # application_name of every live client: prefix, schema, ':', client
+FATAL_EXIT = 3  # a child's exit code when the user's SQL hit the sandbox: the runner stops the run
+IN_CHILD = False  # set by sim.live.process: exit with FATAL_EXIT instead of raising SandboxHit
 
 
-class DbUnavailable(Exception):
-    """The client cannot reach the database (a partition); its connection is gone."""
+class SandboxHit(ConfigError):
+    """In the runner's own process: a statement hit the sandbox of the user's SQL."""
 
 
 class LiveConnection:
@@ -86,11 +94,8 @@ class LiveConnection:
         self._cross_partition()
         self.open()
         query = self.queries[name]
-        if "now" in query.param_names:
-            now = self.clock.now() if at is None else at
-            params["now"] = now
-            if ttl is not None:
-                params["lease_until"] = now + ttl
+        if query.uses_clock:
+            bind_clock(params, self.clock.now() if at is None else at, ttl)
         query.check(params)
         st = statement(query)
         bound = {
@@ -101,9 +106,13 @@ class LiveConnection:
         try:
             cursor = self.conn.execute(query.sql, bound)
             rows = cursor.fetchall() if cursor.description is not None else []
+        except (psycopg.errors.QueryCanceled, psycopg.errors.InsufficientPrivilege) as exc:
+            _stop_the_run(name, exc)
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(name) from None
+        except psycopg.Error as exc:
+            raise StatementError(name, str(exc).strip()) from exc
         self.recorder.statement(name, time.monotonic() - start)
         return [
             tuple(from_timestamp(v) if isinstance(v, datetime) else v for v in row) for row in rows
@@ -119,6 +128,38 @@ class LiveConnection:
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(command.lower()) from None
+        except psycopg.Error as exc:
+            raise StatementError(command, str(exc).strip()) from exc
+
+    def abort(self) -> None:
+        """ROLLBACK whatever is open; a connection that cannot even do that is dropped (the server
+        rolls back then). Never raises: after a failure there is nothing else to do."""
+        try:
+            self.control("ROLLBACK")
+        except (StatementError, DbUnavailable):
+            self.drop()
 
     def close(self) -> None:
         self.drop()
+
+
+def _stop_the_run(name: str, exc: psycopg.Error) -> None:
+    """The statement hit the sandbox of the user's SQL (sim.db.sandbox): its time limit, or a
+    privilege the run's role lacks. Not a database outage to live through: say so in one line
+    and exit with FATAL_EXIT, from whichever thread, so that the runner stops the run (in the
+    runner itself: raise SandboxHit)."""
+    from sim.limits import statement_timeout_words
+
+    message = " ".join(str(exc).split())
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        line = f"{name}: cancelled by PostgreSQL ({message}) at {statement_timeout_words()}"
+    else:
+        line = (
+            f"{name}: PostgreSQL refused it to the run's role: {message}; a queue's SQL may "
+            "touch only the run's own schema"
+        )
+    if not IN_CHILD:
+        raise SandboxHit(line)
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    os._exit(FATAL_EXIT)

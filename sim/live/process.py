@@ -41,7 +41,10 @@ def _die_with_parent() -> None:
 def main() -> None:
     _die_with_parent()
     config = json.loads(sys.stdin.readline())
+    from sim.live import connection
     from sim.live.roles import setup
+
+    connection.IN_CHILD = True  # a statement that hits the sandbox ends this process (FATAL_EXIT)
 
     role = setup(config)
     print("ready", flush=True)

@@ -25,7 +25,8 @@ class LiveProducer:
             },
             at=at,
         )
-        self.recorder.add("enqueue", "producer", job, None, spec.event_id, t=at)
+        t = self.clock.now() if at is None else at
+        self.recorder.add(t, "enqueue", "producer", job, None, spec.event_id)
 
     def prepare(self) -> None:
         """Load the initial batch before anything runs, stamped t = 0 as in the model."""

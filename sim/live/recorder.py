@@ -16,7 +16,8 @@ STATEMENT = "stmt"
 
 
 class Recorder:
-    """Append-only record file of one process incarnation."""
+    """Append-only record file of one process incarnation; `add` takes the event log's arguments
+    (sim.protocol.Recorder: t first, as EventLog.add)."""
 
     def __init__(self, path: str | Path, clock):
         self.path = Path(path)
@@ -25,15 +26,13 @@ class Recorder:
 
     def add(
         self,
+        t: float,
         kind: str,
         worker: str | None = None,
         job: int | None = None,
         attempt: int | None = None,
         detail: object = None,
-        *,
-        t: float | None = None,
     ) -> None:
-        t = self.clock.now() if t is None else t
         os.write(self._fd, (json.dumps([t, kind, worker, job, attempt, detail]) + "\n").encode())
 
     def statement(self, name: str, seconds: float) -> None:

@@ -23,10 +23,23 @@ import numpy as np
 import pandas as pd
 
 import sim as sim_package
+from sim.db import leftovers
+from sim.db.inspect import final_tables
+from sim.db.processes import process_state
 from sim.errors import ConfigError
+from sim.interrupts import terminate_like_interrupt
+from sim.limits import (
+    CONNECTIONS_PER_WORKER,
+    MAX_LIVE_SECONDS,
+    MAX_SECONDS,
+    MAX_TIME_SCALE,
+    MIN_TIME_SCALE,
+    statement_timeout,
+    statement_timeout_words,
+)
 from sim.live.budget import check_scale, probe_latency
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, LiveConnection
+from sim.live.connection import APP_PREFIX, FATAL_EXIT, LiveConnection
 from sim.live.faults import FaultSchedule
 from sim.live.process import command
 from sim.live.recorder import Recorder, event_log, read_records
@@ -34,7 +47,8 @@ from sim.live.repair import repair
 from sim.live.result import LiveRun
 from sim.live.roles import queries_for
 from sim.live.slots import Slots
-from sim.scenario import Scenario, dumps, resolve, validate
+from sim.runner import checked_queue
+from sim.scenario import Scenario, as_scenario, dumps
 
 TICK_S = 0.02  # wall seconds between two looks at the children
 BACKENDS_GONE_S = 10.0
@@ -85,28 +99,22 @@ class LiveRunner:
         folder: str | Path | None = None,
         sql_dir: str | None = None,
     ):
-        if not (duration > 0 and np.isfinite(duration)):
-            raise ConfigError(f"--duration: must be a number of seconds > 0, got {duration!r}")
-        if not (time_scale > 0 and np.isfinite(time_scale)):
-            raise ConfigError(
-                f"--time-scale: must be a number > 0 (wall seconds per scenario second), got {time_scale!r}"
-            )
+        check_timing(duration, time_scale)
         self.scenario = supported(
             scenario.replace(horizon=duration / time_scale, backend="postgres")
         )
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
-        if sql_dir is not None:
-            from sim.db.queue_dir import loaded
-
-            self.queue = loaded(sql_dir)
-            self.queue.require(self.scenario)
+        if sql_dir is not None:  # checked on the server before anything runs, as sim.run does
+            self.queue, self.dsn = checked_queue(sql_dir, dsn, [self.scenario])
         self.sql_dir = None if self.queue is None else str(self.queue.path.resolve())
         self._own_folder = folder is None
-        self.folder = (
-            Path(tempfile.mkdtemp(prefix="leaselab-live-")) if folder is None else Path(folder)
-        )
+        if folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix=leftovers.LIVE_FOLDER_PREFIX))
+            leftovers.mark_folder(self.folder)  # a runner killed with SIGKILL: the next removes it
+        else:
+            self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
         self.lag: list[float] = []
@@ -125,7 +133,7 @@ class LiveRunner:
             "role": role,
             "index": index,
             "spare": self._spawned,
-            "dsn": self.backend.dsn,
+            "dsn": self.backend.client_dsn,  # the run's role for a queue's SQL (sim.db.sandbox)
             "schema": self.backend.schema,
             "folder": str(self.folder / "records"),
             "slots": str(self.folder / "slots"),
@@ -224,9 +232,9 @@ class LiveRunner:
         child = self._worker(i)
         held = self.slots.held(i)
         if held is None:
-            self.recorder.add("crash", child.name, t=t)
+            self.recorder.add(t, "crash", child.name)
         else:
-            self.recorder.add("crash", child.name, held[0], held[1], held[2], t=t)
+            self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
         self.slots.release(i)
         restart_at = t + schedule.restart_delay[i]()
         child.incarnation += 1
@@ -267,20 +275,20 @@ class LiveRunner:
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGSTOP)
             self.recorder.add(
-                "pause_start", child.name, None, None, action.until - action.t, t=action.t
+                action.t, "pause_start", child.name, None, None, action.until - action.t
             )
         elif kind == "unpause":
             child = self._worker(i)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGCONT)
-            self.recorder.add("pause_end", child.name, t=action.t)
+            self.recorder.add(action.t, "pause_end", child.name)
         elif kind == "partition":
             self.slots.partition(i, action.until)
             self.recorder.add(
-                "partition_start", f"w{i}", None, None, action.until - action.t, t=action.t
+                action.t, "partition_start", f"w{i}", None, None, action.until - action.t
             )
         elif kind == "heal":
-            self.recorder.add("partition_end", f"w{i}", t=action.t)
+            self.recorder.add(action.t, "partition_end", f"w{i}")
 
     def _watch_children(self, schedule: FaultSchedule) -> None:
         """A child that died on its own: a worker is logged as crashed and restarted; others end the run."""
@@ -288,6 +296,8 @@ class LiveRunner:
             code = child.proc.poll()
             if code is None or (child.role == "producer" and code == 0):
                 continue
+            if code == FATAL_EXIT:
+                raise LiveError(self._located(_last_line(child.proc.stderr_path)))
             if child.role == "worker" and not child.restarting:
                 t = self.clock.now()
                 self.incidents.append(
@@ -300,6 +310,38 @@ class LiveRunner:
                     f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}"
                 )
 
+    def _located(self, line: str) -> str:
+        """A child's one-line account of a statement that hit the sandbox, with where the
+        statement comes from (file:line of the queue)."""
+        name = line.partition(":")[0]
+        if self.queue is not None and name in self.queue.queries:
+            return f"{self.queue.where(name)}: {line}"
+        return line
+
+    def _watch_statements(self) -> None:
+        """A statement of the user's SQL running past the time limit (its own timeout turned off
+        with set_config, which the server then cannot enforce): end it and stop the run."""
+        now = time.monotonic()
+        if self.queue is None or now < self._next_watch:
+            return
+        self._next_watch = now + 1.0
+        limit = statement_timeout()
+        rows = self.backend._monitor.execute(
+            "SELECT pid, application_name, query FROM pg_stat_activity WHERE application_name "
+            "LIKE %s AND state = 'active' AND now() - query_start > %s * interval '1 second'",
+            (f"{APP_PREFIX}{self.backend.schema}:%", limit + 2.0),
+        ).fetchall()
+        if rows:
+            self.backend._monitor.execute(
+                "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)",
+                ([pid for pid, _, _ in rows],),
+            )
+            pid, app, query = rows[0]
+            raise LiveError(
+                f"live {app.rpartition(':')[2]}: a statement ran past "
+                f"{statement_timeout_words()} and was ended: {' '.join(query.split())[:120]}"
+            )
+
     def _play(self, schedule: FaultSchedule) -> None:
         horizon = self.scenario.horizon
         end = self.clock.monotonic_at(horizon)
@@ -308,6 +350,7 @@ class LiveRunner:
             due = self.clock.monotonic_at(t_next)
             while (now := time.monotonic()) < due:
                 self._watch_children(schedule)
+                self._watch_statements()
                 if due - now > TICK_S:
                     self._replenish()
                 time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
@@ -321,9 +364,11 @@ class LiveRunner:
     # ---- the run ------------------------------------------------------------------------------
 
     def run(self) -> LiveRun:
-        """Play the run; a failed run leaves no temporary folder behind (a folder given is kept)."""
+        """Play the run; a failed run leaves no temporary folder behind (a folder given is kept).
+        SIGTERM stops it like Ctrl-C, cleaning up all the same."""
         try:
-            return self._run()
+            with terminate_like_interrupt():
+                return self._run()
         except BaseException:
             if self._own_folder:
                 shutil.rmtree(self.folder, ignore_errors=True)
@@ -333,12 +378,10 @@ class LiveRunner:
         from sim.db.postgres import PostgresBackend
 
         (self.folder / "records").mkdir(exist_ok=True)
-        self.backend = PostgresBackend(
-            self.dsn, queue=self.queue
-        )  # checks a user's queue on the server
+        self.backend = PostgresBackend(self.dsn, queue=self.queue)
         (self.folder / "run.json").write_text(
             json.dumps(
-                {  # what a crashed runner leaves to clean up
+                {  # what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
                     "schema": self.backend.schema,
                     "scenario": self.scenario.name,
                     "horizon": self.scenario.horizon,
@@ -347,12 +390,12 @@ class LiveRunner:
             ),
             encoding="utf-8",
         )
-        if self.queue is not None:
-            self.queue.require(self.scenario)  # the check on the server may rule statements out
         wall_start = time.monotonic()
+        self._next_watch = 0.0
         try:
+            check_connections(self.backend, self.scenario)
             probe = LiveConnection(
-                self.backend.dsn,
+                self.backend.client_dsn,
                 self.backend.schema,
                 "probe",
                 queries_for({"sql_dir": self.sql_dir}),
@@ -378,11 +421,7 @@ class LiveRunner:
                 self.slots.close()
             self.recorder.close()
             self._await_backends_gone()
-            self.backend.connect("inspector")
-            tables = {
-                name: self.backend.execute("inspector", f"dump_{name}", {})
-                for name in ("jobs", "ledger", "processed_events")
-            }
+            tables = final_tables(self.backend)
         finally:
             self.backend.close()
         return self._result(tables, time.monotonic() - wall_start)
@@ -408,7 +447,7 @@ class LiveRunner:
             {},
             wall,
             "live",
-            queue=None if self.queue is None else self.queue.name,
+            queue=None if self.queue is None else str(self.queue.path),
             time_scale=self.scale,
             statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
             runner_lag=np.asarray(self.lag),
@@ -422,26 +461,69 @@ class LiveRunner:
         return run
 
 
+def check_timing(duration, time_scale) -> None:
+    """ConfigError naming --duration or --time-scale outside what live mode can play."""
+
+    def number(value) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+
+    if not (number(duration) and 0 < duration <= MAX_LIVE_SECONDS):
+        raise ConfigError(
+            f"--duration: must be a number of wall seconds > 0 and at most {MAX_LIVE_SECONDS:g} "
+            f"(a week), got {duration!r}"
+        )
+    if not (number(time_scale) and MIN_TIME_SCALE <= time_scale <= MAX_TIME_SCALE):
+        raise ConfigError(
+            f"--time-scale: must be a number of wall seconds per scenario second from "
+            f"{MIN_TIME_SCALE:g} to {MAX_TIME_SCALE:g}, got {time_scale!r}"
+        )
+    if duration / time_scale > MAX_SECONDS:
+        raise ConfigError(
+            f"--duration {duration:g} / --time-scale {time_scale:g} = {duration / time_scale:.3g} "
+            f"scenario seconds; a horizon is at most {MAX_SECONDS:g} s"
+        )
+
+
+def check_connections(backend, scenario) -> None:
+    """ConfigError naming policy.workers when the server cannot take the connections live mode
+    opens (each worker and its spare hold a statement and a heartbeat connection)."""
+    workers = scenario.policy.workers
+    needed = workers * CONNECTIONS_PER_WORKER + 4  # producer, watcher, probe, inspector
+    total, reserved, used = backend._monitor.execute(
+        "SELECT current_setting('max_connections')::int, "
+        "current_setting('superuser_reserved_connections')::int, "
+        "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+    ).fetchone()
+    free = total - reserved - used
+    if needed > free:
+        raise ConfigError(
+            f"policy.workers = {workers}: live mode opens about {needed} connections "
+            f"({CONNECTIONS_PER_WORKER} per worker with its spare, and 4 more), but the server at "
+            f"{backend_place(backend)} has {max(free, 0)} free (max_connections {total}, "
+            f"{reserved} reserved, {used} in use); use at most "
+            f"{max(0, (free - 4) // CONNECTIONS_PER_WORKER)} workers or raise max_connections"
+        )
+
+
+def backend_place(backend) -> str:
+    from sim.db.server import describe_dsn
+
+    return describe_dsn(backend.dsn)
+
+
 class _NoRecords:
     def statement(self, name: str, seconds: float) -> None:
         pass
 
 
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:
-    """(pid, state letter from /proc when local) of the server backends of a live run's clients still connected."""
-    rows = backend._monitor.execute(
+    """(pid, state letter when local, '' otherwise) of the server backends of a live run's clients
+    still connected."""
+    _, rows = backend.run_sql(
         "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
         (f"{APP_PREFIX}{schema}:%",),
-    ).fetchall()
-    return [(pid, _proc_state(pid)) for (pid,) in rows]
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return "?"
+    )
+    return [(pid, process_state(pid)) for (pid,) in rows]
 
 
 def _last_line(path: Path) -> str:
@@ -463,7 +545,7 @@ def live(
     """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
     seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
     Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
-    scenario = resolve(scenario) if isinstance(scenario, str) else validate(scenario)
+    scenario = as_scenario(scenario)
     if sql is not None:
         from sim.runner import with_queue
 

@@ -1,17 +1,20 @@
-"""The live stuck watcher: every watcher_interval (from a random phase) requeues expired leases."""
+"""The live stuck watcher's life cycle: a tick of sim.protocol every watcher_interval, from a
+random phase, on the shared clock."""
 
 from __future__ import annotations
 
-from sim.db.base import to_micros
-from sim.live.connection import DbUnavailable, LiveConnection
+from sim.live.connection import LiveConnection
+from sim.live.driver import LiveDriver
+from sim.protocol import WatcherProtocol
 from sim.rng import Streams
 
 
 class LiveWatcher:
     def __init__(self, scenario, *, dsn, schema, queries, clock, recorder):
         self.policy = scenario.policy
-        self.clock, self.recorder = clock, recorder
+        self.clock = clock
         self.db = LiveConnection(dsn, schema, "watcher", queries, clock, recorder)
+        self.steps, self.driver = WatcherProtocol(self.policy), LiveDriver(clock, recorder)
         self.phase = (
             float(
                 Streams(scenario.seed)
@@ -26,27 +29,7 @@ class LiveWatcher:
         self.db.open()
 
     def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
-        policy = self.policy
-        max_attempts = policy.max_attempts if policy.watcher_action == "requeue" else 0
-        backoff = to_micros(
-            policy.retry_backoff
-        )  # microseconds x attempts^4, as the model's watcher
         self.clock.sleep(self.phase)
         while True:
-            try:
-                rows = self.db.run(
-                    "requeue_expired",
-                    {
-                        "max_attempts": max_attempts,
-                        "limit": policy.watcher_batch,
-                        "retry_backoff": backoff,
-                        "stuck_after": policy.lease_ttl,
-                    },
-                )
-            except DbUnavailable:
-                rows = []
-            now = self.clock.now()
-            self.recorder.add("watcher_tick", "watcher", None, None, len(rows), t=now)
-            for job, status, _owner, attempts in rows:
-                self.recorder.add("requeue", "watcher", job, attempts, status, t=now)
-            self.clock.sleep(policy.watcher_interval)
+            self.driver.run(self.steps.tick(), self.db)
+            self.clock.sleep(self.policy.watcher_interval)

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from sim.dists import Dist, blocks
 from sim.model.session import DbSession
+from sim.protocol import bind_clock
 
 
 class JobSpec(NamedTuple):
@@ -106,7 +107,7 @@ def producer(world):
         event_id = event_name(event_no)
         params = {"id": job, "event_id": event_id, "payload": payload_json(event_id, amount)}
         if t == 0.0:  # the initial batch: loaded at once, before the first worker polls
-            params["now"] = 0.0
+            bind_clock(params, 0.0)
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
         else:

@@ -15,15 +15,13 @@ from collections import Counter
 import simpy
 
 from sim.db.base import Blocked
-from sim.db.errors import StatementError
+from sim.db.errors import DbUnavailable, StatementError
 from sim.db.queries import load_queries
+from sim.protocol import bind_clock
 
+__all__ = ["DbSession", "DbUnavailable", "TxRegistry"]
 
-class DbUnavailable(Exception):
-    """The worker cannot reach the database (partition); the connection is lost."""
-
-
-_USES_NOW = frozenset(q.name for q in load_queries().values() if "now" in q.param_names)
+_USES_NOW = frozenset(q.name for q in load_queries().values() if q.uses_clock)
 
 
 class TxRegistry:
@@ -65,16 +63,14 @@ class DbSession:
         """This client's clock: the DB clock, plus the worker's skew when worker clocks are used."""
         return self.env.now + self.skew
 
-    def run(self, query: str, params: dict, *, job: int | None = None, ttl: float | None = None):
-        """Generator: send one statement, return its rows. `now` (and lease_until = now + ttl) are bound at execution."""
+    def run(self, query: str, params: dict, job: int | None = None, ttl: float | None = None):
+        """Generator: send one statement, return its rows. The clock is bound at execution
+        (sim.protocol.bind_clock: `now`, and lease_until = now + ttl)."""
         yield self.env.timeout(self.latency())
         if self.partitions is not None:
             yield from self._cross_partition(query)
         if query in _USES_NOW:
-            now = self.env.now + self.skew
-            params["now"] = now
-            if ttl is not None:
-                params["lease_until"] = now + ttl
+            bind_clock(params, self.env.now + self.skew, ttl)
         self.counts[query] += 1
         if self._begin:
             self._begin = False

@@ -55,7 +55,7 @@ class World:
         self.log = EventLog()
         self.statement_counts: Counter = Counter()
         self.tx = TxRegistry(self.env)
-        self.psp = Psp(self.env, self.log)
+        self.psp = Psp()
         self.catalog = JobCatalog()
         self.crash_points = CrashPoints(
             scenario.faults.crash_points, self.streams.generator("crash-points")

@@ -12,6 +12,7 @@ from sim.db.inspect import TABLE_COLUMNS
 from sim.db.queries import QUERY_DEFAULTS, get_query
 from sim.errors import ConfigError
 from sim.model.producer import payload_hash
+from sim.protocol import bind_clock
 from sim.wording import count
 
 
@@ -69,10 +70,12 @@ class Script:
     def sql(self, client: str, query: str, *, ttl: float | None = None, **params):
         """Run the named query (sql/queries.sql) for `client`; returns rows or Blocked."""
         q = get_query(query)
-        if "now" in q.param_names:
-            params.setdefault("now", self.now)
-        if "lease_until" in q.param_names and ttl is not None:
-            params["lease_until"] = self.now + float(ttl)
+        if q.uses_clock:
+            bind_clock(
+                params,
+                params.get("now", self.now),
+                float(ttl) if ttl is not None and "lease_until" in q.param_names else None,
+            )
         for (
             name,
             value,

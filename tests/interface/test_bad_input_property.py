@@ -379,3 +379,226 @@ def test_a_password_never_shows_through_the_api(case):
     with pytest.raises(DatabaseError) as info:
         sim.run("baseline", backend="postgres", dsn=dsn, **{"workload.jobs": 3, "horizon": 10})
     assert password not in str(info.value) and password not in repr(info.value)
+
+
+# ---- live mode: every flag and every field, refused before anything starts ----------------------------
+
+LIVE_UNSUPPORTED = {  # settings the simulation plays and live mode refuses, with a value that sets them
+    "policy.watcher_gap": st.floats(min_value=0.1, max_value=5),
+    "policy.deadline": st.floats(min_value=1, max_value=50),
+    "policy.clock": st.just("worker"),
+    "faults.shutdown": st.just("graceful"),
+    "faults.crash_points": st.just([{"point": "after_psp"}]),
+}
+live_flags = st.one_of(
+    st.tuples(
+        st.just("--duration"),
+        st.one_of(
+            st.sampled_from(["0", "-1", "nan", "inf", "-inf", "1e300"]),
+            st.floats(min_value=limits.MAX_LIVE_SECONDS * 1.01, max_value=1e300).map(repr),
+        ),
+    ),
+    st.tuples(
+        st.just("--time-scale"),
+        st.one_of(
+            st.sampled_from(["0", "-1", "nan", "inf", "1e300", "1e-300"]),
+            st.floats(min_value=limits.MAX_TIME_SCALE * 1.01, max_value=1e300).map(repr),
+            st.floats(min_value=1e-300, max_value=limits.MIN_TIME_SCALE * 0.99).map(repr),
+        ),
+    ),
+    st.tuples(
+        st.just("--compare-seeds"),
+        st.one_of(st.integers(max_value=-1), st.integers(limits.MAX_COMPARE_SEEDS + 1, 10**30)).map(
+            str
+        ),
+    ),
+)
+live_cases = st.one_of(
+    live_flags.map(lambda fv: ("flag", fv[0], fv[1])),
+    cases.map(lambda kv: ("field", kv[0], toml(kv[1]))),
+    st.sampled_from(sorted(LIVE_UNSUPPORTED)).flatmap(
+        lambda key: LIVE_UNSUPPORTED[key].map(lambda v: ("field", key, toml(v)))
+    ),
+)
+
+
+@pytest.mark.timeout(180)
+@settings(SETTINGS, max_examples=250)
+@given(live_cases)
+def test_live_refuses_every_bad_flag_and_field_before_starting(capsys, tmp_path_factory, case):
+    """Nothing starts: no child process, no temporary folder, no server (a DSN nobody listens on)."""
+    kind, key, value = case
+    argv = ["live", "crash-recovery", "--dsn", "postgresql://nobody@127.0.0.1:1/x"]
+    if kind == "flag":
+        argv += [key, value] + (["--duration", "5"] if key != "--duration" else [])
+    else:
+        argv += ["--duration", "5", "--set", f"{key}={value}"]
+    temp = tmp_path_factory.mktemp("live")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(temp)
+    import tempfile
+
+    tempfile.tempdir = None  # read TMPDIR again
+    try:
+        assert main(argv) == 2
+    finally:
+        os.environ.pop("TMPDIR")
+        if saved is not None:
+            os.environ["TMPDIR"] = saved
+        tempfile.tempdir = None
+    line = one_error_line(capsys)
+    assert key in line and "PostgreSQL at" not in line, line
+    assert list(temp.iterdir()) == []
+
+
+# ---- queue directories: every file, every byte, refused in one line naming the file --------------------
+
+BLOCK = (
+    "-- name: heartbeat\n-- renew\n-- params: id int, owner text, attempt int, lease_until time\n"
+    "UPDATE payment_jobs SET lease_until = %(lease_until)s WHERE id = %(id)s "
+    "AND lease_owner = %(owner)s AND attempts = %(attempt)s RETURNING id, lease_until\n"
+)
+BAD_BLOCKS = [  # (queries.sql text, what the line names)
+    ("", "no '-- name: NAME' block"),
+    ("-- name:\n-- x\n-- params:\nSELECT 1\n", "without a statement name"),
+    ("-- name: hearbeat\n-- x\n-- params:\nSELECT 1\n", "unknown statement name"),
+    ("-- name: insert_dedup_marker\n-- x\n-- params:\nSELECT 1\n", "bookkeeping"),
+    ("-- name: heartbeat\n-- x\nSELECT 1\n", "no '-- params:' line"),
+    (BLOCK.replace("lease_until time", "lease_until timestamp"), "unknown type"),
+    (BLOCK.replace("lease_until time", "lease_until int"), "binds lease_until as time"),
+    (BLOCK.replace(", lease_until time", ""), "does not declare"),
+    (BLOCK.replace("id int,", "id int, now time,"), "never uses %(now)s"),
+    (BLOCK.replace("id int,", "id int, id int,"), "declared twice"),
+    (BLOCK + BLOCK, "defined twice"),
+    (BLOCK.replace("WHERE id = %(id)s AND", "WHERE"), "does not declare"),
+    (BLOCK.replace("-- params: id int, owner text", "-- params: id, owner text"), "NAME TYPE"),
+    ("-- name: insert_job\n-- x\n-- params:\n", "has no statement, and every run needs one"),
+]
+garbage = st.one_of(
+    st.binary(min_size=1, max_size=40).filter(lambda b: _not_utf8(b)),
+    st.binary(max_size=40).map(lambda b: b + b"\x00"),
+)
+
+
+def _not_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+queue_cases = st.one_of(
+    st.tuples(st.just("queries.sql"), st.sampled_from(BAD_BLOCKS).map(lambda b: b[0].encode())),
+    st.tuples(
+        st.sampled_from(["queries.sql", "schema.sql"]),
+        st.tuples(st.integers(0, 3), garbage).map(
+            lambda t: BLOCK.encode().replace(b"\n", b"\n" + t[1], 1) if t[0] else t[1]
+        ),
+    ),
+    st.tuples(st.just("schema.sql"), st.sampled_from([b"", b"  \n\n"])),
+    st.tuples(st.sampled_from(["queries.sql", "schema.sql"]), st.just(b"<fifo>")),
+    st.tuples(st.sampled_from(["queries.sql", "schema.sql"]), st.just(b"<directory>")),
+)
+
+
+def _write_queue(folder, name: str, content: bytes) -> None:
+    folder.mkdir()
+    if name != "queries.sql":
+        (folder / "queries.sql").write_text(BLOCK)
+    path = folder / name
+    if content == b"<fifo>":
+        os.mkfifo(path)
+    elif content == b"<directory>":
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+
+
+@pytest.mark.timeout(180)
+@settings(SETTINGS, max_examples=200)
+@given(queue_cases)
+def test_bad_queue_directories_are_one_line_naming_the_file(capsys, tmp_path_factory, case):
+    """Text-level problems are refused before any server is asked (the DSN listens nowhere)."""
+    name, content = case
+    folder = tmp_path_factory.mktemp("q") / "queue"
+    _write_queue(folder, name, content)
+    dsn = "postgresql://nobody@127.0.0.1:1/x"
+    for command in (["run", "baseline"], ["review", "baseline", "--seeds", "1"]):
+        assert main([*command, "--sql", str(folder), "--dsn", dsn]) == 2
+        line = one_error_line(capsys)
+        assert str(folder) in line and "PostgreSQL at" not in line, line
+    with pytest.raises(ConfigError) as info:
+        sim.run("baseline", sql=folder, dsn=dsn)
+    assert "\n" not in str(info.value) and str(folder) in str(info.value)
+
+
+ATTACK_LINES = [
+    "DROP TABLE IF EXISTS public.leaselab_sentinel",
+    "DELETE FROM public.leaselab_sentinel",
+    "INSERT INTO public.leaselab_sentinel VALUES (7)",
+    "UPDATE public.leaselab_sentinel SET x = 0",
+    "TRUNCATE public.leaselab_sentinel",
+    "CREATE TABLE public.evil (x int)",
+    "CREATE OR REPLACE FUNCTION public.leaselab_sentinel_f() RETURNS int LANGUAGE sql AS 'SELECT 5'",
+    "CREATE TYPE public.evil_t AS ENUM ('a')",
+    "CREATE SCHEMA leaselab_evil",
+    "CREATE ROLE leaselab_evil",
+    "ALTER ROLE CURRENT_USER SET work_mem = '2MB'",
+    "ALTER DATABASE postgres SET work_mem = '2MB'",
+    "ALTER SYSTEM SET work_mem = '2MB'",
+    "COPY (SELECT 1) TO PROGRAM 'true'",
+    "COPY public.leaselab_sentinel TO '/tmp/leaselab-evil.csv'",
+    "SET ROLE postgres",
+    "RESET ROLE",
+    "SET SESSION AUTHORIZATION postgres",
+    "SELECT set_config('role', 'postgres', false)",
+    "COMMIT",
+    "ROLLBACK",
+    "BEGIN",
+    "SAVEPOINT s",
+    "SET default_transaction_read_only = on",
+    "DO $$ BEGIN DELETE FROM public.leaselab_sentinel; EXCEPTION WHEN others THEN NULL; END $$",
+    "LOCK TABLE public.leaselab_sentinel",
+    "VACUUM",
+    "CHECKPOINT",
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(600)
+@settings(SETTINGS, max_examples=40)
+@given(st.lists(st.sampled_from(ATTACK_LINES), min_size=1, max_size=3), st.booleans())
+def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
+    capsys, tmp_path_factory, pg_dsn, lines, before_the_table
+):
+    """Any mix of attack lines, before or after the job table: exit 2, one line, and the server's
+    fingerprint (tests/db/postgres/test_sandbox.py) unchanged."""
+    import psycopg
+
+    from sim.db.queries import job_schema_sql
+    from tests.db.postgres.test_sandbox import fingerprint
+
+    folder = tmp_path_factory.mktemp("q") / "queue"
+    folder.mkdir()
+    (folder / "queries.sql").write_text(BLOCK)
+    attack = ";\n".join(lines) + ";\n"
+    table = job_schema_sql()
+    (folder / "schema.sql").write_text(attack + table if before_the_table else table + attack)
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS public.leaselab_sentinel (x int)")
+        admin.execute("TRUNCATE public.leaselab_sentinel")
+        admin.execute("INSERT INTO public.leaselab_sentinel VALUES (1), (2)")
+        admin.execute(
+            "CREATE OR REPLACE FUNCTION public.leaselab_sentinel_f() RETURNS int "
+            "LANGUAGE sql AS 'SELECT 1'"
+        )
+        before = fingerprint(admin)
+        code = main(
+            ["run", "baseline", "--sql", str(folder), "--dsn", pg_dsn, "--set", "horizon=5"]
+        )
+        after = fingerprint(admin)
+    assert code == 2
+    line = one_error_line(capsys)
+    assert f"{folder / 'schema.sql'}:" in line, line
+    assert after == before

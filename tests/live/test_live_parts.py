@@ -45,7 +45,7 @@ def test_records_survive_sigkill(tmp_path):
         from sim.live.clock import LiveClock
         from sim.live.recorder import Recorder
         r = Recorder({str(tmp_path / "w0-0.jsonl")!r}, LiveClock(time.monotonic()))
-        r.add("claim", "w0", 7, 1, 2.5, t=1.25)
+        r.add(1.25, "claim", "w0", 7, 1, 2.5)
         r.statement("claim_conditional", 0.001)
         print("written", flush=True)
         time.sleep(60)
@@ -64,9 +64,9 @@ def test_records_survive_sigkill(tmp_path):
 def test_records_are_merged_in_time_order_and_a_torn_line_is_skipped(tmp_path):
     clock = LiveClock(0.0)
     a, b = Recorder(tmp_path / "a.jsonl", clock), Recorder(tmp_path / "b.jsonl", clock)
-    a.add("idle", "w0", t=2.0)
-    b.add("idle", "w1", t=1.0)
-    a.add("idle", "w0", t=3.0)
+    a.add(2.0, "idle", "w0")
+    b.add(1.0, "idle", "w1")
+    a.add(3.0, "idle", "w0")
     with open(tmp_path / "b.jsonl", "a") as f:
         f.write('[4.0, "idle", "w')  # a write cut short
     events, _ = read_records(tmp_path)
@@ -240,8 +240,9 @@ def test_cli_live_refuses_bad_input_in_one_line(capsys):
     )
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "error: --duration: must be a number of seconds > 0, got 0.0",
+        "error: --duration: must be a number of wall seconds > 0 and at most 604800 (a week), "
+        "got 0.0",
         "error: --sql /nonexistent: not a directory (expected one holding queries.sql and optionally schema.sql)",
-        "error: --compare-seeds: must be a whole number >= 0, got -1",
+        "error: --compare-seeds: must be a whole number from 0 to 1,000, got -1",
         "error: faults.crash_target: must be one of any, holder",
     ]

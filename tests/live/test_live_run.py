@@ -57,9 +57,9 @@ def _children() -> list[int]:
 def _stopped_postgres(pg_dsn) -> list[int]:
     """Processes of this test's server in the stopped state (T); other servers on the machine
     (another checkout's tests) may pause their own."""
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # its server process must still run
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    postmaster = next(parent for pid, _, parent, _, _ in _processes() if pid == backend)
+        postmaster = next(parent for pid, _, parent, _, _ in _processes() if pid == backend)
     return [
         pid
         for pid, state, parent, comm, _ in _processes()

@@ -43,6 +43,21 @@ def scripted(
     )
 
 
+def with_deadline(**settings) -> Scenario:
+    """pg-boss's worker-side deadline (policy.deadline) at 5 s on an 8 s job: fetch by SKIP LOCKED
+    of fresh jobs only, a 900 s lease that outlives everything, no heartbeat, 20 s of run."""
+    defaults = dict(
+        work=8,
+        heartbeat=False,
+        claim="skip_locked",
+        claim_takes_expired=False,
+        lease_ttl=900,
+        deadline=5,
+        horizon=20,
+    )
+    return scripted(**{**defaults, **settings})
+
+
 def timeline(run, *, skip=("idle", "watcher_tick", "enqueue", "lock_wait")) -> list[tuple]:
     """(t rounded to the microsecond, kind, worker, job, attempt) of the records that tell the story."""
     return [
@@ -54,6 +69,8 @@ def timeline(run, *, skip=("idle", "watcher_tick", "enqueue", "lock_wait")) -> l
 POISON = Faults(
     crash_points=(CrashPoint("after_psp", 1.0, 1000),), restart_delay=Dist.constant(1.0)
 )
+# A stop-the-world pause of w0 from 2 s to 12 s (a long GC, a SIGSTOP).
+PAUSED = Faults(pauses=(ScriptedOutage(worker=0, at=2.0, duration=10.0),))
 # Solid Queue #589's DB hiccup: w0's statements hang from 100 s to 700 s.
 HICCUP = Faults(
     partitions=(ScriptedOutage(worker=0, at=100.0, duration=600.0),), partition_mode="hang"
@@ -96,18 +113,7 @@ def fidelity_scenarios() -> dict[str, Scenario]:
             fencing=False,
             horizon=10,
         ),
-        "deadline": scripted(
-            workers=2,
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=5,
-            fencing=False,
-            max_attempts=3,
-            horizon=20,
-        ),
+        "deadline": with_deadline(workers=2, fencing=False, max_attempts=3),
         "retry backoff": scripted(
             workers=2,
             work=4,

@@ -14,7 +14,15 @@ from sim.errors import ConfigError
 from sim.invariants import check
 from sim.scenario import Faults, ScriptedCrash, preset
 
-from .scripts import HICCUP, POISON, scripted, timeline
+from .scripts import (
+    HICCUP,
+    PAUSED,
+    POISON,
+    fidelity_scenarios,
+    scripted,
+    timeline,
+    with_deadline,
+)
 
 QUIET = ("idle", "watcher_tick", "enqueue", "lock_wait", "heartbeat", "psp_charge", "restart")
 
@@ -265,20 +273,7 @@ def test_the_one_statement_watcher_never_touches_a_completed_job():
 def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
     """pg-boss #555: work() fails the job at expireIn and fetches again; the handler keeps running,
     so the retry runs in parallel with it and both charge the card and complete."""
-    r = run(
-        scripted(
-            workers=2,
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=5,
-            fencing=False,
-            max_attempts=3,
-            horizon=20,
-        )
-    )
+    r = run(fidelity_scenarios()["deadline"])  # two workers, unfenced, 3 attempts
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
@@ -301,27 +296,93 @@ def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
 
 
 def test_a_crash_takes_the_handlers_past_their_deadline_with_it():
-    r = run(
-        scripted(
-            work=8,
-            heartbeat=False,
-            claim="skip_locked",
-            claim_takes_expired=False,
-            lease_ttl=900,
-            deadline=2,
-            max_attempts=1,
-            horizon=20,
-            faults=Faults(
-                crashes=(ScriptedCrash(at=3.0, worker=0),), restart_delay=Dist.constant(100.0)
-            ),
-        )
-    )
+    crash = Faults(crashes=(ScriptedCrash(at=3.0, worker=0),), restart_delay=Dist.constant(100.0))
+    r = run(with_deadline(deadline=2, max_attempts=1, faults=crash))
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (2.002, "deadline", "w0", 1, 1),  # out of attempts: Dead
         (3.0, "crash", "w0", None, None),
     ]
     assert r.table_jobs["status"].tolist() == ["Dead"] and r.table_ledger.empty
+
+
+def test_a_paused_worker_does_nothing_until_its_pause_ends_not_even_its_deadline():
+    """pg-boss's deadline is a timer in the worker's own process: a stop-the-world pause (GC,
+    SIGSTOP) freezes it with everything else, so an overdue deadline fires when the pause ends.
+    Here it is due at 5.001, inside w0's pause from 2 to 12: the job is failed at 12.001 and
+    taken again at 12.002, not failed and claimed in the middle of the pause."""
+    r = run(with_deadline(faults=PAUSED))
+    assert timeline(r) == [
+        (0.001, "claim", "w0", 1, 1),
+        (2.0, "pause_start", "w0", None, None),
+        (12.0, "pause_end", "w0", None, None),
+        (12.001, "deadline", "w0", 1, 1),  # overdue since 5.001: fails the job once thawed
+        (12.002, "claim", "w0", 1, 2),
+        (14.001, "psp_charge", "w0", 1, 1),  # the first handler: 4 s of work around the pause
+        (16.002, "psp_charge", "w0", 1, 2),
+        (17.003, "deadline", "w0", 1, 2),
+        (17.004, "claim", "w0", 1, 3),
+        (18.004, "complete_rejected", "w0", 1, 1),  # fenced: attempt 3 holds the job now
+    ]
+    assert [e.detail for e in r.log if e.kind == "deadline"] == ["Pending", "Pending"]
+    leases = r.leases[["attempt", "start", "end", "end_reason", "outcome"]].round(6)
+    assert leases.values.tolist() == [
+        [1, 0.001, 12.001, "released", "deadline"],
+        [2, 12.002, 17.003, "released", "deadline"],
+        [3, 17.004, 20.0, "open", "open"],  # attempt 1's late refusal is not attempt 3's end
+    ]
+    assert r.check().counts() == {"duplicate_external_effect": 1}
+
+
+def test_a_handler_past_its_deadline_is_not_mistaken_for_the_later_lease_of_its_worker():
+    """The worker holds attempt 2 of job 1 when its first handler completes attempt 1 (8.004):
+    that record belongs to attempt 1's lease, long released by the deadline, so attempt 2's lease
+    ends at its own deadline (10.004), and no lease ends before it starts."""
+    r = run(fidelity_scenarios()["deadline"])
+    leases = r.leases[["worker", "attempt", "start", "end", "end_reason", "outcome"]].round(6)
+    assert leases.values.tolist() == [
+        ["w0", 1, 0.001, 5.002, "released", "deadline"],
+        ["w0", 2, 5.003, 10.004, "released", "deadline"],
+    ]
+
+
+def test_a_job_its_deadline_failed_for_good_is_not_reported_stuck():
+    """The lease lapses at 3.001 and the deadline fails the job at 5.002, out of attempts: it is
+    Dead, not stuck in Processing (the stuck check counted only claims, requeues and completions
+    as a job moving on)."""
+    r = run(with_deadline(lease_ttl=3, max_attempts=1, horizon=30))
+    assert timeline(r) == [
+        (0.001, "claim", "w0", 1, 1),
+        (4.001, "psp_charge", "w0", 1, 1),
+        (5.002, "deadline", "w0", 1, 1),
+        (8.004, "complete_rejected", "w0", 1, 1),
+    ]
+    assert [e.detail for e in r.log if e.kind == "deadline"] == ["Dead"]
+    assert r.table_jobs["status"].tolist() == ["Dead"]
+    assert r.check().counts() == {}
+
+
+def test_the_issue_s_paused_zombie_with_a_deadline_has_no_false_findings():
+    """Issue #21: `run gc-pause-zombie --set policy.deadline=10` had the paused w0 failing and
+    claiming jobs during its 45 s pause, leases ending before they started and 28 false stuck
+    jobs. w0 now records nothing from 6 s to 51 s; at 51.002 its deadline finds the job gone
+    (the watcher requeued it at 25.458); one false expiry, w0's lease lapsing in its pause."""
+    r = run("gc-pause-zombie", **{"policy.deadline": 10})
+    w0 = [(round(e.t, 6), e.kind) for e in r.log if e.worker == "w0" and 6.0 <= e.t < 51.01]
+    assert w0 == [
+        (6.0, "pause_start"),
+        (51.0, "pause_end"),
+        (51.002, "deadline"),
+        (51.002, "heartbeat_rejected"),
+        (51.006, "claim"),
+    ]
+    assert [e.detail for e in r.log if e.kind == "deadline" and e.worker == "w0"][0] is None
+    assert (r.leases["end"] >= r.leases["start"]).all()
+    assert r.summary["false_expiries"] == 1
+    assert r.leases.loc[r.leases["false_expiry"], ["worker", "attempt"]].values.tolist() == [
+        ["w0", 1]
+    ]
+    assert r.check().counts() == {"duplicate_external_effect": 2}  # the preset's expectation
 
 
 # ---- 6. retry backoff after rescue; graceful shutdown --------------------------------------------

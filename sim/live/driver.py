@@ -1,0 +1,65 @@
+"""Plays the lease protocol's steps (sim.protocol) as blocking calls, for one live process.
+
+A statement runs on the LiveConnection given; work, sleeps and network delays are sleeps on the
+shared clock (a stop-the-world pause is a real SIGSTOP: it needs no modelling here); a record
+is written at the clock's now; a PSP idempotency key is a file created exclusively in a folder
+every process of the run shares, so a key seen by any process replays.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sim import protocol
+
+
+class LiveDriver:
+    """Runs protocol generators on the wall clock; `psp_dir` holds the PSP's idempotency keys."""
+
+    def __init__(self, clock, recorder, psp_dir: str | None = None):
+        self.clock, self.recorder, self.psp_dir = clock, recorder, psp_dir
+
+    def run(self, steps, db):
+        """Play `steps` with statements on connection `db`; returns what they return. An error a
+        step meets is thrown into the protocol at that step, as `yield from` would."""
+        clock, add = self.clock, self.recorder.add
+        value = error = None
+        while True:
+            try:
+                step = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            value = error = None
+            op = step[0]
+            try:
+                if op == protocol.STATEMENT:
+                    value = db.run(step[1], step[2], ttl=step[4])
+                elif op == protocol.RECORD:
+                    add(clock.now(), step[1], step[2], step[3], step[4], step[5])
+                elif op in (protocol.WORK, protocol.WAIT, protocol.DELAY):
+                    clock.sleep(step[1])
+                elif op == protocol.BEGIN_OP:
+                    db.control("BEGIN")
+                elif op == protocol.COMMIT_OP:
+                    db.control("COMMIT")
+                elif op == protocol.ROLLBACK_OP:
+                    db.abort()
+                elif op == protocol.CHARGE:
+                    value = self.charge(step[1])
+                elif op == protocol.NOW_OP:
+                    value = clock.now()
+                else:  # crash points are refused before a live run starts
+                    raise ValueError(f"protocol step {step!r} is not played live")
+            except Exception as exc:  # a lost connection, a server error
+                error = exc
+
+    def charge(self, key: str | None) -> str:
+        """The PSP call: an idempotency key already seen (by any process) replays."""
+        if key is None:
+            return "new"
+        os.makedirs(self.psp_dir, exist_ok=True)
+        try:
+            os.close(os.open(os.path.join(self.psp_dir, key), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return "replay"
+        return "new"
