@@ -12,6 +12,7 @@ import pandas as pd
 
 from sim.dists import Dist
 from sim.invariants import deleted_jobs, keeps_attempts
+from sim.model.events import STATUS_MOVES
 from sim.results import owner_crashes
 from sim.scenario import (
     INVARIANTS,
@@ -668,9 +669,16 @@ class Checker:
             )
             if n
         )
+        given_back = how.count("deadline") + how.count("release")
+        finished = len(how) - by_watcher - by_claim - given_back
+        back = (
+            f", {given_back} given back by their owner (failed at its deadline, or released)"
+            if given_back
+            else ""
+        )
         moved = (
             f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
-            f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
+            f"watcher, {by_claim} taken by a claim{back}, {finished} finished by their owner)"
             if expired
             else f"no lease expired{variant}"
         )
@@ -732,13 +740,17 @@ class Checker:
 
     @staticmethod
     def _requeue_waits(run) -> tuple[np.ndarray, list[str]]:
-        """Per expired lease: lease end -> the job left Processing (requeued, failed, re-claimed or done),
-        NaN if never; and the kind of record that moved it."""
+        """Per expired lease: lease end -> the job left Processing (requeued, released or failed by
+        a deadline, re-claimed or done), NaN if never; and the kind of record that moved it."""
         leases = run.leases
         late = run.scenario.horizon - recovery_allowance(run.scenario)
         ended = leases[leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)]
         events = run.events
-        moves = events[events["kind"].isin(["requeue", "claim", "complete", "payload_conflict"])]
+        kinds = events["kind"]
+        moved = kinds.isin(["claim", "complete", "payload_conflict"]) | (
+            kinds.isin(STATUS_MOVES) & events["detail"].notna()  # a move that found no row: none
+        )
+        moves = events[moved]
         by_job = {job: (g["t"].to_numpy(), g["kind"].to_numpy()) for job, g in moves.groupby("job")}
         waits, how = [], []
         for lease in ended.itertuples():

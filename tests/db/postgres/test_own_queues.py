@@ -181,28 +181,29 @@ def test_solid_queue_like_refuses_the_finish_of_a_pruned_job(pg_dsn):
     ]
 
 
-def test_pg_boss_like_has_uuid_ids_no_owner_and_expires_by_delete_and_insert(pg_dsn):
+def test_pg_boss_like_has_uuid_ids_no_owner_and_fails_jobs_by_id(pg_dsn):
     """pg-boss 12: uuid ids the queue makes up (mapped to the model's jobs), no owner column (item
-    5 fails: pg-boss keeps none), expiry and retry by DELETE + INSERT of the row (the watcher
-    passes: the server counts its writes), and completion by id and state: a job longer than
-    expireInSeconds is retried while its first handler runs on, and the first handler's
-    completion completes the job its retry holds."""
-    r = review("pg-boss-like", example("pg-boss-like"), pg_dsn, **{"policy.deadline": 0.0})
+    5 fails: pg-boss keeps none), expiry and retry by DELETE + INSERT of the row (the server counts
+    its writes), and work()'s deadline at expireInSeconds, which fails the job by its id alone
+    while the handler runs on: the retry runs in parallel, and the first handler's completion
+    (by id and state) completes the job its retry holds."""
+    r = review("pg-boss-like", example("pg-boss-like"), pg_dsn)
     assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
-    assert r.table.loc["owner", "status"] == FAIL and r.measured["owner"]["owner_mismatches"] == 65
+    assert r.table.loc["owner", "status"] == FAIL and r.measured["owner"]["owner_mismatches"] == 72
     assert r.findings["watcher"].numbers["written"] == 2
-    assert (r.measured["watcher"]["moved_by_watcher"], r.measured["watcher"]["watcher_dead"]) == (
-        37,
-        7,
+    assert (
+        "31 given back by their owner (failed at its deadline, or released)"
+        in r.table.loc["watcher", "evidence"]
     )
+    assert r.findings["fencing"].numbers["fail_job_fenced"]["other"] == "written"
     assert (
         r.measured["fencing"]["refused_completions"],
         r.measured["fencing"]["non_owner_completions"],
-    ) == (31, 13)
+    ) == (27, 23)
     assert [run.check().counts() for run in r.runs] == [
         {"non_owner_completion": 6, "duplicate_external_effect": 6},
-        {"non_owner_completion": 2, "duplicate_external_effect": 4},
-        {"non_owner_completion": 5, "duplicate_external_effect": 10},
+        {"non_owner_completion": 5, "duplicate_external_effect": 7},
+        {"non_owner_completion": 12, "duplicate_external_effect": 12},
     ]
     assert all(sorted(run.table_jobs["id"]) == list(range(1, 25)) for run in r.runs)
 
