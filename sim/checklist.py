@@ -73,6 +73,19 @@ def processing_times(runs) -> np.ndarray:
     return np.concatenate(values) if values else np.array([])
 
 
+def refused_effects(runs) -> int:
+    """Completions refused after their worker's effect had committed (policy.completion =
+    background): an effect record, then a refused completion, of the same lease."""
+    total = 0
+    for r in runs:
+        events = r.events
+        lease = ["worker", "job", "attempt"]
+        effects = events[events["kind"] == "effect"][lease].drop_duplicates()
+        refused = events[events["kind"] == "complete_rejected"][lease]
+        total += len(refused.merge(effects, on=lease))
+    return total
+
+
 def leased_jobs(run) -> int:
     return int(run.leases["job"].nunique())
 
@@ -821,9 +834,11 @@ class Checker:
         p = self.policy
         variant = ""
         refused, stolen, late = self._zombies(self.runs)
+        used = self.runs
         if not (refused or stolen or late):
             zombies = self.variant("zombie")
             if zombies:
+                used = zombies
                 refused, stolen, late = self._zombies(zombies)
                 self._use("fencing", "zombie")
                 pause = zombies[0].scenario.faults.pauses[-1].duration
@@ -832,10 +847,12 @@ class Checker:
                     f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
                     "their lease and carried on)"
                 )
+        undone = refused_effects(used) if p.completion == "background" else 0
         m = {
             "refused_completions": refused,
             "non_owner_completions": stolen,
             "late_worker_writes": late,
+            "effects_of_refused_completions": undone,
             "variant": bool(variant),
         }
         harm = (
@@ -844,13 +861,22 @@ class Checker:
             if late
             else ""
         )
+        if p.completion == "background":
+            harm += (
+                f"; completion in the background (policy.completion): a refused completion "
+                f"undoes nothing, and the effect of {count(undone, 'refused completion')} had "
+                "committed before"
+            )
         if p.fencing:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
             text = (
                 f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
                 f"non-owner{variant}{harm}"
             )
-            return (*self._guarded(text, stolen + late, refused, "fencing never exercised"), m)
+            status, text = self._guarded(text, stolen + late, refused, "fencing never exercised")
+            if status == PASS and undone:
+                return RISK, text[:-1] + ": the fence guards the job's row, not the effect.", m
+            return status, text, m
         text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}{harm}"
         if (stolen or late) and not variant:
             return FAIL, text + ": late completions went through.", m

@@ -92,6 +92,7 @@ class WorkerProtocol:
         self.crash_points = bool(scenario.faults.crash_points)  # else no point can fire
         self.abandon = policy.abandon_on_lost_lease
         self.idempotency_key = policy.idempotency_key
+        self.background = policy.completion == "background"  # the effect commits before completion
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
         self.lease_type = lease
         self.ttl = policy.lease_ttl
@@ -227,6 +228,9 @@ class WorkerProtocol:
         """One transaction: [dedup marker], ledger effect, completion (fenced or not). A server
         error inside it rolls it back and is recorded."""
         lease.finish()  # no heartbeats while the completion transaction holds the row
+        if self.background:
+            yield from self.complete_in_background(lease, spec)
+            return
         name, job, attempt = self.name, lease.job, lease.attempt
         try:
             yield BEGIN
@@ -245,6 +249,31 @@ class WorkerProtocol:
             return
         yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
         yield (RECORD, "complete", name, job, attempt, lease.until)
+
+    def complete_in_background(self, lease: Lease, spec):
+        """policy.completion = background: the handler's transaction commits the effect ([dedup
+        marker], ledger row) on its own; the completion follows it in a statement of its own (the
+        background completer of River, pg-boss, graphile-worker, Oban; the completer's batching
+        delay is not modelled). A refused completion undoes nothing: the effect was committed."""
+        name, job, attempt = self.name, lease.job, lease.attempt
+        try:
+            yield BEGIN
+            applied = yield from self.apply_effect(lease, spec)
+            if applied is None:
+                return  # a payload conflict: rejected (or refused) inside the transaction
+            yield COMMIT
+        except StatementError:
+            yield ROLLBACK
+            yield (RECORD, "db_error", name, job, attempt, "complete")
+            return
+        yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
+        try:
+            done = yield self.completion(lease)
+        except StatementError:
+            yield (RECORD, "db_error", name, job, attempt, "complete")
+            return
+        kind = "complete" if done else "complete_rejected"
+        yield (RECORD, kind, name, job, attempt, lease.until)
 
     def apply_effect(self, lease: Lease, spec):
         """Inside the open transaction: the dedup marker (if used), then the ledger row unless the

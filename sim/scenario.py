@@ -30,6 +30,7 @@ WATCHER_ACTIONS = ("requeue", "dead")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
+COMPLETIONS = ("transaction", "background")
 CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
@@ -97,6 +98,10 @@ class Policy:
     )
     deadline: float = 0.0  # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
     fencing: bool = True  # completion checks owner + attempt
+    # transaction: the effect (ledger row) and the completion commit together (the seed's pattern) |
+    # background: the handler's effect commits on its own and the completion follows it, outside, as
+    # the background completers of River, pg-boss, graphile-worker and Oban: refused, it undoes nothing
+    completion: str = "transaction"
     dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
     idempotency_key: bool = False  # PSP calls carry the payment's event id
     abandon_on_lost_lease: bool = True  # a rejected heartbeat makes the worker drop the job
@@ -284,6 +289,11 @@ def validate(scenario: Scenario) -> Scenario:
             "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s",
         ),
         (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
+        (
+            p.completion in COMPLETIONS,
+            "policy.completion",
+            f"must be one of {', '.join(COMPLETIONS)}",
+        ),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
         (

@@ -120,17 +120,20 @@ CONTRACTS: dict[str, Contract] = {
         ("id",),
     ),
     "complete_fenced": Contract(
-        "complete the job in the transaction of its ledger row (policy.fencing = true)",
+        "complete the job in the transaction of its ledger row, or after it commits "
+        "(policy.completion = background) (policy.fencing = true)",
         (("id", "int"),),
         False,
-        "refused: the transaction (ledger row, marker) rolls back",
+        "refused: the transaction (ledger row, marker) rolls back; in the background, nothing "
+        "is undone",
         ("id",),
     ),
     "complete_unfenced": Contract(
-        "complete the job in the transaction of its ledger row (policy.fencing = false)",
+        "complete the job in the transaction of its ledger row, or after it commits "
+        "(policy.completion = background) (policy.fencing = false)",
         (("id", "int"),),
         False,
-        "refused: the transaction rolls back",
+        "refused: the transaction rolls back; in the background, nothing is undone",
         ("id",),
     ),
     "reject_job_fenced": Contract(

@@ -145,10 +145,13 @@ def test_graphile_like_deletes_finished_jobs_and_never_fences_completion(pg_dsn)
         "(9 finished jobs deleted from the table by the queue, not judged)"
         in r.table.loc["owner", "evidence"]
     )
+    # completeJobs runs after the task, outside its transaction: the refused completion of the
+    # worker whose job was deleted under it undoes nothing, so its ledger row stays too
+    assert r.measured["fencing"]["effects_of_refused_completions"] == 3
     assert [run.check().counts() for run in r.runs] == [
-        {"non_owner_completion": 1, "duplicate_external_effect": 1}
+        {"non_owner_completion": 1, "duplicate_db_effect": 1, "duplicate_external_effect": 1}
     ] * 3
-    assert all(run.check().ok for run in r.runs) and all(run.table_jobs.empty for run in r.runs)
+    assert all(run.table_jobs.empty for run in r.runs)
 
 
 def test_solid_queue_like_refuses_the_finish_of_a_pruned_job(pg_dsn):
@@ -156,7 +159,12 @@ def test_solid_queue_like_refuses_the_finish_of_a_pruned_job(pg_dsn):
     stale during a hang; the worker's late finish is refused. Its claim is data-changing steps
     judged by contention; it has no attempts column, so item 6 is untested."""
     r = review("solid-queue-like", example("solid-queue-like"), pg_dsn)
-    assert statuses(r) == {"claim": PASS, "fencing": PASS, "watcher": RISK}
+    assert statuses(r) == {"claim": PASS, "fencing": RISK, "watcher": RISK}
+    assert r.table.loc["fencing", "evidence"].endswith(
+        "completion in the background (policy.completion): a refused completion undoes nothing, "
+        "and the effect of 3 refused completions had committed before: the fence guards the "
+        "job's row, not the effect."
+    )
     assert r.table.loc["attempts", "status"] == UNTESTED
     assert r.table.loc["attempts", "evidence"].startswith(
         "the queue keeps no attempts count (dump_jobs returns NULL attempts, its claims too)"
@@ -200,10 +208,13 @@ def test_pg_boss_like_has_uuid_ids_no_owner_and_fails_jobs_by_id(pg_dsn):
         r.measured["fencing"]["refused_completions"],
         r.measured["fencing"]["non_owner_completions"],
     ) == (27, 23)
+    assert (
+        r.measured["fencing"]["effects_of_refused_completions"] == 27
+    )  # complete() after the handler
     assert [run.check().counts() for run in r.runs] == [
-        {"non_owner_completion": 6, "duplicate_external_effect": 6},
-        {"non_owner_completion": 5, "duplicate_external_effect": 7},
-        {"non_owner_completion": 12, "duplicate_external_effect": 12},
+        {"non_owner_completion": 6, "duplicate_db_effect": 6, "duplicate_external_effect": 6},
+        {"non_owner_completion": 5, "duplicate_db_effect": 6, "duplicate_external_effect": 7},
+        {"non_owner_completion": 12, "duplicate_db_effect": 12, "duplicate_external_effect": 12},
     ]
     assert all(sorted(run.table_jobs["id"]) == list(range(1, 25)) for run in r.runs)
 

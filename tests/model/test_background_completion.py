@@ -1,0 +1,92 @@
+"""policy.completion = background: the handler's effect commits on its own and the completion
+follows it, outside its transaction (the background completers of River, pg-boss,
+graphile-worker and Oban). A refused completion then undoes nothing: the zombie's ledger row
+stays, where in one transaction it rolled back."""
+
+from __future__ import annotations
+
+import pytest
+
+import sim
+from sim.errors import ConfigError
+
+ZOMBIE = {"policy.dedup": False}  # gc-pause-zombie: w0 paused mid-job 2; w1 takes and finishes it
+
+
+def records(run, job: int) -> list[tuple]:
+    return [
+        (round(e.t, 6), e.kind, e.worker, e.attempt)
+        for e in run.log
+        if e.job == job and e.kind in ("claim", "effect", "complete", "complete_rejected")
+    ]
+
+
+def test_a_refused_completion_in_the_background_keeps_its_effect():
+    one = sim.run("gc-pause-zombie", **ZOMBIE)
+    background = sim.run("gc-pause-zombie", **ZOMBIE, **{"policy.completion": "background"})
+    assert records(one, 2) == [
+        (0.848516, "claim", "w0", 1),
+        (21.019698, "claim", "w1", 2),
+        (41.525698, "effect", "w1", 2),
+        (41.525698, "complete", "w1", 2),
+        (66.354516, "complete_rejected", "w0", 1),  # effect and completion roll back together
+    ]
+    assert records(background, 2) == [
+        (0.848516, "claim", "w0", 1),
+        (21.019698, "claim", "w1", 2),
+        (41.523698, "effect", "w1", 2),  # committed first...
+        (41.525698, "complete", "w1", 2),  # ...completed one statement later
+        (66.352516, "effect", "w0", 1),
+        (66.354516, "complete_rejected", "w0", 1),  # refused: the zombie's effect stays
+    ]
+    assert one.check().counts() == {"duplicate_external_effect": 1}
+    assert background.check().counts() == {
+        "duplicate_db_effect": 1,
+        "duplicate_external_effect": 1,
+    }
+    assert len(background.table_ledger) == len(one.table_ledger) + 1
+
+
+def test_the_review_says_the_fence_guards_the_row_not_the_effect():
+    r = sim.review(
+        "gc-pause-zombie",
+        seeds=(1,),
+        variants=False,
+        **ZOMBIE,
+        **{"policy.completion": "background"},
+    )
+    assert r.table.loc["fencing", "status"] == "risk"
+    assert r.measured["fencing"]["effects_of_refused_completions"] == 1
+    assert r.table.loc["fencing", "evidence"].endswith(
+        "completion in the background (policy.completion): a refused completion undoes nothing, "
+        "and the effect of 1 refused completion had committed before: the fence guards the job's "
+        "row, not the effect."
+    )
+    assert r.measured["invariants"]["duplicate_db_effect"] == 1
+
+
+def test_a_dedup_marker_still_guards_the_effect_in_the_background():
+    r = sim.run("gc-pause-zombie", **{"policy.completion": "background"})  # dedup on
+    assert r.check().counts() == {"duplicate_external_effect": 1}
+    assert [e.kind for e in r.log if e.job == 2 and e.worker == "w0"][-2:] == [
+        "dedup_skip",
+        "complete_rejected",
+    ]
+
+
+def test_a_completion_mode_that_does_not_exist_is_one_line():
+    with pytest.raises(
+        ConfigError, match=r"^policy.completion: must be one of transaction, background$"
+    ):
+        sim.run("baseline", **{"policy.completion": "later"})
+
+
+@pytest.mark.postgres
+def test_the_background_completion_on_postgres_is_the_simulated_one(pg_dsn):
+    settings = {**ZOMBIE, "policy.completion": "background"}
+    memory = sim.run("gc-pause-zombie", **settings)
+    postgres = sim.run("gc-pause-zombie", "postgres", dsn=pg_dsn, **settings)
+    assert [(round(t, 6), *rest) for t, *rest in postgres.log] == [
+        (round(t, 6), *rest) for t, *rest in memory.log
+    ]
+    assert len(postgres.table_ledger) == len(memory.table_ledger)
