@@ -90,3 +90,25 @@ def test_the_background_completion_on_postgres_is_the_simulated_one(pg_dsn):
         (round(t, 6), *rest) for t, *rest in memory.log
     ]
     assert len(postgres.table_ledger) == len(memory.table_ledger)
+
+
+def test_the_protocols_statements_in_the_background():
+    """The steps of a background completion, as every driver plays them: the effect's
+    transaction commits, then the completion runs on its own; refused, nothing is rolled back."""
+    from sim.protocol import Lease
+
+    from .test_protocol import Fake, worker
+
+    done = Fake(("insert_ledger_entry", [(1,)]), ("complete_fenced", [(2,)]))
+    done.play(worker(completion="background").handle(Lease(2, 1, 130.0)))
+    refused = Fake(("insert_ledger_entry", [(1,)]), ("complete_fenced", []))
+    refused.play(worker(completion="background").handle(Lease(2, 1, 130.0)))
+    steps = [step[0] for step in done.trace if step[0] != "record"]
+    assert steps[-4:] == ["BEGIN", "insert_ledger_entry", "COMMIT", "complete_fenced"]
+    assert done.trace[-1] == ("record", "complete", "w0", 2, 1, 130.0)
+    assert refused.trace[-3:] == [
+        ("record", "effect", "w0", 2, 1, "evt-2"),
+        ("complete_fenced", {"id": 2, "owner": "w0", "attempt": 1, "now": 100.0}),
+        ("record", "complete_rejected", "w0", 2, 1, 130.0),
+    ]
+    assert ("ROLLBACK",) not in refused.trace
