@@ -10,6 +10,8 @@ import pytest
 import sim
 from sim.errors import ConfigError
 
+from .scripts import paused_zombie, timeline
+
 ZOMBIE = {"policy.dedup": False}  # gc-pause-zombie: w0 paused mid-job 2; w1 takes and finishes it
 
 
@@ -65,15 +67,6 @@ def test_the_review_says_the_fence_guards_the_row_not_the_effect():
     assert r.measured["invariants"]["duplicate_db_effect"] == 1
 
 
-def test_a_dedup_marker_still_guards_the_effect_in_the_background():
-    r = sim.run("gc-pause-zombie", **{"policy.completion": "background"})  # dedup on
-    assert r.check().counts() == {"duplicate_external_effect": 1}
-    assert [e.kind for e in r.log if e.job == 2 and e.worker == "w0"][-2:] == [
-        "dedup_skip",
-        "complete_rejected",
-    ]
-
-
 def test_a_completion_mode_that_does_not_exist_is_one_line():
     with pytest.raises(
         ConfigError, match=r"^policy.completion: must be one of transaction, background$"
@@ -112,3 +105,48 @@ def test_the_protocols_statements_in_the_background():
         ("record", "complete_rejected", "w0", 2, 1, 130.0),
     ]
     assert ("ROLLBACK",) not in refused.trace
+
+
+def test_the_background_completion_s_timeline():
+    """The scripted paused zombie (tests/model/scripts.py) completing in the background: each
+    effect commits one statement before its completion, and the zombie's stays when the fence
+    refuses its completion (in one transaction both roll back: tests/model/test_timelines.py)."""
+    r = sim.run(paused_zombie(completion="background"))
+    assert timeline(r) == [
+        (0.002, "claim", "w0", 1, 1),
+        (0.002, "claim_lost", "w1", 1, None),
+        (2.002, "psp_charge", "w0", 1, 1),
+        (5.003, "heartbeat", "w0", 1, 1),
+        (6.0, "pause_start", "w0", None, None),
+        (20.024, "claim", "w1", 1, 2),
+        (22.024, "psp_charge", "w1", 1, 2),
+        (25.025, "heartbeat", "w1", 1, 2),
+        (30.026, "heartbeat", "w1", 1, 2),
+        (35.027, "heartbeat", "w1", 1, 2),
+        (40.026, "effect", "w1", 1, 2),  # ledger row at 40.025, its commit at 40.026
+        (40.027, "complete", "w1", 1, 2),  # the fenced completion on its own
+        (51.0, "pause_end", "w0", None, None),
+        (51.001, "heartbeat_rejected", "w0", 1, 1),
+        (65.004, "effect", "w0", 1, 1),  # the zombie's effect commits...
+        (65.005, "complete_rejected", "w0", 1, 1),  # ...and its refused completion undoes nothing
+    ]
+    assert r.table_ledger[["worker", "attempt"]].values.tolist() == [["w1", 2], ["w0", 1]]
+    assert r.table_jobs.loc[0, ["status", "lease_owner", "attempts"]].tolist() == [
+        "Completed",
+        "w1",
+        2,
+    ]
+    assert r.check().counts() == {"duplicate_db_effect": 1, "duplicate_external_effect": 1}
+
+
+def test_a_dedup_marker_in_the_background_skips_the_zombie_s_effect():
+    r = sim.run(paused_zombie(completion="background", dedup=True))
+    assert timeline(r)[-6:] == [
+        (40.027, "effect", "w1", 1, 2),  # marker 40.025, ledger row 40.026, commit 40.027
+        (40.028, "complete", "w1", 1, 2),
+        (51.0, "pause_end", "w0", None, None),
+        (51.001, "heartbeat_rejected", "w0", 1, 1),
+        (65.005, "dedup_skip", "w0", 1, 1),
+        (65.006, "complete_rejected", "w0", 1, 1),
+    ]
+    assert r.table_ledger["worker"].tolist() == ["w1"]

@@ -87,6 +87,7 @@ def scenarios(draw) -> Scenario:
         deadline=draw(
             st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])
         ),  # worker-side deadline (pg-boss #555)
+        completion=draw(st.sampled_from(["transaction", "transaction", "background"])),
     )
     at = st.floats(0.0, horizon)
     worker = st.integers(0, workers - 1)

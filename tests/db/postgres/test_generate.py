@@ -2,7 +2,7 @@
 derandomized examples (as many as test_equivalence runs on both backends, though hypothesis seeds
 each test function its own way), each setting is drawn and its mechanism actually acts: the
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
-a claim reaches the attempts cap. Memory backend only; the equivalence test compares both."""
+a claim reaches the attempts cap, a background completion's effect commits before its completion. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def _tally(scenario):
     SEEN["claim at the cap"] += any(
         e.kind == "claim" and e.attempt == p.max_attempts for e in run.log
     )
+    SEEN["background completion"] += bool(p.completion == "background" and kinds["complete"])
 
 
 def test_the_generated_scenarios_exercise_every_fidelity_setting():
@@ -53,6 +54,7 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "deadline fired",
                 "graceful release",
                 "claim at the cap",
+                "background completion",
             )
         )
         >= 5
