@@ -97,12 +97,29 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # every error leaves through here, its passwords scrubbed
+        if isinstance(interrupt := _interrupt_behind(exc), KeyboardInterrupt):
+            # the cleanup after Ctrl-C or SIGTERM failed: say so, and end as the interrupt does
+            print(f"warning: {_scrub(str(exc), dsns)}", file=sys.stderr)
+            terminated = isinstance(interrupt, Terminated)
+            print("terminated" if terminated else "interrupted", file=sys.stderr)
+            return 143 if terminated else 130
         problem = _problem(exc, args)
         if problem is not None:
             return _fail(problem, dsns)
         text = "".join(traceback.format_exception(exc))
         print(_scrub(text, dsns), end="", file=sys.stderr)
         return 3
+
+
+def _interrupt_behind(exc: BaseException) -> BaseException | None:
+    """The Ctrl-C or SIGTERM during whose handling `exc` was raised, if any."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
 
 
 def _problem(exc: Exception, args=None) -> str | None:

@@ -88,6 +88,10 @@ class ServerUnavailableError(DatabaseError):
     """The PostgreSQL server cannot be reached or refuses us; the message names the host, never a password."""
 
 
+class QueueDefinitionError(ConfigError):
+    """A queue directory that cannot be used: one line naming file:line, the statement and the problem."""
+
+
 def user_error(exc: BaseException) -> ConfigError | None:
     """A psycopg error that escaped the PostgreSQL backend, as the one-line user error the CLI
     prints ('PostgreSQL: <the server's message>'); None for any other exception."""

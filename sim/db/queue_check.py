@@ -12,8 +12,10 @@ from contextlib import contextmanager
 from psycopg import pq
 
 from sim.db.contracts import COLUMN_OIDS, CONTRACTS, ID_OIDS, SQL_TYPE, bound_params
+from sim.db.errors import QueueDefinitionError
 from sim.db.queries import PLACEHOLDER, Query, bookkeeping_sql, job_schema_sql, load_queries
-from sim.db.queue_files import QUERIES_FILE, SCHEMA_FILE, QueueDefinitionError, fail_at
+from sim.db.queue_files import QUERIES_FILE, SCHEMA_FILE, fail_at
+from sim.db.user_sql import query_problem, run_schema
 
 TYPE_NAMES = {
     16: "boolean",
@@ -62,8 +64,6 @@ def scratch(queue, pg, schema: str, limit: float | None) -> Iterator[None]:
     which `pg` is logged in to), search_path set and TimeZone UTC (as a run's connections), inside
     a transaction rolled back on exit: nothing stays on the server. schema.sql runs statement by
     statement under the sandbox's rules and time limit (sim.db.user_sql)."""
-    from sim.db.user_sql import run_schema
-
     ok(execute(pg, "BEGIN"))
     try:
         ok(execute(pg, f'SET LOCAL search_path TO "{schema}"'))
@@ -191,8 +191,6 @@ class Check:
                 f"PostgreSQL cannot PREPARE it against {against}: {message(result)}",
             )
         if o is not None:
-            from sim.db.user_sql import query_problem
-
             problem = query_problem(self.pg, stmt, wire.oids, self.limit, q.where(name))
             if problem:
                 fail_at(q.file(), o.sql_line, name, problem)

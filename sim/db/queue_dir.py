@@ -36,6 +36,7 @@ from sim.db.contracts import (
     bound_params,
     statements_called,
 )
+from sim.db.errors import QueueDefinitionError
 from sim.db.queries import (
     PARAM_TYPES,
     PLACEHOLDER,
@@ -44,13 +45,7 @@ from sim.db.queries import (
     job_schema_sql,
     load_queries,
 )
-from sim.db.queue_files import (
-    QUERIES_FILE,
-    SCHEMA_FILE,
-    SETTINGS_FILE,
-    QueueDefinitionError,
-    fail_at,
-)
+from sim.db.queue_files import QUERIES_FILE, SCHEMA_FILE, SETTINGS_FILE, fail_at
 from sim.errors import ConfigError
 from sim.wording import count
 

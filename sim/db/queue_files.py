@@ -4,15 +4,11 @@ the statement): shared by the parsing of its text (sim.db.queue_dir) and its che
 
 from __future__ import annotations
 
-from sim.errors import ConfigError
+from sim.db.errors import QueueDefinitionError
 
 QUERIES_FILE = "queries.sql"
 SCHEMA_FILE = "schema.sql"
 SETTINGS_FILE = "queue.toml"
-
-
-class QueueDefinitionError(ConfigError):
-    """A queue directory that cannot be used: one line naming file:line, the statement and the problem."""
 
 
 def fail_at(file: str, line: int, name: str, problem: str):

@@ -15,6 +15,7 @@ import json
 
 from psycopg import pq
 
+from sim.db.errors import QueueDefinitionError
 from sim.db.sandbox import StatementLimitError, bounded, past_limit, timed_out
 from sim.db.sql_split import split_statements
 
@@ -77,7 +78,6 @@ def _kind(tag: str) -> str:
 def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None) -> None:
     """Run a schema.sql statement by statement, inside the caller's open transaction;
     ConfigError naming file:line for a refused kind, a failure or the time limit."""
-    from sim.db.queue_dir import QueueDefinitionError
 
     for statement in split_statements(script):
         where = f"{file}:{statement.line}"

@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import sim
+import sim.__main__ as cli
 from sim import limits
 from sim.__main__ import main
 from sim.db.base import EPOCH, to_timestamp
@@ -23,6 +25,7 @@ from sim.db.server import redact_dsn, scrub, secrets
 from sim.dists import Dist
 from sim.durations import read_durations
 from sim.errors import ConfigError
+from sim.interrupts import Terminated
 from sim.scenario import Faults, Policy, Scenario, ScriptedCrash, Workload, load, preset, validate
 
 SMALL = ["--set", "workload.jobs=20", "--set", "horizon=60"]
@@ -496,3 +499,25 @@ def test_a_real_process_exits_2_with_one_line(argv, expected):
         and expected in done.stderr
     )
     assert "sekret123" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "code", "last"),
+    [(Terminated("terminated"), 143, "terminated"), (KeyboardInterrupt(), 130, "interrupted")],
+)
+def test_a_cleanup_that_fails_after_an_interrupt_still_ends_as_the_interrupt(
+    monkeypatch, capsys, interrupt, code, last
+):
+    def command(args):
+        try:
+            raise interrupt
+        finally:
+            raise ServerUnavailableError("PostgreSQL at 127.0.0.1:5432: the connection is closed")
+
+    parser = SimpleNamespace(parse_args=lambda argv: SimpleNamespace(command=command))
+    monkeypatch.setattr(cli, "_build_parser", lambda: parser)
+    assert main(["run", "baseline"]) == code
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: PostgreSQL at 127.0.0.1:5432: the connection is closed",
+        last,
+    ]
