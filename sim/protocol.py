@@ -222,58 +222,43 @@ class WorkerProtocol:
         except DbUnavailable as exc:
             yield (RECORD, "db_error", name, job, attempt, str(exc))
 
-    # ---- completion: effect and completion in one transaction ---------------------------------
+    # ---- completion: effect and completion in one transaction, or the completion after it -----
 
     def complete(self, lease: Lease, spec):
         """One transaction: [dedup marker], ledger effect, completion (fenced or not). A server
-        error inside it rolls it back and is recorded."""
+        error inside it rolls it back and is recorded. policy.completion = background: the
+        transaction commits the effect alone and the completion follows in a statement of its own
+        (the background completer of River, pg-boss, graphile-worker, Oban; its batching delay is
+        not modelled), so a refused completion undoes nothing: the effect was committed."""
         lease.finish()  # no heartbeats while the completion transaction holds the row
-        if self.background:
-            yield from self.complete_in_background(lease, spec)
-            return
         name, job, attempt = self.name, lease.job, lease.attempt
         try:
             yield BEGIN
             applied = yield from self.apply_effect(lease, spec)
             if applied is None:
                 return  # a payload conflict: rejected (or refused) inside the transaction
-            done = yield self.completion(lease)
+            if not self.background:
+                done = yield self.completion(lease)
+                if not done:
+                    yield ROLLBACK
+                    yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
+                    return
+            yield COMMIT
+        except StatementError:
+            yield ROLLBACK
+            yield (RECORD, "db_error", name, job, attempt, "complete")
+            return
+        yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
+        if self.background:
+            try:
+                done = yield self.completion(lease)
+            except StatementError:
+                yield (RECORD, "db_error", name, job, attempt, "complete")
+                return
             if not done:
-                yield ROLLBACK
                 yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
                 return
-            yield COMMIT
-        except StatementError:
-            yield ROLLBACK
-            yield (RECORD, "db_error", name, job, attempt, "complete")
-            return
-        yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
         yield (RECORD, "complete", name, job, attempt, lease.until)
-
-    def complete_in_background(self, lease: Lease, spec):
-        """policy.completion = background: the handler's transaction commits the effect ([dedup
-        marker], ledger row) on its own; the completion follows it in a statement of its own (the
-        background completer of River, pg-boss, graphile-worker, Oban; the completer's batching
-        delay is not modelled). A refused completion undoes nothing: the effect was committed."""
-        name, job, attempt = self.name, lease.job, lease.attempt
-        try:
-            yield BEGIN
-            applied = yield from self.apply_effect(lease, spec)
-            if applied is None:
-                return  # a payload conflict: rejected (or refused) inside the transaction
-            yield COMMIT
-        except StatementError:
-            yield ROLLBACK
-            yield (RECORD, "db_error", name, job, attempt, "complete")
-            return
-        yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
-        try:
-            done = yield self.completion(lease)
-        except StatementError:
-            yield (RECORD, "db_error", name, job, attempt, "complete")
-            return
-        kind = "complete" if done else "complete_rejected"
-        yield (RECORD, kind, name, job, attempt, lease.until)
 
     def apply_effect(self, lease: Lease, spec):
         """Inside the open transaction: the dedup marker (if used), then the ledger row unless the
