@@ -245,6 +245,7 @@ def cmd_run(args) -> int:
 def cmd_live(args) -> int:
     from sim.comparison import compare
     from sim.live import live
+    from sim.live.budget import describe_guard
     from sim.live.runner import check_timing
     from sim.run_text import format_run
 
@@ -260,12 +261,14 @@ def cmd_live(args) -> int:
     run = live(scenario, **options, seed=args.seed, sql=sql)
     report = run.check()
     print(format_run(run, report))
-    comparison = compare(run, args.compare_seeds) if args.compare_seeds else None
-    if comparison is not None:
-        print(f"\n{comparison}")  # ends with the run's overload warnings
+    print(describe_guard(run))
+    comparison = None
+    if args.compare_seeds:
+        comparison = compare(run, args.compare_seeds, sql=args.sql, dsn=args.dsn)
+        print(f"\n{comparison}")  # ends with the reasons the live run is unsound, if any
     else:
-        for warning in run.overload():
-            print(f"warning: {warning}")
+        for reason in run.unsound:
+            print(f"warning: the live run is unsound: {reason}")
     _save(
         args, partial(run.save, format=args.format, report=report), comparison and comparison.save
     )

@@ -27,6 +27,8 @@ from sim.protocol import bind_clock
 
 APP_PREFIX = "leaselab-live:"  # application_name of every live client: prefix, schema, ':', client
 FATAL_EXIT = 3  # a child's exit code when the user's SQL hit the sandbox: the runner stops the run
+CRASH_POINT_EXIT = 4  # a worker's exit code at a crash point (it logged the crash itself)
+SHUTDOWN_EXIT = 5  # a worker's exit code after a graceful shutdown (it logged the shutdown)
 IN_CHILD = False  # set by sim.live.process: exit with FATAL_EXIT instead of raising SandboxHit
 
 
@@ -47,17 +49,34 @@ class LiveConnection:
         slots=None,
         index: int | None = None,
         partition_mode: str = "fail",
+        skew: float = 0.0,
     ):
         self.dsn, self.schema, self.client = dsn, schema, client
         self.queries = queries
         self.clock = clock
         self.recorder = recorder
         self.slots, self.index, self.partition_mode = slots, index, partition_mode
+        self.skew = skew  # the client's clock offset from the shared clock (policy.clock = worker)
         self.conn: psycopg.Connection | None = None
+        self.pid: int | None = None  # its server backend's process id while connected
 
-    def open(self) -> None:
+    def now(self) -> float:
+        """This client's clock: the shared clock plus its offset (as the simulation's DbSession)."""
+        return self.clock.now() + self.skew
+
+    def settings(self) -> dict:
+        """The keyword arguments that make another connection of the same client (a fresh one)."""
+        return {
+            "slots": self.slots,
+            "index": self.index,
+            "partition_mode": self.partition_mode,
+            "skew": self.skew,
+        }
+
+    def open(self) -> psycopg.Connection:
+        """The client's connection, opened if it has none."""
         if self.conn is not None:
-            return
+            return self.conn
         conn = psycopg.connect(
             self.dsn,
             autocommit=True,
@@ -68,13 +87,14 @@ class LiveConnection:
         conn.execute(
             "SET synchronous_commit TO off"
         )  # as PostgresBackend: atomic, visible, not flushed
-        self.conn = conn
+        self.conn, self.pid = conn, conn.info.backend_pid
+        return conn
 
     def drop(self) -> None:
         """Close the connection abruptly (what a partition does to it)."""
         if self.conn is not None:
             self.conn.close()
-            self.conn = None
+            self.conn = self.pid = None
 
     def _cross_partition(self) -> None:
         if self.slots is None:
@@ -92,10 +112,10 @@ class LiveConnection:
     ) -> list[tuple]:
         """Execute the named statement; its rows, times as scenario seconds (`at` overrides the clock)."""
         self._cross_partition()
-        self.open()
+        conn = self.open()
         query = self.queries[name]
         if query.uses_clock:
-            bind_clock(params, self.clock.now() if at is None else at, ttl)
+            bind_clock(params, self.now() if at is None else at, ttl)
         query.check(params)
         st = statement(query)
         bound = {
@@ -104,7 +124,7 @@ class LiveConnection:
         }
         start = time.monotonic()
         try:
-            cursor = self.conn.execute(query.sql, bound)
+            cursor = conn.execute(query.sql, bound)
             rows = cursor.fetchall() if cursor.description is not None else []
         except (psycopg.errors.QueryCanceled, psycopg.errors.InsufficientPrivilege) as exc:
             _stop_the_run(name, exc)
@@ -122,9 +142,9 @@ class LiveConnection:
         """BEGIN / COMMIT / ROLLBACK (transaction control, not a query)."""
         assert command in ("BEGIN", "COMMIT", "ROLLBACK")
         self._cross_partition()
-        self.open()
+        conn = self.open()
         try:
-            self.conn.execute(command)
+            conn.execute(command)
         except psycopg.OperationalError:
             self.drop()
             raise DbUnavailable(command.lower()) from None
@@ -141,6 +161,13 @@ class LiveConnection:
 
     def close(self) -> None:
         self.drop()
+
+    def terminate(self, pids: list[int]) -> None:
+        """End the server backends `pids` (this client's other connections, which a shutting-down
+        worker leaves mid-transaction): the server rolls back what they held, as at a crash."""
+        self.open().execute(
+            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)", (pids,)
+        )
 
 
 def _stop_the_run(name: str, exc: psycopg.Error) -> None:

@@ -2,8 +2,10 @@
 
 A statement runs on the LiveConnection given; work, sleeps and network delays are sleeps on the
 shared clock (a stop-the-world pause is a real SIGSTOP: it needs no modelling here); a record
-is written at the clock's now; a PSP idempotency key is a file created exclusively in a folder
-every process of the run shares, so a key seen by any process replays.
+is written at the clock's now; the client's own clock (NOW) is its connection's, offset
+included; a PSP idempotency key is a file created exclusively in a folder every process of the
+run shares, so a key seen by any process replays; a crash point asks the worker's callback,
+which ends the process when a scripted crash fires there.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from sim import protocol
 
 
 class LiveDriver:
-    """Runs protocol generators on the wall clock; `psp_dir` holds the PSP's idempotency keys."""
+    """Runs protocol generators on the wall clock; `psp_dir` holds the PSP's idempotency keys;
+    `crash_point(point)` (if given) ends the process when a scripted crash fires there."""
 
-    def __init__(self, clock, recorder, psp_dir: str | None = None):
+    def __init__(self, clock, recorder, psp_dir: str | None = None, crash_point=None):
         self.clock, self.recorder, self.psp_dir = clock, recorder, psp_dir
+        self.crash_point = crash_point
 
     def run(self, steps, db):
         """Play `steps` with statements on connection `db`; returns what they return. An error a
@@ -47,9 +51,12 @@ class LiveDriver:
                 elif op == protocol.CHARGE:
                     value = self.charge(step[1])
                 elif op == protocol.NOW_OP:
-                    value = clock.now()
-                else:  # crash points are refused before a live run starts
-                    raise ValueError(f"protocol step {step!r} is not played live")
+                    value = db.now()
+                elif op == protocol.CRASH_POINT:
+                    if self.crash_point is not None:
+                        self.crash_point(step[1])
+                else:
+                    raise ValueError(f"unknown protocol step {step!r}")
             except Exception as exc:  # a lost connection, a server error
                 error = exc
 
@@ -57,6 +64,7 @@ class LiveDriver:
         """The PSP call: an idempotency key already seen (by any process) replays."""
         if key is None:
             return "new"
+        assert self.psp_dir is not None, "a driver that charges needs psp_dir"
         os.makedirs(self.psp_dir, exist_ok=True)
         try:
             os.close(os.open(os.path.join(self.psp_dir, key), os.O_CREAT | os.O_EXCL | os.O_WRONLY))

@@ -23,6 +23,7 @@ class Recorder:
         self.path = Path(path)
         self.clock = clock
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.muted = False  # a process shutting down: its other threads' records are not kept
 
     def add(
         self,
@@ -33,6 +34,8 @@ class Recorder:
         attempt: int | None = None,
         detail: object = None,
     ) -> None:
+        if self.muted:
+            return
         os.write(self._fd, (json.dumps([t, kind, worker, job, attempt, detail]) + "\n").encode())
 
     def statement(self, name: str, seconds: float) -> None:
@@ -44,8 +47,10 @@ class Recorder:
         os.close(self._fd)
 
 
-def read_records(folder: str | Path) -> tuple[list[list], list[tuple[str, float]]]:
-    """All event records of a run folder in time order, and its (statement, wall latency) pairs.
+def read_records(folder: str | Path) -> tuple[list[list], list[tuple[float, str, float]]]:
+    """All event records of a run folder in time order, and its statements as (scenario time,
+    statement, wall latency); a statement sent before the start has no scenario time yet (its
+    process's clock counts from the machine's boot then).
 
     A line cut short by a kill in the middle of a write is skipped (os.write of a short line is
     atomic in practice, so this does not happen, but a torn line must not break the run)."""
@@ -57,7 +62,7 @@ def read_records(folder: str | Path) -> tuple[list[list], list[tuple[str, float]
             except json.JSONDecodeError:
                 continue
             if record[1] == STATEMENT:
-                statements.append((record[2], float(record[3])))
+                statements.append((float(record[0]), record[2], float(record[3])))
             else:
                 events.append(record)
     events.sort(key=lambda r: r[0])  # stable: records of one process keep their order on ties

@@ -7,21 +7,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sim.live.budget import Measured
 from sim.results import Run
-
-LATENCY_TAIL_WARN = 0.05  # p99 statement latency above this share of the shortest interval
-LAG_WARN = 0.02  # wall seconds: the runner woke this late (p99) for its fault actions
 
 
 @dataclass(repr=False)
 class LiveRun(Run):
     time_scale: float = 1.0
-    statement_seconds: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=["name", "seconds"])
+    statement_seconds: pd.DataFrame = field(  # every statement sent during the run
+        default_factory=lambda: pd.DataFrame(columns=["t", "name", "seconds"])
     )
-    runner_lag: np.ndarray = field(
+    runner_lag: np.ndarray = field(  # wall seconds late, per fault action
         default_factory=lambda: np.zeros(0)
-    )  # wall seconds late, per fault action
+    )
+    restart_lags: np.ndarray = field(  # scenario seconds late, per restart of a killed worker
+        default_factory=lambda: np.zeros(0)
+    )
+    guard: Measured | None = None  # what the time-scale guard measured before the run
+    unsound: list[str] = field(default_factory=list)  # delays past their bound (sim.live.budget)
     repaired: list[str] = field(
         default_factory=list
     )  # records rebuilt from the tables (kills racing commits)
@@ -34,25 +37,7 @@ class LiveRun(Run):
             f"events={len(self.log)})"
         )
 
-    def overload(self) -> list[str]:
-        """Warnings that the machine was too busy for the comparison to mean much (empty if fine)."""
-        from sim.live.budget import shortest_interval
-
-        warnings = []
-        if len(self.statement_seconds):
-            p99 = float(np.percentile(self.statement_seconds["seconds"], 99))
-            key, interval = shortest_interval(self.scenario)
-            share = p99 / self.time_scale / interval
-            if share > LATENCY_TAIL_WARN:
-                warnings.append(
-                    f"statement latency p99 {p99 * 1000:.1f} ms is {share:.0%} of {key} "
-                    f"{interval:g} s (over {LATENCY_TAIL_WARN:.0%}): the database was slow"
-                )
-        if len(self.runner_lag):
-            lag = float(np.percentile(self.runner_lag, 99))
-            if lag > LAG_WARN:
-                warnings.append(
-                    f"scheduler lag p99 {lag * 1000:.0f} ms (over {LAG_WARN * 1000:.0f} ms): "
-                    "faults fired late; the machine is overloaded"
-                )
-        return warnings
+    @property
+    def sound(self) -> bool:
+        """Live mode's own delays stayed within their bounds throughout (see `unsound`)."""
+        return not self.unsound

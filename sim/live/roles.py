@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sim.db.queries import load_queries
 from sim.live.clock import LiveClock
 from sim.live.recorder import Recorder
 from sim.live.slots import Slots
 from sim.scenario import loads
+
+if TYPE_CHECKING:  # the roles are imported where they run: a child loads only its own
+    from sim.live.producer import LiveProducer
+    from sim.live.watcher import LiveWatcher
+    from sim.live.worker import LiveWorker
 
 
 def queries_for(config: dict) -> dict:
@@ -27,7 +33,7 @@ def setup(config: dict):
     clock = LiveClock(0.0, config["scale"])
     name = config["name"]
     recorder = Recorder(Path(config["folder"]) / f"{name}-{config['spare']}.jsonl", clock)
-    common = dict(
+    common: dict[str, Any] = dict(
         dsn=config["dsn"],
         schema=config["schema"],
         queries=queries_for(config),
@@ -38,7 +44,9 @@ def setup(config: dict):
         from sim.live.worker import LiveWorker
 
         slots = Slots(config["slots"], scenario.policy.workers)
-        role = LiveWorker(scenario, config["index"], slots=slots, **common)
+        role: LiveWorker | LiveWatcher | LiveProducer = LiveWorker(
+            scenario, config["index"], slots=slots, **common
+        )
     elif config["role"] == "watcher":
         from sim.live.watcher import LiveWatcher
 

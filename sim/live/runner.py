@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -37,55 +38,60 @@ from sim.limits import (
     statement_timeout,
     statement_timeout_words,
 )
-from sim.live.budget import check_scale, probe_latency
+from sim.live.budget import Measured, check_scale, watch
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, FATAL_EXIT, LiveConnection
+from sim.live.connection import APP_PREFIX, CRASH_POINT_EXIT, FATAL_EXIT, SHUTDOWN_EXIT
 from sim.live.faults import FaultSchedule
+from sim.live.plan import job_plan
+from sim.live.probe import LoadedTableProbe, medians
 from sim.live.process import command
 from sim.live.recorder import Recorder, event_log, read_records
 from sim.live.repair import repair
 from sim.live.result import LiveRun
 from sim.live.roles import queries_for
 from sim.live.slots import Slots
+from sim.model.faults import clock_offset
+from sim.rng import Streams
 from sim.runner import checked_queue
 from sim.scenario import Scenario, as_scenario, dumps
 
 TICK_S = 0.02  # wall seconds between two looks at the children
+STOP_GRACE_S = 10.0  # a graceful shutdown that takes longer ends in SIGKILL
 BACKENDS_GONE_S = 10.0
+REPLACEMENT_SAMPLES = 2  # replacement worker starts timed before the run (one after the other)
 
 
 class LiveError(RuntimeError):
     """A live run could not go on (a child process failed); the message says which and why."""
 
 
-def supported(scenario: Scenario) -> Scenario:
-    """ConfigError for settings live mode does not play (yet)."""
-    if scenario.faults.crash_points:
-        raise ConfigError(
-            "faults.crash_points: not supported in live mode (its run-wide budget of crashes "
-            "cannot be shared between worker processes); remove them"
-        )
-    if scenario.policy.clock != "db":
-        raise ConfigError("policy.clock: live mode binds one clock for every process; must be db")
-    p, f = scenario.policy, scenario.faults
-    for key, value in (("policy.watcher_gap", p.watcher_gap), ("policy.deadline", p.deadline)):
-        if value:
-            raise ConfigError(
-                f"{key}: not supported in live mode yet (the simulation models it); set it to 0"
-            )
-    if f.shutdown != "crash":
-        raise ConfigError("faults.shutdown: live mode stops workers with SIGKILL; must be crash")
-    return scenario
+class _Process(subprocess.Popen[bytes]):
+    """A live child: its stdin and stdout are pipes to the runner, its stderr goes to a file."""
+
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+
+    def __init__(self, argv: list[str], stderr_path: Path):
+        with open(stderr_path, "wb") as stderr:
+            super().__init__(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+        self.stderr_path = stderr_path
 
 
 class _Child:
     """One role's process (for a worker: the one running now, and its spare, started and waiting)."""
 
-    def __init__(self, name: str, role: str, proc: subprocess.Popen, index: int | None = None):
+    def __init__(self, name: str, role: str, proc: _Process, index: int | None = None):
         self.name, self.role, self.proc, self.index = name, role, proc, index
-        self.spare: subprocess.Popen | None = None
+        self.spare: _Process | None = None
         self.incarnation = 0
         self.restarting = False  # killed; its next process waits for the restart time
+        self.stopping: float | None = None  # asked to shut down gracefully at this monotonic()
+
+    @property
+    def worker(self) -> int:
+        """A worker's index (the other roles have none)."""
+        assert self.index is not None, f"{self.name} is not a worker"
+        return self.index
 
 
 class LiveRunner:
@@ -100,9 +106,7 @@ class LiveRunner:
         sql_dir: str | None = None,
     ):
         check_timing(duration, time_scale)
-        self.scenario = supported(
-            scenario.replace(horizon=duration / time_scale, backend="postgres")
-        )
+        self.scenario = scenario.replace(horizon=duration / time_scale, backend="postgres")
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
@@ -117,15 +121,18 @@ class LiveRunner:
             self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.children: dict[str, _Child] = {}
-        self.lag: list[float] = []
+        self.lag: list[float] = []  # wall seconds late, per fault action
+        self.planned_restarts: list[tuple[str, float]] = []  # (worker, when its restart is due)
+        self.measured: Measured | None = None
         self.incidents: list[
             str
         ] = []  # workers that died on their own (not killed by the fault schedule)
         self._spawned = 0
+        self._next_watch = 0.0  # monotonic() of the next look at the user's statements
 
     # ---- children -----------------------------------------------------------------------------
 
-    def _spawn(self, name: str, role: str, index: int | None = None) -> subprocess.Popen:
+    def _spawn(self, name: str, role: str, index: int | None = None) -> _Process:
         """Start a child: it imports, connects, says `ready` and waits for its start line."""
         self._spawned += 1
         config = {
@@ -141,22 +148,16 @@ class LiveRunner:
             "scenario": dumps(self.scenario),
             "sql_dir": self.sql_dir,
         }
-        with open(self.folder / f"{name}-{self._spawned}.stderr", "wb") as stderr:
-            proc = subprocess.Popen(
-                command(sys.executable, str(Path(sim_package.__file__).parent)),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-            )
-        proc.stderr_path = self.folder / f"{name}-{self._spawned}.stderr"
+        proc = _Process(
+            command(sys.executable, str(Path(sim_package.__file__).parent)),
+            self.folder / f"{name}-{self._spawned}.stderr",
+        )
         proc.stdin.write((json.dumps(config) + "\n").encode())
         proc.stdin.flush()
         return proc
 
     @staticmethod
-    def _start(
-        proc: subprocess.Popen, t0: float, incarnation: int = 0, start_at: float = 0.0
-    ) -> None:
+    def _start(proc: _Process, t0: float, incarnation: int = 0, start_at: float = 0.0) -> None:
         try:
             proc.stdin.write(
                 (
@@ -167,7 +168,7 @@ class LiveRunner:
         except BrokenPipeError:
             pass  # it died while starting: _watch_children reports it
 
-    def _await_ready(self, name: str, proc: subprocess.Popen) -> None:
+    def _await_ready(self, name: str, proc: _Process) -> None:
         line = proc.stdout.readline()
         proc.stdout.close()
         if line.strip() != b"ready":
@@ -175,6 +176,8 @@ class LiveRunner:
             raise LiveError(f"live {name} process failed to start: {_last_line(proc.stderr_path)}")
 
     def _start_all(self) -> float:
+        """Start every child; measure the loaded table and a replacement's start (refusing a
+        scale they make unsound) before the spares are all started; the shared start t0."""
         policy = self.scenario.policy
         specs = [("producer", "producer", None)] + [
             (f"w{i}", "worker", i) for i in range(policy.workers)
@@ -183,15 +186,56 @@ class LiveRunner:
             specs.append(("watcher", "watcher", None))
         for name, role, index in specs:
             self.children[name] = _Child(name, role, self._spawn(name, role, index), index)
-        for child in self.children.values():
-            if child.role == "worker":
-                child.spare = self._spawn(child.name, "worker", child.index)
-        for child in self.children.values():
+        for child in self.children.values():  # the producer has loaded the t = 0 jobs then
             self._await_ready(child.name, child.proc)
+        self.measured = self._measure()
+        waiting = []
+        for child in self.children.values():
+            if child.role == "worker" and child.spare is None:
+                child.spare = self._spawn(child.name, "worker", child.index)
+                waiting.append((child.name, child.spare))
+        for name, spare in waiting:
+            self._await_ready(name, spare)
         t0 = time.monotonic() + 0.05
         for child in self.children.values():
             self._start(child.proc, t0)
         return t0
+
+    def _measure(self) -> Measured:
+        """The time-scale guard's figures (sim.live.budget): the statements on the loaded table
+        at the run's concurrency, with replacement workers started and timed one after the other
+        meanwhile. ConfigError when they make the scale unsound."""
+        arrivals, catalog = job_plan(self.scenario)
+        probe = LoadedTableProbe(
+            self.scenario,
+            catalog,
+            dsn=self.backend.client_dsn,
+            schema=self.backend.schema,
+            queries=queries_for({"sql_dir": self.sql_dir}),
+            scale=self.scale,
+        )
+        workers = [c for c in self.children.values() if c.role == "worker"]
+        starts = []
+        probe.start()
+        try:
+            for child in workers[:REPLACEMENT_SAMPLES]:
+                began = time.monotonic()
+                child.spare = self._spawn(child.name, "worker", child.index)
+                self._await_ready(child.name, child.spare)
+                starts.append(time.monotonic() - began)
+        finally:
+            latencies = probe.stop()
+        statements, samples = medians(latencies)
+        measured = Measured(
+            statements,
+            samples,
+            clients=probe.clients,
+            jobs=sum(1 for t, _, _ in arrivals if t <= 0.0),
+            replacement_start=float(np.median(starts)) if starts else float("nan"),
+            replacements=len(starts),
+        )
+        check_scale(self.scenario, self.scale, measured)
+        return measured
 
     def _kill_all(self) -> None:
         procs = [c.proc for c in self.children.values()] + [
@@ -216,27 +260,37 @@ class LiveRunner:
 
     def _up(self, i: int) -> bool:
         child = self._worker(i)
-        return child.proc.poll() is None and not child.restarting
+        return child.proc.poll() is None and not child.restarting and child.stopping is None
 
     def _crash(self, i: int, schedule: FaultSchedule) -> None:
+        """Kill worker i (SIGKILL), or with faults.shutdown = graceful ask it to stop (SIGTERM):
+        it then logs its shutdown, releases its job and exits (see _watch_children)."""
         child = self._worker(i)
         if not self._up(i):
+            return
+        if self.scenario.faults.shutdown == "graceful":
+            child.proc.send_signal(signal.SIGTERM)
+            child.stopping = time.monotonic()
             return
         child.proc.send_signal(signal.SIGKILL)
         t = self.clock.now()
         child.proc.wait()
         self._crashed(i, t, schedule)
 
-    def _crashed(self, i: int, t: float, schedule: FaultSchedule) -> None:
-        """Log the crash with what the worker held; start its spare, due after the restart delay; a new spare."""
+    def _crashed(self, i: int, t: float, schedule: FaultSchedule, logged: bool = False) -> None:
+        """Log the crash with what the worker held (unless the worker `logged` its own end);
+        start its spare, due after the restart delay; a new spare."""
         child = self._worker(i)
         held = self.slots.held(i)
-        if held is None:
+        if logged:
+            pass
+        elif held is None:
             self.recorder.add(t, "crash", child.name)
         else:
             self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
         self.slots.release(i)
         restart_at = t + schedule.restart_delay[i]()
+        self.planned_restarts.append((child.name, restart_at))
         child.incarnation += 1
         if (
             child.spare is None
@@ -291,20 +345,36 @@ class LiveRunner:
             self.recorder.add(action.t, "partition_end", f"w{i}")
 
     def _watch_children(self, schedule: FaultSchedule) -> None:
-        """A child that died on its own: a worker is logged as crashed and restarted; others end the run."""
+        """A worker that died at a crash point or shut down gracefully is restarted (it logged
+        that itself); one that died on its own is logged as crashed and restarted; a graceful
+        shutdown that takes too long ends in a kill; any other child's death ends the run."""
         for child in self.children.values():
             code = child.proc.poll()
-            if code is None or (child.role == "producer" and code == 0):
+            if code is None:
+                if child.stopping is not None and time.monotonic() > child.stopping + STOP_GRACE_S:
+                    child.proc.send_signal(signal.SIGKILL)
+                    child.proc.wait()
+                    child.stopping = None
+                    t = self.clock.now()
+                    self.incidents.append(
+                        f"{child.name} did not shut down within {STOP_GRACE_S:g} s: killed at {t:.3f}s"
+                    )
+                    self._crashed(child.worker, t, schedule)
+                continue
+            if child.role == "producer" and code == 0:
                 continue
             if code == FATAL_EXIT:
                 raise LiveError(self._located(_last_line(child.proc.stderr_path)))
-            if child.role == "worker" and not child.restarting:
+            if child.role == "worker" and code in (CRASH_POINT_EXIT, SHUTDOWN_EXIT):
+                child.stopping = None
+                self._crashed(child.worker, self.clock.now(), schedule, logged=True)
+            elif child.role == "worker" and not child.restarting:
                 t = self.clock.now()
                 self.incidents.append(
                     f"{child.name} exited on its own at {t:.3f}s with code {code}: "
                     f"{_last_line(child.proc.stderr_path)}"
                 )
-                self._crashed(child.index, t, schedule)
+                self._crashed(child.worker, t, schedule)
             elif child.role != "worker" or code != -signal.SIGKILL:
                 raise LiveError(
                     f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}"
@@ -394,19 +464,6 @@ class LiveRunner:
         self._next_watch = 0.0
         try:
             check_connections(self.backend, self.scenario)
-            probe = LiveConnection(
-                self.backend.client_dsn,
-                self.backend.schema,
-                "probe",
-                queries_for({"sql_dir": self.sql_dir}),
-                LiveClock(0.0, self.scale),
-                _NoRecords(),
-            )
-            try:
-                missing = self.queue.missing if self.queue is not None else {}
-                check_scale(self.scenario, self.scale, probe_latency(probe, missing=missing))
-            finally:
-                probe.close()
             self.slots = Slots(self.folder / "slots", self.scenario.policy.workers, create=True)
             schedule = FaultSchedule(self.scenario)
             try:
@@ -438,19 +495,26 @@ class LiveRunner:
     def _result(self, tables: dict, wall: float) -> LiveRun:
         records, statements = read_records(self.folder / "records")
         records, repaired = repair(records, tables)
-        counts = pd.Series([name for name, _ in statements], dtype=object).value_counts().to_dict()
+        horizon = self.scenario.horizon
+        during = [s for s in statements if 0.0 <= s[0] <= horizon]  # not the producer's loading
+        counts = pd.Series([name for _, name, _ in statements], dtype=object).value_counts()
+        lags = restart_lags(self.planned_restarts, records)
+        workers, streams = self.scenario.policy.workers, Streams(self.scenario.seed)
         run = LiveRun(
             self.scenario,
             event_log(records),
-            {str(k): int(v) for k, v in counts.items()},
+            {str(k): int(v) for k, v in counts.to_dict().items()},
             tables,
-            {},
+            {f"w{i}": clock_offset(self.scenario, i, streams) for i in range(workers)},
             wall,
             "live",
             queue=None if self.queue is None else str(self.queue.path),
             time_scale=self.scale,
-            statement_seconds=pd.DataFrame(statements, columns=["name", "seconds"]),
+            statement_seconds=pd.DataFrame(during, columns=["t", "name", "seconds"]),
             runner_lag=np.asarray(self.lag),
+            restart_lags=lags,
+            guard=self.measured,
+            unsound=watch(self.scenario, self.scale, during, lags, self.lag),
             repaired=repaired,
             incidents=list(self.incidents),
             folder=str(self.folder),
@@ -459,6 +523,26 @@ class LiveRunner:
             shutil.rmtree(self.folder, ignore_errors=True)
             run.folder = ""
         return run
+
+
+def restart_lags(planned: list[tuple[str, float]], records: list[list]) -> np.ndarray:
+    """Scenario seconds each worker's restart came after its planned time (the k-th restart
+    record of a worker answers its k-th planned restart; one the run ended first has none)."""
+    due: dict[str, list[float]] = {}
+    for worker, t in planned:
+        due.setdefault(worker, []).append(t)
+    came: dict[str, list[float]] = {}
+    for t, kind, worker, *_ in records:
+        if kind == "restart":
+            came.setdefault(worker, []).append(t)
+    return np.asarray(
+        [
+            actual - plan
+            for worker, plans in due.items()
+            for plan, actual in zip(plans, came.get(worker, []), strict=False)
+        ],
+        dtype=float,
+    )
 
 
 def check_timing(duration, time_scale) -> None:
@@ -486,9 +570,12 @@ def check_timing(duration, time_scale) -> None:
 
 def check_connections(backend, scenario) -> None:
     """ConfigError naming policy.workers when the server cannot take the connections live mode
-    opens (each worker and its spare hold a statement and a heartbeat connection)."""
+    opens (each worker and its spare hold a statement and a heartbeat connection; with a
+    deadline, a handler past it keeps one more; before the run one probe client per worker)."""
     workers = scenario.policy.workers
-    needed = workers * CONNECTIONS_PER_WORKER + 4  # producer, watcher, probe, inspector
+    per_worker = CONNECTIONS_PER_WORKER + (1 if scenario.policy.deadline else 0)
+    probing = 2 * workers + workers + 1 + 2 * min(REPLACEMENT_SAMPLES, workers)
+    needed = max(workers * per_worker, probing) + 4  # producer, watcher, runner, inspector
     total, reserved, used = backend._monitor.execute(
         "SELECT current_setting('max_connections')::int, "
         "current_setting('superuser_reserved_connections')::int, "
@@ -498,10 +585,10 @@ def check_connections(backend, scenario) -> None:
     if needed > free:
         raise ConfigError(
             f"policy.workers = {workers}: live mode opens about {needed} connections "
-            f"({CONNECTIONS_PER_WORKER} per worker with its spare, and 4 more), but the server at "
+            f"({per_worker} per worker with its spare, and 4 more), but the server at "
             f"{backend_place(backend)} has {max(free, 0)} free (max_connections {total}, "
             f"{reserved} reserved, {used} in use); use at most "
-            f"{max(0, (free - 4) // CONNECTIONS_PER_WORKER)} workers or raise max_connections"
+            f"{max(0, (free - 4) // per_worker)} workers or raise max_connections"
         )
 
 
@@ -509,11 +596,6 @@ def backend_place(backend) -> str:
     from sim.db.server import describe_dsn
 
     return describe_dsn(backend.dsn)
-
-
-class _NoRecords:
-    def statement(self, name: str, seconds: float) -> None:
-        pass
 
 
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:

@@ -3,8 +3,35 @@
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 
 import numpy as np
+
+
+class CrashPoints:
+    """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
+
+    def __init__(self, configs, rng):
+        self.configs = {c.point: c for c in configs}
+        self.fired: Counter = Counter()
+        self.rng = rng
+
+    def fires(self, point: str) -> bool:
+        config = self.configs.get(point)
+        if config is None or self.spent(point) >= config.limit:
+            return False
+        if config.probability < 1 and self.rng.random() >= config.probability:
+            return False
+        return self.spend(point, config.limit)
+
+    def spent(self, point: str) -> int:
+        """How many crashes the point has caused in the run so far."""
+        return self.fired[point]
+
+    def spend(self, point: str, limit: int) -> bool:
+        """Count one more crash at the point (True: it is within the run's limit)."""
+        self.fired[point] += 1
+        return True
 
 
 def poisson_times(rate_per_hour: float, horizon: float, rng: np.random.Generator) -> list[float]:
@@ -86,6 +113,15 @@ def worker_outages(
         streams.generator(f"worker/{i}/partitions"),
     )
     return pauses, partitions
+
+
+def clock_offset(scenario, i: int, streams) -> float:
+    """Worker i's clock offset from the database's (policy.clock = worker): its own draw from a
+    normal of standard deviation faults.clock_skew; 0 on the database's clock (model and live)."""
+    skew = scenario.faults.clock_skew
+    if scenario.policy.clock != "worker" or skew <= 0:
+        return 0.0
+    return float(streams.generator(f"worker/{i}/clock").normal(0.0, skew))
 
 
 def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:

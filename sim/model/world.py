@@ -9,6 +9,8 @@ import simpy
 
 from sim.model.events import EventLog
 from sim.model.faults import (
+    CrashPoints,
+    clock_offset,
     crash_holders,
     crash_owner,
     holder_crash_times,
@@ -24,24 +26,6 @@ from sim.model.watcher import watcher
 from sim.model.worker import Worker
 from sim.progress import Progress
 from sim.rng import Streams
-
-
-class CrashPoints:
-    """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
-
-    def __init__(self, configs, rng):
-        self.configs = {c.point: c for c in configs}
-        self.fired: Counter = Counter()
-        self.rng = rng
-
-    def fires(self, point: str) -> bool:
-        config = self.configs.get(point)
-        if config is None or self.fired[point] >= config.limit:
-            return False
-        if config.probability < 1 and self.rng.random() >= config.probability:
-            return False
-        self.fired[point] += 1
-        return True
 
 
 class World:
@@ -70,9 +54,7 @@ def build(scenario, backend) -> World:
     env.process(producer(world))
     for i in range(policy.workers):
         streams = world.streams
-        skew = 0.0
-        if policy.clock == "worker" and faults.clock_skew > 0:
-            skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, faults.clock_skew))
+        skew = clock_offset(scenario, i, streams)
         pauses, partitions = worker_outages(faults, i, streams, horizon)
         worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
         world.workers.append(worker)

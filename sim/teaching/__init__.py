@@ -24,7 +24,8 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   `false_expiry_caveat()`, `duplicate_charge_sentence()`, `false_expiry_target_sentence()`,
   `review_tally_sentence()`);
 - queue_lab (notebook 09: example queues, a queue beside its review, the fenced-completion exercise)
-  and live_lesson (notebook 10: the effects the closed form hides, `check_largest_part()`);
+  and live_lesson (notebook 10: the effects the closed form hides, the --sql comparison's double
+  claims beside both simulations, `check_largest_part()`);
 - cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, the rules
   of thumb measured by `rules_of_thumb`, and notebook 12's takeaways;
 - fencing and clocks (notebook 12): what a failed lease costs, who checks a fencing token, Chubby's

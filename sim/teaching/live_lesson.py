@@ -1,6 +1,7 @@
 """What notebook 10 (live mode) computes: the two effects the closed form hides, in a sentence
-that follows the run's numbers, and its exercise, whose settings (drawn from the seed) decide which
-part of a recovery is the largest.
+that follows the run's numbers; the --sql comparison's count rows (double claims first) and its
+double-claims row in words, beside Lease Lab's own statements; and its exercise, whose settings
+(drawn from the seed) decide which part of a recovery is the largest.
 
 sim.teaching re-exports the checker, as it does every notebook's.
 """
@@ -10,10 +11,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim import analytic
-from sim.comparison import PARTS, recovery_parts
+from sim import analytic, two_sample
+from sim.comparison import (
+    COUNTS,
+    DIFFER,
+    PARTS,
+    compare,
+    figure_text,
+    own_statements,
+    recovery_parts,
+)
 from sim.scenario import Scenario
 from sim.teaching.exercises import Verdict, _unanswered
+from sim.wording import count
 
 
 def effects(run, comparison) -> pd.DataFrame:
@@ -82,6 +92,66 @@ def effects_sentence(effects: pd.DataFrame, busy_workers: int) -> str:
         f"was {side(wait['simulated'], closed_w, length)} and the live one "
         f"{side(wait['live'], closed_w, length)}."
     )
+
+
+DOUBLE_CLAIMS = "double claims per run"
+COUNT_COLUMNS = {
+    "live": "live",
+    "simulated": "simulated (mean per run)",
+    "sim_low": "simulated low",
+    "sim_high": "simulated high",
+    "estimate": "live / simulated",
+    "low": "ratio low",
+    "high": "ratio high",
+    "verdict": "verdict",
+}
+
+
+def count_rows(comparison) -> pd.DataFrame:
+    """The comparison's per-run counts (double claims first): the live count, the simulated mean
+    with its interval, their ratio with its interval (sim.compare's), and the row's verdict."""
+    table = comparison.table.loc[list(COUNTS), list(COUNT_COLUMNS)]
+    return table.rename(columns=COUNT_COLUMNS)
+
+
+def with_own_statements(run, seeds: int):
+    """The live run against `seeds` simulated runs of its scenario with Lease Lab's own statements
+    on the memory backend: what a comparison that ignores the queue's SQL would have judged."""
+    return compare(run, own_statements(run.scenario, seeds))
+
+
+def sql_sentence(queue_sim, own_sim) -> str:
+    """The double-claims row in words: the live count beside the queue's SQL simulated and beside
+    Lease Lab's own statements, each ratio with its interval and the verdict that interval gives."""
+    live = queue_sim.table.loc[DOUBLE_CLAIMS, "live"]
+
+    def beside(comparison, what: str) -> str:
+        row = comparison.table.loc[DOUBLE_CLAIMS]
+        holds = "leaves out" if two_sample.excludes(row.low, row.high, 1.0) else "holds"
+        spread = f"[{figure_text(row.sim_low)}, {figure_text(row.sim_high)}]"
+        ratio = f"[{figure_text(row.low)}, {figure_text(row.high)}]"
+        return (
+            f"{what}, {figure_text(row.simulated)} per run over {comparison.seeds} seeds "
+            f"({comparison.confidence:.0%} interval {spread}): live / simulated "
+            f"{figure_text(row.estimate)}, its {comparison.row_confidence:.2%} interval {ratio} "
+            f"{holds} 1, so the row says {row.verdict}"
+        )
+
+    same = beside(queue_sim, "Simulated with the same SQL on PostgreSQL")
+    own = beside(own_sim, "Simulated with Lease Lab's own statements instead")
+    sentence = f"Live, the queue's SQL made {count(live, 'double claim')}. {same}. {own}"
+    differs = own_sim.table.loc[DOUBLE_CLAIMS, "verdict"] == DIFFER
+    sentence += (
+        ": the simulation of another queue is told apart from this one."
+        if differs
+        else ": this run did not tell the two apart on double claims."
+    )
+    if not queue_sim.sound:
+        sentence += (
+            " But the live run is UNSOUND (" + "; ".join(queue_sim.warnings) + "), so its rows "
+            "judge nothing."
+        )
+    return sentence
 
 
 # The exercise's settings, on top of the live scenario (sim.live.settings.hand_check): under each,

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import typing
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -387,14 +388,16 @@ def test_a_password_never_shows_through_the_api(case):
 
 # ---- live mode: every flag and every field, refused before anything starts -----------------------
 
-# settings the simulation plays and live mode refuses, with a value that sets them
-LIVE_UNSUPPORTED = {
-    "policy.watcher_gap": st.floats(min_value=0.1, max_value=5),
-    "policy.deadline": st.floats(min_value=1, max_value=50),
-    "policy.clock": st.just("worker"),
-    "faults.shutdown": st.just("graceful"),
-    "faults.crash_points": st.just([{"point": "after_psp"}]),
+# settings live mode once refused and now plays as the simulation does (tests/live/test_live_faults
+# plays each), with a value that sets them: accepted, so such a run gets as far as the server
+LIVE_PLAYED = {
+    "policy.watcher_gap": 0.5,
+    "policy.deadline": 10.0,
+    "policy.clock": "worker",
+    "faults.shutdown": "graceful",
+    "faults.crash_points": [{"point": "after_psp"}],
 }
+NOBODY = "postgresql://nobody@127.0.0.1:1/x"  # a DSN nobody listens on
 live_flags = st.one_of(
     st.tuples(
         st.just("--duration"),
@@ -421,10 +424,23 @@ live_flags = st.one_of(
 live_cases = st.one_of(
     live_flags.map(lambda fv: ("flag", fv[0], fv[1])),
     cases.map(lambda kv: ("field", kv[0], toml(kv[1]))),
-    st.sampled_from(sorted(LIVE_UNSUPPORTED)).flatmap(
-        lambda key: LIVE_UNSUPPORTED[key].map(lambda v: ("field", key, toml(v)))
-    ),
 )
+
+
+def _live_in(temp: Path, argv: list[str]) -> int:
+    """main(argv) with `temp` as the temporary directory (where a live run makes its folder)."""
+    import tempfile
+
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(temp)
+    tempfile.tempdir = None  # read TMPDIR again
+    try:
+        return main(argv)
+    finally:
+        os.environ.pop("TMPDIR")
+        if saved is not None:
+            os.environ["TMPDIR"] = saved
+        tempfile.tempdir = None
 
 
 @pytest.mark.timeout(180)
@@ -434,27 +450,28 @@ def test_live_refuses_every_bad_flag_and_field_before_starting(capsys, tmp_path_
     """Nothing starts: no child process, no temporary folder, no server
     (a DSN nobody listens on)."""
     kind, key, value = case
-    argv = ["live", "crash-recovery", "--dsn", "postgresql://nobody@127.0.0.1:1/x"]
+    argv = ["live", "crash-recovery", "--dsn", NOBODY]
     if kind == "flag":
         argv += [key, value] + (["--duration", "5"] if key != "--duration" else [])
     else:
         argv += ["--duration", "5", "--set", f"{key}={value}"]
     temp = tmp_path_factory.mktemp("live")
-    saved = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(temp)
-    import tempfile
-
-    tempfile.tempdir = None  # read TMPDIR again
-    try:
-        assert main(argv) == 2
-    finally:
-        os.environ.pop("TMPDIR")
-        if saved is not None:
-            os.environ["TMPDIR"] = saved
-        tempfile.tempdir = None
+    assert _live_in(temp, argv) == 2
     line = one_error_line(capsys)
     assert key in line and "PostgreSQL at" not in line, line
     assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize("key", sorted(LIVE_PLAYED))
+def test_live_accepts_every_fault_the_simulation_plays(capsys, tmp_path, key):
+    """Once refused, now played: the run is refused only by the server nobody listens on, and
+    leaves no folder behind."""
+    value = toml(LIVE_PLAYED[key])
+    argv = ["live", "crash-recovery", "--dsn", NOBODY, "--duration", "5", "--set", f"{key}={value}"]
+    assert _live_in(tmp_path, argv) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("error: PostgreSQL at host 127.0.0.1 port 1") and key not in line, line
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---- queue directories: every file, every byte, refused in one line naming the file --------------

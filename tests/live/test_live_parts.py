@@ -16,16 +16,16 @@ from sim import run
 from sim.comparison import quantile_ci, recovery_parts
 from sim.db.memory import MemoryBackend
 from sim.dists import Dist
-from sim.errors import ConfigError
-from sim.live.budget import check_scale, shortest_interval
 from sim.live.clock import LiveClock
 from sim.live.faults import FaultSchedule
 from sim.live.plan import job_plan
 from sim.live.recorder import Recorder, event_log, read_records
 from sim.live.repair import repair
-from sim.live.runner import supported
 from sim.live.slots import Slots
+from sim.live.worker import SharedCrashPoints
+from sim.model.faults import clock_offset
 from sim.model.world import build
+from sim.rng import Streams
 from sim.scenario import CrashPoint, Faults, ScriptedCrash, ScriptedOutage, preset
 from tests.model.scripts import scripted
 
@@ -57,7 +57,8 @@ def test_records_survive_sigkill(tmp_path):
     child.stdout.close()
     events, statements = read_records(tmp_path)
     assert events == [[1.25, "claim", "w0", 7, 1, 2.5]]
-    assert statements == [("claim_conditional", 0.001)]
+    [(t, name, seconds)] = statements  # its scenario time: the clock's, when it was written
+    assert 0 < t < 60 and (name, seconds) == ("claim_conditional", 0.001)
     assert list(event_log(events)) == [(1.25, "claim", "w0", 7, 1, 2.5)]
 
 
@@ -139,26 +140,34 @@ def test_fault_schedule_plays_the_models_fault_times():
     ]
 
 
-def test_time_scale_is_refused_where_statement_latency_would_dominate():
-    scenario = preset("crash-recovery")  # poll 2 s is its shortest interval
-    assert shortest_interval(scenario) == ("policy.poll_interval", 2.0)
-    check_scale(scenario, 0.05, latency=0.004)  # 4 ms / 0.05 = 0.08 s: 4% of 2 s
-    with pytest.raises(
-        ConfigError,
-        match=r"^--time-scale 0.01: a statement takes 4.0 ms \(median\) on this server, "
-        r"0.4 s of scenario time, 20% of policy.poll_interval 2 s; above 5% latency, "
-        r"not the lease policy, would dominate: use --time-scale >= 0.04$",
-    ):
-        check_scale(scenario, 0.01, latency=0.004)
-    with pytest.raises(ConfigError, match=r"^--time-scale: must be a number > 0"):
-        check_scale(scenario, 0.0, latency=0.004)
+def test_crash_points_share_one_run_wide_limit_between_processes(tmp_path):
+    """Two worker processes' crash points on one run folder: after_psp fires at most twice in
+    all (limit 2), whichever process reaches it; after_marker has a limit of its own; each draws
+    its probability from its own stream."""
+    configs = (CrashPoint("after_psp", 1.0, 2), CrashPoint("after_marker", 0.5, 1))
+    a = SharedCrashPoints(configs, np.random.default_rng(1), str(tmp_path))
+    b = SharedCrashPoints(configs, np.random.default_rng(2), str(tmp_path))
+    assert [a.fires("after_psp"), b.fires("after_psp"), a.fires("after_psp")] == [True, True, False]
+    assert b.spent("after_psp") == 2 and not b.fires("after_psp")
+    fired = [p.fires("after_marker") for p in (a, b, a, b, a, b)]
+    assert sum(fired) == 1 and a.fires("unknown_point") is False
 
 
-def test_settings_live_mode_does_not_play_are_refused():
-    with pytest.raises(ConfigError, match=r"^faults.crash_points: not supported in live mode"):
-        supported(scripted(faults=Faults(crash_points=(CrashPoint("after_psp"),))))
-    with pytest.raises(ConfigError, match=r"^policy.clock: live mode binds one clock"):
-        supported(scripted(clock="worker"))
+def test_a_live_worker_binds_the_models_clock_offset():
+    """policy.clock = worker: each worker's offset is the simulation's draw (faults.clock_offset),
+    bound into every statement's `now` and what the protocol reads as the worker's clock."""
+    from sim.live.connection import LiveConnection
+
+    scenario = scripted(workers=3, clock="worker", faults=Faults(clock_skew=2.0))
+    world = build(scenario, MemoryBackend())
+    skews = [w.db.skew for w in world.workers]
+    assert len(set(skews)) == 3 and all(skew != 0 for skew in skews)
+    streams = Streams(scenario.seed)
+    assert [clock_offset(scenario, i, streams) for i in range(3)] == skews
+    clock = LiveClock(time.monotonic())
+    db = LiveConnection("", "s", "w1", {}, clock, None, skew=skews[1])
+    assert db.now() - clock.now() == pytest.approx(skews[1], abs=1e-3)
+    assert clock_offset(scripted(workers=3, faults=Faults(clock_skew=2.0)), 1, streams) == 0.0
 
 
 def test_repair_restores_a_completion_a_kill_cut_off():

@@ -3,6 +3,7 @@ defects 1, 4 and 5): each test is one the defect would have failed."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -10,6 +11,8 @@ import pytest
 
 import sim
 from sim import teaching
+from sim.comparison import own_statements
+from sim.live.settings import read_then_write_race
 from sim.stats import add_rates
 from sim.teaching import cheatsheet, live_lesson
 from sim.teaching.exercises import recovery_mistakes, ttl_quantile_mistakes
@@ -190,6 +193,59 @@ def test_the_live_effects_sentence_follows_the_live_numbers():
     assert "the simulated wait was longer and the live one longer." in late
     same = live_lesson.effects_sentence(_effects(0.2511), busy_workers=3)
     assert "the live one as old." in same
+
+
+def _race_runs(claim: str, seeds) -> list:
+    scenario = sim.scenario.preset("read-then-write-race").with_overrides({"policy.claim": claim})
+    return [sim.run(scenario.replace(horizon=40.0), seed=s, progress=False) for s in seeds]
+
+
+def test_the_sql_comparison_names_the_double_claims_row_beside_both_simulations():
+    """10's --sql section, with simulated runs standing in for the live one: its double claims
+    agree with runs of the same (read-then-write) claim and DIFFER from Lease Lab's conditional
+    claim; the table and the sentence quote the comparison's own figures."""
+    live, *same = _race_runs("read_then_write", range(1, 5))
+    own = _race_runs("conditional_update", range(1, 4))
+    queue_sim, own_sim = sim.compare(live, same), sim.compare(live, own)
+    rows = live_lesson.count_rows(queue_sim)
+    assert rows.index[0] == "double claims per run"
+    first = rows.iloc[0]
+    table = queue_sim.table.loc["double claims per run"]
+    assert first["live"] == live.summary["double_claims"] >= 3
+    assert first["simulated (mean per run)"] == table.simulated > 0
+    assert (first["ratio low"], first["ratio high"]) == (table.low, table.high)
+    assert first["verdict"] == "agree" and own_sim.table.loc[rows.index[0], "verdict"] == "DIFFER"
+    text = live_lesson.sql_sentence(queue_sim, own_sim)
+    n = int(live.summary["double_claims"])
+    assert text.startswith(f"Live, the queue's SQL made {n} double claims. ")
+    assert f"PostgreSQL, {table.simulated:.3g} per run over 3 seeds (95% interval [" in text
+    assert f"[{table.low:.3g}, {table.high:.3g}] holds 1, so the row says agree." in text
+    assert "instead, 0 per run over 3 seeds (95% interval [0, 0]): live / simulated inf" in text
+    assert text.endswith(
+        "leaves out 1, so the row says DIFFER: the simulation of another queue is told apart "
+        "from this one."
+    )
+    # a run without double claims tells nothing apart, and an unsound one judges nothing
+    quiet = sim.compare(own[0], own[1:])
+    unsound = dataclasses.replace(quiet, warnings=["restart lag: 3 of 4 restarts came late"])
+    text = live_lesson.sql_sentence(unsound, quiet)
+    assert "made 0 double claims" in text and "so the row says agree" in text
+    assert "this run did not tell the two apart on double claims." in text
+    assert text.endswith(
+        "UNSOUND (restart lag: 3 of 4 restarts came late), so its rows judge nothing."
+    )
+
+
+def test_own_statements_simulate_the_live_runs_scenario_on_the_memory_backend():
+    race = read_then_write_race(horizon=20.0)
+    stand_in = sim.run(race.with_overrides({"policy.claim": "read_then_write"}), progress=False)
+    assert stand_in.summary["double_claims"] > 0
+    stand_in.scenario = race  # as a live run of the read-then-write queue records its scenario
+    c = live_lesson.with_own_statements(stand_in, 2)
+    assert c.seeds == 2 and c.table.loc["double claims per run", "simulated"] == 0
+    runs = own_statements(race, 2)
+    assert [r.scenario.seed for r in runs] == [race.seed, race.seed + 1]
+    assert {r.scenario.backend for r in runs} == {"memory"}
 
 
 # ---- 01, 07: words that follow the table ---------------------------------------------------------

@@ -1,0 +1,197 @@
+"""The time-scale guard's measurement, taken once the table is loaded and before the run starts.
+
+One probe client per worker plays a worker's cycle of sim.protocol (claim, one heartbeat, the
+completion transaction) on a connection of its own, and one more client plays the watcher's
+tick, all at once: the run's concurrency on its loaded table, with the statements its queue
+runs, at the rate the run sends them (a worker's cycle every poll interval or job, whichever is
+shorter, the watcher's every watcher interval, at the time scale; at least every MAX_PACE_S). Each cycle is one transaction, rolled back, so nothing stays (a sequence may
+advance). A statement that would wait for another probe client's row lock is cut off
+(lock_timeout) and not timed: who waits for whom is the protocol's business, which the simulation
+plays; the guard asks how fast the database answers. Meanwhile the runner starts replacement
+worker processes and times them (the load of a running pool, as a replacement meets it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sim.db.errors import DbUnavailable, StatementError
+from sim.live.connection import LiveConnection
+from sim.live.driver import LiveDriver
+from sim.protocol import WatcherProtocol, WorkerProtocol
+
+WARM_UP = 3  # cycles per client not timed: connection warm-up, plans cached
+MIN_CYCLES = 10  # timed cycles per client before the probe may stop
+MAX_SECONDS = 30.0  # the probe stops by then whatever it has
+MAX_PACE_S = 0.25  # a client starts a cycle at least this often (wall seconds)
+LOCK_TIMEOUT = "2ms"  # a wait for another probe client's lock longer than this is cut off
+
+
+class _Still:
+    """The probe's clock: scenario time 0 (the start of the run), sleeps and work take no time."""
+
+    scale = 1.0
+
+    def now(self) -> float:
+        return 0.0
+
+    def sleep(self, _seconds: float) -> None:
+        pass
+
+    def sleep_until(self, _t: float) -> None:
+        pass
+
+
+class _Timings:
+    """A recorder that keeps each statement's wall latency while `on`, and no event."""
+
+    def __init__(self):
+        self.on = False
+        self.samples: list[tuple[str, float]] = []
+
+    def add(self, *_record) -> None:
+        pass
+
+    def statement(self, name: str, seconds: float) -> None:
+        if self.on:
+            self.samples.append((name, seconds))
+
+
+class _ProbeConnection(LiveConnection):
+    """A connection whose cycle is one transaction the probe opens and rolls back: the protocol's
+    own BEGIN, COMMIT and ROLLBACK are played inside it as nothing."""
+
+    def control(self, command: str) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def begin_cycle(self) -> None:
+        super().control("BEGIN")
+        self.open().execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
+
+    def end_cycle(self) -> None:
+        try:
+            super().control("ROLLBACK")
+        except (StatementError, DbUnavailable):
+            self.drop()
+
+
+class LoadedTableProbe:
+    """Probe clients in threads of the runner: start(), then stop() -> statement -> latencies."""
+
+    def __init__(self, scenario, catalog, *, dsn: str, schema: str, queries: dict, scale: float):
+        self.scenario, self.catalog = scenario, catalog
+        policy, work = scenario.policy, scenario.workload
+        job = work.processing.mean_value() + work.psp_call.mean_value()
+        self.pace = {  # wall seconds from the start of one cycle to the next
+            "worker": min(scale * min(policy.poll_interval, job), MAX_PACE_S),
+            "watcher": min(scale * policy.watcher_interval, MAX_PACE_S),
+        }
+        self.connection: dict[str, Any] = dict(
+            dsn=dsn, schema=schema, queries=queries, clock=_Still()
+        )
+        self.clients = scenario.policy.workers + (1 if scenario.policy.watcher else 0)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._timings: list[_Timings] = []
+        self._cycles: list[int] = []
+        self.errors: list[Exception] = []
+
+    def start(self) -> None:
+        self._deadline = time.monotonic() + MAX_SECONDS
+        policy = self.scenario.policy
+        roles = [("worker", i) for i in range(policy.workers)]
+        if policy.watcher:
+            roles.append(("watcher", 0))
+        for k, (role, i) in enumerate(roles):
+            timings = _Timings()
+            self._timings.append(timings)
+            self._cycles.append(0)
+            db = _ProbeConnection(client=f"probe/{role}{i}", recorder=timings, **self.connection)
+            db.open()  # in the runner's thread: a server that refuses says so here
+            thread = threading.Thread(target=self._loop, args=(k, role, i, db, timings))
+            thread.daemon = True
+            self._threads.append(thread)
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> dict[str, np.ndarray]:
+        """Stop once every client has played MIN_CYCLES timed cycles (or MAX_SECONDS passed);
+        each statement's timed wall latencies."""
+        while min(self._cycles) < MIN_CYCLES and time.monotonic() < self._deadline:
+            if not any(t.is_alive() for t in self._threads):
+                break
+            time.sleep(0.01)
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        if self.errors:
+            raise self.errors[0]
+        by_name: dict[str, list[float]] = {}
+        for timings in self._timings:
+            for name, seconds in timings.samples:
+                by_name.setdefault(name, []).append(seconds)
+        return {name: np.asarray(values) for name, values in by_name.items()}
+
+    def _loop(self, k: int, role: str, i: int, db: _ProbeConnection, timings: _Timings) -> None:
+        driver = LiveDriver(_Still(), timings)
+        cycle: Callable[[], None]
+        if role == "watcher":
+            watcher = WatcherProtocol(self.scenario.policy)
+
+            def cycle():
+                driver.run(watcher.tick(), db)
+
+        else:
+            steps = WorkerProtocol(
+                f"probe-{i}",
+                self.scenario,
+                self.catalog,
+                psp_call=lambda: 0.0,
+                hb_delay=lambda: 0.0,
+                hb_loss=np.random.default_rng(i),
+            )
+
+            def cycle():
+                lease = driver.run(steps.claim(), db)
+                if lease is not None:
+                    driver.run(steps.renew(lease), db)
+                    driver.run(steps.complete(lease, self.catalog[lease.job]), db)
+
+        played, began = 0, 0.0
+        try:
+            pace = self.pace[role]
+            while not self._stop.is_set() and time.monotonic() < self._deadline:
+                if played > WARM_UP:
+                    self._stop.wait(max(0.0, began + pace - time.monotonic()))
+                began = time.monotonic()
+                timings.on = played >= WARM_UP
+                db.begin_cycle()
+                try:
+                    cycle()
+                except (StatementError, DbUnavailable):
+                    pass  # a lock wait cut off, or a refusal: the rollback ends it
+                finally:
+                    db.end_cycle()
+                played += 1
+                self._cycles[k] = max(0, played - WARM_UP)
+        except Exception as exc:  # noqa: BLE001 - handed to the runner's thread by stop()
+            self.errors.append(exc)
+        finally:
+            db.close()
+
+
+def medians(latencies: dict[str, np.ndarray]) -> tuple[dict[str, float], dict[str, int]]:
+    """Each statement's median wall latency and how many runs of it were timed."""
+    timed = {name: values for name, values in latencies.items() if len(values)}
+    return (
+        {name: float(np.median(values)) for name, values in timed.items()},
+        {name: len(values) for name, values in timed.items()},
+    )

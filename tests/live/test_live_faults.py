@@ -1,0 +1,123 @@
+"""Faults live mode used to refuse, played live as the simulation plays them (issue 24, "Also"):
+crash points (one run-wide limit shared by the worker processes), the read-then-write watcher
+(watcher_gap), worker clocks with an offset (policy.clock = worker), the worker-side deadline
+(the handler runs on, the job is failed for a retry) and graceful shutdown (the worker releases
+its job). Two short runs with scripted faults; times are judged with generous margins (a loaded
+machine delays a process by tens of milliseconds), the order and the counts exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+import sim
+from sim.db.memory import MemoryBackend
+from sim.dists import Dist
+from sim.model.world import build
+from sim.scenario import CrashPoint, Faults, ScriptedCrash
+from tests.live.test_live_run import _children, _live_backends
+from tests.model.scripts import scripted, with_deadline
+
+pytestmark = [pytest.mark.live, pytest.mark.postgres]
+
+SLACK = 0.3  # scenario seconds a loaded machine may add to a live step
+
+
+def _records(r, *kinds):
+    return [e for e in r.log if e.kind in kinds]
+
+
+@pytest.mark.timeout(240)
+def test_crash_points_a_gapped_watcher_and_worker_clocks_live(pg_dsn):
+    scenario = scripted(
+        workers=2,
+        jobs=6,
+        work=0.6,
+        lease_ttl=1.0,
+        heartbeat_interval=0.3,
+        watcher=True,
+        watcher_interval=0.5,
+        watcher_gap=0.1,
+        claim_takes_expired=False,
+        clock="worker",
+        horizon=5.0,
+        faults=Faults(
+            crash_points=(CrashPoint("after_psp", 1.0, 2),),
+            clock_skew=0.05,
+            restart_delay=Dist.constant(0.5),
+        ),
+    )
+    r = sim.live(scenario, duration=scenario.horizon, dsn=pg_dsn)
+    assert r.incidents == []  # the crash-point deaths are the workers' own, and expected
+    crashes = _records(r, "crash")
+    assert len(crashes) == 2  # the limit holds across the worker processes
+    for crash in crashes:
+        charges = [
+            e for e in _records(r, "psp_charge") if e.worker == crash.worker and e.t <= crash.t
+        ]
+        last = charges[-1]  # it died right after its PSP call, holding that job
+        assert (last.job, last.attempt) == (crash.job, crash.attempt)
+        assert crash.t - last.t < SLACK
+        restart = [e for e in _records(r, "restart") if e.worker == crash.worker and e.t > crash.t]
+        assert restart and restart[0].t >= crash.t + 0.5
+        requeued = [e for e in _records(r, "requeue") if e.job == crash.job and e.t > crash.t]
+        assert requeued, f"job {crash.job} was never rescued"  # the gapped watcher rescues it
+    assert r.statement_counts["select_stuck_jobs"] >= 1 and r.statement_counts["rescue_job"] >= 1
+    assert r.statement_counts.get("requeue_expired", 0) == 0
+    # each worker's clock is the simulation's, offset included, and its leases are written by it
+    model = build(scenario, MemoryBackend())
+    assert r.worker_skews == {w.name: w.db.skew for w in model.workers}
+    assert len(set(r.worker_skews.values())) == 2
+    for claim in _records(r, "claim"):
+        written = claim.detail - claim.t - scenario.policy.lease_ttl
+        assert abs(written - r.worker_skews[claim.worker]) < 0.05
+    assert _children() == [] and _live_backends(pg_dsn) == 0
+
+
+@pytest.mark.timeout(240)
+def test_the_deadline_and_graceful_shutdown_live(pg_dsn):
+    """3 s jobs and a 1.5 s worker-side deadline (pg-boss): each lease is failed for a retry
+    1.5 s after its claim, the handler running on to a completion fencing refuses; w0 is asked
+    to stop at 1 s (faults.shutdown = graceful): it logs the shutdown, releases its job and is
+    back a second later, with no crash anywhere."""
+    scenario = with_deadline(
+        work=3,
+        deadline=1.5,
+        workers=2,
+        jobs=2,
+        horizon=5,
+        faults=Faults(
+            crashes=(ScriptedCrash(at=1.0, worker=0),),
+            shutdown="graceful",
+            restart_delay=Dist.constant(1.0),
+        ),
+    )
+    r = sim.live(scenario, duration=scenario.horizon, dsn=pg_dsn)
+    assert r.incidents == [] and _records(r, "crash") == []
+    [shutdown] = _records(r, "shutdown")
+    first = [e for e in _records(r, "claim") if e.worker == "w0"][0]
+    assert shutdown.worker == "w0" and 1.0 <= shutdown.t < 1.0 + SLACK
+    assert (shutdown.job, shutdown.attempt) == (first.job, first.attempt)
+    [release] = _records(r, "release")
+    assert (release.worker, release.job, release.attempt, release.detail) == (
+        "w0",
+        first.job,
+        first.attempt,
+        "Pending",
+    )
+    assert release.t - shutdown.t < SLACK
+    [restart] = _records(r, "restart")
+    assert restart.worker == "w0" and restart.t >= release.t + 1.0
+    deadlines = {(e.worker, e.job, e.attempt): e for e in _records(r, "deadline")}
+    stopped = {(shutdown.worker, shutdown.job, shutdown.attempt)}
+    for claim in _records(r, "claim"):
+        key = (claim.worker, claim.job, claim.attempt)
+        if key in stopped or claim.t > scenario.horizon - 1.5 - SLACK:
+            continue
+        failed = deadlines[key]  # failed for a retry at its deadline, not before
+        assert claim.t + 1.5 <= failed.t < claim.t + 1.5 + SLACK and failed.detail == "Pending"
+    assert _records(r, "complete") == []  # every completion comes after a deadline...
+    rejected = _records(r, "complete_rejected")
+    assert rejected and all((e.worker, e.job, e.attempt) in deadlines for e in rejected)
+    assert r.statement_counts["fail_job_fenced"] >= 2
+    assert r.statement_counts["release_job_fenced"] == 1
+    assert _children() == [] and _live_backends(pg_dsn) == 0
