@@ -163,7 +163,7 @@ def renewal_count(run) -> int:
 
 def stall_durations(runs) -> np.ndarray:
     """Durations of every pause and worker-DB partition that happened in the runs (seconds)."""
-    values = []
+    values: list[float] = []
     for r in runs:
         events = r.events
         starts = events[events["kind"].isin(["pause_start", "partition_start"])]

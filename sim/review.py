@@ -154,10 +154,9 @@ class Review:
                 loc="left",
                 fontsize=9,
             )
-            if (
-                ax.get_legend() is not None
-            ):  # the title says what the marks mean; the full legend is too big here
-                ax.get_legend().remove()
+            legend = ax.get_legend()
+            if legend is not None:  # the title says what the marks mean; the legend is too big
+                legend.remove()
         return fig
 
     def showcase(self) -> tuple:

@@ -141,7 +141,9 @@ def _claim(lab: Lab) -> Finding:
 def _fencing(lab: Lab, scenario) -> Finding:
     called = statements_called(scenario)
     writes = [n for n in WORKER_WRITES if lab.has(n) and (n in called or n in lab.queue.overrides)]
-    parts, numbers, safe = [], {}, True
+    parts: list[str] = []
+    numbers: dict[str, dict] = {}
+    safe: bool | None = True
     for name in writes:
         try:
             cases = _fence_cases(lab, name)
@@ -184,6 +186,19 @@ def _write(lab: Lab, name: str, owner: str, attempt: int, now: float):
     return lab.run(name, id=1, owner=owner, attempt=attempt, now=now)
 
 
+def _claimed(lab: Lab, name: str) -> tuple[int, int]:
+    """(job, attempt) of w0's claim at T0 of the probe's job; ProbeError if it took nothing."""
+    claimed = lab.claim("w0", T0)
+    if claimed is None:
+        raise ProbeError(name, "the claim took nothing, so no write could be probed")
+    return claimed
+
+
+def _held(state: tuple | None) -> tuple | None:
+    """(status, lease_owner) of a dump_jobs row; None for a job the table no longer holds."""
+    return None if state is None else (state[3], state[4])
+
+
 def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
     """What worker w0's write `name` did: its own lease (own), after its lease expired and the
     watcher moved the job (expired: requeued, or failed for good), after another worker took the
@@ -192,13 +207,10 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
     cases: dict[str, str | None] = {}
     with lab.trial():
         lab.enqueue(1)
-        claimed = lab.claim("w0", T0)
-        if claimed is None:
-            raise ProbeError(name, "the claim took nothing, so no write could be probed")
-        cases["own"] = _outcome(lab, _write(lab, name, "w0", claimed[1], T0 + 1))
+        cases["own"] = _outcome(lab, _write(lab, name, "w0", _claimed(lab, name)[1], T0 + 1))
     with lab.trial():
         lab.enqueue(1)
-        attempt = lab.claim("w0", T0)[1]
+        attempt = _claimed(lab, name)[1]
         late = T0 + lab.ttl + 1
         cases["expired"] = None
         if lab.policy.watcher and _watcher_statements(lab):
@@ -210,7 +222,7 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
     for case, taker in (("other", "w1"), ("same", "w0"), ("done", "w1")):
         with lab.trial():
             lab.enqueue(1)
-            attempt = lab.claim("w0", T0)[1]
+            attempt = _claimed(lab, name)[1]
             late = T0 + lab.ttl + 1
             again = _reclaim(lab, taker, late)
             if again is None:
@@ -241,16 +253,18 @@ _CHECKS = {
 }
 
 
+def _refused_or_through(outcome: str | None) -> str:
+    return REFUSED if outcome == REFUSED else "through"
+
+
 def fence_text(lab: Lab, name: str, cases: dict) -> str:
     """'complete_fenced (q/queries.sql:27) checks owner and attempt, refuses a late write once the
     watcher took the job back, and leaves a finished job alone', from what the probes saw."""
     other, same, done, expired = (cases.get(k) for k in ("other", "same", "done", "expired"))
-    key = tuple(
-        None if v is None else REFUSED if v == REFUSED else "through" for v in (other, same)
-    )
     parts = []
-    if None not in key:
-        parts.append(_CHECKS[key])
+    handed_on = other is not None and same is not None  # a later lease met the old one's write
+    if handed_on:
+        parts.append(_CHECKS[(_refused_or_through(other), _refused_or_through(same))])
     if expired == REFUSED:
         parts.append("refuses a late write once the watcher took the job back")
     elif expired is not None and _harmful(name, "expired", cases):
@@ -280,7 +294,7 @@ def fence_text(lab: Lab, name: str, cases: dict) -> str:
         if parts
         else ""
     )
-    if None in key:
+    if not handed_on:
         text += (
             ("; " if parts else ": ")
             + "nothing in this queue hands an expired job to another worker, so no write of an "
@@ -387,7 +401,8 @@ def _watches(lab: Lab, names) -> Finding:
             "of its claim: an expired job stays Processing",
             numbers,
         )
-    problems, fine = [], []
+    problems: list[str] = []
+    fine: list[str] = []
     with lab.trial():  # the move itself: the rows it writes, as the server counts them
         lab.enqueue(1)
         lab.claim("w0", T0)
@@ -405,13 +420,13 @@ def _watches(lab: Lab, names) -> Finding:
         before = lab.state(1)
         lab.watch(T0 + min(age, ttl) / 2)
         after = lab.state(1)
-        live = after is None or (after[3], after[4]) != (before[3], before[4])
+        live = after is None or _held(after) != _held(before)
     (problems if live else fine).append(
         "it requeues a job whose lease still runs" if live else "leaves a live lease alone"
     )
     with lab.trial():
         lab.enqueue(1)
-        job, attempt = lab.claim("w0", T0)
+        job, attempt = _claimed(lab, names[-1])
         finished = bool(lab.complete(1, "w0", attempt, T0 + 1))
         before = lab.state(1)  # Completed, or gone: a queue that deletes finished jobs
         late = T0 + age + 1
@@ -435,7 +450,7 @@ def _watches(lab: Lab, names) -> Finding:
             before = lab.state(1)
             lab.run("rescue_job", id=1, now=T0 + 1)
             after = lab.state(1)
-            fresh = after is None or (after[3], after[4]) != (before[3], before[4])
+            fresh = after is None or _held(after) != _held(before)
         (problems if fresh else fine).append(
             "its write requeues a job whatever it became since the read (a job taken again in "
             "between goes back to Pending)"

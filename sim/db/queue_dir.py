@@ -434,7 +434,7 @@ def _check_params(
                 name,
                 f"declares {pname} {ptype}, but Lease Lab binds {pname} as {bound[pname]}",
             )
-    used = {}
+    used: dict[str, int] = {}
     for n, text in enumerate(sql.splitlines()):
         for p in PLACEHOLDER.findall(text):
             used.setdefault(p, sql_line + n)
