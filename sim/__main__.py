@@ -214,7 +214,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    print(dumps(_resolve(args.scenario, parse_assignments(args.set))), end="")
+    print(dumps(_resolve(args.scenario, parse_assignments(args.set))[0]), end="")
     return 0
 
 
@@ -225,12 +225,12 @@ def cmd_run(args) -> int:
     overrides = parse_assignments(args.set)
     if args.no_heartbeat_records:
         overrides["record_heartbeats"] = False
-    scenario = _resolve(args.scenario, overrides)
+    scenario, sql = _resolve(args.scenario, overrides, args.sql)
     _check_files(args)
     # the user's choice (memory: no --sql), validated by _resolve when it came with --set
     backend = args.backend or (scenario.backend if "backend" in overrides else None)
     options = {"seed": args.seed, "dsn": args.dsn, "keep_schema": args.keep_schema}
-    run = simulate(scenario, backend, **options, sql=args.sql)
+    run = simulate(scenario, backend, **options, sql=sql)
     if run.backend != "postgres" and (args.dsn or args.keep_schema):
         ignored = "--dsn and --keep-schema only apply to the postgres backend; ignored"
         warnings.warn(ignored, LeaseWarning, stacklevel=1)
@@ -249,7 +249,7 @@ def cmd_live(args) -> int:
     from sim.live.runner import check_timing
     from sim.run_text import format_run
 
-    scenario = _resolve(args.scenario, parse_assignments(args.set))
+    scenario, sql = _resolve(args.scenario, parse_assignments(args.set), args.sql)
     if not 0 <= args.compare_seeds <= MAX_COMPARE_SEEDS:
         raise ConfigError(
             f"--compare-seeds: must be a whole number from 0 to {MAX_COMPARE_SEEDS:,}, "
@@ -258,7 +258,7 @@ def cmd_live(args) -> int:
     check_timing(args.duration, args.time_scale)  # before anything starts
     _check_files(args)
     options = {"duration": args.duration, "time_scale": args.time_scale, "dsn": args.dsn}
-    run = live(scenario, **options, seed=args.seed, sql=args.sql)
+    run = live(scenario, **options, seed=args.seed, sql=sql)
     report = run.check()
     print(format_run(run, report))
     print(describe_guard(run))
@@ -352,10 +352,15 @@ def _save(args, *saves) -> None:
         print(f"\nwrote {args.out}/: {', '.join(p.name for p in written)}")
 
 
-def _resolve(name: str, overrides: dict):
-    """The scenario SCENARIO names, with the --set overrides."""
+def _resolve(name: str, overrides: dict, sql=None):
+    """(the scenario SCENARIO names with the --set overrides, over the settings of the queue
+    directory `sql` (queue.toml) if any; that queue, its settings settled, or None)."""
     scenario = resolve(name)
-    return scenario.with_overrides(overrides) if overrides else scenario
+    if sql is not None and overrides.get("backend") != "memory":  # memory: refused by the run
+        from sim.runner import with_queue
+
+        scenario, sql = with_queue(scenario, sql)
+    return (scenario.with_overrides(overrides) if overrides else scenario), sql
 
 
 if __name__ == "__main__":

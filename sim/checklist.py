@@ -11,8 +11,11 @@ import numpy as np
 import pandas as pd
 
 from sim.dists import Dist
+from sim.invariants import deleted_jobs, keeps_attempts
+from sim.model.events import STATUS_MOVES
 from sim.results import owner_crashes
 from sim.scenario import (
+    INVARIANTS,
     CrashPoint,
     Scenario,
     ScriptedCrash,
@@ -41,6 +44,7 @@ ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
     "fencing": "Completion is fenced by owner + attempt",
     "dedup": "The DB effect is deduplicated (marker and effect in one transaction)",
     "psp": "The PSP call is idempotent (idempotency key)",
+    "invariants": "No run breaks an invariant (every violation sim.check finds, counted)",
 }
 CLAIMS = {
     "conditional_update": "one conditional UPDATE ... WHERE ... RETURNING",
@@ -69,6 +73,19 @@ def processing_times(runs) -> np.ndarray:
     return np.concatenate(values) if values else np.array([])
 
 
+def refused_effects(runs) -> int:
+    """Completions refused after their worker's effect had committed (policy.completion =
+    background): an effect record, then a refused completion, of the same lease."""
+    total = 0
+    for r in runs:
+        events = r.events
+        lease = ["worker", "job", "attempt"]
+        effects = events[events["kind"] == "effect"][lease].drop_duplicates()
+        refused = events[events["kind"] == "complete_rejected"][lease]
+        total += len(refused.merge(effects, on=lease))
+    return total
+
+
 def leased_jobs(run) -> int:
     return int(run.leases["job"].nunique())
 
@@ -90,9 +107,11 @@ def charged_payments(run) -> tuple[int, int]:
 
 
 def owner_mismatches(run) -> tuple[int, int]:
-    """(leased jobs, of which the final table's lease_owner is empty or not the last claimer in the log)."""
+    """(leased jobs the final table holds, of which the table's lease_owner is empty or not the last
+    claimer in the log); jobs deleted once finished are not counted."""
     claims = run.events[run.events["kind"] == "claim"]
     last = claims.groupby("job")["worker"].last()
+    last = last[~last.index.isin(deleted_jobs(run))]
     owners = run.table_jobs.set_index("id")["lease_owner"]
     stored = owners.reindex(last.index)
     bad = stored.isna() | (stored != last)
@@ -144,12 +163,21 @@ def renewal_count(run) -> int:
 
 def stall_durations(runs) -> np.ndarray:
     """Durations of every pause and worker-DB partition that happened in the runs (seconds)."""
-    values = []
+    values: list[float] = []
     for r in runs:
         events = r.events
         starts = events[events["kind"].isin(["pause_start", "partition_start"])]
         values.extend(float(d) for d in starts["detail"] if d is not None and np.isfinite(float(d)))
     return np.asarray(values, dtype=float)
+
+
+def _deleted(n: int) -> str:
+    """The note for jobs a queue deleted once finished (not in the final table to be judged)."""
+    return (
+        f" ({count(n, 'finished job')} deleted from the table by the queue, not judged)"
+        if n
+        else ""
+    )
 
 
 def _total(runs, key: str) -> int:
@@ -170,6 +198,23 @@ class Checker:
         self.variants: dict[str, list] = {}
         self.n = len(runs)
         self.used: dict[str, list[str]] = {}  # item -> names of the variants its evidence also used
+        self._reports: dict[int, object] = {}  # id(run) -> its sim.check report, checked once
+
+    def report(self, run):
+        """The run's invariant report (sim.check), computed once per run."""
+        found = self._reports.get(id(run))
+        if found is None:
+            found = self._reports[id(run)] = run.check()
+        return found
+
+    def caused(self, runs, invariant: str, *causes: str) -> int:
+        """Violations of `invariant` in `runs` whose breaking write was one of `causes`' (the
+        claim, the watcher, a worker's late write: sim.invariants.Violation.cause)."""
+        return sum(
+            v.invariant == invariant and v.cause in causes
+            for r in runs
+            for v in self.report(r).violations
+        )
 
     def basis(self, key: str) -> str:
         """What an item's verdict rests on: scenario (and variants), seeds, leases observed, interval."""
@@ -300,7 +345,11 @@ class Checker:
 
     def claim(self):
         p = self.policy
-        doubles, leases = _total(self.runs, "double_claims"), _total(self.runs, "leases")
+        doubles, leases = (
+            self.caused(self.runs, "double_claim", "claim"),
+            _total(self.runs, "leases"),
+        )
+        handed = self.caused(self.runs, "double_claim", "watcher", "worker")
         numbers = {"double_claims": doubles, "leases": leases}
         how = "the queue's statements" if self.on else CLAIMS[p.claim]
         text = f"{p.claim} ({how}): {count(doubles, 'double claim')} in {count(leases, 'lease')} over {self.n_runs}"
@@ -309,12 +358,19 @@ class Checker:
         contention = self.variant("contention")
         self._use("claim", "contention")
         if contention:
-            vd, vl = _total(contention, "double_claims"), _total(contention, "leases")
+            vd, vl = self.caused(contention, "double_claim", "claim"), _total(contention, "leases")
+            handed += self.caused(contention, "double_claim", "watcher", "worker")
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
             text += (
                 f"; under contention ({count(workers, 'worker')}, 200 jobs at once): {count(vd, 'double claim')} in {count(vl, 'lease')}"
                 + (f" ({percent(vd / vl)})" if vd else "")
+            )
+        numbers["handed_double_claims"] = handed
+        if handed:
+            text += (
+                f" ({count(handed, 'other double claim')} took a job that a watcher's or a late "
+                "worker's write had made Pending while its lease ran: items 4 and fencing)"
             )
         if p.claim == "read_then_write" and not self.on:
             return FAIL, text + ". Two workers can read the same Pending row and both win.", numbers
@@ -575,8 +631,11 @@ class Checker:
         waits = np.concatenate([w for w, _ in pairs]) if pairs else np.array([])
         how = [kind for _, kinds in pairs for kind in kinds]
         by_watcher, by_claim = how.count("requeue"), how.count("claim")
-        stuck = sum(r.check().counts().get("stuck_processing", 0) for r in used)
+        stuck = sum(self.report(r).counts().get("stuck_processing", 0) for r in used)
         never = int(np.isnan(waits).sum()) if len(waits) else 0
+        seen = runs if used is runs else runs + used
+        overwrote = self.caused(seen, "terminal_overwritten", "watcher")
+        handed = self.caused(seen + self.variants.get("contention", []), "double_claim", "watcher")
         ticks = [r.events.loc[r.events["kind"] == "watcher_tick", "t"].to_numpy() for r in runs]
         n_ticks = sum(len(t) for t in ticks)
         gap = max((float(np.diff(t).max()) for t in ticks if len(t) > 1), default=np.nan)
@@ -604,10 +663,35 @@ class Checker:
             "owner_crashes": len(recovery),
             "recovery_latency_mean": float(recovered.mean()) if len(recovered) else np.nan,
             "recovery_latency_max": float(recovered.max()) if len(recovered) else np.nan,
+            "watcher_overwrites": overwrote,
+            "watcher_double_claims": handed,
         }
+        harm = "; ".join(
+            text
+            for n, text in (
+                (
+                    overwrote,
+                    f"its write overwrote {count(overwrote, 'finished job')} (terminal_overwritten: "
+                    "made Pending or Dead after Completed or Dead)",
+                ),
+                (
+                    handed,
+                    f"it made {count(handed, 'job')} Pending while a live lease held it, and a "
+                    "second worker took it (double_claim)",
+                ),
+            )
+            if n
+        )
+        given_back = how.count("deadline") + how.count("release")
+        finished = len(how) - by_watcher - by_claim - given_back
+        back = (
+            f", {given_back} given back by their owner (failed at its deadline, or released)"
+            if given_back
+            else ""
+        )
         moved = (
             f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
-            f"watcher, {by_claim} taken by a claim, {len(how) - by_watcher - by_claim} finished by their owner)"
+            f"watcher, {by_claim} taken by a claim{back}, {finished} finished by their owner)"
             if expired
             else f"no lease expired{variant}"
         )
@@ -631,8 +715,13 @@ class Checker:
                     f"{head}; it marks every expired job Dead instead of retrying: {count(dead, 'job')} failed; {moved}.",
                     m,
                 )
-            if stuck or never:
-                return FAIL, f"{head}; {moved}; {count(stuck, 'stuck_processing violation')}.", m
+            if stuck or never or harm:
+                harm = f"; {harm}" if harm else ""
+                return (
+                    FAIL,
+                    f"{head}; {moved}; {count(stuck, 'stuck_processing violation')}{harm}.",
+                    m,
+                )
             status = PASS if expired else UNTESTED
             tail = "" if expired else ": recovery not exercised"
             return status, f"{head}; {moved}{tail}; 0 stuck.", m
@@ -664,13 +753,17 @@ class Checker:
 
     @staticmethod
     def _requeue_waits(run) -> tuple[np.ndarray, list[str]]:
-        """Per expired lease: lease end -> the job left Processing (requeued, failed, re-claimed or done),
-        NaN if never; and the kind of record that moved it."""
+        """Per expired lease: lease end -> the job left Processing (requeued, released or failed by
+        a deadline, re-claimed or done), NaN if never; and the kind of record that moved it."""
         leases = run.leases
         late = run.scenario.horizon - recovery_allowance(run.scenario)
         ended = leases[leases["end_reason"].isin(["crashed", "expired"]) & (leases["until"] < late)]
         events = run.events
-        moves = events[events["kind"].isin(["requeue", "claim", "complete", "payload_conflict"])]
+        kinds = events["kind"]
+        moved = kinds.isin(["claim", "complete", "payload_conflict"]) | (
+            kinds.isin(STATUS_MOVES) & events["detail"].notna()  # a move that found no row: none
+        )
+        moves = events[moved]
         by_job = {job: (g["t"].to_numpy(), g["kind"].to_numpy()) for job, g in moves.groupby("job")}
         waits, how = [], []
         for lease in ended.itertuples():
@@ -685,11 +778,12 @@ class Checker:
 
     def owner(self):
         leased, bad = map(sum, zip(*(owner_mismatches(r) for r in self.runs), strict=True))
-        m = {"leased_jobs": leased, "owner_mismatches": bad}
+        gone = sum(len(deleted_jobs(r)) for r in self.runs)
+        m = {"leased_jobs": leased, "owner_mismatches": bad, "deleted_jobs": gone}
         text = (
             f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
             f"job's last claimer in the event log ({self.n_runs})"
-        )
+        ) + _deleted(gone)
         return (
             (PASS if bad == 0 and leased else FAIL if bad else UNTESTED),
             text + ("." if leased else ": no job was leased."),
@@ -697,6 +791,14 @@ class Checker:
         )
 
     def attempts(self):
+        if not all(keeps_attempts(r) for r in self.runs):
+            return (
+                UNTESTED,
+                "the queue keeps no attempts count (dump_jobs returns NULL attempts, its claims "
+                "too): Lease Lab numbered the leases itself, so whether attempts are incremented "
+                "and persisted cannot be checked, and no statement can fence by attempt.",
+                {"keeps_attempts": False},
+            )
         jobs, bad, multi, most = 0, 0, 0, 0
         for r in self.runs:
             j, b, mu, mo = attempt_mismatches(r)
@@ -710,7 +812,7 @@ class Checker:
         text = (
             f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
             f"{jobs} jobs; {count(multi, 'job')} leased more than once (at most {count(most, 'attempt')})"
-        )
+        ) + _deleted(sum(len(deleted_jobs(r)) for r in self.runs))
         if not multi:
             crashed = self.variant("crashes")
             if crashed:
@@ -724,16 +826,20 @@ class Checker:
                     f"; crash variant: {vj - vb} of {vj} jobs match, {vmu} leased more than once"
                 )
                 multi = vmu
+        if not jobs:
+            return UNTESTED, text + ": the final table holds no job to compare.", m
         return (*self._guarded(text, bad, multi, "the increment was never exercised"), m)
 
     def fencing(self):
         p = self.policy
         variant = ""
-        refused, stolen = self._zombies(self.runs)
-        if not (refused or stolen):
+        refused, stolen, late = self._zombies(self.runs)
+        used = self.runs
+        if not (refused or stolen or late):
             zombies = self.variant("zombie")
             if zombies:
-                refused, stolen = self._zombies(zombies)
+                used = zombies
+                refused, stolen, late = self._zombies(zombies)
                 self._use("fencing", "zombie")
                 pause = zombies[0].scenario.faults.pauses[-1].duration
                 lost = _total(zombies, "false_expiries")
@@ -741,28 +847,50 @@ class Checker:
                     f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
                     "their lease and carried on)"
                 )
+        undone = refused_effects(used) if p.completion == "background" else 0
         m = {
             "refused_completions": refused,
             "non_owner_completions": stolen,
+            "late_worker_writes": late,
+            "effects_of_refused_completions": undone,
             "variant": bool(variant),
         }
+        harm = (
+            f"; {count(late, 'late write')} by a worker that had lost the job (a completion, "
+            "failure or release) overwrote a finished job or handed a held one on"
+            if late
+            else ""
+        )
+        if p.completion == "background":
+            harm += (
+                f"; completion in the background (policy.completion): a refused completion "
+                f"undoes nothing, and the effect of {count(undone, 'refused completion')} had "
+                "committed before"
+            )
         if p.fencing:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
             text = (
                 f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
-                f"non-owner{variant}"
+                f"non-owner{variant}{harm}"
             )
-            return (*self._guarded(text, stolen, refused, "fencing never exercised"), m)
-        text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}"
-        if stolen and not variant:
+            status, text = self._guarded(text, stolen + late, refused, "fencing never exercised")
+            if status == PASS and undone:
+                return RISK, text[:-1] + ": the fence guards the job's row, not the effect.", m
+            return status, text, m
+        text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}{harm}"
+        if (stolen or late) and not variant:
             return FAIL, text + ": late completions went through.", m
         return RISK, text + ("; a zombie's completion would go through." if not stolen else "."), m
 
-    @staticmethod
-    def _zombies(runs) -> tuple[int, int]:
+    def _zombies(self, runs) -> tuple[int, int, int]:
+        """(completions refused, completions by a non-owner, other late writes by a worker that
+        broke an invariant: a finished job overwritten, a held job handed on)."""
         refused = sum(int((r.events["kind"] == "complete_rejected").sum()) for r in runs)
-        stolen = sum(r.check().counts().get("non_owner_completion", 0) for r in runs)
-        return refused, stolen
+        stolen = self.caused(runs, "non_owner_completion", "worker")
+        late = self.caused(runs, "terminal_overwritten", "worker") + self.caused(
+            runs, "double_claim", "worker"
+        )
+        return refused, stolen, late
 
     def _duplicates(self, item: str, key: str):
         """(count in the runs, count in the duplicates variant or None, jobs, variant jobs, variant runs)."""
@@ -847,3 +975,47 @@ class Checker:
             f"were charged more than once, {found} extra charges in all{variant}"
         )
         return (FAIL if found else RISK), text + ".", m
+
+    def invariants(self):
+        """Every violation sim.check finds in the scenario's runs and in its variants' runs (the
+        variants built for the other items), counted per invariant, with an example."""
+        sets = [("the scenario's runs", self.runs)] + [
+            (f"the {name} variant", runs) for name, runs in self.variants.items() if runs
+        ]
+        self._use("invariants", *(name for name, runs in self.variants.items() if runs))
+        found: dict[str, dict[str, int]] = {}
+        example = {}
+        for where, runs in sets:
+            for r in runs:
+                for v in self.report(r).violations:
+                    counts = found.setdefault(v.invariant, {})
+                    counts[where] = counts.get(where, 0) + 1
+                    example.setdefault(v.invariant, v)
+        n_runs = sum(len(runs) for _, runs in sets)
+        m = {name: sum(found.get(name, {}).values()) for name in INVARIANTS}
+        m["runs"] = n_runs
+        if not found:
+            return (
+                PASS,
+                f"all {len(INVARIANTS)} invariants held in {count(n_runs, 'run')} (the scenario's "
+                "and its variants').",
+                m,
+            )
+        parts = []
+        for name in INVARIANTS:
+            if name not in found:
+                continue
+            where = ", ".join(f"{n} in {w}" for w, n in found[name].items())
+            expected = " (the scenario expects it)" if name in self.scenario.expect else ""
+            v = example[name]
+            job = f"job {v.job}: " if v.job is not None else ""
+            parts.append(
+                f"{name} {sum(found[name].values())}: {where}{expected}; e.g. {job}{v.detail}"
+            )
+        return (
+            FAIL,
+            f"{len(found)} of {len(INVARIANTS)} invariants broken in {count(n_runs, 'run')}: "
+            + "; ".join(parts)
+            + ".",
+            m,
+        )

@@ -24,6 +24,10 @@ class Violation:
     invariant: str
     job: int | None
     detail: str
+    by: str | None = None  # who made the write that broke it (a worker, or "watcher")
+    cause: str | None = (
+        None  # whose mechanism that write was: claim, watcher, or worker (a late write)
+    )
 
 
 @dataclass
@@ -108,13 +112,28 @@ def _lost_jobs(run):
 
 
 def _double_claims(run):
+    """A claim while another worker's lease ran. When something made the held job claimable
+    first (a watcher's requeue, a release, a deadline failure by another), that write is named
+    as the cause: the claim only took what it was handed."""
+    events = run.events
+    moves = events[events["kind"].isin(STATUS_MOVES) & (events["detail"] == "Pending")]
+    by_job = {job: list(zip(g["t"], g["worker"], strict=True)) for job, g in moves.groupby("job")}
     for row in run.leases[run.leases["end_reason"] == "revoked"].itertuples():
-        yield Violation(
-            "double_claim",
-            int(row.job),
+        handed = [
+            (t, who)
+            for t, who in by_job.get(row.job, ())
+            if row.start < t <= row.revoked_at and who != row.worker
+        ]
+        detail = (
             f"{row.revoked_by} claimed it at {row.revoked_at:.3f}s while {row.worker}'s lease "
-            f"(attempt {row.attempt}) ran to {row.until:.3f}s",
+            f"(attempt {row.attempt}) ran to {row.until:.3f}s"
         )
+        if handed:
+            t, who = handed[-1]
+            detail += f", after {who} made it Pending at {t:.3f}s"
+        who = handed[-1][1] if handed else row.revoked_by
+        cause = ("watcher" if who == "watcher" else "worker") if handed else "claim"
+        yield Violation("double_claim", int(row.job), detail, who, cause)
 
 
 def _non_owner_completions(run):
@@ -129,6 +148,8 @@ def _non_owner_completions(run):
                 "non_owner_completion",
                 job,
                 f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})",
+                worker,
+                "worker",
             )
 
 
@@ -172,13 +193,31 @@ def _attempts(run):
                 )
             seen[job] = attempt
     table = run.table_jobs.set_index("id")["attempts"]
+    gone = deleted_jobs(run)
     for job, claims in seen.items():
+        if job in gone or (job in table.index and pd.isna(table[job])):
+            continue  # deleted once finished, or a queue that keeps no attempts count
         if table.get(job) != claims:
             yield Violation(
                 "attempts_not_incremented",
                 job,
                 f"{claims} leases, the table says attempts={table.get(job)}",
             )
+
+
+def deleted_jobs(run) -> set[int]:
+    """Jobs the final table no longer holds that the log shows finished (Completed or Dead): a
+    queue that deletes a job once done (graphile-worker) keeps nothing to check them against."""
+    held = set(run.table_jobs["id"].tolist())
+    jobs = run.jobs
+    done = jobs.loc[jobs["status"].isin(["Completed", "Dead"]), "job"].tolist()
+    return {int(job) for job in done if job not in held}
+
+
+def keeps_attempts(run) -> bool:
+    """Does the queue keep an attempts count? (dump_jobs returns NULL attempts when it has none.)"""
+    attempts = run.table_jobs["attempts"]
+    return not (len(attempts) and attempts.isna().all())
 
 
 def _stuck_processing(run):
@@ -276,6 +315,8 @@ def _terminal_overwritten(run):
                 "terminal_overwritten",
                 job,
                 f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s",
+                worker,
+                "watcher" if worker == "watcher" else "worker",
             )
         if new in ("Completed", "Dead"):
             final[job] = (new, t, worker)

@@ -111,6 +111,7 @@ class WorkerProtocol:
         self.crash_points = bool(scenario.faults.crash_points)  # else no point can fire
         self.abandon = policy.abandon_on_lost_lease
         self.idempotency_key = policy.idempotency_key
+        self.background = policy.completion == "background"  # the effect commits before completion
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
         self.release_loss = scenario.faults.release_loss
         if self.release_loss and release_loss is None:
@@ -279,11 +280,14 @@ class WorkerProtocol:
         except DbUnavailable as exc:
             yield (RECORD, "db_error", name, job, attempt, str(exc))
 
-    # ---- completion: effect and completion in one transaction ---------------------------------
+    # ---- completion: effect and completion in one transaction, or the completion after it -----
 
     def complete(self, lease: Lease, spec):
         """One transaction: [dedup marker], ledger effect, completion (fenced or not). A server
-        error inside it rolls it back and is recorded."""
+        error inside it rolls it back and is recorded. policy.completion = background: the
+        transaction commits the effect alone and the completion follows in a statement of its own
+        (the background completer of River, pg-boss, graphile-worker, Oban; its batching delay is
+        not modelled), so a refused completion undoes nothing: the effect was committed."""
         lease.finish()  # no heartbeats while the completion transaction holds the row
         name, job, attempt = self.name, lease.job, lease.attempt
         try:
@@ -291,17 +295,27 @@ class WorkerProtocol:
             applied = yield from self.apply_effect(lease, spec)
             if applied is None:
                 return  # a payload conflict: rejected (or refused) inside the transaction
-            done = yield self.completion(lease)
-            if not done:
-                yield ROLLBACK
-                yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
-                return
+            if not self.background:
+                done = yield self.completion(lease)
+                if not done:
+                    yield ROLLBACK
+                    yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
+                    return
             yield COMMIT
         except StatementError:
             yield ROLLBACK
             yield (RECORD, "db_error", name, job, attempt, "complete")
             return
         yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
+        if self.background:
+            try:
+                done = yield self.completion(lease)
+            except StatementError:
+                yield (RECORD, "db_error", name, job, attempt, "complete")
+                return
+            if not done:
+                yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
+                return
         yield (RECORD, "complete", name, job, attempt, lease.until)
 
     def apply_effect(self, lease: Lease, spec):
@@ -478,7 +492,8 @@ class WatcherProtocol:
         backoff = to_micros(policy.retry_backoff)  # microseconds x attempts^4
         self.gap = policy.watcher_gap
         self.batch = policy.watcher_batch
-        self._rescue = {"max_attempts": max_attempts, "retry_backoff": backoff}
+        self._stuck = {"stuck_after": policy.lease_ttl}  # the stuck age, for a rescue by age
+        self._rescue = {"max_attempts": max_attempts, "retry_backoff": backoff, **self._stuck}
         params = {"max_attempts": max_attempts, "limit": policy.watcher_batch}
         self._prune = None
         if policy.process_heartbeat_interval:  # process liveness: prune, and move the orphans
@@ -511,7 +526,7 @@ class WatcherProtocol:
             self._requeue = (
                 STATEMENT,
                 "requeue_expired",
-                {**params, "retry_backoff": backoff},
+                {**params, "retry_backoff": backoff, **self._stuck},
                 None,
                 None,
             )
@@ -523,7 +538,7 @@ class WatcherProtocol:
             if not self.sweeps_leases:
                 pass
             elif self.gap:
-                stuck = yield (STATEMENT, "select_stuck_jobs", {}, None, None)
+                stuck = yield (STATEMENT, "select_stuck_jobs", dict(self._stuck), None, None)
                 yield (WAIT, self.gap)
                 for job, *_ in stuck[: self.batch]:
                     params = {"id": job, **self._rescue}

@@ -366,7 +366,8 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
 def lost_jobs(run: Run) -> pd.DataFrame:
     """Jobs unfinished at the horizon although a worker found nothing to claim well after they were due.
 
-    A job is due when enqueued, or once its last lease has expired plus the recovery allowance; an idle
+    A job is due when enqueued, or once its last lease has expired plus the recovery allowance, and
+    not before the retry backoff of its last requeue (retry_backoff x attempts^4) has run out; an idle
     poll after that moment means the claimers could not see it: the job is lost, not merely queued.
     """
     jobs = run.jobs
@@ -378,6 +379,17 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     )
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
+    backoff = run.scenario.policy.retry_backoff
+    if backoff:
+        events = run.events
+        moves = events[
+            events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")
+        ]
+        retried = {  # job -> when its last requeue for a retry makes it claimable again (+ a poll's slack)
+            int(job): t + backoff * float(attempt) ** 4 + 1.0
+            for t, job, attempt in zip(moves["t"], moves["job"], moves["attempt"], strict=True)
+        }
+        due = np.maximum(due, [retried.get(job, -np.inf) for job in jobs["job"].tolist()])
     unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
     return jobs[unfinished & (due < float(idle.max()))]
 

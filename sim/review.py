@@ -20,8 +20,9 @@ scenario alone cannot show a property, on a variant of it (named in the evidence
 `Review.variants` hold the runs themselves.
 
 review(..., sql="myqueue/") reviews a user's own queue (sim.db.queue_dir) on PostgreSQL: the same
-items and variants, and for the claim, fencing and watcher what the SQL text shows
-(sim.sql_findings), put beside the runs that confirm or refute it (`Review.findings`).
+items and variants, and for the claim, fencing and watcher what its statements do, asked of the
+server before the runs (sim.sql_findings), put beside the runs that confirm or refute it
+(`Review.findings`); a last item counts every invariant any run broke.
 
 The items themselves, what each measures and the variants, are in sim.checklist.
 """
@@ -39,6 +40,7 @@ import pandas as pd
 
 from sim import files, limits
 from sim.checklist import FAIL, ITEMS, PASS, RISK, STATUS_STYLE, STATUSES, UNTESTED, Checker
+from sim.db.queue_settings import describe
 from sim.errors import ConfigError
 from sim.scenario import Scenario, as_scenario
 from sim.wording import count, plural
@@ -53,6 +55,7 @@ class Review:
     runs: list = field(repr=False)
     variants: dict[str, list] = field(repr=False)  # variant name -> its runs (one per seed)
     queue: str | None = None  # the user's queue directory whose SQL was reviewed (on PostgreSQL)
+    queue_settings: str = ""  # what its queue.toml sets, as it writes them
     findings: dict = field(default_factory=dict, repr=False)  # check key -> sql_findings.Finding
 
     @property
@@ -92,6 +95,8 @@ class Review:
         seeds = ", ".join(map(str, self.seeds))
         runs = count(len(self.runs), "run")
         queue = f" on the queue in {self.queue} (PostgreSQL)" if self.queue else ""
+        if self.queue_settings:
+            queue = queue[:-1] + f"; its queue.toml sets {self.queue_settings})"
         return (
             f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
             f"{s.horizon:g} s each; "
@@ -149,10 +154,9 @@ class Review:
                 loc="left",
                 fontsize=9,
             )
-            if (
-                ax.get_legend() is not None
-            ):  # the title says what the marks mean; the full legend is too big here
-                ax.get_legend().remove()
+            legend = ax.get_legend()
+            if legend is not None:  # the title says what the marks mean; the legend is too big
+                legend.remove()
         return fig
 
     def showcase(self) -> tuple:
@@ -183,11 +187,15 @@ def review(
 
     sql: a queue directory (see sim.db.queue_dir): every run executes its statements on
     PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
-    say what the SQL text shows, confirmed or refuted by the runs.
+    say what the statements do, asked of the server, confirmed or refuted by the runs.
     """
     from sim.runner import run
 
     scenario = as_scenario(scenario)
+    if sql is not None:
+        from sim.runner import with_queue
+
+        scenario, sql = with_queue(scenario, sql)
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
@@ -238,7 +246,7 @@ def review(
     if on:
         from sim.sql_findings import findings
 
-        found = findings(on["sql"], scenario.policy)
+        found = findings(on["sql"], scenario, on["dsn"])
         for row in rows:
             if row["check"] in found:
                 row["status"], row["evidence"] = _weigh(
@@ -253,27 +261,42 @@ def review(
         runs,
         checker.variants,
         queue=str(on["sql"].path) if on else None,
+        queue_settings=describe(on["sql"].settings) if on else "",
         findings=found,
     )
 
 
 def trouble(key: str, numbers: dict) -> int:
-    """What the runs measured against an item the SQL text speaks to: double claims (claim),
-    completions by a non-owner (fencing), expired jobs never moved or stuck (watcher)."""
+    """What the runs measured against an item the SQL speaks to: double claims by the claim
+    (claim), completions by a non-owner and other late writes that broke an invariant (fencing),
+    expired jobs never moved or stuck, finished jobs overwritten and live leases requeued by the
+    watcher (watcher)."""
     if key == "claim":
         return int(numbers.get("double_claims", 0) + (numbers.get("variant_double_claims") or 0))
     if key == "fencing":
-        return int(numbers.get("non_owner_completions", 0))
-    return int(numbers.get("stuck_processing", 0) + numbers.get("never_moved", 0))
+        return int(numbers.get("non_owner_completions", 0) + numbers.get("late_worker_writes", 0))
+    return int(
+        sum(
+            numbers.get(k, 0)
+            for k in (
+                "stuck_processing",
+                "never_moved",
+                "watcher_overwrites",
+                "watcher_double_claims",
+            )
+        )
+    )
 
 
 def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str]:
-    """An item's status and evidence with the SQL text's finding beside the runs: a flaw the text
-    shows and the runs hit fails; one they did not hit stays a risk; a text that looks right but
-    whose runs went wrong is refuted."""
+    """An item's status and evidence with the server's finding beside the runs: a flaw the probes
+    show and the runs hit fails; one they did not hit stays a risk; statements that behaved in
+    the probes but whose runs went wrong are refuted. The claim says which evidence decided."""
     bad = trouble(finding.item, numbers)
     numbers["sql_safe"] = finding.safe
-    if not finding.safe and bad:
+    if finding.safe is None:
+        verdict = "so the runs alone decide"
+    elif not finding.safe and bad:
         verdict, status = "the runs confirm it", FAIL
     elif not finding.safe:
         verdict, status = "the runs did not hit it", RISK if status in (PASS, UNTESTED) else status
@@ -281,7 +304,26 @@ def _weigh(finding, status: str, evidence: str, numbers: dict) -> tuple[str, str
         verdict = "the runs refute it"
     else:
         verdict = "the runs confirm it" if status == PASS else "the runs do not contradict it"
-    return status, f"SQL: {finding.text}; {verdict}. Runs: {evidence}"
+    decided = _decided(finding, numbers, bad) if finding.item == "claim" else ""
+    return status, f"SQL, asked of the server: {finding.text}; {verdict}.{decided} Runs: {evidence}"
+
+
+def _decided(finding, numbers: dict, bad: int) -> str:
+    """Which evidence decided the claim: a probe shows a race outright; a claim that passed them
+    (one statement, or data-changing steps) is judged by what it did under contention."""
+    if finding.safe is False:
+        return " Decided by the server probe" + (", and the runs' double claims." if bad else ".")
+    leases = numbers.get("variant_leases")
+    if leases is None:
+        return (
+            f" Decided by the scenario's runs ({count(numbers['double_claims'], 'double claim')} "
+            f"in {count(numbers['leases'], 'lease')}); no contention variant ran."
+        )
+    return (
+        f" Decided by the runs under contention: {count(numbers['variant_double_claims'], 'double claim')} "
+        f"in {count(leases, 'lease')} (8+ workers on 200 jobs at once), "
+        f"{count(numbers['double_claims'], 'double claim')} in the scenario's {count(numbers['leases'], 'lease')}."
+    )
 
 
 # ---- the figure's table --------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sim.db.base import Backend
 from sim.db.inspect import final_tables
 from sim.db.memory import MemoryBackend
@@ -9,6 +11,9 @@ from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
 from sim.scenario import Scenario, as_scenario
+
+if TYPE_CHECKING:
+    from sim.db.queue_dir import QueueDefinition
 
 
 def make_backend(
@@ -50,6 +55,15 @@ def refuse_memory(sql) -> None:
     )
 
 
+def with_queue(scenario: Scenario, sql) -> tuple[Scenario, QueueDefinition]:
+    """(scenario with the queue's own settings (queue.toml), the queue marked settled) for a queue
+    directory or QueueDefinition `sql`: callers apply their overrides after, and pass the settled
+    queue down, so that nothing below applies the queue's settings over those overrides."""
+    from sim.db.queue_dir import loaded
+
+    return loaded(sql).settle(scenario)
+
+
 def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
     """(queue, dsn): the queue directory `sql` (or QueueDefinition) loaded, checked on the server at
     `dsn` (the embedded one when None) and required by every scenario in `scenarios`, before
@@ -61,8 +75,7 @@ def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
 
     queue, dsn = loaded(sql), connect_dsn(dsn)
     queue.check_on(dsn)  # nothing runs before the whole definition is valid on this server
-    for scenario in scenarios:
-        queue.require(scenario)
+    queue.require(*scenarios)  # every statement any of them lacks, in one error
     return queue, dsn
 
 
@@ -81,11 +94,14 @@ def run(
 
     `overrides` are dotted keys, e.g. run("baseline", seed=3, **{"policy.lease_ttl": 20}).
     The backend defaults to the scenario's own setting. `sql`: a queue directory (queries.sql,
-    optional schema.sql; see sim.db.queue_dir) whose statements replace Lease Lab's; it runs on
-    the postgres backend (the default then), is checked on the server before anything runs, and
-    is refused on the memory backend.
+    optional schema.sql and queue.toml; see sim.db.queue_dir) whose statements replace Lease Lab's
+    and whose settings replace the scenario's (overrides still win); it runs on the postgres
+    backend (the default then), is checked on the server before anything runs, and is refused on
+    the memory backend.
     """
     scenario = as_scenario(scenario)
+    if sql is not None and (backend is None or isinstance(backend, str)):
+        scenario, sql = with_queue(scenario, sql)
     for name, value in (("keep_schema", keep_schema), ("progress", progress)):
         if not (isinstance(value, bool) or (name == "progress" and value is None)):
             raise ConfigError(

@@ -34,6 +34,7 @@ CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
 RESCUES = ("watcher", "job")
+COMPLETIONS = ("transaction", "background")
 CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
@@ -129,6 +130,10 @@ class Policy:
     # StartToClose, Hatchet's step timeout): an execution timeout apart from the renewable lease
     execution_timeout: float = 0.0
     fencing: bool = True  # completion checks owner + attempt
+    # transaction: the effect (ledger row) and the completion commit together (the seed's pattern) |
+    # background: the handler's effect commits on its own and the completion follows it, outside, as
+    # the background completers of River, pg-boss, graphile-worker and Oban: refused, it undoes nothing
+    completion: str = "transaction"
     dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
     idempotency_key: bool = False  # PSP calls carry the payment's event id
     abandon_on_lost_lease: bool = True  # a rejected heartbeat makes the worker drop the job
@@ -409,6 +414,11 @@ def validate(scenario: Scenario) -> Scenario:
             p.execution_timeout >= 0,
             "policy.execution_timeout",
             "must be >= 0 seconds (0: no execution timeout)",
+        ),
+        (
+            p.completion in COMPLETIONS,
+            "policy.completion",
+            f"must be one of {', '.join(COMPLETIONS)}",
         ),
         (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
         (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
@@ -889,10 +899,13 @@ def as_scenario(scenario: Scenario | str | os.PathLike) -> Scenario:
 
 
 def recovery_allowance(scenario: Scenario) -> float:
-    """How long an expired lease may stay invisible to claimers: one watcher tick (or one poll), plus slack.
+    """How long an expired lease may stay invisible to claimers: one watcher tick, or one poll;
+    plus slack. A read-then-write watcher reads, waits watcher_gap, writes, then sleeps its
+    interval: a lease expiring just after a read is read one gap and one interval later and
+    written a gap after that, so its tick lasts watcher_interval + 2 x watcher_gap.
 
     With neither a watcher nor a claim that takes expired leases nothing ever recovers the job; the
     allowance is then one poll, so that such a job is reported stuck instead of waiting forever."""
     p = scenario.policy
-    allowance = p.watcher_interval if p.watcher else p.poll_interval
+    allowance = p.watcher_interval + 2 * p.watcher_gap if p.watcher else p.poll_interval
     return allowance + 1.0 + 10 * scenario.workload.statement_latency.quantile(0.99)

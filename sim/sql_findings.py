@@ -1,270 +1,470 @@
-"""What the SQL text of a queue shows for the review checklist, before anything runs: whether the
-claim is one statement with RETURNING that re-checks (or locks) the row it takes, whether
-completion and heartbeat carry owner and attempt in their WHERE, whether a watcher exists.
+"""What a queue's statements DO, asked of the server before the runs, for the review items the
+SQL speaks to: the claim, fencing (every write by a worker) and the watcher.
 
-A reading of the text, not a proof: the review puts each finding beside the runs, which confirm
-or refute it (sim.review).
+Each finding comes from probes (sim.db.probes): the queue's own statements driven by hand in a
+scratch schema, the job put in the state a race would leave it in (held by another worker,
+re-claimed by the same worker, finished, expired), then the statement under test run: did it
+return a row, did it write rows (as the server counts them), what does dump_jobs read after it,
+what does the server's plan write and lock. No word of the SQL text is read. The review puts
+each finding beside the runs, which confirm or refute it (sim.review).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from sim.db.queue_dir import QueueDefinition
+from sim.db.contracts import statements_called
+from sim.db.probes import Lab, ProbeError, lab_on
+from sim.wording import count, duration
 
-_TOKEN = re.compile(
-    r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.S
-)  # literals and comments, left to right
-_ID_MATCH = re.compile(r"^\(*\s*(?:\w+\.)?id\s*=\s*(?:%\(id\)s|\w+\.id|\(.*\))\s*\)*$", re.S | re.I)
-_ATTEMPTS_CAP = re.compile(
-    r"^(\w+\.)?attempts\s*<\s*%\(max_attempts\)s$", re.I
-)  # the cap, not the claim's state check
-_CLAIMS = {
+T0 = 1.0  # the first claim of a probe
+READ_WRITE = {
     "read_then_write": ("select_candidates", "claim_unconditional"),
     "conditional_update": ("select_candidates", "claim_conditional"),
     "skip_locked": ("claim_skip_locked",),
     "select_for_update": ("lock_next_candidate", "claim_unconditional"),
 }
+WORKER_WRITES = (
+    "complete_fenced",
+    "complete_unfenced",
+    "heartbeat",
+    "fail_job_fenced",
+    "release_job_fenced",
+    "reject_job_fenced",
+)
+REFUSED, WRITTEN, RETURNED = "refused", "written", "returned"  # what a stale write did
+STUCK_AGE_LIMIT = 1e7  # seconds: a watcher that moves nothing this long after the claim never does
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One checklist item as the text shows it: safe or not, and why (naming file:line)."""
+    """One checklist item as the server shows it: safe or not (None: the probes could not tell),
+    and why, naming each statement and where its text comes from."""
 
     item: str  # review check key: claim, fencing, watcher
-    safe: bool
+    safe: bool | None
     text: str
+    numbers: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Statement:
-    """The shape of one statement's text: its main verb, RETURNING, locking and top-level WHERE."""
-
-    verb: str  # UPDATE, SELECT, INSERT, DELETE (of the main statement, after any WITH)
-    returning: bool
-    locks: bool  # FOR UPDATE anywhere (a CTE or sub-select included)
-    conditions: tuple[str, ...]  # the main statement's WHERE clause, split at its top-level ANDs
-    unset: str  # the text without comments and the main UPDATE's SET clause (where fences are looked for)
-
-    def rechecks(self) -> list[str]:
-        """The WHERE terms beyond matching the id: conditions on the row's state at write time."""
-        return [c for c in self.conditions if not (_ID_MATCH.match(c) or _ATTEMPTS_CAP.match(c))]
-
-    def uses(self, param: str) -> bool:
-        """Is %(param)s used outside the SET clause (in a WHERE or a join condition)?"""
-        return f"%({param})s" in self.unset
+def findings(queue, scenario, dsn: str) -> dict[str, Finding]:
+    """The findings for the claim, fencing and watcher items under `scenario`'s settings."""
+    with lab_on(queue, scenario.policy, dsn) as lab:
+        return {
+            "claim": _claim(lab),
+            "fencing": _fencing(lab, scenario),
+            "watcher": _watcher(lab),
+        }
 
 
-def shape(sql: str) -> Statement:
-    """Read a statement's structure; comments are ignored, literals cannot fake keywords."""
-    bare = _TOKEN.sub(
-        lambda m: m.group() if m.group().startswith("'") else " " * len(m.group()), sql
-    )
-    text = _TOKEN.sub(_blank, sql)  # same length as `sql`: positions carry over
-    flat = _flatten(text)  # parenthesised text blanked too: only the top level is left
-    upper = flat.upper()
-    verb = re.search(r"\b(UPDATE|SELECT|INSERT|DELETE)\b", upper)
-    main = verb.start() if verb else 0
-    where = re.search(r"\bWHERE\b", upper[main:])
-    conditions: list[str] = []
-    if where:
-        start = main + where.end()
-        stop = re.search(r"\b(RETURNING|ORDER\s+BY|LIMIT|FOR\s+UPDATE|GROUP\s+BY)\b", upper[start:])
-        end = start + stop.start() if stop else len(sql)
-        cuts = (
-            [start]
-            + [
-                m
-                for a in re.finditer(r"\bAND\b", upper[start:end])
-                for m in (start + a.start(), start + a.end())
-            ]
-            + [end]
-        )
-        conditions = [
-            " ".join(bare[a:b].split()) for a, b in zip(cuts[::2], cuts[1::2], strict=True)
-        ]
-    unset = text
-    if verb and verb.group(1) == "UPDATE":
-        set_at = re.search(r"\bSET\b", upper[main:])
-        if set_at:
-            begin = main + set_at.start()
-            after = re.search(r"\b(FROM|WHERE|RETURNING)\b", upper[begin:])
-            unset = text[:begin] + (text[begin + after.start() :] if after else "")
-    return Statement(
-        verb.group(1) if verb else "",
-        bool(re.search(r"\bRETURNING\b", upper)),
-        bool(re.search(r"\bFOR\s+UPDATE\b", text.upper())),
-        tuple(c for c in conditions if c),
-        unset,
-    )
+def _where(lab: Lab, name: str) -> str:
+    return f"{name} ({lab.queue.where(name)})"
 
 
-def _blank(m: re.Match) -> str:
-    """A comment becomes spaces, a literal keeps its quotes around underscores."""
-    token = m.group()
-    return "'" + "_" * (len(token) - 2) + "'" if token.startswith("'") else " " * len(token)
+def _stopped(item: str, exc: ProbeError) -> Finding:
+    return Finding(item, None, f"the probes stopped: {exc}")
 
 
-def _flatten(text: str) -> str:
-    out, depth = [], 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        out.append(ch if depth == 0 else " ")
-        if ch == ")":
-            depth = max(0, depth - 1)
-    return "".join(out)
+# ---- the claim ------------------------------------------------------------------------------------
 
 
-def _short(condition: str, width: int = 100) -> str:
-    text = " ".join(condition.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def findings(queue: QueueDefinition, policy) -> dict[str, Finding]:
-    """The text's findings for the claim, fencing and watcher items under `policy`."""
-    return {
-        "claim": _claim(queue, policy),
-        "fencing": _fencing(queue, policy),
-        "watcher": _watcher(queue, policy),
-    }
-
-
-def _claim(queue: QueueDefinition, policy) -> Finding:
-    names = _CLAIMS[policy.claim]
+def _claim(lab: Lab) -> Finding:
+    p = lab.policy
+    names = READ_WRITE[p.claim]
     write = names[-1]
-    sql = queue.sql_of(write)
-    where = queue.where(write)
-    if sql is None:
-        return Finding("claim", False, f"{write} is missing from the queue")
-    st = shape(sql)
-    if st.verb != "UPDATE" or not st.returning:
-        what = "an UPDATE" if st.verb == "UPDATE" else f"a {st.verb or 'statement'}"
+    if not all(lab.has(n) for n in names):
+        return Finding("claim", False, f"{' and '.join(names)}: missing from the queue")
+    try:
+        with lab.trial():
+            lab.enqueue(1)
+            first = lab.claim("w0", T0)
+            if first is None:
+                return Finding(
+                    "claim",
+                    None,
+                    f"{_where(lab, write)} took nothing from a queue holding one Pending job: "
+                    "the probes could not go on",
+                )
+            plan = lab.plan(write, id=1, owner="w1", now=T0 + 1)
+            second = lab.claim("w1", T0 + 1)
+            alone = None
+            if len(names) == 2 and p.claim != "select_for_update":
+                rows = lab.run(write, id=1, owner="w1", now=T0 + 1)
+                alone = bool(rows) or lab.written > 0
+            locked = lab.plan(names[0], now=T0).locks if p.claim == "select_for_update" else None
+    except ProbeError as exc:
+        return _stopped("claim", exc)
+    numbers = {"writes": len(plan.writes), "locks": plan.locks}
+    if second is not None and second[0] == 1:
         return Finding(
             "claim",
             False,
-            f"{write} ({where}) is {what} without RETURNING: the worker cannot tell "
-            "whether it won the job",
+            f"{_where(lab, write)} is {plan.describe()}: a second worker's claim took the job "
+            "while the first worker's lease still ran",
+            numbers,
         )
-    rechecks = st.rechecks()
-    if policy.claim == "select_for_update":
-        lock = queue.sql_of("lock_next_candidate") or ""
-        if shape(lock).locks:
-            return Finding(
-                "claim",
-                True,
-                f"lock_next_candidate ({queue.where('lock_next_candidate')}) locks the "
-                f"row FOR UPDATE, then {write} ({where}) writes it in the same transaction",
-            )
+    if alone:
         return Finding(
             "claim",
             False,
-            f"lock_next_candidate ({queue.where('lock_next_candidate')}) does not lock "
-            "the row (no FOR UPDATE): the read, then the write, is a race",
+            f"{_where(lab, names[0])}, then {_where(lab, write)}, whose write took a job another "
+            "worker held when run alone: it does not re-check the job as it writes, so two "
+            "workers that read the same Pending row both win (read-then-write)",
+            numbers,
         )
-    if rechecks:
+    if locked is False:
         return Finding(
             "claim",
-            True,
-            f"{write} ({where}) is one UPDATE ... RETURNING whose WHERE re-checks the row "
-            f"as it writes: {_short(' AND '.join(rechecks))}",
+            False,
+            f"{_where(lab, names[0])} does not lock the row it reads (the server's plan has no "
+            f"row lock), and {_where(lab, write)} then writes it whatever it became: "
+            "the read, then the write, is a race",
+            numbers,
         )
-    if st.locks:
-        return Finding(
-            "claim",
-            True,
-            f"{write} ({where}) is one UPDATE ... RETURNING that locks the row it takes "
-            "(FOR UPDATE in the same statement)",
-        )
-    read = f"{names[0]} ({queue.where(names[0])}), then " if len(names) > 1 else ""
+    how = {
+        "select_for_update": f"{_where(lab, names[0])} locks the row it reads, then "
+        f"{_where(lab, write)} writes it in the same transaction",
+        "skip_locked": f"{_where(lab, write)} is {plan.describe()}",
+    }.get(
+        p.claim,
+        f"{_where(lab, names[0])}, then {_where(lab, write)}, {plan.describe()}, whose write "
+        "alone refused a job another worker held",
+    )
     return Finding(
-        "claim",
-        False,
-        f"{read}{write} ({where}), whose WHERE matches the id alone: the UPDATE takes the "
-        "job whatever its state, so two workers that read the same row both win "
-        "(read-then-write)",
+        "claim", True, f"{how}; a second claim while the first lease ran got nothing", numbers
     )
 
 
-def fence(queue: QueueDefinition, name: str) -> tuple[bool, str]:
-    """(checks owner and attempt, what the WHERE of statement `name` checks)."""
-    owner, attempt, text = _fence(queue, name)
-    return owner and attempt, text
+# ---- fencing: every write by a worker -------------------------------------------------------------
 
 
-def _fence(queue: QueueDefinition, name: str) -> tuple[bool, bool, str]:
-    """(uses owner, uses attempt, what the WHERE of statement `name` checks)."""
-    st = shape(queue.sql_of(name) or "")
-    owner, attempt = st.uses("owner"), st.uses("attempt")
-    checks = " and ".join(w for w, used in (("owner", owner), ("attempt", attempt)) if used)
-    if owner and attempt:
-        return owner, attempt, f"{name} ({queue.where(name)}) checks owner and attempt"
-    if checks:
-        return (
-            owner,
-            attempt,
-            f"{name} ({queue.where(name)}) checks the {checks} but not the "
-            f"{'attempt' if owner else 'owner'}",
-        )
-    return owner, attempt, f"{name} ({queue.where(name)}) checks neither owner nor attempt"
+def _fencing(lab: Lab, scenario) -> Finding:
+    called = statements_called(scenario)
+    writes = [n for n in WORKER_WRITES if lab.has(n) and (n in called or n in lab.queue.overrides)]
+    parts: list[str] = []
+    numbers: dict[str, dict] = {}
+    safe: bool | None = True
+    for name in writes:
+        try:
+            cases = _fence_cases(lab, name)
+        except ProbeError as exc:
+            parts.append(f"{_where(lab, name)}: the probes stopped: {exc}")
+            safe = None if safe else safe
+            continue
+        numbers[name] = cases
+        parts.append(fence_text(lab, name, cases))
+        through = [c for c in _HARMFUL if _harmful(name, c, cases)]
+        if through:
+            safe = False
+        elif cases.get("own") == REFUSED or all(v is None for k, v in cases.items() if k != "own"):
+            safe = None if safe else safe
+    if not writes:
+        return Finding("fencing", None, "no statement by which a worker writes its job was found")
+    return Finding("fencing", safe, "; ".join(parts), numbers)
 
 
-_UNFENCED = {
-    (False, False): ": a worker that lost its lease still completes the job",
-    (
-        True,
-        False,
-    ): ": a worker's stale attempt still completes once the same worker took the job again",
-    (False, True): ": another worker's completion of the same attempt number goes through",
+_HARMFUL = ("expired", "other", "same", "done")
+
+
+def _harmful(name: str, case: str, cases: dict) -> bool:
+    """Did the stale write in `case` do harm? Any write that went through once another worker
+    held or finished the job; after the watcher took the job back, a write that renewed the lease
+    (a heartbeat) or went through on a job the watcher failed for good (finished and failed):
+    completing a job merely requeued, before anyone took it again, loses nothing."""
+    if cases.get(case) in (REFUSED, None):
+        return False
+    if case == "expired":
+        return name == "heartbeat" or cases.get("expired_to") != "Pending"
+    return True
+
+
+def _outcome(lab: Lab, rows) -> str:
+    return WRITTEN if lab.written else RETURNED if rows else REFUSED
+
+
+def _write(lab: Lab, name: str, owner: str, attempt: int, now: float):
+    return lab.run(name, id=1, owner=owner, attempt=attempt, now=now)
+
+
+def _claimed(lab: Lab, name: str) -> tuple[int, int]:
+    """(job, attempt) of w0's claim at T0 of the probe's job; ProbeError if it took nothing."""
+    claimed = lab.claim("w0", T0)
+    if claimed is None:
+        raise ProbeError(name, "the claim took nothing, so no write could be probed")
+    return claimed
+
+
+def _held(state: tuple | None) -> tuple | None:
+    """(status, lease_owner) of a dump_jobs row; None for a job the table no longer holds."""
+    return None if state is None else (state[3], state[4])
+
+
+def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
+    """What worker w0's write `name` did: its own lease (own), after its lease expired and the
+    watcher moved the job (expired: requeued, or failed for good), after another worker took the
+    job (other), after w0 itself took it again (same), after another worker finished it (done).
+    None: the queue never put the job in that state (nothing moves or hands on an expired job)."""
+    cases: dict[str, str | None] = {}
+    with lab.trial():
+        lab.enqueue(1)
+        cases["own"] = _outcome(lab, _write(lab, name, "w0", _claimed(lab, name)[1], T0 + 1))
+    with lab.trial():
+        lab.enqueue(1)
+        attempt = _claimed(lab, name)[1]
+        late = T0 + lab.ttl + 1
+        cases["expired"] = None
+        if lab.policy.watcher and _watcher_statements(lab):
+            lab.watch(late)
+            state = lab.state(1)
+            if state is None or state[3] != "Processing":
+                cases["expired"] = _outcome(lab, _write(lab, name, "w0", attempt, late + 0.5))
+                cases["expired_to"] = state[3] if state is not None else None
+    for case, taker in (("other", "w1"), ("same", "w0"), ("done", "w1")):
+        with lab.trial():
+            lab.enqueue(1)
+            attempt = _claimed(lab, name)[1]
+            late = T0 + lab.ttl + 1
+            again = _reclaim(lab, taker, late)
+            if again is None:
+                cases[case] = None
+                continue
+            if case == "done" and not lab.complete(1, taker, again[1], late + 1):
+                cases[case] = None
+                continue
+            cases[case] = _outcome(lab, _write(lab, name, "w0", attempt, late + 2))
+    return cases
+
+
+def _reclaim(lab: Lab, owner: str, now: float):
+    """`owner` claims job 1 after its lease expired: by the claim itself, else after a watcher
+    tick and the retry backoff of a first attempt; None if neither hands it on."""
+    got = lab.claim(owner, now)
+    if got is None and lab.policy.watcher and _watcher_statements(lab):
+        lab.watch(now)
+        got = lab.claim(owner, now + lab.policy.retry_backoff + 0.5)
+    return got if got is not None and got[0] == 1 else None
+
+
+_CHECKS = {
+    (REFUSED, REFUSED): "checks owner and attempt",
+    (REFUSED, "through"): "checks the owner but not the attempt",
+    ("through", REFUSED): "checks the attempt but not the owner",
+    ("through", "through"): "checks neither owner nor attempt",
 }
 
 
-def _fencing(queue: QueueDefinition, policy) -> Finding:
-    name = "complete_fenced" if policy.fencing else "complete_unfenced"
-    owner, attempt, text = _fence(queue, name)
-    safe = owner and attempt
-    if not safe:
-        text += _UNFENCED[owner, attempt]
-    if policy.heartbeat and queue.sql_of("heartbeat") is not None:
-        beat_safe, beat = fence(queue, "heartbeat")
+def _refused_or_through(outcome: str | None) -> str:
+    return REFUSED if outcome == REFUSED else "through"
+
+
+def fence_text(lab: Lab, name: str, cases: dict) -> str:
+    """'complete_fenced (q/queries.sql:27) checks owner and attempt, refuses a late write once the
+    watcher took the job back, and leaves a finished job alone', from what the probes saw."""
+    other, same, done, expired = (cases.get(k) for k in ("other", "same", "done", "expired"))
+    parts = []
+    handed_on = other is not None and same is not None  # a later lease met the old one's write
+    if handed_on:
+        parts.append(_CHECKS[(_refused_or_through(other), _refused_or_through(same))])
+    if expired == REFUSED:
+        parts.append("refuses a late write once the watcher took the job back")
+    elif expired is not None and _harmful(name, "expired", cases):
+        took = (
+            "failed the job for good"
+            if cases.get("expired_to") != "Pending"
+            else "took the job back"
+        )
+        parts.append(f"lets a late write through once the watcher {took}")
+    elif expired is not None:
+        parts.append(
+            "lets a late write through on a job the watcher requeued, before anyone took it again"
+        )
+    if done == REFUSED:
+        parts.append("leaves a finished job alone")
+    elif done == WRITTEN:
+        parts.append("a late write overwrites a finished job")
+    elif done == RETURNED:
+        parts.append(
+            "returns a finished job's row to a late write (nothing written: the worker takes it "
+            "as done and commits)"
+        )
+    text = f"{_where(lab, name)} " + (
+        ", ".join(parts[:-1]) + ", and " + parts[-1]
+        if len(parts) > 1
+        else parts[0]
+        if parts
+        else ""
+    )
+    if not handed_on:
         text += (
-            "; " + beat + ("" if beat_safe else ": a heartbeat can renew a lease its worker lost")
+            ("; " if parts else ": ")
+            + "nothing in this queue hands an expired job to another worker, so no write of an "
+            "old lease could meet a new one"
         )
-        safe = safe and beat_safe
-    return Finding("fencing", safe, text)
+    if cases.get("own") == REFUSED:
+        text += "; it refused even its holder's own write"
+    return text
 
 
-def _watcher(queue: QueueDefinition, policy) -> Finding:
-    sql = queue.sql_of("requeue_expired")
-    if sql is not None and policy.watcher:
-        st = shape(sql)
-        expiry = "lease_until" in sql
-        how = (
-            "compares lease_until with now"
-            if expiry
-            else "does not read lease_until (it rescues by another rule)"
+# ---- the watcher ----------------------------------------------------------------------------------
+
+
+def _watcher_statements(lab: Lab) -> tuple[str, ...] | None:
+    """The statements of the policy's watcher, None if the queue lacks one."""
+    names = ("select_stuck_jobs", "rescue_job") if lab.policy.watcher_gap else ("requeue_expired",)
+    return names if all(lab.has(n) for n in names) else None
+
+
+def _watcher(lab: Lab) -> Finding:
+    p = lab.policy
+    names = _watcher_statements(lab)
+    try:
+        if not p.watcher or names is None:
+            return _no_watcher(lab, names)
+        return _watches(lab, names)
+    except ProbeError as exc:
+        return _stopped("watcher", exc)
+
+
+def _no_watcher(lab: Lab, names) -> Finding:
+    if names is None:
+        missing = (
+            "select_stuck_jobs and rescue_job" if lab.policy.watcher_gap else "requeue_expired"
         )
-        writes = "UPDATE" in sql.upper()
-        return Finding(
-            "watcher",
-            writes,
-            f"requeue_expired ({queue.where('requeue_expired')}) exists and "
-            f"{'writes' if writes else 'does not write'} the rows it returns; it {how}"
-            + ("" if st.returning or st.verb == "SELECT" else "; it returns no rows"),
-        )
-    if sql is None:
-        head = "this queue has no watcher (requeue_expired is left out)"
+        head = f"this queue has no watcher ({missing} left out)"
     else:
-        head = f"requeue_expired exists ({queue.where('requeue_expired')}) but policy.watcher = false does not run it"
-    if policy.claim_takes_expired:
+        verb = "exists" if len(names) == 1 else "exist"
+        head = f"{' and '.join(_where(lab, n) for n in names)} {verb} but policy.watcher = false does not run {'it' if len(names) == 1 else 'them'}"
+    with lab.trial():
+        lab.enqueue(1)
+        lab.claim("w0", T0)
+        late = T0 + lab.ttl + 1
+        got = lab.claim("w1", late)
+    if got is not None and got[0] == 1:
         return Finding(
             "watcher",
             True,
-            f"{head}; the claim must take expired jobs itself (claim_takes_expired)",
+            f"{head}; the claim itself took a job {duration(late - T0)} after its claim, its "
+            "lease expired",
         )
     return Finding(
         "watcher",
         False,
-        f"{head}, and the claim skips expired jobs: nothing recovers a crashed worker's job",
+        f"{head}, and the claim did not take a job whose lease had expired: nothing recovers "
+        "a crashed worker's job",
     )
+
+
+def _moved(lab: Lab, age: float) -> bool:
+    """Does one watcher tick, `age` after a claim, move the job out of Processing?"""
+    with lab.trial():
+        lab.enqueue(1)
+        if lab.claim("w0", T0) is None:
+            raise ProbeError("claim", "the claim took nothing, so the watcher could not be probed")
+        lab.watch(T0 + age)
+        state = lab.state(1)
+        return state is None or state[3] != "Processing"
+
+
+def stuck_age(lab: Lab) -> float | None:
+    """How long after its claim the watcher first moves a job nobody renewed (to 0.1%), None if
+    not within STUCK_AGE_LIMIT."""
+    ttl = lab.ttl
+    above = ttl * 1.001 + 1e-3
+    if _moved(lab, above):
+        low, high = 0.0, above
+        if not _moved(lab, ttl * 0.999):
+            return ttl  # at the lease's end, to the search's precision
+    else:
+        low, high = above, above * 2
+        while not _moved(lab, high):
+            if high >= STUCK_AGE_LIMIT:
+                return None
+            low, high = high, min(high * 4, STUCK_AGE_LIMIT)
+    for _ in range(40):
+        if high - low <= max(1e-3 * high, 1e-3):
+            break
+        middle = (low + high) / 2
+        low, high = (low, middle) if _moved(lab, middle) else (middle, high)
+    return high
+
+
+def _watches(lab: Lab, names) -> Finding:
+    ttl = lab.ttl
+    age = stuck_age(lab)
+    what = ", then ".join(_where(lab, n) for n in names)
+    numbers = {"stuck_age": age, "lease_ttl": ttl}
+    if age is None:
+        return Finding(
+            "watcher",
+            False,
+            f"{what} did not move a job out of Processing within {duration(STUCK_AGE_LIMIT)} "
+            "of its claim: an expired job stays Processing",
+            numbers,
+        )
+    problems: list[str] = []
+    fine: list[str] = []
+    with lab.trial():  # the move itself: the rows it writes, as the server counts them
+        lab.enqueue(1)
+        lab.claim("w0", T0)
+        lab.watch(T0 + age + 1)
+        written = lab.written
+        plan = lab.plan(names[-1], id=1, now=T0 + age + 1)
+    numbers["written"] = written
+    fine.append(
+        f"moves a job out of Processing {duration(age)} after its claim ({plan.describe()}; "
+        f"{count(written, 'row')} written, as the server counts them)"
+    )
+    with lab.trial():
+        lab.enqueue(1)
+        lab.claim("w0", T0)
+        before = lab.state(1)
+        lab.watch(T0 + min(age, ttl) / 2)
+        after = lab.state(1)
+        live = after is None or _held(after) != _held(before)
+    (problems if live else fine).append(
+        "it requeues a job whose lease still runs" if live else "leaves a live lease alone"
+    )
+    with lab.trial():
+        lab.enqueue(1)
+        job, attempt = _claimed(lab, names[-1])
+        finished = bool(lab.complete(1, "w0", attempt, T0 + 1))
+        before = lab.state(1)  # Completed, or gone: a queue that deletes finished jobs
+        late = T0 + age + 1
+        if len(names) == 2:
+            lab.run("select_stuck_jobs", now=late)
+            lab.run("rescue_job", id=1, now=late)
+        else:
+            lab.watch(late)
+        after = lab.state(1)
+        overwrote = finished and (before and before[3]) != (after and after[3])
+    if finished:
+        (problems if overwrote else fine).append(
+            "its write overwrites a finished job (it does not re-check the job's state)"
+            if overwrote
+            else "leaves a finished job alone"
+        )
+    if len(names) == 2:
+        with lab.trial():  # the write after the read: the job was taken again in between
+            lab.enqueue(1)
+            lab.claim("w0", T0)
+            before = lab.state(1)
+            lab.run("rescue_job", id=1, now=T0 + 1)
+            after = lab.state(1)
+            fresh = after is None or _held(after) != _held(before)
+        (problems if fresh else fine).append(
+            "its write requeues a job whatever it became since the read (a job taken again in "
+            "between goes back to Pending)"
+            if fresh
+            else "its write re-checks the job it read"
+        )
+    text = f"{what} " + ", ".join(fine)
+    if problems:
+        text += "; but " + "; ".join(problems)
+    if abs(age - ttl) > max(1e-2 * ttl, 1.0):
+        numbers["stuck_age_disagrees"] = True
+        text += (
+            f"; it takes a job as stuck {duration(age)} after its claim while policy.lease_ttl "
+            f"is {duration(ttl)}: the scenario's leases are not the queue's (set lease_ttl = "
+            f"{age:g} in queue.toml, or bind %(stuck_after)s in the watcher's statements)"
+        )
+    return Finding("watcher", not problems, text, numbers)

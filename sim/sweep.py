@@ -268,6 +268,10 @@ def sweep(
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
     base = as_scenario(scenario)
+    if sql is not None:
+        from sim.runner import with_queue
+
+        base, sql = with_queue(base, sql)  # the queue's settings under the overrides and the grid
     if overrides:
         base = base.with_overrides(overrides)
     if (

@@ -16,9 +16,12 @@ from sim.db.queries import load_queries
 COLUMN_OIDS: dict[str, frozenset[int]] = {
     "int": frozenset({20, 21, 23}),
     "text": frozenset({25, 1043, 1042, 19}),
-    "time": frozenset({1184}),
+    "time": frozenset({1184, 1114}),  # timestamptz, or timestamp (UTC: a run sets TimeZone)
     "bool": frozenset({16}),
 }
+ID_OIDS = (
+    COLUMN_OIDS["int"] | COLUMN_OIDS["text"] | {2950}
+)  # a queue's job ids: integer, text, uuid
 SQL_TYPE = {"int": "bigint", "text": "text", "time": "timestamptz", "bool": "boolean"}
 JOB_COLUMNS = (
     ("id", "int"),
@@ -47,9 +50,12 @@ class Contract:
     no_row: str  # what the model does when no row comes back
     required: tuple[str, ...] = ()  # parameters the statement must use
     optional: bool = True  # may a queue leave it out (an empty block)?
+    reads: str = ""  # what it returns, in words, when that is not a fixed list of columns
 
     def returns_text(self) -> str:
         cols = ", ".join(f"{c} {SQL_TYPE[k]}" for c, k in self.returns)
+        if self.reads:
+            return self.reads
         if not self.returns:
             return "nothing it reads (rows are ignored)"
         return f"exactly ({cols})" if self.exact else f"at least ({cols}) first"
@@ -60,9 +66,10 @@ CONTRACTS: dict[str, Contract] = {
         "the producer enqueues a job (Pending, attempts 0) with the model's id",
         (),
         False,
-        "rows are ignored",
-        ("id",),
+        "the job's id is the model's number (it must use %(id)s)",
         optional=False,
+        reads="nothing, or the id the queue gave the job (uuid, text, its own serial): "
+        "%(id)s is bound as that id in every other statement",
     ),
     "select_candidates": Contract(
         "the read of a claim (claim = read_then_write or conditional_update): claimable "
@@ -119,17 +126,20 @@ CONTRACTS: dict[str, Contract] = {
         ("id",),
     ),
     "complete_fenced": Contract(
-        "complete the job in the transaction of its ledger row (policy.fencing = true)",
+        "complete the job in the transaction of its ledger row, or after it commits "
+        "(policy.completion = background) (policy.fencing = true)",
         (("id", "int"),),
         False,
-        "refused: the transaction (ledger row, marker) rolls back",
+        "refused: the transaction (ledger row, marker) rolls back; in the background, nothing "
+        "is undone",
         ("id",),
     ),
     "complete_unfenced": Contract(
-        "complete the job in the transaction of its ledger row (policy.fencing = false)",
+        "complete the job in the transaction of its ledger row, or after it commits "
+        "(policy.completion = background) (policy.fencing = false)",
         (("id", "int"),),
         False,
-        "refused: the transaction rolls back",
+        "refused: the transaction rolls back; in the background, nothing is undone",
         ("id",),
     ),
     "reject_job_fenced": Contract(
@@ -217,6 +227,7 @@ CONTRACTS: dict[str, Contract] = {
         optional=False,
     ),
 }
+BOOKKEEPING_TABLES = ("ledger", "processed_events")  # Lease Lab's tables beside a queue's own
 # Lease Lab's own bookkeeping (dedup markers, ledger): a queue definition cannot override these.
 BOOKKEEPING = frozenset(
     {

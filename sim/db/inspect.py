@@ -28,6 +28,7 @@ import pandas as pd
 from sim.db import contracts
 from sim.db.base import Backend, Blocked, Rows, from_timestamp
 from sim.db.errors import ClientStateError
+from sim.db.queries import QUERY_DEFAULTS
 from sim.errors import ConfigError
 
 CLIENT = "inspector"
@@ -135,7 +136,14 @@ def _read(db: Backend, now: float | None) -> QueueState:
     status_counts.index.name = "status"
     if now is None:
         now = _latest(jobs, ledger, markers)
-    stuck = _frame(_rows(db, "select_stuck_jobs", {"now": float(now)}), STUCK_COLUMNS)
+    stuck = _frame(
+        _rows(
+            db,
+            "select_stuck_jobs",
+            {"now": float(now), "stuck_after": QUERY_DEFAULTS["stuck_after"]},
+        ),
+        STUCK_COLUMNS,
+    )
     return QueueState(float(now), jobs, ledger, markers, status_counts, stuck)
 
 

@@ -693,7 +693,10 @@ class MemoryBackend(ClientTable):
         row.last_error = error
         return [(row.id,)]
 
-    def requeue_expired(self, tx: Transaction, *, now, max_attempts, limit, retry_backoff) -> Rows:
+    def requeue_expired(
+        self, tx: Transaction, *, now, max_attempts, limit, retry_backoff, stuck_after
+    ) -> Rows:
+        """stuck_after is not read: Lease Lab's watcher compares lease_until with now."""
         now_us = to_micros(now)
         out = []
         for job_id in self._expired(tx, now_us):
@@ -829,7 +832,9 @@ class MemoryBackend(ClientTable):
             rows.append((row.id, row.status, row.lease_owner, row.attempts))
         return rows
 
-    def rescue_job(self, tx: Transaction, *, id, now, max_attempts, retry_backoff) -> Rows:
+    def rescue_job(
+        self, tx: Transaction, *, id, now, max_attempts, retry_backoff, stuck_after
+    ) -> Rows:
         row = self._writable(tx, id)
         if row is None:
             return []
@@ -852,7 +857,7 @@ class MemoryBackend(ClientTable):
         row.retry(max_attempts, "released at shutdown", None)
         return [(row.id, row.status, row.attempts)]
 
-    def select_stuck_jobs(self, tx: Transaction, *, now) -> Rows:
+    def select_stuck_jobs(self, tx: Transaction, *, now, stuck_after) -> Rows:
         now_us = to_micros(now)
         rows = (self._visible(tx, job_id) for job_id in sorted(self._expired(tx, now_us)))
         return [(r.id, r.lease_owner, _seconds(r.lease_until), r.attempts) for r in rows]

@@ -49,7 +49,7 @@ from psycopg import pq, sql
 from psycopg.adapt import Transformer
 
 from sim.db import wire
-from sim.db.base import Blocked, ClientTable, Rows, to_timestamp
+from sim.db.base import Blocked, ClientTable, Rows
 from sim.db.errors import (
     ClientStateError,
     DatabaseError,
@@ -61,6 +61,7 @@ from sim.db.errors import (
 )
 from sim.db.processes import asleep_in_epoll, may_signal, process_state
 from sim.db.queries import bookkeeping_sql, get_query, job_schema_sql, load_queries, schema_sql
+from sim.db.queue_adapter import QueueAdapter
 from sim.db.queue_dir import SCHEMA_FILE, QueueDefinition
 from sim.db.sandbox import Sandbox, SandboxRefused, past_limit, timed_out
 from sim.db.sandbox import create as create_sandbox
@@ -193,6 +194,8 @@ class PostgresBackend(ClientTable):
         if queue is not None:
             queue.check_on(self.dsn)
         self._queries = queue.queries if queue is not None else load_queries()
+        # a user's queue: its own job ids, Lease Lab's lease count where it keeps no attempts
+        self._adapter = QueueAdapter(queue) if queue is not None else None
         self._statements: dict[str, wire.Statement] = {}
         self._clients: dict[str, _Client] = {}
         self._pids: dict[int, str] = {}  # backend pid -> client, for naming lock holders
@@ -319,13 +322,14 @@ class PostgresBackend(ClientTable):
             # Commits stay atomic and immediately visible; only their survival of a server crash,
             # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
             conn.execute("SET synchronous_commit TO off")
+            conn.execute("SET TimeZone TO 'UTC'")  # a queue's timestamp columns hold UTC
             if self._superuser and self._sandboxed is None:  # a role gets it as its own setting
                 conn.execute(
                     sql.SQL("SET deadlock_timeout TO {}").format(
                         sql.Literal(CLIENT_DEADLOCK_TIMEOUT)
                     )
                 )
-            conn.adapters.register_loader("timestamptz", wire.SimTimeLoader)
+            wire.register_loaders(conn)
             signals = self.pauses_waiters and may_signal(conn, conn.info.backend_pid)
         except psycopg.OperationalError as exc:
             conn.close()
@@ -366,6 +370,8 @@ class PostgresBackend(ClientTable):
 
     def _end(self, client: str, state: _Client, command: bytes) -> None:
         state.in_tx = False
+        if self._adapter is not None:
+            self._adapter.ended(client, command == b"COMMIT")
         if not state.begun:
             return  # nothing reached the server
         state.begun = False
@@ -411,6 +417,8 @@ class PostgresBackend(ClientTable):
             self.terminated.append((client, state.pid))
         self._disconnect([state])
         state.crashed = True
+        if self._adapter is not None:
+            self._adapter.ended(client, False)
         self._holder_gone(client)
 
     def in_transaction(self, client: str) -> bool:
@@ -527,13 +535,16 @@ class PostgresBackend(ClientTable):
         self._idle(client, state, query)
         q.check(params)
         self._open(client, state)
-        st = self._statements.get(query) or self._statements.setdefault(query, wire.statement(q))
+        st = self._statements.get(query) or self._statements.setdefault(
+            query, wire.statement(q, self.queue.id_oid) if self.queue else wire.statement(q)
+        )
+        if self._adapter is not None:
+            params = self._adapter.bind(client, query, params)
         pg = state.pg
         try:
             if st.name not in state.prepared:
                 self._prepare(state, st, query)
-            values = [to_timestamp(params[n]) if n in st.times else params[n] for n in st.order]
-            dumped = state.tx.dump_sequence(values, st.formats)
+            dumped = state.tx.dump_sequence(wire.values(st, params), st.formats)
             if state.in_tx and state.begun:
                 self._freeze_waiters_of(client)  # an error would end the transaction
             state.piped = state.in_tx and not state.begun
@@ -549,7 +560,13 @@ class PostgresBackend(ClientTable):
         except psycopg.OperationalError as exc:
             raise self._lost(client, query, exc) from None
         state.since = time.monotonic()
-        return self._outcome(client, state, query)
+        return self._adapted(client, state, self._outcome(client, state, query))
+
+    def _adapted(self, client: str, state: _Client, outcome: Rows | Blocked) -> Rows | Blocked:
+        """A user's queue's rows in the model's terms (sim.db.queue_adapter)."""
+        if self._adapter is None or outcome.__class__ is Blocked:
+            return outcome
+        return self._adapter.rows(client, outcome, state.in_tx)
 
     def _prepare(self, state: _Client, st: wire.Statement, query: str) -> None:
         result = state.pg.prepare(st.name, st.text, st.oids)
@@ -568,7 +585,7 @@ class PostgresBackend(ClientTable):
             if state.in_tx:
                 self._freeze_waiters_of(client)  # should its statement fail, they stay put
             self._thaw(state)
-        return self._outcome(client, state, query)
+        return self._adapted(client, state, self._outcome(client, state, query))
 
     def _outcome(self, client: str, state: _Client, query: str) -> Rows | Blocked:
         try:

@@ -15,9 +15,17 @@ PARAM_TYPES: dict[str, frozenset[type]] = {  # exact classes: True is not an int
     "text": frozenset({str}),
     "bool": frozenset({bool}),
     "time": frozenset({int, float}),
+    "interval": frozenset({int, float}),  # seconds
 }
 # What a caller that does not model them (a lesson, a hand-written script) binds: Policy's defaults.
-QUERY_DEFAULTS: dict[str, int] = {"max_attempts": 25, "retry_backoff": 0}
+QUERY_DEFAULTS: dict[str, float] = {"max_attempts": 25, "retry_backoff": 0, "stuck_after": 30.0}
+# Parameters the model binds beyond those Lease Lab's own text uses: a queue's watcher that rescues
+# by age instead of by lease_until (River's rescuer, pg-boss's expiry) compares its timestamps with
+# %(now)s - %(stuck_after)s, the stuck age (policy.lease_ttl).
+EXTRA_BINDS: dict[str, tuple[tuple[str, str], ...]] = {
+    name: (("stuck_after", "interval"),)
+    for name in ("requeue_expired", "select_stuck_jobs", "rescue_job")
+}
 PLACEHOLDER = re.compile(r"%\((\w+)\)s")  # a named parameter, %(name)s
 
 
@@ -106,8 +114,12 @@ def _sql_text(filename: str) -> str:
 
 @cache
 def load_queries() -> dict[str, Query]:
-    """All named queries, parsed once per process."""
-    return parse_queries(_sql_text("queries.sql"))
+    """All named queries, parsed once per process, each with every parameter the model binds to
+    it (EXTRA_BINDS included: the wire sends only those the text uses)."""
+    return {
+        name: Query(name, q.description, q.params + EXTRA_BINDS.get(name, ()), q.sql)
+        for name, q in parse_queries(_sql_text("queries.sql")).items()
+    }
 
 
 @cache

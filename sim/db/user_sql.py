@@ -30,7 +30,14 @@ _TRANSACTION: tuple[str, ...] = ("BEGIN", "START TRANSACTION", "COMMIT", "ROLLBA
 _TRANSACTION += ("RELEASE", "PREPARE TRANSACTION", "COMMIT PREPARED", "ROLLBACK PREPARED")
 _SESSION = ("SET", "RESET", "DISCARD", "SET CONSTRAINTS")
 _CODE = ("DO", "CALL")
-_TYPE_NAMES = {20: "int8", 25: "text", 16: "bool", 1184: "timestamptz"}
+_TYPE_NAMES = {
+    20: "int8",
+    25: "text",
+    16: "bool",
+    1184: "timestamptz",
+    1186: "interval",
+    2950: "uuid",
+}
 _REFUSED = "PostgreSQL refuses it to the run's role"
 _OWN_SCHEMA = "a queue's SQL may touch only the run's own schema (keep names unqualified)"
 

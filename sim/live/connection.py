@@ -21,7 +21,7 @@ from psycopg import sql
 
 from sim.db.base import from_timestamp, to_timestamp
 from sim.db.errors import DbUnavailable, StatementError
-from sim.db.wire import statement
+from sim.db.wire import statement, to_interval
 from sim.errors import ConfigError
 from sim.protocol import bind_clock
 
@@ -117,8 +117,11 @@ class LiveConnection:
         if query.uses_clock:
             bind_clock(params, self.now() if at is None else at, ttl)
         query.check(params)
-        times = statement(query).times
-        bound = {k: to_timestamp(v) if k in times else v for k, v in params.items()}
+        st = statement(query)
+        bound = {
+            k: to_timestamp(v) if k in st.times else to_interval(v) if k in st.intervals else v
+            for k, v in params.items()
+        }
         start = time.monotonic()
         try:
             cursor = conn.execute(query.sql, bound)

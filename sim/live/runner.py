@@ -650,6 +650,10 @@ def live(
     seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
     Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
     scenario = as_scenario(scenario)
+    if sql is not None:
+        from sim.runner import with_queue
+
+        scenario, sql = with_queue(scenario, sql)
     if overrides:
         scenario = scenario.with_overrides(overrides)
     if seed is not None:

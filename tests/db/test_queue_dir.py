@@ -100,7 +100,7 @@ def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
         ),
         (
             CLAIM.replace("owner text", "owner string"),
-            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool or time)",
+            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool, time or interval)",
         ),
         (CLAIM + "\n" + CLAIM, "queries.sql:9: claim_conditional: defined twice (first at line 1)"),
         (
@@ -270,27 +270,162 @@ def test_the_check_leaves_nothing_behind(tmp_path, pg_dsn, admin):
         "not in queries.sql, and Lease Lab's text does not fit "
         'schema.sql: relation "payment_jobs" does not exist'
     )
+    assert q.missing["requeue_expired"] == "left out by an empty block"  # it rescues in two steps
     assert set(q.missing) == set(CONTRACTS) - {
         "insert_job",
         "claim_skip_locked",
         "complete_unfenced",
-        "requeue_expired",
+        "select_stuck_jobs",
+        "rescue_job",
         "dump_jobs",
     }
 
 
 @pytest.mark.postgres
-def test_a_scenario_calling_a_missing_statement_is_refused_before_it_runs(pg_dsn):
+def test_every_missing_statement_is_named_in_one_error_before_anything_runs(pg_dsn, tmp_path):
+    """gc-pause-zombie on a queue with its own schema, its own claim and no heartbeat: the four
+    statements the runs would call and it lacks, grouped by why, in one line; a sweep over
+    several scenarios gets one error too, naming what each setting calls."""
     import sim
 
-    with pytest.raises(QueueDefinitionError) as info:
-        sim.run("gc-pause-zombie", sql=EXAMPLES / "river-like", dsn=pg_dsn)
-    assert str(info.value).startswith(
-        f"{EXAMPLES / 'river-like'}/queries.sql: select_candidates: policy.claim = "
-        "conditional_update calls it, but this queue has none (not in queries.sql, and "
-        'Lease Lab\'s text does not fit schema.sql: relation "payment_jobs" does not '
-        "exist); define select_candidates in queries.sql or change policy.claim"
+    d = queue(
+        tmp_path,
+        "-- name: insert_job\n-- x\n-- params: id int, now time\n"
+        "INSERT INTO jobs (id, created_at) VALUES (%(id)s, %(now)s);\n"
+        "-- name: heartbeat\n-- none\n-- params:\n"
+        "-- name: dump_jobs\n-- x\n-- params:\n"
+        "SELECT id, NULL::text, NULL::text, 'Pending', NULL::text, NULL::timestamptz, 0::bigint, "
+        "NULL::timestamptz, created_at, NULL::timestamptz, NULL::text FROM jobs;\n",
+        "CREATE TABLE jobs (id bigint PRIMARY KEY, created_at timestamptz);\n",
     )
+    with pytest.raises(QueueDefinitionError) as info:
+        sim.run("gc-pause-zombie", sql=d, dsn=pg_dsn)
+    misfit = (
+        "not in queries.sql, and Lease Lab's text does not fit schema.sql: "
+        'relation "payment_jobs" does not exist'
+    )
+    assert str(info.value) == (
+        f"{d}/queries.sql: the runs call 6 statements this queue lacks: select_candidates "
+        "(policy.claim = conditional_update), claim_conditional (policy.claim = conditional_update), "
+        f"complete_fenced (policy.fencing = true), reject_job_fenced (policy.dedup = true), "
+        f"requeue_expired (policy.watcher = true): {misfit}; heartbeat (policy.heartbeat = true): "
+        "left out by an empty block; define them in queries.sql or change policy.claim, "
+        "policy.dedup, policy.fencing, policy.heartbeat, policy.watcher"
+    )
+    with pytest.raises(QueueDefinitionError) as info:
+        sim.sweep(
+            "gc-pause-zombie",
+            {"policy.claim": ["skip_locked", "select_for_update"]},
+            sql=d,
+            dsn=pg_dsn,
+            executor="serial",
+        )
+    message = str(info.value)
+    assert "\n" not in message and message.count("the runs call") == 1
+    assert "claim_skip_locked (policy.claim = skip_locked)" in message
+    assert "lock_next_candidate (policy.claim = select_for_update)" in message
+    assert "claim_unconditional (policy.claim = select_for_update)" in message
+
+
+@pytest.mark.postgres
+def test_a_read_then_write_rescue_without_a_watcher_gap_is_told_how_to_run(pg_dsn, tmp_path):
+    import sim
+
+    rescue = load_queries()["rescue_job"]
+    used = [(p, t) for p, t in rescue.params if f"%({p})s" in rescue.sql]
+    d = queue(
+        tmp_path,
+        "-- name: requeue_expired\n-- none\n-- params:\n"
+        f"-- name: rescue_job\n-- by id\n-- params: {', '.join(f'{p} {t}' for p, t in used)}\n"
+        f"{rescue.sql};\n",
+    )
+    with pytest.raises(QueueDefinitionError) as info:
+        sim.run("crash-recovery", sql=d, dsn=pg_dsn)
+    assert str(info.value).endswith(
+        "requeue_expired (policy.watcher = true): left out by an empty block; define it in "
+        "queries.sql or change policy.watcher (this queue rescues by read-then-write, "
+        "select_stuck_jobs then rescue_job: set policy.watcher_gap > 0, e.g. in queue.toml)"
+    )
+    ok = sim.run("crash-recovery", sql=d, dsn=pg_dsn, **{"policy.watcher_gap": 0.5})
+    assert int((ok.events["kind"] == "requeue").sum()) > 0
+
+
+PASTED = "UPDATE payment_jobs SET status = 'Completed' WHERE {} RETURNING id;\n"
+
+
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        (
+            "id = $1",
+            "queries.sql:4: complete_unfenced: uses $1, a positional placeholder; Lease Lab binds by "
+            "name, as %(name)s: complete_unfenced binds id int, now time: write %(id)s and the like",
+        ),
+        (
+            "id = @id",
+            "queries.sql:4: complete_unfenced: uses @id, another driver's named placeholder; Lease "
+            "Lab binds as %(name)s: write %(id)s",
+        ),
+        (
+            "id = :id AND status::text <> 'a:b'",
+            "queries.sql:4: complete_unfenced: uses :id, another driver's named placeholder; Lease "
+            "Lab binds as %(name)s: write %(id)s",
+        ),
+        (
+            "id = sqlc.arg(id)",
+            "queries.sql:4: complete_unfenced: uses sqlc.arg(id), another driver's named "
+            "placeholder; Lease Lab binds as %(name)s: write %(id)s",
+        ),
+        (
+            "id = @job_id",
+            "queries.sql:4: complete_unfenced: uses @job_id, another driver's named placeholder; "
+            "Lease Lab binds as %(name)s: complete_unfenced binds id int, now time: write one of "
+            "those, e.g. %(id)s",
+        ),
+        (
+            "id = %s",
+            "queries.sql:4: complete_unfenced: uses %s, a positional placeholder; Lease Lab binds by "
+            "name, as %(name)s: complete_unfenced binds id int, now time: write %(id)s and the like",
+        ),
+    ],
+)
+def test_placeholders_of_other_drivers_are_named_with_the_form_to_use(tmp_path, where, expected):
+    text = "-- name: complete_unfenced\n-- pasted\n-- params: id int\n" + PASTED.format(where)
+    assert error(tmp_path, text) == expected
+
+
+def test_what_only_looks_like_a_placeholder_is_left_alone(tmp_path):
+    where = (
+        "id = %(id)s AND last_error <> '$1 @x :y' AND \"a:b\" IS NULL AND status::text = $$:z$$ "
+        "AND (ARRAY[1, 2])[1:2] = ARRAY[1, 2] -- @id $2\n  /* :id */"
+    )
+    q = load_queue(
+        queue(
+            tmp_path, "-- name: complete_unfenced\n-- x\n-- params: id int\n" + PASTED.format(where)
+        )
+    )
+    assert "@x" in q.overrides["complete_unfenced"].sql
+
+
+@pytest.mark.postgres
+def test_a_pasted_placeholder_is_one_error_line_from_the_command_line(tmp_path, pg_dsn):
+    d = queue(
+        tmp_path, "-- name: complete_fenced\n-- pasted\n-- params:\n" + PASTED.format("id = $1")
+    )
+    assert cli("run", "baseline", "--sql", str(d), "--dsn", pg_dsn) == (
+        2,
+        f"error: {d}/queries.sql:4: complete_fenced: uses $1, a positional placeholder; Lease Lab "
+        "binds by name, as %(name)s: complete_fenced binds id int, owner text, attempt int, now "
+        "time: write %(id)s and the like\n",
+    )
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    """(exit code, stderr) of python -m sim ARGV."""
+    out = subprocess.run(
+        [sys.executable, "-m", "sim", *argv], capture_output=True, text=True, cwd=ROOT
+    )
+    return out.returncode, out.stderr
 
 
 @pytest.fixture
@@ -313,7 +448,16 @@ def test_the_seed_example_is_lease_labs_own_text():
     }
     for name, o in seed.overrides.items():
         assert " ".join(o.sql.split()) == " ".join(load_queries()[name].sql.split()), name
-        assert o.declared == load_queries()[name].params
+        used = load_queries()[name].params[: len(o.declared)]  # stuck_after: bound, unused
+        assert o.declared == used and load_queries()[name].params[len(used) :] in (
+            (),
+            (
+                (
+                    "stuck_after",
+                    "interval",
+                ),
+            ),
+        )
 
 
 @pytest.mark.postgres

@@ -31,6 +31,7 @@ from sim.scenario import (
     ARRIVALS,
     CLAIM_STRATEGIES,
     CLOCKS,
+    COMPLETIONS,
     CRASH_POINTS,
     CRASH_TARGETS,
     IDENTITIES,
@@ -228,6 +229,7 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     ),
     "policy.poll_interval": st.one_of(negative, st.just(0.0), too_long, too_often),
     "policy.claim": enum(CLAIM_STRATEGIES),
+    "policy.completion": enum(COMPLETIONS),
     "policy.candidates": st.one_of(
         st.integers(max_value=0), st.integers(limits.MAX_CANDIDATES + 1, 2**62)
     ),

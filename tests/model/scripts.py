@@ -69,6 +69,14 @@ def with_deadline(**settings) -> Scenario:
     return scripted(**{**defaults, **settings})
 
 
+def paused_zombie(**policy) -> Scenario:
+    """w0 paused from 6 s to 51 s in a 20 s job with a 15 s lease: w1 takes the expired lease at
+    20.024 and finishes; the zombie thaws and finishes too (refused, if fenced)."""
+    pause = Faults(pauses=(ScriptedOutage(worker=0, at=6.0, duration=45.0),))
+    settings = dict(psp_at=0.1, lease_ttl=15, heartbeat_interval=5, abandon_on_lost_lease=False)
+    return scripted(workers=2, work=20, horizon=80, faults=pause, **{**settings, **policy})
+
+
 def timeline(run, *, skip=("idle", "watcher_tick", "enqueue", "lock_wait")) -> list[tuple]:
     """(t rounded to the microsecond, kind, worker, job, attempt) of the records that tell the story."""
     return [
@@ -155,6 +163,7 @@ def fidelity_scenarios() -> dict[str, Scenario]:
             horizon=1000,
             faults=HICCUP,
         ),
+        "background completion": paused_zombie(completion="background"),
     }
 
 

@@ -444,7 +444,13 @@ def test_the_watcher_requeues_in_one_statement_and_records_each_job():
     assert fake.trace == [
         (
             "requeue_expired",
-            {"max_attempts": 4, "limit": 10, "retry_backoff": 500_000, "now": NOW},
+            {
+                "max_attempts": 4,
+                "limit": 10,
+                "retry_backoff": 500_000,
+                "stuck_after": policy.lease_ttl,  # the stuck age, for a rescue by age
+                "now": NOW,
+            },
         ),
         ("record", "watcher_tick", "watcher", None, None, 2),
         ("record", "requeue", "watcher", 3, 2, "Pending"),
@@ -461,8 +467,9 @@ def test_the_watcher_with_a_gap_reads_then_rescues_each_job_by_id_within_its_bat
     )
     fake.play(WatcherProtocol(policy).tick())
     rescue = {"max_attempts": 0, "retry_backoff": 0}  # watcher_action dead: no attempt left
+    rescue["stuck_after"] = policy.lease_ttl  # the stuck age, for a rescue by age
     assert fake.trace == [
-        ("select_stuck_jobs", {"now": NOW}),
+        ("select_stuck_jobs", {"stuck_after": policy.lease_ttl, "now": NOW}),
         ("wait", 2.0),
         ("rescue_job", {"id": 3, **rescue, "now": NOW}),
         ("rescue_job", {"id": 4, **rescue, "now": NOW}),

@@ -2,9 +2,9 @@
 
 from sim import run
 from sim.dists import Dist
-from sim.scenario import Faults, ScriptedCrash, ScriptedOutage
+from sim.scenario import Faults, ScriptedCrash
 
-from .scripts import scripted, timeline
+from .scripts import paused_zombie, scripted, timeline
 
 
 def test_claim_heartbeats_complete():
@@ -62,20 +62,7 @@ def test_crash_expiry_watcher_reclaim():
 
 
 def _paused_zombie(**policy):
-    pause = Faults(pauses=(ScriptedOutage(worker=0, at=6.0, duration=45.0),))
-    return run(
-        scripted(
-            workers=2,
-            work=20,
-            psp_at=0.1,
-            lease_ttl=15,
-            heartbeat_interval=5,
-            horizon=80,
-            abandon_on_lost_lease=False,
-            faults=pause,
-            **policy,
-        )
-    )
+    return run(paused_zombie(**policy))
 
 
 def test_pause_longer_than_ttl_false_expiry_fenced_completion_rejected():
@@ -127,17 +114,6 @@ def test_pause_without_fencing_applies_the_effect_twice():
 
 
 def test_worker_that_learns_it_lost_the_lease_abandons():
-    pause = Faults(pauses=(ScriptedOutage(worker=0, at=6.0, duration=45.0),))
-    r = run(
-        scripted(
-            workers=2,
-            work=20,
-            psp_at=0.1,
-            lease_ttl=15,
-            heartbeat_interval=5,
-            horizon=80,
-            faults=pause,
-        )
-    )
+    r = _paused_zombie(abandon_on_lost_lease=True)
     assert (65.002, "abandon", "w0", 1, 1) in timeline(r)
     assert "complete_rejected" not in set(r.events.kind)

@@ -81,6 +81,7 @@ def test_read_then_write_fails_item_1_with_the_measured_double_claims(race):
     assert race.measured["claim"] == {
         "double_claims": doubles,
         "leases": leases,
+        "handed_double_claims": 0,  # every one the claim's own: no watcher requeued a live lease
     }  # the preset is already contended
     assert f"{doubles} double claims in {leases} leases" in row["evidence"]
     assert _pct(doubles / leases) in row["evidence"]

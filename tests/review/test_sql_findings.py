@@ -1,5 +1,6 @@
-"""What the SQL text shows (sim.sql_findings): the shape of a statement and each finding, read
-from the text alone (no server)."""
+"""What a queue's statements do, asked of the server (sim.sql_findings, sim.db.probes): each
+finding comes from the statements run by hand in a scratch schema, never from words in their
+text; a statement written in another shape with the same behaviour gets the same finding."""
 
 from __future__ import annotations
 
@@ -7,23 +8,42 @@ from pathlib import Path
 
 import pytest
 
+from sim.db.probes import lab_on
+from sim.db.queries import load_queries
 from sim.db.queue_dir import load_queue
+from sim.runner import with_queue
 from sim.scenario import resolve
-from sim.sql_findings import findings, shape
+from sim.sql_findings import findings, stuck_age
+
+pytestmark = pytest.mark.postgres
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "queues"
 
 
-def test_shape_reads_the_main_statement_past_ctes_comments_and_literals():
-    st = shape("""WITH x AS (SELECT id FROM t WHERE a = 'WHERE' FOR UPDATE SKIP LOCKED)
-                  UPDATE t SET owner = %(owner)s -- WHERE owner = %(owner)s
-                  FROM x WHERE t.id = x.id AND t.state = 'ready' RETURNING t.id""")
-    assert (st.verb, st.returning, st.locks) == ("UPDATE", True, True)
-    assert st.conditions == ("t.id = x.id", "t.state = 'ready'")
-    assert st.rechecks() == ["t.state = 'ready'"]
-    assert not st.uses("owner")  # only in SET and in a comment
-    assert shape("UPDATE t SET a = 1 WHERE id = %(id)s AND lease_owner = %(owner)s").uses("owner")
-    assert shape("UPDATE t SET a = 1 WHERE (id = %(id)s)").rechecks() == []
+def found(queue, scenario, dsn, **overrides):
+    scenario, queue = with_queue(resolve(scenario), load_queue(queue))
+    if overrides:
+        scenario = scenario.with_overrides(overrides)
+    queue.check_on(dsn)
+    return findings(queue, scenario, dsn)
+
+
+def write(tmp_path: Path, blocks: dict[str, str], schema: str | None = None, toml: str = ""):
+    """A queue directory whose blocks declare the parameters their text uses."""
+    d = tmp_path / "q"
+    d.mkdir()
+    text = []
+    for name, sql in blocks.items():
+        params = [(p, t) for p, t in load_queries()[name].params if f"%({p})s" in sql]
+        text.append(
+            f"-- name: {name}\n-- x\n-- params: {', '.join(f'{p} {t}' for p, t in params)}\n{sql}\n"
+        )
+    (d / "queries.sql").write_text("\n".join(text), encoding="utf-8")
+    if schema is not None:
+        (d / "schema.sql").write_text(schema, encoding="utf-8")
+    if toml:
+        (d / "queue.toml").write_text(toml, encoding="utf-8")
+    return d
 
 
 @pytest.mark.parametrize(
@@ -42,54 +62,223 @@ def test_shape_reads_the_main_statement_past_ctes_comments_and_literals():
             {},
             {"claim": True, "fencing": False, "watcher": True},
         ),
-        (
-            "river-like",
-            str(EXAMPLES / "river-like" / "scenario.toml"),
-            {},
-            {"claim": True, "fencing": False, "watcher": True},
-        ),
-        (
-            "graphile-like",
-            str(EXAMPLES / "graphile-like" / "scenario.toml"),
-            {},
-            {"claim": True, "fencing": False, "watcher": True},
-        ),
+        ("river-like", None, {}, {"claim": True, "fencing": False, "watcher": False}),
+        ("graphile-like", None, {}, {"claim": True, "fencing": False, "watcher": True}),
+        ("pg-boss-like", None, {}, {"claim": True, "fencing": False, "watcher": True}),
+        ("solid-queue-like", None, {}, {"claim": True, "fencing": True, "watcher": True}),
     ],
 )
-def test_findings_of_the_examples(name, scenario, overrides, safe):
-    s = resolve(scenario)
-    if overrides:
-        s = s.with_overrides(overrides)
-    found = findings(load_queue(EXAMPLES / name), s.policy)
-    assert {k: f.safe for k, f in found.items()} == safe
+def test_findings_of_the_examples(pg_dsn, name, scenario, overrides, safe):
+    scenario = scenario or str(EXAMPLES / name / "scenario.toml")
+    got = found(EXAMPLES / name, scenario, pg_dsn, **overrides)
+    assert {k: f.safe for k, f in got.items()} == safe
 
 
-def test_read_then_write_under_the_projects_own_statements_is_named():
-    found = findings(
-        load_queue(EXAMPLES / "unfenced-completion"), resolve("read-then-write-race").policy
+def test_a_read_then_write_rescue_is_a_watcher_judged_on_its_write(pg_dsn, tmp_path):
+    """River's rescuer reads the stuck jobs, then writes each by id: recognised as the watcher
+    (policy.watcher_gap), and judged on whether its write re-checks the job: by id alone (before
+    River's PR #1373) it overwrites a finished job and requeues a job taken again; with the job's
+    state and age in its WHERE it does neither."""
+    river = found(EXAMPLES / "river-like", str(EXAMPLES / "river-like" / "scenario.toml"), pg_dsn)
+    text = river["watcher"].text
+    assert text.startswith(
+        f"select_stuck_jobs ({EXAMPLES / 'river-like'}/queries.sql:57), then rescue_job "
+        f"({EXAMPLES / 'river-like'}/queries.sql:64) moves a job out of Processing 30 s after its claim"
     )
-    assert found["claim"].text.startswith(
-        "select_candidates (Lease Lab's sql/queries.sql), then claim_unconditional "
-        "(Lease Lab's sql/queries.sql), whose WHERE matches the id alone"
+    assert "its write overwrites a finished job" in text
+    assert "a job taken again in between goes back to Pending" in text
+    fixed = (
+        (EXAMPLES / "river-like" / "queries.sql")
+        .read_text()
+        .replace(
+            "WHERE j.id = %(id)s\n",
+            "WHERE j.id = %(id)s AND j.state = 'running'\n"
+            "  AND j.attempted_at < %(now)s - %(stuck_after)s\n",
+        )
+    )
+    fixed = fixed.replace(
+        "-- params: id int, now time, retry_backoff int",
+        "-- params: id int, now time, retry_backoff int, stuck_after interval",
+    )
+    d = tmp_path / "river-fixed"
+    d.mkdir()
+    for f in ("schema.sql", "queue.toml"):
+        (d / f).write_text((EXAMPLES / "river-like" / f).read_text())
+    (d / "queries.sql").write_text(fixed)
+    after = found(d, str(EXAMPLES / "river-like" / "scenario.toml"), pg_dsn)["watcher"]
+    assert after.safe is True
+    assert after.text.endswith(
+        "leaves a live lease alone, leaves a finished job alone, its write re-checks the job it read"
     )
 
 
-def test_no_watcher_and_a_claim_that_skips_expired_jobs_is_unsafe():
-    s = resolve("baseline").with_overrides(
-        {"policy.watcher": False, "policy.claim_takes_expired": False}
+def test_a_rescue_by_delete_and_insert_writes_its_rows(pg_dsn):
+    """pg-boss fails an expired job by deleting its row and inserting it again: no UPDATE
+    anywhere, yet the server counts the rows written and the job leaves Processing."""
+    got = found(EXAMPLES / "pg-boss-like", str(EXAMPLES / "pg-boss-like" / "scenario.toml"), pg_dsn)
+    watcher = got["watcher"]
+    assert watcher.safe is True and watcher.numbers["written"] == 2
+    assert "(data-changing steps (Delete on job, Insert on job); 2 rows written" in watcher.text
+
+
+def test_a_claim_in_data_changing_steps_is_one_claim(pg_dsn):
+    """Solid Queue's claim inserts a claimed execution and deletes the ready one in CTE steps
+    with a final SELECT: the server's plan shows the steps and the row lock, and a second claim
+    gets nothing; whether it holds under contention is the runs' to say (sim.review)."""
+    got = found(
+        EXAMPLES / "solid-queue-like", str(EXAMPLES / "solid-queue-like" / "scenario.toml"), pg_dsn
     )
-    finding = findings(load_queue(EXAMPLES / "seed"), s.policy)["watcher"]
-    assert not finding.safe
-    assert finding.text.startswith(
-        f"requeue_expired exists ({EXAMPLES / 'seed'}/queries.sql:35) but "
-        "policy.watcher = false does not run it, and the claim skips expired jobs"
+    claim = got["claim"]
+    assert claim.safe is True
+    assert claim.text == (
+        f"claim_skip_locked ({EXAMPLES / 'solid-queue-like'}/queries.sql:22) is data-changing steps "
+        "(Insert on solid_queue_processes, Insert on solid_queue_claimed_executions, Delete on "
+        "solid_queue_ready_executions), locking the rows it reads; a second claim while the first "
+        "lease ran got nothing"
     )
 
 
-def test_comments_and_literals_do_not_fool_the_reading():
-    st = shape(
-        "UPDATE t SET a = '-- x' WHERE id = %(id)s -- AND lease_owner = %(owner)s\n"
-        "  AND b = 'x AND y' RETURNING id"
+def test_fencing_covers_every_write_by_a_worker(pg_dsn):
+    """Completion, heartbeat, failure (a worker-side deadline) and release are each probed with
+    a stale lease: pg-boss fails by the job's id alone, graphile-worker fails by the lock's owner,
+    Solid Queue refuses every write once its claimed execution is gone."""
+    boss = found(
+        EXAMPLES / "pg-boss-like", str(EXAMPLES / "pg-boss-like" / "scenario.toml"), pg_dsn
     )
-    assert st.conditions == ("id = %(id)s", "b = 'x AND y'")
-    assert not st.uses("owner")
+    assert set(boss["fencing"].numbers) == {"complete_unfenced", "heartbeat", "fail_job_fenced"}
+    assert boss["fencing"].numbers["fail_job_fenced"]["expired"] == "written"
+    assert (
+        f"fail_job_fenced ({EXAMPLES / 'pg-boss-like'}/queries.sql:48) checks neither owner nor "
+        "attempt, lets a late write through on a job the watcher requeued"
+    ) in boss["fencing"].text
+    graphile = found(
+        EXAMPLES / "graphile-like", str(EXAMPLES / "graphile-like" / "scenario.toml"), pg_dsn
+    )
+    assert (
+        f"fail_job_fenced ({EXAMPLES / 'graphile-like'}/queries.sql:39) checks the owner but not "
+        "the attempt"
+    ) in graphile["fencing"].text
+    assert (
+        f"complete_unfenced ({EXAMPLES / 'graphile-like'}/queries.sql:33) checks neither owner nor attempt"
+    ) in graphile["fencing"].text
+    solid = found(
+        EXAMPLES / "solid-queue-like",
+        str(EXAMPLES / "solid-queue-like" / "scenario.toml"),
+        pg_dsn,
+        **{"faults.shutdown": "graceful"},
+    )["fencing"]
+    assert set(solid.numbers) == {"complete_fenced", "heartbeat", "release_job_fenced"}
+    assert all(cases["expired"] == "refused" for cases in solid.numbers.values())
+
+
+def test_the_same_behaviour_in_another_shape_gets_the_same_finding(pg_dsn, tmp_path):
+    """A fenced completion as a plain UPDATE, as a CTE, and as an UPDATE whose fence sits in a
+    sub-select: the probes see the same refusals, whatever the words."""
+    texts = [
+        "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s "
+        "WHERE id = %(id)s AND status = 'Processing' AND lease_owner = %(owner)s "
+        "AND attempts = %(attempt)s RETURNING id",
+        "WITH mine AS (SELECT id FROM payment_jobs WHERE (lease_owner, attempts) = (%(owner)s, "
+        "%(attempt)s) AND status = 'Processing') UPDATE payment_jobs j SET status = 'Completed', "
+        "completed_at = %(now)s FROM mine WHERE j.id = mine.id AND j.id = %(id)s RETURNING j.id",
+        "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = "
+        "(SELECT id FROM payment_jobs WHERE id = %(id)s AND status = 'Processing' AND "
+        "lease_owner || '/' || attempts = %(owner)s || '/' || %(attempt)s) RETURNING id",
+    ]
+    results = []
+    for i, text in enumerate(texts):
+        (tmp_path / str(i)).mkdir()
+        d = write(tmp_path / str(i), {"complete_fenced": text})
+        got = found(d, "gc-pause-zombie", pg_dsn)["fencing"]
+        results.append(got.numbers["complete_fenced"])
+    assert (
+        results[0]
+        == results[1]
+        == results[2]
+        == {
+            "own": "written",
+            "expired": "refused",
+            "expired_to": "Pending",
+            "other": "refused",
+            "same": "refused",
+            "done": "refused",
+        }
+    )
+
+
+def test_a_stuck_age_that_disagrees_with_the_ttl_is_said(pg_dsn, tmp_path):
+    """A rescue written with a literal age (30 s) under a scenario whose TTL is 60 s: the probe
+    finds the age the SQL really uses and says it is not the scenario's; bound as %(stuck_after)s
+    it follows the TTL."""
+    river = (EXAMPLES / "river-like" / "queries.sql").read_text()
+    literal = river.replace("%(now)s - %(stuck_after)s", "%(now)s - interval '30 seconds'").replace(
+        "-- params: now time, stuck_after interval", "-- params: now time"
+    )
+    d = tmp_path / "literal"
+    d.mkdir()
+    for f in ("schema.sql", "queue.toml"):
+        (d / f).write_text((EXAMPLES / "river-like" / f).read_text())
+    (d / "queries.sql").write_text(literal)
+    scenario = str(EXAMPLES / "river-like" / "scenario.toml")
+    watcher = found(d, scenario, pg_dsn, **{"policy.lease_ttl": 60.0})["watcher"]
+    assert watcher.numbers["stuck_age"] == pytest.approx(30.0, rel=2e-3)
+    assert watcher.numbers["stuck_age_disagrees"] is True
+    assert (
+        "it takes a job as stuck 30 s after its claim while policy.lease_ttl is 60 s: the "
+        "scenario's leases are not the queue's (set lease_ttl = 30"
+    ) in watcher.text
+    bound = found(EXAMPLES / "river-like", scenario, pg_dsn, **{"policy.lease_ttl": 60.0})[
+        "watcher"
+    ]
+    assert bound.numbers["stuck_age"] == pytest.approx(60.0, rel=2e-3)
+    assert "stuck_age_disagrees" not in bound.numbers
+
+
+def test_the_stuck_age_of_a_lease_is_its_ttl(pg_dsn):
+    q = load_queue(EXAMPLES / "seed")
+    q.check_on(pg_dsn)
+    for ttl in (12.0, 300.0):
+        with lab_on(
+            q, resolve("baseline").with_overrides({"policy.lease_ttl": ttl}).policy, pg_dsn
+        ) as lab:
+            assert stuck_age(lab) == pytest.approx(ttl, rel=2e-3)
+
+
+def test_no_watcher_and_a_claim_that_skips_expired_jobs_is_unsafe(pg_dsn):
+    got = found(
+        EXAMPLES / "seed",
+        "baseline",
+        pg_dsn,
+        **{"policy.watcher": False, "policy.claim_takes_expired": False},
+    )["watcher"]
+    assert got.safe is False
+    assert got.text.startswith(
+        f"requeue_expired ({EXAMPLES / 'seed'}/queries.sql:35) exists but policy.watcher = false "
+        "does not run it, and the claim did not take a job whose lease had expired"
+    )
+
+
+def test_the_claim_says_which_evidence_decided_it(pg_dsn):
+    """A claim the probes cannot fault is decided by the runs: under contention when the variant
+    ran, else by the scenario's own runs, and the evidence says which; a claim the probes fault
+    is decided by the probe."""
+    import sim
+
+    solid = EXAMPLES / "solid-queue-like"
+    r = sim.review(str(solid / "scenario.toml"), seeds=(1,), variants=False, sql=solid, dsn=pg_dsn)
+    assert (
+        "Decided by the scenario's runs (0 double claims in 4 leases); no contention variant ran."
+        in r.table.loc["claim", "evidence"]
+    )
+    race = sim.review(
+        "read-then-write-race",
+        seeds=(1,),
+        variants=False,
+        sql=EXAMPLES / "read-then-write",
+        dsn=pg_dsn,
+        **{"policy.claim": "conditional_update"},
+    )
+    assert (
+        "Decided by the server probe, and the runs' double claims."
+        in race.table.loc["claim", "evidence"]
+    )

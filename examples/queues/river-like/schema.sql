@@ -10,7 +10,9 @@ CREATE TABLE river_job (
     max_attempts  smallint    NOT NULL DEFAULT 25,
     attempted_at  timestamptz,
     attempted_by  text[]      NOT NULL DEFAULT '{}',
+    scheduled_at  timestamptz NOT NULL,
     created_at    timestamptz NOT NULL,
-    finalized_at  timestamptz
+    finalized_at  timestamptz,
+    errors        text[]      NOT NULL DEFAULT '{}'
 );
-CREATE INDEX river_job_state_idx ON river_job (state, id);
+CREATE INDEX river_job_state_idx ON river_job (state, scheduled_at, id);

@@ -2,9 +2,12 @@
 derandomized examples (as many as test_equivalence runs on both backends, though hypothesis seeds
 each test function its own way), each setting is drawn and its mechanism actually acts: the
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
-a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
-the run, and so does an execution timeout; the two-phase stall check reclaims and its stall budget
-kills a job; a process prune moves a job, a pruned process notices, a fresh identity restarts; a batch claims several jobs and a crash or a graceful stop takes buffered ones; a rescue job requeues and one dies with its worker; a graceful release is lost. Memory backend only; the equivalence test compares both."""
+a claim reaches the attempts cap, a background completion's effect commits before its completion;
+and issue #25's: a worker clock's offset, drift or step changes the run, and so does an execution
+timeout; the two-phase stall check reclaims and its stall budget kills a job; a process prune moves
+a job, a pruned process notices, a fresh identity restarts; a batch claims several jobs and a crash
+or a graceful stop takes buffered ones; a rescue job requeues and one dies with its worker; a
+graceful release is lost. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ def _tally(scenario):
     SEEN["claim at the cap"] += any(
         e.kind == "claim" and e.attempt == p.max_attempts for e in run.log
     )
+    SEEN["background completion"] += bool(p.completion == "background" and kinds["complete"])
+
     if p.clock == "worker" and (f.clock_offset or f.clock_drift_ppm or f.clock_steps):
         SEEN["worker clock changed the run"] += _differs(
             run,
@@ -110,6 +115,7 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "a batch claimed several jobs",
                 "rescue job requeued",
                 "release lost",
+                "background completion",
             )
         )
         >= 5

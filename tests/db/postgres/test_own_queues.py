@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.review import FAIL, PASS, RISK
+from sim.review import FAIL, PASS, RISK, UNTESTED
 
 pytestmark = pytest.mark.postgres
 
@@ -35,9 +35,13 @@ def test_seed_is_clean_and_runs_exactly_like_the_project(pg_dsn):
     assert statuses(r) == {"claim": PASS, "fencing": PASS, "watcher": PASS}
     assert all(f.safe for f in r.findings.values())
     assert r.table.loc["fencing", "evidence"].startswith(
-        f"SQL: complete_fenced ({QUEUES / 'seed'}/queries.sql:27) checks owner and attempt; heartbeat "
-        f"({QUEUES / 'seed'}/queries.sql:19) checks owner and attempt; the runs confirm it. Runs: complete_fenced: "
-        "3 late completions refused, 0 completions by a non-owner"
+        f"SQL, asked of the server: complete_fenced ({QUEUES / 'seed'}/queries.sql:27) checks owner "
+        "and attempt, refuses a late write once the watcher took the job back, and leaves a finished "
+        f"job alone; heartbeat ({QUEUES / 'seed'}/queries.sql:19) checks owner and attempt"
+    )
+    assert r.table.loc["fencing", "evidence"].endswith(
+        "the runs confirm it. Runs: complete_fenced: 3 late completions refused, 0 completions by "
+        "a non-owner."
     )
     assert r.measured["claim"]["variant_double_claims"] == 0
     assert [run.check().counts() for run in r.runs] == [{"duplicate_external_effect": 1}] * 3
@@ -56,7 +60,12 @@ def test_read_then_write_double_claims(pg_dsn):
     assert not finding.safe
     assert finding.text.startswith(
         f"select_candidates (Lease Lab's sql/queries.sql), then claim_conditional "
-        f"({QUEUES / 'read-then-write'}/queries.sql:9), whose WHERE matches the id alone"
+        f"({QUEUES / 'read-then-write'}/queries.sql:9), whose write took a job another worker "
+        "held when run alone"
+    )
+    assert (
+        "Decided by the server probe, and the runs' double claims."
+        in r.table.loc["claim", "evidence"]
     )
     claim = r.measured["claim"]
     assert (
@@ -90,31 +99,124 @@ def test_unfenced_completion_lets_the_zombie_complete(pg_dsn):
     assert [v.invariant for v in first.unexpected] == ["non_owner_completion"]
 
 
-def test_river_like_runs_long_jobs_twice(pg_dsn):
-    r = review("river-like", str(QUEUES / "river-like" / "scenario.toml"), pg_dsn)
-    assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
+def example(name: str) -> str:
+    return str(QUEUES / name / "scenario.toml")
+
+
+def test_river_like_runs_long_jobs_twice_and_commits_the_late_completion(pg_dsn):
+    """River before PR #1373: no heartbeat, a rescue by read-then-write by id alone, and
+    JobCompleteTx, which returns the job's row whatever its state: the worker whose job was
+    rescued and finished by another commits its ledger row all the same."""
+    r = review("river-like", example("river-like"), pg_dsn)
+    assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": RISK}
     assert r.table.loc["heartbeat", "status"] == FAIL and r.table.loc["ttl", "status"] == FAIL
-    assert "it does not read lease_until" in r.findings["watcher"].text
+    assert r.findings["watcher"].safe is False  # the probes show the rescue's blind write...
+    assert r.measured["watcher"]["watcher_overwrites"] == 0  # ...the runs did not hit it
+    assert (
+        "returns a finished job's row to a late write (nothing written: the worker takes it as done and commits)"
+        in r.findings["fencing"].text
+    )
     ttl = r.measured["ttl"]
-    assert (ttl["false_expiries"], ttl["double_processed_jobs"], ttl["jobs"]) == (55, 19, 58)
-    assert r.measured["fencing"]["non_owner_completions"] == 12
+    assert (ttl["false_expiries"], ttl["double_processed_jobs"], ttl["jobs"]) == (53, 20, 71)
+    assert r.measured["fencing"]["non_owner_completions"] == 7
+    assert [run.check().counts() for run in r.runs] == [
+        {"non_owner_completion": 4, "duplicate_db_effect": 6, "duplicate_external_effect": 6},
+        {"non_owner_completion": 1, "duplicate_db_effect": 3, "duplicate_external_effect": 4},
+        {"non_owner_completion": 2, "duplicate_db_effect": 10, "duplicate_external_effect": 10},
+    ]
     assert all(run.check().ok for run in r.runs)  # the scenario expects what it shows
-    assert sum(run.check().counts().get("duplicate_external_effect", 0) for run in r.runs) == 18
 
 
-def test_graphile_like_recovers_by_claim_and_fences_by_owner_only(pg_dsn):
-    r = review("graphile-like", str(QUEUES / "graphile-like" / "scenario.toml"), pg_dsn)
-    assert statuses(r) == {"claim": PASS, "fencing": RISK, "watcher": PASS}
-    assert r.findings["watcher"].text.startswith(
-        "this queue has no watcher (requeue_expired is left out)"
-    )
+def test_graphile_like_deletes_finished_jobs_and_never_fences_completion(pg_dsn):
+    """graphile-worker 0.16+: the claim never takes a locked job, the periodic reset frees stale
+    locks (the watcher), and completion deletes the job by its id alone, so the zombie's late
+    completion deletes the job another worker holds. Deleted jobs cannot show their owner or
+    attempts: those items are untested, and say why."""
+    r = review("graphile-like", example("graphile-like"), pg_dsn)
+    assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
     assert r.findings["fencing"].text.startswith(
-        f"complete_fenced ({QUEUES / 'graphile-like'}/queries.sql:29) "
-        "checks the owner but not the attempt"
+        f"complete_unfenced ({QUEUES / 'graphile-like'}/queries.sql:33) checks neither owner nor attempt"
     )
-    assert r.measured["fencing"]["refused_completions"] == 3
-    assert r.measured["watcher"]["moved_by_claim"] == 3
-    assert all(run.check().ok for run in r.runs)
+    assert r.measured["watcher"]["moved_by_watcher"] == 3
+    assert r.measured["fencing"]["non_owner_completions"] == 3
+    assert r.measured["owner"]["deleted_jobs"] == 9
+    assert r.table.loc["owner", "status"] == UNTESTED == r.table.loc["attempts", "status"]
+    assert (
+        "(9 finished jobs deleted from the table by the queue, not judged)"
+        in r.table.loc["owner", "evidence"]
+    )
+    # completeJobs runs after the task, outside its transaction: the refused completion of the
+    # worker whose job was deleted under it undoes nothing, so its ledger row stays too
+    assert r.measured["fencing"]["effects_of_refused_completions"] == 3
+    assert [run.check().counts() for run in r.runs] == [
+        {"non_owner_completion": 1, "duplicate_db_effect": 1, "duplicate_external_effect": 1}
+    ] * 3
+    assert all(run.table_jobs.empty for run in r.runs)
+
+
+def test_solid_queue_like_refuses_the_finish_of_a_pruned_job(pg_dsn):
+    """Solid Queue 1.5 (#589, #761): the prune fails the job of a process whose heartbeat went
+    stale during a hang; the worker's late finish is refused. Its claim is data-changing steps
+    judged by contention; it has no attempts column, so item 6 is untested."""
+    r = review("solid-queue-like", example("solid-queue-like"), pg_dsn)
+    assert statuses(r) == {"claim": PASS, "fencing": RISK, "watcher": RISK}
+    assert r.table.loc["fencing", "evidence"].endswith(
+        "completion in the background (policy.completion): a refused completion undoes nothing, "
+        "and the effect of 3 refused completions had committed before: the fence guards the "
+        "job's row, not the effect."
+    )
+    assert r.table.loc["attempts", "status"] == UNTESTED
+    assert r.table.loc["attempts", "evidence"].startswith(
+        "the queue keeps no attempts count (dump_jobs returns NULL attempts, its claims too)"
+    )
+    assert (
+        "Decided by the runs under contention: 0 double claims in 72 leases (8+ workers on 200 "
+        "jobs at once), 0 double claims in the scenario's 12 leases."
+    ) in r.table.loc["claim", "evidence"]
+    assert (
+        r.measured["fencing"]["refused_completions"],
+        r.measured["watcher"]["watcher_dead"],
+    ) == (3, 3)
+    assert [run.check().counts() for run in r.runs] == [{}] * 3
+    first = r.runs[0]
+    moves = first.events[first.events["kind"].isin(["requeue", "complete_rejected"])]
+    assert [
+        (k, w, j, d)
+        for k, w, j, d in moves[["kind", "worker", "job", "detail"]].itertuples(index=False)
+    ][:2] == [
+        ("requeue", "watcher", 2, "Dead"),
+        ("complete_rejected", "w0", 2, pytest.approx(36.848516)),
+    ]
+
+
+def test_pg_boss_like_has_uuid_ids_no_owner_and_fails_jobs_by_id(pg_dsn):
+    """pg-boss 12: uuid ids the queue makes up (mapped to the model's jobs), no owner column (item
+    5 fails: pg-boss keeps none), expiry and retry by DELETE + INSERT of the row (the server counts
+    its writes), and work()'s deadline at expireInSeconds, which fails the job by its id alone
+    while the handler runs on: the retry runs in parallel, and the first handler's completion
+    (by id and state) completes the job its retry holds."""
+    r = review("pg-boss-like", example("pg-boss-like"), pg_dsn)
+    assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
+    assert r.table.loc["owner", "status"] == FAIL and r.measured["owner"]["owner_mismatches"] == 72
+    assert r.findings["watcher"].numbers["written"] == 2
+    assert (
+        "31 given back by their owner (failed at its deadline, or released)"
+        in r.table.loc["watcher", "evidence"]
+    )
+    assert r.findings["fencing"].numbers["fail_job_fenced"]["other"] == "written"
+    assert (
+        r.measured["fencing"]["refused_completions"],
+        r.measured["fencing"]["non_owner_completions"],
+    ) == (27, 23)
+    assert (
+        r.measured["fencing"]["effects_of_refused_completions"] == 27
+    )  # complete() after the handler
+    assert [run.check().counts() for run in r.runs] == [
+        {"non_owner_completion": 6, "duplicate_db_effect": 6, "duplicate_external_effect": 6},
+        {"non_owner_completion": 5, "duplicate_db_effect": 6, "duplicate_external_effect": 7},
+        {"non_owner_completion": 12, "duplicate_db_effect": 12, "duplicate_external_effect": 12},
+    ]
+    assert all(sorted(run.table_jobs["id"]) == list(range(1, 25)) for run in r.runs)
 
 
 def test_sweep_over_a_queue(pg_dsn):
@@ -151,7 +253,7 @@ def test_cli_review_with_sql_and_a_bad_definition(pg_dsn, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "[FAIL] Completion is fenced by owner + attempt" in out.stdout
-    assert "SQL: complete_fenced (" in out.stdout
+    assert "SQL, asked of the server: complete_fenced (" in out.stdout
     bad = tmp_path / "q"
     bad.mkdir()
     (bad / "queries.sql").write_text(
