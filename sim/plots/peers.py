@@ -16,6 +16,8 @@ RECOVERY_STYLES = {  # sim.peers.recovery_mechanism -> (colour, hatch, legend te
     "watcher requeues": ("#0072B2", "", "a watcher requeues the expired job"),
     "claim takes expired": ("#E69F00", "////", "the claim itself takes the expired job"),
     "watcher fails the job": ("#CC79A7", "xxxx", "the expired job is failed, not re-run"),
+    "process prune requeues": ("#009E73", "\\\\", "a dead process's jobs are requeued"),
+    "process prune fails the job": ("#D55E00", "++", "a dead process's jobs are failed"),
     "none": ("#999999", "....", "nothing recovers it"),
 }
 PEER_COLUMNS = (  # (metric, header) printed to the right of peer_comparison's bars
@@ -40,14 +42,22 @@ _TIME_TICKS = (
 
 
 def peer_settings(row) -> str:
-    """'lease 1 h, no heartbeat, watcher 30 s' from a compare_peers row."""
+    """'lease 1 h, no heartbeat, watcher 30 s' from a compare_peers row; a process-liveness peer
+    reads 'process beat 4 s, stale 30 s, ...' and an execution timeout is named."""
     beat = row.get("heartbeat_interval", np.nan)
     watch = row.get("watcher_interval", np.nan)
-    parts = [
-        f"lease {duration(row['lease_ttl'])}",
-        "no heartbeat" if not np.isfinite(beat) else f"heartbeat {duration(beat)}",
-        "no watcher" if not np.isfinite(watch) else f"watcher {duration(watch)}",
-    ]
+    process = row.get("process_heartbeat_interval", np.nan)
+    timeout = row.get("execution_timeout", np.nan)
+    if np.isfinite(process):
+        parts = [f"process beat {duration(process)}, stale {duration(row['process_stale_after'])}"]
+    else:
+        parts = [
+            f"lease {duration(row['lease_ttl'])}",
+            "no heartbeat" if not np.isfinite(beat) else f"heartbeat {duration(beat)}",
+        ]
+    if np.isfinite(timeout) and timeout < row["lease_ttl"]:
+        parts.append(f"timeout {duration(timeout)}")
+    parts.append("no watcher" if not np.isfinite(watch) else f"watcher {duration(watch)}")
     return ", ".join(parts)
 
 
@@ -118,7 +128,7 @@ def peer_comparison(
         else:
             detected = row.get("detection_latency_mean_mean", np.nan)
             note = "never re-run"
-            if row["recovery"] == "watcher fails the job":
+            if row["recovery"] in ("watcher fails the job", "process prune fails the job"):
                 note += (
                     f": the crashed job is marked failed after ~{duration(detected)}"
                     if np.isfinite(detected)

@@ -1,4 +1,5 @@
-"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS) and their comparison."""
+"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS, BullMQ, Temporal, Celery on
+Redis and SQS, Hatchet, procrastinate) and their comparison."""
 
 from __future__ import annotations
 
@@ -17,10 +18,18 @@ import pytest  # noqa: E402
 import sim  # noqa: E402
 from sim import plots  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.peers import METRICS, PEERS, SETTINGS, compare_peers, settings_table  # noqa: E402
+from sim.peers import (  # noqa: E402
+    METRICS,
+    PEERS,
+    SETTINGS,
+    compare_peers,
+    recovery_window,
+    settings_table,
+)
 from sim.results import owner_crashes  # noqa: E402
 
 SHARED = ("workload", "faults", "horizon")
+FENCED = {"solid-queue", "bullmq", "temporal", "hatchet"}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +52,9 @@ def test_peer_preset_documents_what_it_approximates(name):
     assert "Approximates:" in header and "Cannot express:" in header and "fair comparison" in header
     scenario = sim.preset(name)
     assert scenario.name == name and scenario.description
-    # only Solid Queue (v1.5.0+, #761) refuses a finish by a process that no longer holds the job
-    assert scenario.policy.fencing is (name == "solid-queue")
+    # Solid Queue (v1.5.0+, #761), BullMQ (lock token), Temporal (task token of the attempt) and
+    # Hatchet (retry count) refuse a finish by a worker that no longer holds the job
+    assert scenario.policy.fencing is (name in FENCED)
     assert not scenario.policy.dedup and not scenario.policy.idempotency_key
 
 
@@ -61,9 +71,7 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
     # the horizon outlasts the longest recovery window after the last arrival
     arrivals_end = first.workload.jobs / first.workload.rate
     for scenario in presets:
-        p = scenario.policy
-        window = p.lease_ttl + (p.watcher_interval if p.watcher else p.poll_interval)
-        assert arrivals_end * 1.5 + window < scenario.horizon, scenario.name
+        assert arrivals_end * 1.5 + recovery_window(scenario.policy) < scenario.horizon, scenario.name
     # the documented defaults
     ttl = {s.name: s.policy.lease_ttl for s in presets}
     assert ttl == {
@@ -73,8 +81,14 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
         "pg-boss": 900,
         "solid-queue": 300,
         "sqs-visibility": 30,
+        "bullmq": 30,
+        "temporal": 60,
+        "celery-redis": 3600,
+        "celery-sqs": 1800,
+        "hatchet": 1e9,  # no job lease: process liveness
+        "procrastinate": 1e9,
     }
-    assert not any(s.policy.heartbeat for s in presets if s.name != "solid-queue")
+    assert {s.name for s in presets if s.policy.heartbeat} == {"solid-queue", "bullmq"}
     assert sim.preset("solid-queue").policy.watcher_action == "dead"
 
 
