@@ -18,7 +18,7 @@ import warnings
 from functools import partial
 from pathlib import Path
 
-from sim import __version__
+from sim import __version__, cli_text
 from sim.db.errors import DatabaseError, user_error
 from sim.errors import ConfigError
 from sim.files import check_directory, check_report
@@ -26,45 +26,6 @@ from sim.interrupts import Terminated, terminate_like_interrupt
 from sim.limits import MAX_COMPARE_SEEDS, MAX_RUNS
 from sim.overrides import parse_assignments, parse_grid
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
-
-ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
-    ("--target", float, None, "P", "false-expiry probability per job (default: 0.001)"),
-    ("--target-per-day", float, None, "N", "false expiries a day to stay under, at --arrival-rate"),
-    ("--pause-rate", float, 2.0, "R", "stop-the-world pauses per worker-hour"),
-    ("--pause-p99", float, 5.0, "S", "p99 of pause durations (s), lognormal with median S/10"),
-    ("--crash-rate", float, 1.0, "R", "crashes per worker-hour"),
-    ("--workers", int, 4, "N", "consumer processes"),
-    ("--poll-interval", float, 1.0, "S", "idle poll interval (s)"),
-    ("--arrival-rate", float, None, "R", "jobs per second (default: half what the workers carry)"),
-    ("--min-ttl", float, None, "S", "never a shorter TTL (GC pauses, deploys; default: no floor)"),
-    ("--heartbeat-delay-p99", float, 0.2, "S", "p99 heartbeat delay (s), lognormal, median S/20"),
-    ("--db-stall-rate", float, 0.0, "R", "DB failovers or stalls per day, all workers at once"),
-    ("--db-stall-seconds", float, 30.0, "S", "how long each DB failover or stall lasts"),
-    ("--max-db-load", float, None, "R", "cap on heartbeat + watcher statements/s (default: none)"),
-    ("--replications", int, 4, "N", "runs per TTL in the evidence sweep"),
-    ("--seed", int, 0, "N", "seed of the evidence sweep"),
-)
-PREFER = "how the choice weighs recovery against risk; the advice states the rule (balanced)"
-COMMANDS = {  # name: what it does (python -m sim --help)
-    "list": "the named scenarios, one line each",
-    "show": "print a scenario's full settings as TOML",
-    "run": "run a scenario; print its metrics and invariant report",
-    "live": "run a scenario with real worker processes on PostgreSQL; compare with the simulation",
-    "demo": "four runs of three teaching scenarios: figures and a summary table",
-    "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
-    "review": "design-review checklist of a scenario, with evidence measured by simulation",
-    "sweep": "run a grid of settings x replications; print means with 95%% intervals",  # argparse: %%
-}
-SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
-SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
-OWN_RIGHTS = (
-    "with --sql: run your SQL with the DSN user's own rights, not in a role of the run's own "
-    "that may touch only the run's schema (for a user who cannot create roles)"
-)
-GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatable"
-TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
-SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
-COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,10 +109,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"leaselab {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    sub.add_parser("list", help=COMMANDS["list"]).set_defaults(command=cmd_list)
-    _scenario(sub.add_parser("show", help=COMMANDS["show"]), cmd_show)
+    sub.add_parser("list", help=cli_text.COMMANDS["list"]).set_defaults(command=cmd_list)
+    _scenario(sub.add_parser("show", help=cli_text.COMMANDS["show"]), cmd_show)
 
-    p = _scenario(sub.add_parser("run", help=COMMANDS["run"]), cmd_run)
+    p = _scenario(sub.add_parser("run", help=cli_text.COMMANDS["run"]), cmd_run)
     p.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
     p.add_argument("--backend", choices=("memory", "postgres"), help="default: the scenario's")
     _dsn(p, "PostgreSQL DSN for --backend postgres")
@@ -160,42 +121,35 @@ def _build_parser() -> argparse.ArgumentParser:
     _out(p, "events, leases, jobs, summary.json, scenario.toml and timeline.png", tables=True)
     _flag(p, "--no-heartbeat-records", "leave heartbeats out of the event log (for long runs)")
 
-    p = _scenario(sub.add_parser("live", help=COMMANDS["live"]), cmd_live)
+    p = _scenario(sub.add_parser("live", help=cli_text.COMMANDS["live"]), cmd_live)
     p.add_argument("--duration", type=float, required=True, metavar="SECONDS", help="wall seconds")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="F", help=TIME_SCALE)
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="F", help=cli_text.TIME_SCALE)
     p.add_argument("--seed", type=int, help="seed of the faults and jobs (default: the scenario's)")
     _dsn(p, "PostgreSQL DSN")
     _sql(p)
-    p.add_argument("--compare-seeds", type=int, default=0, metavar="N", help=COMPARE_SEEDS)
+    p.add_argument("--compare-seeds", type=int, default=0, metavar="N", help=cli_text.COMPARE_SEEDS)
     _out(p, "the run's tables, summary.json, timeline.png, comparison.csv/.png", tables=True)
 
-    p = sub.add_parser("demo", help=COMMANDS["demo"])
+    p = sub.add_parser("demo", help=cli_text.COMMANDS["demo"])
     _out(p, "the figures and summary.csv (default: out/demo)", default=Path("out/demo"))
     p.set_defaults(command=cmd_demo)
 
-    p = sub.add_parser("advise", help=COMMANDS["advise"])
-    p.add_argument("durations", metavar="DURATIONS", help="CSV of processing seconds, or 'sample'")
-    p.add_argument("--column", help="the CSV column of durations (when several hold numbers)")
-    p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="of the durations (s)")
-    p.add_argument(
-        "--prefer", choices=("safety", "recovery", "balanced"), default="balanced", help=PREFER
-    )
-    for flag, kind, default, metavar, text in ADVISE_OPTIONS:
-        text += "" if default is None else f" (default: {default:g})"
-        p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
-    _flag(p, "--no-verify", "skip the simulated evidence sweep")
+    p = sub.add_parser("advise", help=cli_text.COMMANDS["advise"])
+    cli_text.add_advise_arguments(p)
     report = "advice, assumptions, risk, trade-off chart, evidence"
     _out(p, "advice.txt, candidates.csv, evidence.csv and scenario.toml", report=report)
     p.set_defaults(command=cmd_advise)
 
-    p = _scenario(sub.add_parser("review", help=COMMANDS["review"]), cmd_review)
-    p.add_argument("--seeds", type=int, default=3, metavar="N", help=SEEDS)
+    p = _scenario(sub.add_parser("review", help=cli_text.COMMANDS["review"]), cmd_review)
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help=cli_text.SEEDS)
     _flag(p, "--no-variants", "judge on the scenario's own runs only")
     _sql(p, dsn=True)
     _out(p, "review.csv, review.txt and review.png", report="settings, verdicts, timeline")
 
-    p = _scenario(sub.add_parser("sweep", help=COMMANDS["sweep"]), cmd_sweep)
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help=GRID)
+    p = _scenario(sub.add_parser("sweep", help=cli_text.COMMANDS["sweep"]), cmd_sweep)
+    p.add_argument(
+        "--grid", action="append", default=[], metavar="KEY=V1,V2,...", help=cli_text.GRID
+    )
     p.add_argument("--replications", type=int, default=5, metavar="N", help="runs per grid point")
     p.add_argument("--seed", type=int, default=0, help="sweep seed (default: 0)")
     _flag(p, "--serial", "run in this process instead of a process pool")
@@ -206,7 +160,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _scenario(p: argparse.ArgumentParser, command) -> argparse.ArgumentParser:
     p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=cli_text.SET)
     p.set_defaults(command=command)
     return p
 
@@ -220,8 +174,8 @@ def _dsn(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _sql(p: argparse.ArgumentParser, *, dsn: bool = False) -> None:
-    p.add_argument("--sql", type=Path, metavar="DIR", help=SQL)
-    _flag(p, "--own-rights", OWN_RIGHTS)
+    p.add_argument("--sql", type=Path, metavar="DIR", help=cli_text.SQL)
+    _flag(p, "--own-rights", cli_text.OWN_RIGHTS)
     if dsn:
         _dsn(p, "PostgreSQL DSN for --sql")
 
@@ -319,12 +273,16 @@ def cmd_demo(args) -> int:
 
 
 def cmd_advise(args) -> int:
+    from sim.advice_settings import check_queue, in_queue_terms
     from sim.advisor import advise, command_line_arguments
 
     arguments = command_line_arguments(args)
+    queue = args.queue and check_queue(args.queue)
     _check_files(args)
     advice = advise(args.durations, **arguments)
     print(advice)
+    if queue:
+        print(f"\n{in_queue_terms(advice, queue)}")
     _save(args, advice.save)
     if args.report is not None:
         print(f"wrote {advice.save_report(args.report)}")
