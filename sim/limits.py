@@ -86,6 +86,15 @@ def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
                 "shorten horizon, use fewer workers or raise policy.heartbeat_interval",
             )
         )
+    if p.process_heartbeat_interval:
+        terms.append(
+            (
+                "policy.process_heartbeat_interval",
+                f"{span} / policy.process_heartbeat_interval {p.process_heartbeat_interval:g} s",
+                horizon * p.workers / p.process_heartbeat_interval,
+                "shorten horizon, use fewer workers or raise policy.process_heartbeat_interval",
+            )
+        )
     if p.watcher:
         terms.append(
             (

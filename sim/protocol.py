@@ -137,6 +137,13 @@ class WorkerProtocol:
         self._poll_wait = (WAIT, policy.poll_interval)
         self._idle = (RECORD, "idle", name, None, None, None)
         self._claim_failed = (RECORD, "db_error", name, None, None, "claim")
+        self._batch = (
+            STATEMENT,
+            "claim_batch",
+            {"owner": name, "take_expired": take, "max_attempts": cap, "limit": policy.prefetch},
+            None,
+            claim_ttl,
+        )
         self._register = (STATEMENT, "register_process", {"owner": name}, None, None)
         self._process_beat = (STATEMENT, "process_heartbeat", {"owner": name}, None, None)
         self.claim = {  # the policy's claim strategy (conditional_update, read_then_write: by id)
@@ -161,6 +168,26 @@ class WorkerProtocol:
             return None
         yield (RECORD, "claim", self.name, lease.job, lease.attempt, lease.until)
         return lease
+
+    def poll_batch(self):
+        """A prefetching worker's poll (policy.prefetch > 1): the leases of up to `prefetch` jobs
+        claimed at once, each recorded, oldest first; or [] once it has recorded why not and waited
+        a poll interval. Every lease starts now, the buffered ones too."""
+        step = self._batch
+        try:
+            rows = yield step
+        except DbUnavailable:
+            yield self._claim_failed
+            yield self._poll_wait
+            return []
+        if not rows:
+            yield self._idle
+            yield self._poll_wait
+            return []
+        leases = [self._claimed([row], step[2]) for row in rows]
+        for lease in leases:
+            yield (RECORD, "claim", self.name, lease.job, lease.attempt, lease.until)
+        return leases
 
     def claim_skip_locked(self):
         """One statement takes the next claimable job, skipping rows other claims hold locked."""

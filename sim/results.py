@@ -160,12 +160,13 @@ class Run:
         return written
 
 
-_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown"})
+_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown", "drop"})
+_CRASHES = ("crash", "drop")  # a worker's crash, and each prefetched job that went with it
 
 
 def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd.DataFrame:
     open_by_job: dict[int, list[dict]] = {}
-    held_by_worker: dict[str, dict] = {}
+    held_by_worker: dict[str, dict[int, dict]] = {}  # worker -> job -> lease (prefetch: several)
     rows: list[dict] = []
     horizon = scenario.horizon
 
@@ -175,8 +176,9 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
         if lease["until"] < t and outcome != "crashed":
             lease["lapsed"] = True
         open_by_job[lease["job"]].remove(lease)
-        if held_by_worker.get(lease["worker"]) is lease:
-            del held_by_worker[lease["worker"]]
+        held = held_by_worker.get(lease["worker"])
+        if held is not None and held.get(lease["job"]) is lease:
+            del held[lease["job"]]
 
     for t, kind, worker, job, attempt, detail in log:
         if kind == "claim":
@@ -201,13 +203,14 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
             }
             rows.append(lease)
             open_by_job.setdefault(job, []).append(lease)
-            held_by_worker[worker] = lease
+            held_by_worker.setdefault(worker, {})[job] = lease
             continue
-        lease = held_by_worker.get(worker)
-        if (
-            lease is None
-            or (job is not None and lease["job"] != job)
-            or (attempt is not None and lease["attempt"] != attempt)
+        held = held_by_worker.get(worker)
+        if not held:
+            continue
+        lease = held.get(job) if job is not None else next(reversed(held.values()))
+        if lease is None or (
+            attempt is not None and lease["attempt"] != attempt
         ):  # a record of another lease: a handler past its deadline finishing an earlier attempt
             continue
         if kind in _RELEASES and isinstance(detail, float):
@@ -227,7 +230,7 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
             release(lease, t, "rejected")
         elif kind == "abandon":
             release(lease, t, "abandoned")
-        elif kind == "crash":
+        elif kind == "crash" or kind == "drop":
             release(lease, t, "crashed")
         elif kind == "shutdown":
             release(lease, t, "shutdown")
@@ -275,7 +278,7 @@ def _recoveries(log) -> pd.DataFrame:
     crashes = []  # (t, worker, job)
     waiting: dict[int, list[dict]] = {}
     for t, kind, worker, job, _attempt, _detail in log:
-        if kind == "crash" and job is not None:
+        if kind in _CRASHES and job is not None:
             record = {
                 "crash_at": t,
                 "worker": worker,

@@ -83,6 +83,9 @@ class Policy:
         True  # the seed's claim also takes Processing jobs whose lease expired
     )
     candidates: int = 1  # how many candidate ids a claim reads before trying them
+    # > 1: a claim takes up to this many jobs at once (Celery's prefetch, SQS's MaxNumberOfMessages;
+    # claim = skip_locked): every lease starts at the claim, while the jobs wait in the worker's buffer
+    prefetch: int = 1
     select_to_update_gap: float = 0.0  # application time between the read and the write of a claim
     lease_ttl: float = 30.0
     heartbeat: bool = True
@@ -315,6 +318,16 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be from 1 to {limits.MAX_CANDIDATES:,}",
         ),
         (p.select_to_update_gap >= 0, "policy.select_to_update_gap", "must be >= 0 seconds"),
+        (
+            1 <= p.prefetch <= limits.MAX_CANDIDATES,
+            "policy.prefetch",
+            f"must be from 1 to {limits.MAX_CANDIDATES:,}",
+        ),
+        (
+            p.prefetch == 1 or p.claim == "skip_locked",
+            "policy.prefetch",
+            "a batch claim is one SKIP LOCKED statement: set policy.claim = skip_locked",
+        ),
         (p.lease_ttl > 0, "policy.lease_ttl", "must be > 0 seconds"),
         (p.heartbeat_interval > 0, "policy.heartbeat_interval", "must be > 0 seconds"),
         (p.watcher_interval > 0, "policy.watcher_interval", "must be > 0 seconds"),

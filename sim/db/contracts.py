@@ -91,6 +91,12 @@ CONTRACTS: dict[str, Contract] = {
         True,
         "nothing to claim: the worker sleeps poll_interval",
     ),
+    "claim_batch": Contract(
+        "claim up to policy.prefetch jobs in one statement (prefetch > 1, claim = skip_locked)",
+        CLAIMED,
+        True,
+        "nothing to claim: the worker sleeps poll_interval",
+    ),
     "lock_next_candidate": Contract(
         "claim = select_for_update, in a transaction: lock the next claimable job",
         (("id", "int"),),
@@ -236,10 +242,11 @@ def statements_called(scenario) -> dict[str, str]:
     claim = {
         "read_then_write": ("select_candidates", "claim_unconditional"),
         "conditional_update": ("select_candidates", "claim_conditional"),
-        "skip_locked": ("claim_skip_locked",),
+        "skip_locked": ("claim_skip_locked",) if p.prefetch == 1 else ("claim_batch",),
         "select_for_update": ("lock_next_candidate", "claim_unconditional"),
     }[p.claim]
-    called.update({name: f"policy.claim = {p.claim}" for name in claim})
+    why = f"policy.claim = {p.claim}" if p.prefetch == 1 else "policy.prefetch > 1"
+    called.update(dict.fromkeys(claim, why))
     if p.heartbeat:
         called["heartbeat"] = "policy.heartbeat = true"
     called["complete_fenced" if p.fencing else "complete_unfenced"] = (

@@ -594,6 +594,26 @@ class MemoryBackend(ClientTable):
                 return [(row.id, row.attempts)]
         return []
 
+    def claim_batch(
+        self, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts, limit
+    ) -> Rows:
+        now_us = to_micros(now)
+        picked = []
+        for job_id in self._candidates(tx, now_us, take_expired, max_attempts):
+            if len(picked) >= limit:
+                break
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            if self._visible(tx, job_id).claimable(now_us, take_expired, max_attempts):
+                picked.append(job_id)
+        rows = []
+        for job_id in picked:  # chosen first: taking a job changes the index the scan reads
+            row = self._writable(tx, job_id)
+            self._take(row, owner, now_us, to_micros(lease_until))
+            rows.append((row.id, row.attempts))
+        return rows
+
     def lock_next_candidate(
         self, tx: Transaction, *, now, take_expired, max_attempts, _resume_at=None, _before=None
     ) -> Rows:

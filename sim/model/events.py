@@ -22,6 +22,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   complete_rejected  fenced completion refused (not the owner of this attempt any more)
   abandon            the worker dropped the job after learning its lease was lost
   crash / restart    a worker died / came back (new connection)
+  drop               a prefetched job waiting in the dying worker's buffer went with it (policy.
+                     prefetch; its lease stays until the watcher requeues it); detail = lease_until
   pause_start / pause_end, partition_start / partition_end
   watcher_tick       the watcher ran; detail = number of jobs it requeued or killed
   requeue            the watcher moved a job; attempt = attempts; detail = new status (Pending/Dead)

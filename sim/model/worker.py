@@ -13,6 +13,7 @@ shutdown releases the job before the worker stops (Solid Queue); a crash leaves 
 from __future__ import annotations
 
 import functools
+from collections import deque
 
 import simpy
 
@@ -62,6 +63,7 @@ class Worker:
         self.liveness = ProcessLiveness(self) if self.policy.process_heartbeat_interval else None
         self.up = True
         self.lease: Lease | None = None
+        self.buffer: deque[Lease] = deque()  # prefetched leases waiting their turn (prefetch > 1)
         self.heartbeat_proc: simpy.Process | None = None
         self.handler: simpy.Process | None = None  # the job's handler, as a process (deadline)
         # handlers still running past their deadline, with the connection each runs on
@@ -113,14 +115,14 @@ class Worker:
                 yield self.env.timeout(delay)
                 yield from self._serve()
             except (simpy.Interrupt, CrashPointReached) as stop:
-                lease = self.lease
+                held = [self.lease, *self.buffer] if self.lease else list(self.buffer)
                 graceful = (
                     isinstance(stop, simpy.Interrupt)
                     and self.world.scenario.faults.shutdown == "graceful"
                 )
                 self._die("shutdown" if graceful else "crash")
-                if graceful and lease is not None:
-                    yield from self._release(lease)
+                if graceful and held:
+                    yield from self._release(held)
                 yield self.env.timeout(self._restart_delay())
                 self._reborn()
                 self.up = True
@@ -151,17 +153,33 @@ class Worker:
         if self.liveness is not None:
             self.liveness.stop()
         self.lease = None
+        for lease in self.buffer:  # prefetched jobs go with the worker (a graceful stop too)
+            lease.done = True
+            self.log.add(
+                self.env.now,
+                "shutdown" if kind == "shutdown" else "drop",
+                self.name,
+                lease.job,
+                lease.attempt,
+                lease.until,
+            )
+        self.buffer.clear()
 
-    def _release(self, lease: Lease):
-        """Graceful shutdown: on a fresh connection, give the job back before the process exits."""
+    def _release(self, leases: list[Lease]):
+        """Graceful shutdown: on a fresh connection, give the jobs back before the process exits."""
         self.db.reconnect()
-        yield from self.driver.run(self.steps.release(lease), self.db)
+        for lease in leases:
+            yield from self.driver.run(self.steps.release(lease), self.db)
         self.db.crash()  # the process exits; the restart opens a new connection
 
     def _serve(self):
         policy, steps, driver = self.policy, self.steps, self.driver
+        prefetch = policy.prefetch > 1
         while True:
-            lease = yield from driver.run(steps.poll(), self.db)
+            if prefetch:
+                lease = yield from self._next_prefetched()
+            else:
+                lease = yield from driver.run(steps.poll(), self.db)
             if lease is None:
                 continue
             self.lease = lease
@@ -176,6 +194,16 @@ class Worker:
             yield from driver.run(steps.handle(lease), self.db)
             lease.done = True
             self.lease = None
+
+    def _next_prefetched(self):
+        """Generator: the next buffered lease, or the first of a new batch (None if none)."""
+        if self.buffer:
+            return self.buffer.popleft()
+        leases = yield from self.driver.run(self.steps.poll_batch(), self.db)
+        if not leases:
+            return None
+        self.buffer.extend(leases[1:])
+        return leases[0]
 
     # ---- worker-side deadline (pg-boss's expireIn in work()) ----------------------------------
 

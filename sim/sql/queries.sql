@@ -59,6 +59,27 @@ FROM next_job
 WHERE j.id = next_job.id
 RETURNING j.id, j.attempts;
 
+-- name: claim_batch
+-- Claim up to `limit` of the oldest claimable jobs at once (policy.prefetch: Celery's prefetch, SQS's MaxNumberOfMessages): every lease starts now, those of the jobs waiting in the worker's buffer too. Skips locked rows.
+-- params: owner text, now time, lease_until time, take_expired bool, max_attempts int, limit int
+WITH next_jobs AS (
+    SELECT id FROM payment_jobs
+    WHERE attempts < %(max_attempts)s
+      AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+           OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s))
+    ORDER BY id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE payment_jobs j
+    SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
+        heartbeat_at = %(now)s, attempts = j.attempts + 1
+    FROM next_jobs
+    WHERE j.id = next_jobs.id
+    RETURNING j.id, j.attempts
+)
+SELECT id, attempts FROM claimed ORDER BY id;
+
 -- name: lock_next_candidate
 -- Blocking claim, step 1 (inside a transaction): lock the oldest claimable job, waiting for its holder.
 -- params: now time, take_expired bool, max_attempts int

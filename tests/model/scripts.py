@@ -220,6 +220,13 @@ def mechanism_scenarios() -> dict[str, Scenario]:
         "execution timeout": temporal_like(),
         "execution timeout, no heartbeat": temporal_like(heartbeat=False, lease_ttl=100),
         "execution timeout seen by a heartbeat": temporal_like(watcher_interval=40),
+        "prefetch": prefetched(),
+        "prefetch, crash": prefetched(faults=CRASH_AT_5),
+        "prefetch, graceful shutdown": prefetched(
+            faults=Faults(
+                crashes=CRASH_AT_5.crashes, restart_delay=Dist.constant(1000), shutdown="graceful"
+            )
+        ),
     }
 
 
@@ -282,5 +289,27 @@ def temporal_like(**settings) -> Scenario:
         watcher_interval=1,
         claim_takes_expired=False,
         horizon=60,
+    )
+    return scripted(**{**defaults, **settings})
+
+
+CRASH_AT_5 = Faults(crashes=(ScriptedCrash(at=5.0, worker=0),), restart_delay=Dist.constant(1000))
+
+
+def prefetched(**settings) -> Scenario:
+    """Celery-like: two workers prefetching 3 jobs each (one SKIP LOCKED batch claim), three 20 s
+    jobs, a 30 s lease never renewed, the watcher every 5 s."""
+    defaults = dict(
+        workers=2,
+        jobs=3,
+        work=20,
+        prefetch=3,
+        claim="skip_locked",
+        claim_takes_expired=False,
+        lease_ttl=30,
+        heartbeat=False,
+        watcher=True,
+        watcher_interval=5,
+        horizon=62,
     )
     return scripted(**{**defaults, **settings})

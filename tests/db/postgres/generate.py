@@ -2,7 +2,7 @@
 EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
 the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and
 the mechanisms of issue #25 (worker clocks, execution timeout, two-phase stall check and stall
-budget, process liveness and worker identity, ...)."""
+budget, process liveness and worker identity, batch claims, ...)."""
 
 from __future__ import annotations
 
@@ -66,10 +66,13 @@ def scenarios(draw) -> Scenario:
     )
     two_phase = draw(st.sampled_from([False, False, True]))  # BullMQ's stall check (issue #25)
     processes = draw(st.sampled_from([0.0, 0.0, 0.3, 1.0]))  # process liveness (issue #25)
+    claim = draw(st.sampled_from(CLAIM_STRATEGIES))
+    prefetch = draw(st.sampled_from([1, 4, 8])) if claim == "skip_locked" else 1  # issue #25
     policy = Policy(
         workers=workers,
         poll_interval=draw(st.floats(0.05, 1.0)),
-        claim=draw(st.sampled_from(CLAIM_STRATEGIES)),
+        claim=claim,
+        prefetch=prefetch,
         claim_takes_expired=draw(st.booleans()),
         candidates=draw(st.integers(1, 3)),
         select_to_update_gap=draw(st.sampled_from([0.0, 0.0, 0.001, 0.01, 0.1])),

@@ -4,7 +4,7 @@ each test function its own way), each setting is drawn and its mechanism actuall
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
 a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
 the run, and so does an execution timeout; the two-phase stall check reclaims and its stall budget
-kills a job; a process prune moves a job, a pruned process notices, a fresh identity restarts. Memory backend only; the equivalence test compares both."""
+kills a job; a process prune moves a job, a pruned process notices, a fresh identity restarts; a batch claims several jobs and a crash or a graceful stop takes buffered ones. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -59,6 +59,14 @@ def _tally(scenario):
         errors = run.table_jobs["last_error"].tolist()
         SEEN["stall budget killed"] += "stalled more than max_stalls times" in errors
 
+    if p.prefetch > 1:
+        claims = Counter((e.t, e.worker) for e in run.log if e.kind == "claim")
+        SEEN["a batch claimed several jobs"] += max(claims.values(), default=0) > 1
+        stops = Counter((e.t, e.worker) for e in run.log if e.kind == "shutdown" and e.job)
+        SEEN["a stop took buffered jobs"] += (
+            bool(kinds["drop"]) or max(stops.values(), default=0) > 1
+        )
+
     if p.process_heartbeat_interval:
         SEEN["process prune moved a job"] += "process gone" in run.table_jobs["last_error"].tolist()
         SEEN["pruned process noticed"] += bool(kinds["process_pruned"])
@@ -94,6 +102,8 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "process prune moved a job",
                 "pruned process noticed",
                 "fresh identity restarted",
+                "a batch claimed several jobs",
+                "a stop took buffered jobs",
             )
         )
         >= 5
