@@ -134,9 +134,20 @@ def in_queue_terms(advice, queue: str) -> QueueAdvice:
 
 
 def no_renewal(advice) -> NoRenewal:
-    """The shortest timeout without a heartbeat that the advisor finds feasible at its watcher
-    interval; when none is (a sample of n durations cannot show a share below about 3/n), the
-    shortest whose false-expiry upper bound is within FLOOR_TOLERANCE of the lowest any reaches."""
+    """The advice itself when it has no heartbeat; else the shortest timeout without one that the
+    advisor finds feasible at its watcher interval, or, when none is (a sample of n durations
+    cannot show a share below about 3/n), the shortest whose false-expiry upper bound is within
+    FLOOR_TOLERANCE of the lowest any reaches."""
+    if advice.heartbeat_interval is None:
+        return NoRenewal(
+            ttl=float(advice.ttl),
+            watcher_interval=float(advice.watcher_interval),
+            risk=float(advice.predicted_false_expiry),
+            risk_high=float(advice.predicted_false_expiry_high),
+            per_day=float(advice.false_expiries_per_day),
+            recovery=float(advice.predicted_recovery_mean),
+            feasible=bool(advice.met),
+        )
     table = advice.candidates
     bare = table[table["heartbeat_interval"].isna()]
     at_w = bare[bare["watcher_interval"] == advice.watcher_interval]
@@ -197,6 +208,8 @@ class _Facts:
 
     def bare_words(self) -> str:
         b = self.bare
+        if self.heartbeat is None:
+            return "the advised TTL (the advice renews nothing)"
         if b.feasible:
             return (
                 f"the shortest timeout without renewal that meets the target: predicted false expiry "
@@ -209,21 +222,26 @@ class _Facts:
             f"job took {duration(self.longest)}"
         )
 
-    def crash_cost(self, sweep: float, name: str) -> str:
+    def crash_cost(self, sweep: float, name: str, finder: str = "until the sweep finds it") -> str:
         """What a crash costs when nothing renews the no_renewal timeout, found by a sweep every
         `sweep` s (0: the timeout's end makes the job claimable): the worst and mean wait, and the
         day's extra waiting against the advised renewable lease."""
         b = self.bare
         found = b.ttl + sweep
         mean = self.bare_recovery(sweep)
-        extra = max(mean - self.recovery, 0.0)
-        by = f" ({name} + {duration(sweep)} until the sweep finds it)" if sweep else ""
-        return (
+        by = f" ({name} + {duration(sweep)} {finder})" if sweep else ""
+        text = (
             f"renew a lease: a crashed job waits out the whole {name}: it is found up to "
             f"{duration(found)} after the crash{by} and claimed again about {duration(mean)} after "
-            f"it on average, against {duration(self.recovery)} with the advised renewable lease; at "
-            f"{amount(self.crashes_per_day)} crashed jobs a day that is {duration(extra * self.crashes_per_day)} "
-            "more waiting a day"
+            f"it on average"
+        )
+        if self.heartbeat is None:  # the advice renews nothing either
+            return f"{text}; at {amount(self.crashes_per_day)} crashed jobs a day"
+        extra = max(mean - self.recovery, 0.0)
+        return (
+            f"{text}, against {duration(self.recovery)} with the advised renewable lease; at "
+            f"{amount(self.crashes_per_day)} crashed jobs a day that is "
+            f"{duration(extra * self.crashes_per_day)} more waiting a day"
         )
 
     def bare_recovery(self, sweep: float) -> float:
@@ -329,24 +347,26 @@ def _temporal(f: _Facts) -> QueueAdvice:
     settings = [
         Setting(
             "StartToCloseTimeout",
-            b.ttl,
-            go_duration(b.ttl),
+            _ceil(b.ttl),
+            go_duration(_ceil(b.ttl)),
             "it ends an attempt whatever its heartbeats, so it must outlast the longest job: "
             + f.bare_words(),
         )
     ]
     rules = []
     cannot = []
-    if f.heartbeat is None:
-        settings.append(
-            Setting("HeartbeatTimeout", 0.0, "0 (unset)", "the advice needs no heartbeat")
+    # Temporal resolves its timeouts in whole seconds, rounding up (internal/activity.go:101)
+    timeout = None if f.heartbeat is None else _ceil(temporal_heartbeat_timeout(f.ttl, f.heartbeat))
+    if timeout is None or timeout >= b.ttl:
+        why = (
+            "the advice needs no heartbeat"
+            if timeout is None
+            else f"a heartbeat timeout of {go_duration(timeout)} would never fire before "
+            "StartToCloseTimeout ends the attempt"
         )
-        cannot.append(
-            f.crash_cost(1.0, "StartToCloseTimeout")
-            + " (the retry's InitialInterval, 1 s, counted as the wait)"
-        )
+        settings.append(Setting("HeartbeatTimeout", 0.0, "0 (unset)", why))
+        cannot.append(f.crash_cost(1.0, "StartToCloseTimeout", "the retry's InitialInterval"))
     else:
-        timeout = temporal_heartbeat_timeout(f.ttl, f.heartbeat)
         sent = max(f.heartbeat, min(TEMPORAL_THROTTLE * timeout, TEMPORAL_MAX_THROTTLE))
         settings.append(
             Setting(
@@ -658,10 +678,19 @@ def _pg_boss(f: _Facts) -> QueueAdvice:
         Setting("monitorIntervalSeconds", monitor, f"{monitor}", f.watcher_words(monitor)),
     ]
     cannot, rules = [], []
-    if f.heartbeat is None:
-        cannot.append(f.crash_cost(monitor, "expireInSeconds"))
+    beat = max(PG_BOSS_MIN_HEARTBEAT, _ceil(f.ttl))
+    if f.heartbeat is None or beat >= _ceil(b.ttl):
+        if f.heartbeat is not None:
+            settings.append(
+                Setting(
+                    "heartbeatSeconds",
+                    None,
+                    "unset",
+                    f"a heartbeat timeout of {beat} s would never fire before expireInSeconds",
+                )
+            )
+        cannot.append(f.crash_cost(monitor, "expireInSeconds", "until the monitor finds it"))
     else:
-        beat = max(PG_BOSS_MIN_HEARTBEAT, _ceil(f.ttl))
         raised = beat > _ceil(f.ttl)
         refresh = beat / 2 if raised else f.heartbeat
         settings += [
