@@ -428,23 +428,17 @@ def _celery_rules(f: _Facts, default: float) -> list[Rule]:
     ]
 
 
-def _celery_redis(f: _Facts) -> QueueAdvice:
-    b = f.bare
-    sweep = _ceil(f.watcher)
-    settings = [
-        Setting("task_acks_late", True, "True", "acked after the task, so a crash redelivers it"),
+def _celery_settings(f: _Facts, acked: str, renewed: str) -> list[Setting]:
+    """acks_late, the visibility timeout and the prefetch, on either broker."""
+    return [
         Setting(
-            "broker_transport_options['visibility_timeout']",
-            _ceil(b.ttl),
-            f"{_ceil(b.ttl)}",
-            "seconds, never renewed: " + f.bare_words(),
+            "task_acks_late", True, "True", f"{acked} after the task, so a crash redelivers it"
         ),
         Setting(
-            "broker_transport_options['unacked_restore_interval']",
-            sweep,
-            f"{sweep}",
-            f"with unacked_restore_throttle = 1, the restore sweeps every {duration(sweep)} "
-            f"({f.watcher_words(sweep)}) instead of about every {duration(CELERY_SWEEP)}",
+            "broker_transport_options['visibility_timeout']",
+            _ceil(f.bare.ttl),
+            f"{_ceil(f.bare.ttl)}",
+            f"seconds, never {renewed}: " + f.bare_words(),
         ),
         Setting(
             "worker_prefetch_multiplier",
@@ -453,6 +447,21 @@ def _celery_redis(f: _Facts) -> QueueAdvice:
             "a prefetched message's visibility timeout runs while it waits in the worker's buffer",
         ),
     ]
+
+
+def _celery_redis(f: _Facts) -> QueueAdvice:
+    sweep = _ceil(f.watcher)
+    settings = _celery_settings(f, "acked", "renewed")
+    settings.insert(
+        2,
+        Setting(
+            "broker_transport_options['unacked_restore_interval']",
+            sweep,
+            f"{sweep}",
+            f"with unacked_restore_throttle = 1, the restore sweeps every {duration(sweep)} "
+            f"({f.watcher_words(sweep)}) instead of about every {duration(CELERY_SWEEP)}",
+        ),
+    )
     cannot = [
         f.crash_cost(sweep, "visibility_timeout"),
         "with task_acks_late = False (the default) a crash loses the running task: no timeout helps",
@@ -462,21 +471,7 @@ def _celery_redis(f: _Facts) -> QueueAdvice:
 
 def _celery_sqs(f: _Facts) -> QueueAdvice:
     b = f.bare
-    settings = [
-        Setting("task_acks_late", True, "True", "deleted after the task, so a crash redelivers it"),
-        Setting(
-            "broker_transport_options['visibility_timeout']",
-            _ceil(b.ttl),
-            f"{_ceil(b.ttl)}",
-            "seconds, never extended: " + f.bare_words(),
-        ),
-        Setting(
-            "worker_prefetch_multiplier",
-            1,
-            "1",
-            "a prefetched message's visibility timeout runs while it waits in the worker's buffer",
-        ),
-    ]
+    settings = _celery_settings(f, "deleted", "extended")
     cannot = [f.crash_cost(0.0, "visibility_timeout")]
     if b.ttl > SQS_MAX_VISIBILITY:
         cannot.append(

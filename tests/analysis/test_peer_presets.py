@@ -74,8 +74,8 @@ DEFAULTS = {
             "execution_timeout": (60.0, "hatchet_sdk/hatchet.py:411"),
             "max_attempts": (1, "hatchet.py:412"),  # retries: 0
             "fencing": (True, "tasks.sql:1104"),  # retry_count
-            "prune_action": ("requeue", "prune_action = \"requeue\""),
-            "worker_identity": ("fresh", "worker_identity = \"fresh\""),
+            "prune_action": ("requeue", 'prune_action = "requeue"'),
+            "worker_identity": ("fresh", 'worker_identity = "fresh"'),
             "watcher_interval": (1.0, "controller.go:277-282"),
             "lease_ttl": (LOCK_TTL, "lease_ttl = 1e9"),
         },
