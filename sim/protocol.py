@@ -86,9 +86,21 @@ class Lease:
 
 class WorkerProtocol:
     """One worker's statement sequences. `catalog[job]` gives the job's spec (work, event, amount);
-    psp_call, hb_delay (samplers) and hb_loss (a numpy Generator) are the worker's own streams."""
+    psp_call, hb_delay (samplers), hb_loss and release_loss (numpy Generators; release_loss only
+    with faults.release_loss > 0) are the worker's own streams."""
 
-    def __init__(self, name: str, scenario, catalog, *, psp_call, hb_delay, hb_loss, lease=Lease):
+    def __init__(
+        self,
+        name: str,
+        scenario,
+        catalog,
+        *,
+        psp_call,
+        hb_delay,
+        hb_loss,
+        release_loss=None,
+        lease=Lease,
+    ):
         policy = scenario.policy
         self.name = name
         self.policy = policy
@@ -100,6 +112,10 @@ class WorkerProtocol:
         self.abandon = policy.abandon_on_lost_lease
         self.idempotency_key = policy.idempotency_key
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
+        self.release_loss = scenario.faults.release_loss
+        if self.release_loss and release_loss is None:
+            raise ValueError("faults.release_loss > 0 needs the worker's release_loss stream")
+        self.release_draw = release_loss
         self.lease_type = lease
         self.ttl = policy.lease_ttl
         self.timeout = policy.execution_timeout  # 0: none
@@ -424,7 +440,11 @@ class WorkerProtocol:
         return {**owned, "max_attempts": self.max_attempts, **params}
 
     def release(self, lease: Lease):
-        """Graceful shutdown: give the job back (fenced) before the process exits."""
+        """Graceful shutdown: give the job back (fenced) before the process exits; with
+        faults.release_loss the release may never reach the database (kombu #1835)."""
+        if self.release_loss and self.release_draw.random() < self.release_loss:
+            yield (RECORD, "release_lost", self.name, lease.job, lease.attempt, None)
+            return
         params = self._give_back(lease)
         try:
             rows = yield (STATEMENT, "release_job_fenced", params, lease.job, None)

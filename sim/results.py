@@ -161,7 +161,9 @@ class Run:
 
 
 _RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown", "drop"})
-_CRASHES = ("crash", "drop")  # a worker's crash, and each prefetched job that went with it
+# a worker's crash, each prefetched job that went with it, and a graceful release that was lost:
+# each job waits for the watcher
+_CRASHES = ("crash", "drop", "release_lost")
 
 
 def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd.DataFrame:

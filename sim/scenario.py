@@ -33,6 +33,7 @@ IDENTITIES = ("reused", "fresh")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
+RESCUES = ("watcher", "job")
 CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
@@ -95,6 +96,10 @@ class Policy:
     watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
     watcher_batch: int = 1000
     watcher_gap: float = 0.0  # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
+    # watcher: a process of its own ticks every watcher_interval | job: the tick is a task of the
+    # queue a worker runs between jobs (procrastinate #1408): it waits while every worker is busy or
+    # paused, and a worker that crashes running it loses that tick
+    rescue: str = "watcher"
     # single: each tick requeues what has expired | two_phase: a tick reclaims the jobs the previous
     # tick marked whose lease is still expired, then marks every Processing job (BullMQ)
     stall_check: str = "single"
@@ -222,6 +227,9 @@ class Faults:
         0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
     )
     shutdown: str = "crash"  # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
+    # probability that a graceful release never reaches the database (kombu #1835): the job stays
+    # leased to the stopped worker until the watcher requeues it
+    release_loss: float = 0.0
     # with policy.clock = worker: every worker clock is ahead of the database's by this much (s;
     # negative: behind), runs clock_drift_ppm parts per million fast (negative: slow) from t = 0, and
     # takes its scripted clock_steps; the worker stamps lease expiry, heartbeats and backoff with it
@@ -347,6 +355,12 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be from 1 to {limits.MAX_BATCH:,}",
         ),
         (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
+        (p.rescue in RESCUES, "policy.rescue", f"must be one of {', '.join(RESCUES)}"),
+        (
+            p.rescue == "watcher" or p.watcher,
+            "policy.rescue",
+            "job runs the watcher's tick as a job: set policy.watcher = true",
+        ),
         (
             p.stall_check in STALL_CHECKS,
             "policy.stall_check",
@@ -422,6 +436,12 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be between -{limits.MAX_DRIFT_PPM:g} and {limits.MAX_DRIFT_PPM:g} parts per million",
         ),
         (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
+        (0 <= f.release_loss <= 1, "faults.release_loss", "must be a probability between 0 and 1"),
+        (
+            not f.release_loss or f.shutdown == "graceful",
+            "faults.release_loss",
+            "is the loss of a graceful release: set faults.shutdown = graceful",
+        ),
     ]
     times = {
         "horizon": scenario.horizon,

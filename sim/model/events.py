@@ -29,6 +29,11 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   requeue            the watcher moved a job; attempt = attempts; detail = new status (Pending/Dead)
   shutdown           a worker stopped gracefully (faults.shutdown = graceful), like crash otherwise
   release            ... and gave its job back; detail = new status (Pending/Dead), None if it had lost it
+  release_lost       ... but the release never reached the database (faults.release_loss): the job
+                     stays leased until the watcher requeues it
+  rescue_job         a worker took the watcher's tick as a job (policy.rescue = job); detail = the
+                     seconds the task waited for a free worker since it was due
+  rescue_lost        the worker died running that tick; detail = the task's due time
   deadline           the worker-side deadline failed the job for a retry while its handler runs on;
                      detail = new status (Pending/Dead), None if the worker no longer owned it
 """

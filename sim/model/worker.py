@@ -7,7 +7,8 @@ abandon_on_lost_lease off, goes on and relies on fencing). With a worker-side de
 handler runs as a process of its own: at the deadline the worker fails the job for a retry and
 moves on, the handler keeping its connection and running to its end (pg-boss #555); the deadline
 is a timer of the worker's own process, so a pause holds it until the pause ends. A graceful
-shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased.
+shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased. With
+policy.rescue = job the worker also runs the watcher's tick when one is due (sim.model.rescue).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class Worker:
             ),
             hb_delay=faults.heartbeat_delay.sampler(streams.generator(f"worker/{index}/hb-delay")),
             hb_loss=streams.generator(f"worker/{index}/hb-loss"),
+            release_loss=streams.generator(f"worker/{index}/release-loss")
+            if faults.release_loss
+            else None,
         )
         self.steps = self._protocol(self.name)
         self.driver = Driver(world, self.pauses)
@@ -64,6 +68,7 @@ class Worker:
         self.up = True
         self.lease: Lease | None = None
         self.buffer: deque[Lease] = deque()  # prefetched leases waiting their turn (prefetch > 1)
+        self.rescuing: float | None = None  # the due time of the rescue task it runs (rescue = job)
         self.heartbeat_proc: simpy.Process | None = None
         self.handler: simpy.Process | None = None  # the job's handler, as a process (deadline)
         # handlers still running past their deadline, with the connection each runs on
@@ -152,6 +157,8 @@ class Worker:
         self.hb_db.crash()
         if self.liveness is not None:
             self.liveness.stop()
+        if self.rescuing is not None:
+            self.world.rescue.lost(self, graceful=kind == "shutdown")
         self.lease = None
         for lease in self.buffer:  # prefetched jobs go with the worker (a graceful stop too)
             lease.done = True
@@ -174,12 +181,14 @@ class Worker:
 
     def _serve(self):
         policy, steps, driver = self.policy, self.steps, self.driver
-        prefetch = policy.prefetch > 1
+        plain = (
+            policy.prefetch == 1 and self.world.rescue is None
+        )  # one claim per poll, and no more
         while True:
-            if prefetch:
-                lease = yield from self._next_prefetched()
-            else:
+            if plain:
                 lease = yield from driver.run(steps.poll(), self.db)
+            else:
+                lease = yield from self._next_lease()
             if lease is None:
                 continue
             self.lease = lease
@@ -195,10 +204,18 @@ class Worker:
             lease.done = True
             self.lease = None
 
-    def _next_prefetched(self):
-        """Generator: the next buffered lease, or the first of a new batch (None if none)."""
+    def _next_lease(self):
+        """Generator: the next lease: a prefetched one waiting in the buffer; else, if a rescue task
+        is due (rescue = job), None once the worker has run it; else one claimed now (the first of
+        a batch with prefetch > 1), or None if none."""
         if self.buffer:
             return self.buffer.popleft()
+        rescue = self.world.rescue
+        if rescue is not None and rescue.pending is not None:
+            yield from rescue.run(self)
+            return None
+        if self.policy.prefetch == 1:
+            return (yield from self.driver.run(self.steps.poll(), self.db))
         leases = yield from self.driver.run(self.steps.poll_batch(), self.db)
         if not leases:
             return None

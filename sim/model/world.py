@@ -20,6 +20,7 @@ from sim.model.faults import (
 )
 from sim.model.producer import JobCatalog, producer
 from sim.model.psp import Psp
+from sim.model.rescue import RescueJobs
 from sim.model.session import TxRegistry
 from sim.model.watcher import watcher
 from sim.model.worker import Worker
@@ -62,6 +63,8 @@ class World:
             scenario.faults.crash_points, self.streams.generator("crash-points")
         )
         self.workers: list[Worker] = []
+        # policy.rescue = job: the rescue tasks the workers run (the watcher is no process then)
+        self.rescue = RescueJobs(self) if scenario.policy.rescue == "job" else None
 
 
 def build(scenario, backend) -> World:
@@ -94,7 +97,9 @@ def build(scenario, backend) -> World:
     for crash in faults.crashes:
         if crash.job is not None:
             env.process(crash_owner(env, world.workers, crash.job, crash.at))
-    if policy.watcher:
+    if world.rescue is not None:
+        env.process(world.rescue.schedule())
+    elif policy.watcher:
         env.process(watcher(world))
     return world
 

@@ -32,10 +32,11 @@ from sim.scenario import (
     CLOCKS,
     CRASH_POINTS,
     CRASH_TARGETS,
-    INVARIANTS,
     IDENTITIES,
+    INVARIANTS,
     PARTITION_MODES,
     PRUNE_ACTIONS,
+    RESCUES,
     SHUTDOWNS,
     STALL_CHECKS,
     WATCHER_ACTIONS,
@@ -246,6 +247,7 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "policy.prefetch": st.one_of(
         st.integers(max_value=0), st.integers(limits.MAX_CANDIDATES + 1, 2**62)
     ),
+    "policy.rescue": enum(RESCUES),
     "policy.stall_check": enum(STALL_CHECKS),
     "policy.max_stalls": st.one_of(
         st.integers(max_value=-1), st.integers(limits.MAX_BATCH + 1, 2**62)
@@ -255,6 +257,7 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "policy.prune_action": enum(PRUNE_ACTIONS),
     "policy.worker_identity": enum(IDENTITIES),
     "policy.execution_timeout": st.one_of(negative, too_long),
+    "faults.release_loss": not_a_probability,
     "faults.clock_offset": st.one_of(too_long, too_long.map(lambda x: -x)),
     "faults.clock_drift_ppm": st.one_of(
         st.floats(min_value=limits.MAX_DRIFT_PPM, allow_infinity=False, allow_nan=False),

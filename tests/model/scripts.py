@@ -220,6 +220,24 @@ def mechanism_scenarios() -> dict[str, Scenario]:
         "execution timeout": temporal_like(),
         "execution timeout, no heartbeat": temporal_like(heartbeat=False, lease_ttl=100),
         "execution timeout seen by a heartbeat": temporal_like(watcher_interval=40),
+        "rescue job": rescued(),
+        "rescue job lost": rescued(faults=LOST_TICK),
+        "rescue job behind busy workers": rescued(
+            jobs=2,
+            horizon=45,
+            faults=Faults(
+                crashes=(ScriptedCrash(at=2.0, worker=0),), restart_delay=Dist.constant(1000)
+            ),
+        ),
+        "release lost": prefetched(
+            faults=Faults(
+                crashes=CRASH_AT_5.crashes,
+                restart_delay=Dist.constant(1000),
+                shutdown="graceful",
+                release_loss=0.5,
+            ),
+            horizon=40,
+        ),
         "prefetch": prefetched(),
         "prefetch, crash": prefetched(faults=CRASH_AT_5),
         "prefetch, graceful shutdown": prefetched(
@@ -313,3 +331,30 @@ def prefetched(**settings) -> Scenario:
         horizon=62,
     )
     return scripted(**{**defaults, **settings})
+
+
+def rescued(**settings) -> Scenario:
+    """procrastinate-like: the watcher's tick is a task of the queue (policy.rescue = job) deferred
+    every 5 s; one 30 s job under a 10 s lease renewed every 4 s; w1 crashes at 2 holding it and is
+    back a second later."""
+    defaults = dict(
+        workers=2,
+        jobs=1,
+        work=30,
+        lease_ttl=10,
+        heartbeat_interval=4,
+        watcher=True,
+        watcher_interval=5,
+        rescue="job",
+        claim_takes_expired=False,
+        horizon=25,
+        faults=Faults(crashes=(ScriptedCrash(at=2.0, worker=1),), restart_delay=Dist.constant(1)),
+    )
+    return scripted(**{**defaults, **settings})
+
+
+# ... and w1 crashes again at 10.0085, halfway through the statement of the tick that would requeue
+LOST_TICK = Faults(
+    crashes=(ScriptedCrash(at=2.0, worker=1), ScriptedCrash(at=10.0085, worker=1)),
+    restart_delay=Dist.constant(1),
+)

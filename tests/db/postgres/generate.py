@@ -2,7 +2,7 @@
 EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
 the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and
 the mechanisms of issue #25 (worker clocks, execution timeout, two-phase stall check and stall
-budget, process liveness and worker identity, batch claims, ...)."""
+budget, process liveness and worker identity, batch claims, the rescue path as a job, lost releases)."""
 
 from __future__ import annotations
 
@@ -67,6 +67,9 @@ def scenarios(draw) -> Scenario:
     two_phase = draw(st.sampled_from([False, False, True]))  # BullMQ's stall check (issue #25)
     processes = draw(st.sampled_from([0.0, 0.0, 0.3, 1.0]))  # process liveness (issue #25)
     claim = draw(st.sampled_from(CLAIM_STRATEGIES))
+    watcher = True if two_phase or processes else draw(st.booleans())
+    rescue = draw(st.sampled_from(["watcher", "job"])) if watcher else "watcher"  # issue #25
+    shutdown = draw(st.sampled_from(["crash", "crash", "graceful"]))
     prefetch = draw(st.sampled_from([1, 4, 8])) if claim == "skip_locked" else 1  # issue #25
     policy = Policy(
         workers=workers,
@@ -79,7 +82,8 @@ def scenarios(draw) -> Scenario:
         lease_ttl=ttl,
         heartbeat=draw(st.booleans()),
         heartbeat_interval=ttl * draw(st.floats(0.2, 0.9)),
-        watcher=True if two_phase or processes else draw(st.booleans()),
+        watcher=watcher,
+        rescue=rescue,
         watcher_interval=draw(st.floats(0.2, 5.0)),
         watcher_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
         watcher_batch=draw(st.integers(1, 5)),
@@ -156,7 +160,8 @@ def scenarios(draw) -> Scenario:
                 )
             )
         ),
-        shutdown=draw(st.sampled_from(["crash", "crash", "graceful"])),
+        shutdown=shutdown,
+        release_loss=draw(st.sampled_from([0.0, 0.5, 0.5])) if shutdown == "graceful" else 0.0,
     )
     scenario = Scenario(
         name="generated",

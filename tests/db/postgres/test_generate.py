@@ -4,7 +4,7 @@ each test function its own way), each setting is drawn and its mechanism actuall
 watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
 a claim reaches the attempts cap; and issue #25's: a worker clock's offset, drift or step changes
 the run, and so does an execution timeout; the two-phase stall check reclaims and its stall budget
-kills a job; a process prune moves a job, a pruned process notices, a fresh identity restarts; a batch claims several jobs and a crash or a graceful stop takes buffered ones. Memory backend only; the equivalence test compares both."""
+kills a job; a process prune moves a job, a pruned process notices, a fresh identity restarts; a batch claims several jobs and a crash or a graceful stop takes buffered ones; a rescue job requeues and one dies with its worker; a graceful release is lost. Memory backend only; the equivalence test compares both."""
 
 from __future__ import annotations
 
@@ -67,6 +67,11 @@ def _tally(scenario):
             bool(kinds["drop"]) or max(stops.values(), default=0) > 1
         )
 
+    if p.rescue == "job":
+        SEEN["rescue job requeued"] += bool(kinds["requeue"])
+        SEEN["rescue job lost"] += bool(kinds["rescue_lost"])
+    SEEN["release lost"] += bool(kinds["release_lost"])
+
     if p.process_heartbeat_interval:
         SEEN["process prune moved a job"] += "process gone" in run.table_jobs["last_error"].tolist()
         SEEN["pruned process noticed"] += bool(kinds["process_pruned"])
@@ -104,7 +109,10 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "fresh identity restarted",
                 "a batch claimed several jobs",
                 "a stop took buffered jobs",
+                "rescue job requeued",
+                "rescue job lost",
+                "release lost",
             )
         )
         >= 5
-    ), dict(SEEN)
+    ), str(dict(SEEN))
