@@ -92,6 +92,7 @@ def recovery_window(policy) -> float:
 
 SETTINGS = (
     "claim",
+    "prefetch",
     "claim_takes_expired",
     "lease_ttl",
     "heartbeat",
@@ -99,6 +100,7 @@ SETTINGS = (
     "watcher",
     "watcher_interval",
     "watcher_action",
+    "rescue",
     "stall_check",
     "max_stalls",
     "process_heartbeat_interval",
@@ -127,6 +129,7 @@ def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
             row["heartbeat_interval"] = OFF
         if not policy.watcher:
             row["watcher_interval"], row["watcher_action"] = OFF, NOT_APPLICABLE
+            row["rescue"] = NOT_APPLICABLE
         if not policy.process_heartbeat_interval:
             row["process_heartbeat_interval"] = OFF
             row["process_stale_after"] = NOT_APPLICABLE
