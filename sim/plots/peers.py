@@ -75,7 +75,8 @@ def peer_comparison(
     from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
     # the columns sit right of the axes at fixed offsets in inches; constrained layout makes room
-    ax = new_axes(ax, (10 + 0.8 * len(columns), 1.6 + 0.75 * len(frame)))
+    legend_rows = 2.0  # empty rows under the last bar, where the legend sits
+    ax = new_axes(ax, (10 + 0.8 * len(columns), 1.6 + 0.75 * (len(frame) + legend_rows)))
     rows = frame.reset_index(drop=True)
     means = rows[f"{metric}_mean"].to_numpy(dtype=float)
     low = rows.get(f"{metric}_ci_low", pd.Series(np.nan, index=rows.index)).to_numpy(dtype=float)
@@ -159,7 +160,7 @@ def peer_comparison(
     ax.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([s for _, s in ticks])
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_ylim(len(rows) - 0.5 + legend_rows, -0.5)
     ax.set_yticks(
         range(len(rows)),
         [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()],
