@@ -136,8 +136,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("advise", help=cli_text.COMMANDS["advise"])
     cli_text.add_advise_arguments(p)
-    report = "advice, assumptions, risk, trade-off chart, evidence"
-    _out(p, "advice.txt, candidates.csv, evidence.csv and scenario.toml", report=report)
+    _out(p, cli_text.ADVISE_FILES, report=cli_text.ADVISE_REPORT)
     p.set_defaults(command=cmd_advise)
 
     p = _scenario(sub.add_parser("review", help=cli_text.COMMANDS["review"]), cmd_review)
@@ -281,9 +280,10 @@ def cmd_advise(args) -> int:
     _check_files(args)
     advice = advise(args.durations, **arguments)
     print(advice)
-    if queue:
-        print(f"\n{in_queue_terms(advice, queue)}")
-    _save(args, advice.save)
+    settings = queue and in_queue_terms(advice, queue)
+    if settings:
+        print(f"\n{settings}")
+    _save(args, advice.save, settings and settings.save)
     if args.report is not None:
         print(f"wrote {advice.save_report(args.report)}")
     return 0

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from sim import files
 from sim.errors import ConfigError
 from sim.wording import amount, duration, percent
 
@@ -126,6 +128,12 @@ class QueueAdvice:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
+        """Write settings-QUEUE.txt (as printed) into `directory` (sim.files.directory's rules)."""
+        path = files.directory(directory, overwrite) / f"settings-{self.queue}.txt"
+        path.write_text(str(self) + "\n", encoding="utf-8")
+        return [path]
 
 
 def in_queue_terms(advice, queue: str) -> QueueAdvice:

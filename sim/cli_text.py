@@ -43,6 +43,10 @@ GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatab
 TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
 SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
 COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
+ADVISE_FILES = (
+    "advice.txt, candidates.csv, evidence.csv, scenario.toml (with --as: settings-QUEUE.txt)"
+)
+ADVISE_REPORT = "advice, assumptions, risk, trade-off chart, evidence"
 AS = "also answer in that queue's own settings and units: " + ", ".join(QUEUES)
 
 

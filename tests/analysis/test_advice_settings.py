@@ -209,9 +209,12 @@ def test_an_unknown_queue_is_one_line_naming_them_all(capsys):
     assert captured.err == f"error: --as bulmq: unknown queue; one of {', '.join(QUEUES)}\n"
 
 
-def test_the_command_line_prints_the_translation(capsys):
+def test_the_command_line_prints_and_saves_the_translation(capsys, tmp_path):
     argv = ["advise", "sample", "--arrival-rate", "1", "--no-verify", "--as", "bullmq"]
-    assert main(argv) == 0
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "in BullMQ 6 (PostgreSQL backend)'s own settings:" in out
     assert "lockDuration = 3000 ms: the advised TTL" in out
+    saved = (tmp_path / "out" / "settings-bullmq.txt").read_text(encoding="utf-8")
+    assert saved.startswith("in BullMQ") and saved in out
+    assert (tmp_path / "out" / "advice.txt").exists()
