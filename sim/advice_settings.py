@@ -220,14 +220,14 @@ class _Facts:
             return "the advised TTL (the advice renews nothing)"
         if b.feasible:
             return (
-                f"the shortest timeout without renewal that meets the target: predicted false expiry "
-                f"{percent(b.risk)} per job (95% upper bound {percent(b.risk_high)})"
+                "the shortest timeout without renewal that meets the target: predicted false "
+                f"expiry {percent(b.risk)} per job (95% upper bound {percent(b.risk_high)})"
             )
         return (
-            f"no timeout without renewal meets the target provably ({self.n} durations cannot show a "
-            f"share below {percent(b.risk_high)}); this is the shortest at that floor: predicted "
-            f"{percent(b.risk)} per job, {amount(b.per_day)} false expiries a day; the longest observed "
-            f"job took {duration(self.longest)}"
+            f"no timeout without renewal meets the target provably ({self.n} durations "
+            f"cannot show a share below {percent(b.risk_high)}); this is the shortest at that "
+            f"floor: predicted {percent(b.risk)} per job, {amount(b.per_day)} false expiries a "
+            f"day; the longest observed job took {duration(self.longest)}"
         )
 
     def crash_cost(self, sweep: float, name: str, finder: str = "until the sweep finds it") -> str:
@@ -304,6 +304,11 @@ def go_duration(seconds: float) -> str:
 def _bullmq(f: _Facts) -> QueueAdvice:
     renew = f.heartbeat if f.heartbeat is not None else f.ttl / 2
     worst_wait = f.watcher * (2 if f.ttl < f.watcher else 1)
+    passes = (
+        "two stalledIntervals: the lock is shorter than one"
+        if f.ttl < f.watcher
+        else "one stalledInterval"
+    )
     settings = [
         Setting("lockDuration", _ms(f.ttl), f"{_ms(f.ttl)} ms", "the advised TTL"),
         Setting(
@@ -331,7 +336,7 @@ def _bullmq(f: _Facts) -> QueueAdvice:
     cannot = [
         f"reclaim a stalled job in one pass: the check marks on one pass and reclaims on the next, "
         f"so a crashed job waits its lock out and then up to {duration(worst_wait)} "
-        f"({'two stalledIntervals: the lock is shorter than one' if f.ttl < f.watcher else 'one stalledInterval'})",
+        f"({passes})",
         f"stamp lock expiry with the database's clock: the PostgreSQL backend binds the worker's "
         f"Date.now(), so a worker clock {duration(f.ttl - renew)} behind (lockDuration - "
         f"lockRenewTime) loses its locks between renewals; keep clock skew well below that",
@@ -364,8 +369,9 @@ def _temporal(f: _Facts) -> QueueAdvice:
     rules = []
     cannot = []
     # Temporal resolves its timeouts in whole seconds, rounding up (internal/activity.go:101)
-    timeout = None if f.heartbeat is None else _ceil(temporal_heartbeat_timeout(f.ttl, f.heartbeat))
-    if timeout is None or timeout >= b.ttl:
+    h = f.heartbeat
+    timeout = None if h is None else _ceil(temporal_heartbeat_timeout(f.ttl, h))
+    if h is None or timeout is None or timeout >= b.ttl:
         why = (
             "the advice needs no heartbeat"
             if timeout is None
@@ -375,17 +381,19 @@ def _temporal(f: _Facts) -> QueueAdvice:
         settings.append(Setting("HeartbeatTimeout", 0.0, "0 (unset)", why))
         cannot.append(f.crash_cost(1.0, "StartToCloseTimeout", "the retry's InitialInterval"))
     else:
-        sent = max(f.heartbeat, min(TEMPORAL_THROTTLE * timeout, TEMPORAL_MAX_THROTTLE))
+        sent = max(h, min(TEMPORAL_THROTTLE * timeout, TEMPORAL_MAX_THROTTLE))
+        at_ttl = f.ttl - min(TEMPORAL_THROTTLE * f.ttl, TEMPORAL_MAX_THROTTLE)
         settings.append(
             Setting(
                 "HeartbeatTimeout",
                 timeout,
                 go_duration(timeout),
-                f"call RecordHeartbeat every {duration(f.heartbeat)}; the SDK sends one every "
-                f"{duration(sent)} (at most one per 0.8 x the timeout, capped at 60 s), which leaves "
-                f"{duration(timeout - sent)} for a late one, the advised {duration(f.ttl - f.heartbeat)}"
+                f"call RecordHeartbeat every {duration(h)}; the SDK sends one every "
+                f"{duration(sent)} (at most one per 0.8 x the timeout, capped at 60 s), which "
+                f"leaves {duration(timeout - sent)} for a late one, the advised "
+                f"{duration(f.ttl - h)}"
                 + (
-                    f" (the advised {duration(f.ttl)} TTL would leave only {duration(f.ttl - min(TEMPORAL_THROTTLE * f.ttl, TEMPORAL_MAX_THROTTLE))})"
+                    f" (the advised {duration(f.ttl)} TTL would leave only {duration(at_ttl)})"
                     if timeout > f.ttl
                     else ""
                 ),
@@ -401,8 +409,8 @@ def _temporal(f: _Facts) -> QueueAdvice:
                     "one late heartbeat does not time the activity out"
                     if sent <= timeout / 2
                     else "Temporal's throttle sends at 0.8x by design, so the rule cannot hold; "
-                    f"the timeout above is lengthened until a heartbeat may be {duration(timeout - sent)} "
-                    "late, the slack the advice asked for"
+                    "the timeout above is lengthened until a heartbeat may be "
+                    f"{duration(timeout - sent)} late, the slack the advice asked for"
                 ),
             )
         )
@@ -427,7 +435,8 @@ def _celery_rules(f: _Facts, default: float) -> list[Rule]:
             default >= b.ttl,
             (
                 f"it is {default / b.ttl:.3g}x what these durations need: raising it (as projects "
-                f"do after a duplicate) only makes every crash wait longer, up to {duration(default)}"
+                "do after a duplicate) only makes every crash wait longer, up to "
+                f"{duration(default)}"
             )
             if default >= b.ttl
             else f"too short: {percent(f.longer_than(default))} of the observed tasks outlast it "
@@ -472,7 +481,8 @@ def _celery_redis(f: _Facts) -> QueueAdvice:
     )
     cannot = [
         f.crash_cost(sweep, "visibility_timeout"),
-        "with task_acks_late = False (the default) a crash loses the running task: no timeout helps",
+        "with task_acks_late = False (the default) a crash loses the running task: no "
+        "timeout helps",
     ]
     return QueueAdvice("celery-redis", settings, cannot, _celery_rules(f, 3600.0))
 
@@ -517,9 +527,9 @@ def _sqs(f: _Facts) -> QueueAdvice:
         Rule(
             "VisibilityTimeout at least 6x a Lambda's timeout",
             visibility >= lambda_visibility,
-            f"a Lambda consumer needs a timeout of {function} s to outlast these jobs, so the rule asks "
-            f"{lambda_visibility} s; it leaves room for the poller's retries, but a crashed or "
-            f"timed-out invocation then waits up to {duration(lambda_visibility)}, "
+            f"a Lambda consumer needs a timeout of {function} s to outlast these jobs, so the "
+            f"rule asks {lambda_visibility} s; it leaves room for the poller's retries, but a "
+            f"crashed or timed-out invocation then waits up to {duration(lambda_visibility)}, "
             f"{lambda_visibility / visibility:.3g}x the {visibility} s advised here: follow it for "
             "Lambda, not for a consumer that extends visibility",
         )
@@ -626,7 +636,8 @@ def _river(f: _Facts) -> QueueAdvice:
         "JobTimeout",
         b.ttl,
         go_duration(b.ttl),
-        f"River cancels a job's context after it (default 1 min, which {percent(f.longer_than(RIVER_JOB_TIMEOUT))} "
+        "River cancels a job's context after it (default 1 min, which "
+        f"{percent(f.longer_than(RIVER_JOB_TIMEOUT))} "
         "of the observed jobs outlast); at most RescueStuckJobsAfter",
     )
     out = _no_renewal_queue("river", f, timeout, RIVER_RESCUER, "RescueStuckJobsAfter")
@@ -716,7 +727,8 @@ def _pg_boss(f: _Facts) -> QueueAdvice:
         ]
         if beat > _ceil(f.ttl):
             cannot.append(
-                f"a heartbeat timeout below {PG_BOSS_MIN_HEARTBEAT} s: the advised {duration(f.ttl)} "
+                f"a heartbeat timeout below {PG_BOSS_MIN_HEARTBEAT} s: the advised "
+                f"{duration(f.ttl)} "
                 f"becomes {beat} s, so a crash waits up to {duration(beat + monitor)}"
             )
         rules.append(f.half_rule(refresh, beat, "heartbeatRefreshSeconds / heartbeatSeconds"))
@@ -729,8 +741,9 @@ def _graphile(f: _Facts) -> QueueAdvice:
         "graphile",
         [],
         [
-            f"set a lease: a job's lock counts as stale after a fixed {duration(GRAPHILE_STALE)} and "
-            f"the reset runs every {duration(low)} to {duration(high)}, so a crashed job waits up to "
+            "set a lease: a job's lock counts as stale after a fixed "
+            f"{duration(GRAPHILE_STALE)} and the reset runs every {duration(low)} to "
+            f"{duration(high)}, so a crashed job waits up to "
             f"{duration(GRAPHILE_STALE + high)}, against the advised {duration(f.recovery)}; there "
             f"is no heartbeat, so the {duration(f.ttl)} TTL advised cannot be expressed",
             "a graceful shutdown releases its jobs at once: stop workers with SIGTERM, not SIGKILL",

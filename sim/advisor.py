@@ -380,7 +380,7 @@ class Advice:
         """The choice beside the best setting one TTL step either side: risk and recovery side by side."""
         if self.neighbours is None or not len(self.neighbours):
             return []
-        lowest = f"; the lowest is {duration(_lowest_score(self))}" if self.met else ""
+        lowest = f"; the lowest is {_lowest_scored(self)}" if self.met else ""
         lines = [f"trade-off ({self.choice_rule()}{lowest}); the best setting at each TTL step:"]
         for row in self.neighbours.itertuples():
             mark = "*" if row.step == "chosen" else " "
@@ -987,6 +987,15 @@ def _lowest_score(advice: Advice) -> float:
     """The lowest score among the feasible candidates (NaN when none is feasible)."""
     table = advice.candidates
     return float(table.loc[table["feasible"], "score"].min())
+
+
+def _lowest_scored(advice: Advice) -> str:
+    """'3.39 s, at TTL 2 s, heartbeat every 0.5 s, watcher every 1 s': the lowest score among the
+    feasible candidates and the setting that has it."""
+    table = advice.candidates
+    row = table.loc[table.loc[table["feasible"], "score"].idxmin()]
+    h = None if pd.isna(row["heartbeat_interval"]) else row["heartbeat_interval"]
+    return f"{duration(row['score'])}, at {_setting(row['ttl'], h, row['watcher_interval'])}"
 
 
 def _ratio(mine: float, theirs: float) -> str:

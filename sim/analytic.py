@@ -15,12 +15,12 @@ Without heartbeats R is the claim time and E - C = L - (time already worked at t
 Where the closed form holds, exactly: (1) jobs much longer than h (else the time since the last
 renewal is shorter than h'/2: time_since_renewal_mean gives it for any job length); (2) k idle
 pollers and no busy worker that could claim first (else the wait for a free poller is the minimum of
-the idle pollers' phases and the busy workers' remaining work: poll_wait_mean, which gives P'/(k + 1)
-with no busy worker); (3) the watcher's phase independent of the heartbeat phase (a watcher interval
-that is a multiple of h' with a fixed phase can lock to it and lengthen repeat recoveries; not
-modelled here). recovery_latency_mean takes `since_renewal` and `busy_workers` + `job_duration` for
-(1) and (2); live mode's default check (sim.live.settings: 4 busy workers, exponential jobs of mean
-1 s, h = 0.5 s) needs both.
+the idle pollers' phases and the busy workers' remaining work: poll_wait_mean, which gives
+P'/(k + 1) with no busy worker); (3) the watcher's phase independent of the heartbeat phase (a
+watcher interval that is a multiple of h' with a fixed phase can lock to it and lengthen repeat
+recoveries; not modelled here). recovery_latency_mean takes `since_renewal` and `busy_workers` +
+`job_duration` for (1) and (2); live mode's default check (sim.live.settings: 4 busy workers,
+exponential jobs of mean 1 s, h = 0.5 s) needs both.
 
 Beside the recovery latency (mean, variance, and its distribution by sampling), this module
 predicts the false-expiry probability of a lease under stop-the-world pauses, and the DB load of
@@ -56,8 +56,8 @@ def recovery_latency_mean(
 ) -> float:
     """Mean time from an owner's crash to the job's next claim (see the module docstring).
 
-    heartbeat_interval=None means no heartbeat: pass worked_at_crash (mean time worked at the crash).
-    watcher_interval=None means the claim itself takes expired leases (no watcher step).
+    heartbeat_interval=None means no heartbeat: pass worked_at_crash (mean time worked at the
+    crash). watcher_interval=None means the claim itself takes expired leases (no watcher step).
     since_renewal: the mean time since the last renewal at the crash, for short jobs
     (time_since_renewal_mean); default h'/2, the long-job limit. busy_workers (with job_duration):
     workers busy when the job becomes claimable, each of which claims it when its job ends
@@ -96,11 +96,11 @@ def poll_wait_mean(
 
     Idle pollers poll every P' = P + latency from independent uniform phases; a busy worker claims
     the job when its current job ends (it polls at once, and the job, older than the backlog, comes
-    first), after the residual of a job in progress, whose survival is S_e(w) = int_w^inf S(t) dt / E[T]
-    (exponential jobs: again exponential, mean E[T]). The wait is the first of them:
-    P(wait > w) = (1 - w/P')^k * S_e(w)^b, so the mean is P'/(k + 1) with no busy worker and
-    E[T]/b for b busy workers with exponential jobs and no idle poller. Assumes the busy workers'
-    jobs are not cut short (by crashes) before they end.
+    first), after the residual of a job in progress, whose survival is
+    S_e(w) = int_w^inf S(t) dt / E[T] (exponential jobs: again exponential, mean E[T]). The wait is
+    the first of them: P(wait > w) = (1 - w/P')^k * S_e(w)^b, so the mean is P'/(k + 1) with no busy
+    worker and E[T]/b for b busy workers with exponential jobs and no idle poller. Assumes the busy
+    workers' jobs are not cut short (by crashes) before they end.
     """
     cycle = poll_interval + latency
     if busy_workers <= 0:
@@ -158,9 +158,10 @@ def recovery_latency_samples(
     recovery = (L - U1 h') + [W' U2 + latency] + P' min(U3 .. U(k+2)) + latency, with independent
     uniforms U (h' = h + latency, W' = W + latency, P' = P + latency, k idle pollers). Without
     heartbeats (heartbeat_interval=None) the first term is L - A, A = worked_at_crash (a number,
-    a Dist to draw from, or n draws such as time_since_renewal_samples), clipped at 0 (a lease that had already run out is claimable at once).
-    Their mean and variance are recovery_latency_mean and recovery_latency_variance; use
-    np.quantile on the draws for percentiles, or recovery_latency_cdf for the CDF.
+    a Dist to draw from, or n draws such as time_since_renewal_samples), clipped at 0 (a lease that
+    had already run out is claimable at once). Their mean and variance are recovery_latency_mean and
+    recovery_latency_variance; use np.quantile on the draws for percentiles, or recovery_latency_cdf
+    for the CDF.
     """
     rng = np.random.default_rng(seed)
     if heartbeat_interval is None:
@@ -190,12 +191,13 @@ def recovery_latency_samples(
 
 
 def recovery_latency_cdf(x, *, n: int = 200_000, seed: int = 0, **assumptions) -> np.ndarray:
-    """P(recovery latency <= x), estimated from `n` draws of recovery_latency_samples(**assumptions)."""
+    """P(recovery latency <= x), estimated from `n` draws
+    of recovery_latency_samples(**assumptions)."""
     draws = np.sort(recovery_latency_samples(n, seed=seed, **assumptions))
     return np.searchsorted(draws, np.asarray(x, dtype=float), side="right") / n
 
 
-# ---- recovery under load ---------------------------------------------------------------------------
+# ---- recovery under load -------------------------------------------------------------------------
 
 
 def busy_at_crash(workers: int, offered_load: float) -> np.ndarray:
@@ -282,8 +284,8 @@ class CrashPollWait:
         return cls(grid, tail(False), tail(True), float(restart_delay))
 
     def mean(self, claimable_after) -> float:
-        """Mean wait for a job claimable `claimable_after` seconds after its owner's crash (a number,
-        or draws of it: then the mean over them)."""
+        """Mean wait for a job claimable `claimable_after` seconds after its owner's crash (a
+        number, or draws of it: then the mean over them)."""
         d = np.atleast_1d(np.asarray(claimable_after, dtype=float))
         away = _cumulative(self.grid, self.away)
         within = np.interp(np.maximum(self.restart_delay - d, 0.0), self.grid, away)
@@ -383,7 +385,8 @@ def _support(dist: Dist, grid: int = _GRID) -> tuple[np.ndarray, np.ndarray]:
 
 def _expect(dist: Dist, fn, below: float | None = None, above_value: float = 0.0) -> float:
     """E[fn(X)]; with `below`, fn is applied where X <= below and X > below counts `above_value`
-    (its probability is taken from the CDF, so a thin tail beyond `below` is not lost to the grid)."""
+    (its probability is taken from the CDF, so a thin tail beyond `below` is not lost to the
+    grid)."""
     if below is None or dist.kind in ("empirical", "constant"):
         values, weights = _support(dist)
         if below is None:
@@ -449,8 +452,9 @@ def false_expiry_probability(
     pause that starts a time phi after the last renewal therefore lapses the lease iff
     D > L - latency - phi. Pauses start in the job's working time at rate lambda, each at a phase
     phi = (working time at its start) mod h', so the expected number of lapsing pauses in a job
-    of duration T is lambda * I(T), I(T) = integral over u in [0, T) of P(D > L - latency - u mod h'),
-    and P(lapse | T) = 1 - exp(-lambda I(T)); the result averages that over T.
+    of duration T is lambda * I(T), I(T) = integral over u in [0, T) of
+    P(D > L - latency - u mod h'), and P(lapse | T) = 1 - exp(-lambda I(T)); the result averages
+    that over T.
 
     Without heartbeats (or with h' >= L, when the first heartbeat comes too late anyway) the lease
     lapses iff the job's elapsed time, T plus the pauses during it, exceeds L: always when T > L;
@@ -513,10 +517,10 @@ def _lapse_given_duration(
     if heartbeat_interval is None or heartbeat_interval + latency >= ttl:
         paused_within = _compound_pause_cdf(rate, pause_duration, ttl)
 
-        def lapse(t):
+        def lapse_by_elapsed(t):
             return 1.0 - paused_within(t, ttl - t)
 
-        return lapse, ttl
+        return lapse_by_elapsed, ttl
     if rate == 0:
         return (lambda t: np.zeros(np.shape(t))), None
     cycle = heartbeat_interval + latency
@@ -526,12 +530,12 @@ def _lapse_given_duration(
         [[0.0], np.cumsum((per_phase[1:] + per_phase[:-1]) / 2 * np.diff(phases))]
     )
 
-    def lapse(t):
+    def lapse_by_phase(t):
         cycles, rest = np.divmod(t, cycle)
         exposure = cycles * cumulative[-1] + np.interp(rest, phases, cumulative)
         return -np.expm1(-rate * exposure)
 
-    return lapse, None
+    return lapse_by_phase, None
 
 
 def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):
@@ -686,13 +690,14 @@ def time_since_renewal_mean(
     moment of busy time (a job is hit with probability proportional to its duration T, at a uniform
     age A within it).
 
-    With heartbeats the renewals are the claim and then every h' = h + latency, so the time since the
-    last one is A mod h': h'/2 for jobs much longer than h, less for jobs that end before their first
-    heartbeat. Without heartbeats it is A itself, capped at ttl (a lease that had run out is claimable
-    at once). recovery_latency_mean(heartbeat_interval=None, worked_at_crash=<this>) then gives the
-    mean recovery for any job length; its h'/2 shortcut is the long-job limit. Per job of duration t:
-    E[A mod h' | t] = (m h'^2 / 2 + r^2 / 2) / t with t = m h' + r; E[min(A, L) | t] = t / 2 for t <= L,
-    else (L^2 / 2 + L (t - L)) / t; and the job-length bias multiplies by t / E[T].
+    With heartbeats the renewals are the claim and then every h' = h + latency, so the time since
+    the last one is A mod h': h'/2 for jobs much longer than h, less for jobs that end before their
+    first heartbeat. Without heartbeats it is A itself, capped at ttl (a lease that had run out is
+    claimable at once). recovery_latency_mean(heartbeat_interval=None, worked_at_crash=<this>) then
+    gives the mean recovery for any job length; its h'/2 shortcut is the long-job limit. Per job of
+    duration t: E[A mod h' | t] = (m h'^2 / 2 + r^2 / 2) / t with t = m h' + r;
+    E[min(A, L) | t] = t / 2 for t <= L, else (L^2 / 2 + L (t - L)) / t; and the job-length bias
+    multiplies by t / E[T].
     """
     values, weights = _support(job_duration)
     mean = float(np.sum(weights * values))
@@ -735,11 +740,12 @@ def time_since_renewal_samples(
 
 def worked_at_crash_mean(job_duration: Dist, ttl: float | None = None) -> float:
     """Mean time a job had been worked on when its owner crashed (no heartbeat): the age A of a
-    renewal process, E[A] = E[T^2] / (2 E[T]); with ttl, E[min(A, ttl)]. See time_since_renewal_mean."""
+    renewal process, E[A] = E[T^2] / (2 E[T]); with ttl, E[min(A, ttl)]. See
+    time_since_renewal_mean."""
     return time_since_renewal_mean(job_duration, ttl=ttl)
 
 
-# ---- the tail of a lease without heartbeat ---------------------------------------------------------
+# ---- the tail of a lease without heartbeat -------------------------------------------------------
 
 
 def sum_survival(first: Dist, second: Dist, x: float, constant: float = 0.0) -> float:

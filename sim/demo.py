@@ -22,7 +22,7 @@ from sim.results import Run, json_number
 from sim.runner import run
 from sim.scenario import preset
 
-SCENARIOS = (
+SCENARIOS: tuple[tuple[str, str, str, dict[str, object], str], ...] = (
     # (file stem, label, preset, overrides, what to look at)
     (
         "read-then-write-race",
@@ -43,15 +43,16 @@ SCENARIOS = (
         "crash-recovery",
         "crash-recovery",
         {},
-        "A crashed owner's lease stays valid in the DB until it lapses; the watcher requeues the job.",
+        "A crashed owner's lease stays valid in the DB until it lapses; the watcher requeues the "
+        "job.",
     ),
     (
         "gc-pause-zombie",
         "gc-pause-zombie",
         "gc-pause-zombie",
         {},
-        "A 45 s pause outlives a 15 s lease: the zombie's completion is refused, but the PSP charged "
-        "twice.",
+        "A 45 s pause outlives a 15 s lease: the zombie's completion is refused, but the PSP "
+        "charged twice.",
     ),
 )
 COLUMNS = {  # summary.csv column -> printed header

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -22,7 +21,8 @@ PARAMETERS = {  # the fields each kind uses
     "pareto": ("scale", "alpha"),
     "empirical": ("samples",),
 }
-_Z99 = 2.3263478740408408  # scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
+# scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
+_Z99 = 2.3263478740408408
 _BLOCK = 512
 
 
@@ -86,7 +86,8 @@ class Dist:
                 return [f"{field}.{name}: must be a finite number, got {value!r}"]
             if name != "alpha" and value > MAX_SECONDS:
                 return [
-                    f"{field}.{name}: {value:g} s is too long: durations are at most {MAX_SECONDS:g} s"
+                    f"{field}.{name}: {value:g} s is too long: durations are at most "
+                    f"{MAX_SECONDS:g} s"
                 ]
         checks = {
             "constant": [("value", self.value >= 0, "must be >= 0")],
@@ -165,7 +166,7 @@ class Dist:
 
     def to_dict(self) -> dict:
         keys = PARAMETERS[self.kind]
-        out = {"kind": self.kind}
+        out: dict[str, object] = {"kind": self.kind}
         for key in keys:
             value = getattr(self, key)
             out[key] = list(value) if key == "samples" else value
@@ -183,11 +184,12 @@ def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndar
     """A function of `size` that draws that many values of `dist` from `rng`."""
     match dist.kind:
         case "exponential":
-            return functools.partial(rng.exponential, dist.mean)
+            return lambda size: rng.exponential(dist.mean, size)
         case "uniform":
-            return functools.partial(rng.uniform, dist.low, dist.high)
+            return lambda size: rng.uniform(dist.low, dist.high, size)
         case "lognormal":
-            return functools.partial(rng.lognormal, math.log(dist.median), dist.sigma)
+            mu = math.log(dist.median)
+            return lambda size: rng.lognormal(mu, dist.sigma, size)
         case "pareto":
             return lambda size: dist.scale * (1.0 + rng.pareto(dist.alpha, size))
         case "empirical":
@@ -197,7 +199,8 @@ def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndar
 
 
 def decode_utf8(raw: bytes, path, what: str) -> str:
-    """The text of a file that must be UTF-8 (a leading byte-order mark is dropped); ConfigError if not."""
+    """The text of a file that must be UTF-8 (a leading byte-order mark is dropped);
+    ConfigError if not."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

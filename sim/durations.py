@@ -2,7 +2,7 @@
 its column, unit, delimiter and decimal mark are unambiguous, and what was read is echoed back.
 
     d = read_durations("export.csv", column="duration_ms", unit="ms")
-    print(d.echo())      # read 2000 durations from export.csv, column duration_ms (ms): median 1.26 s, ...
+    print(d.echo())      # read 2000 durations from export.csv, column duration_ms (ms): ...
     d.seconds            # the values in seconds (numpy array)
     d.warnings           # e.g. "median 1256 s: if these are milliseconds, use unit ms"
 
@@ -81,14 +81,15 @@ class Durations:
         return float(self.seconds.max())
 
     def echo(self) -> str:
-        """One line: what was read, from where, in which unit, and its median, p99 and max in seconds."""
+        """One line: what was read, from where, in which unit, and its median,
+        p99 and max in seconds."""
         where = f"from {self.source}" + (f", column {self.column}" if self.column else "")
         how = f"unit {self.unit}"
         if self.delimiter is not None or self.decimal == ",":
             how += f", delimiter {DELIMITER_NAMES[self.delimiter]}, decimal '{self.decimal or '.'}'"
         return (
-            f"read {count(self.n, 'duration')} {where} ({how}): median {_s(self.median)}, p99 {_s(self.p99)}, "
-            f"max {_s(self.max)}"
+            f"read {count(self.n, 'duration')} {where} ({how}): median {_s(self.median)}, p99 "
+            f"{_s(self.p99)}, max {_s(self.max)}"
         )
 
     def facts(self) -> dict:
@@ -153,7 +154,8 @@ def from_values(values, unit: str = "s", *, source: str = "values") -> Durations
 
 
 def read_durations(path: str | Path, column: str | None = None, unit: str = "s") -> Durations:
-    """Durations from a CSV file (see the module docstring for what is detected and what is refused)."""
+    """Durations from a CSV file (see the module docstring for what is detected and what
+    is refused)."""
     unit = check_unit(unit)
     path = Path(path)
     name = path.name
@@ -198,7 +200,8 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
             "infinity",
         ):
             raise ConfigError(
-                f"{path}:{line}: {column}={shown} is too long: durations are at most {MAX_SECONDS:g} s"
+                f"{path}:{line}: {column}={shown} is too long: durations are at most "
+                f"{MAX_SECONDS:g} s"
             )
         if not math.isfinite(value) or value < 0:
             raise ConfigError(
@@ -243,7 +246,8 @@ def _finish(
 
 
 def unit_warnings(seconds: np.ndarray, unit: str, column: str | None = None) -> list[str]:
-    """Lines saying the data looks like another unit than `unit` (by its median, or its column name)."""
+    """Lines saying the data looks like another unit than `unit` (by its median,
+    or its column name)."""
     median = float(np.median(seconds))
     out = []
     if unit == "s" and median > SUSPICIOUS_MEDIAN:
@@ -264,8 +268,8 @@ def unit_warnings(seconds: np.ndarray, unit: str, column: str | None = None) -> 
     named = next((u for u, pattern in _NAME_UNITS if column and pattern.search(column)), None)
     if named is not None and named != unit:
         out.append(
-            f"column {column!r} is named like {UNIT_WORDS[named]} but was read as {UNIT_WORDS[unit]} "
-            f"(median {_s(median)}); use unit {named} if that is what it holds"
+            f"column {column!r} is named like {UNIT_WORDS[named]} but was read as "
+            f"{UNIT_WORDS[unit]} (median {_s(median)}); use unit {named} if that is what it holds"
         )
     return out
 
@@ -304,15 +308,18 @@ def _sniff_delimiter(path: Path, lines: list[str]) -> str | None:
     used = [DELIMITER_NAMES[d] for d in DELIMITERS if d in lines[0]]
     raise ConfigError(
         f"{path}: the rows do not all have as many fields as the header (delimiter "
-        f"{' or '.join(used)}?); a decimal comma in a comma-separated file must be quoted, or use ';'"
+        f"{' or '.join(used)}?); a decimal comma in a comma-separated file must be quoted, or use "
+        "';'"
     )
 
 
 def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
-    """The one column that could hold durations (numbers, not an id); ConfigError if none or several."""
+    """The one column that could hold durations (numbers, not an id);
+    ConfigError if none or several."""
     if len(header) == 1:
         return header[0]  # the only column: its rows say what is wrong with it
-    numeric, ids = [], []
+    numeric: list[str] = []
+    ids: list[str] = []
     for i, name in enumerate(header):
         cells = [row[i].strip() for row in body if i < len(row) and row[i].strip()]
         if not cells:
@@ -351,8 +358,8 @@ def _decimal_mark(path: Path, column: str, cells: list[str], delimiter: str | No
     dotted = [c for c in cells if "." in c]
     if dotted:
         raise ConfigError(
-            f"{path}: column {column!r} mixes '.' ({dotted[0]!r}) and ',' ({comma[0]!r}) as decimal "
-            "marks; export it with one"
+            f"{path}: column {column!r} mixes '.' ({dotted[0]!r}) and ',' ({comma[0]!r}) as "
+            "decimal marks; export it with one"
         )
     return ","
 
@@ -375,9 +382,13 @@ def _number(cell: str, decimal: str) -> float | None:
 
 
 def _id_like(values: np.ndarray) -> str | None:
-    """'strictly increasing whole numbers 0 ... 1999' when the column looks like an id, else None."""
+    """'strictly increasing whole numbers 0 ... 1999' when the column looks like an id,
+    else None."""
     if len(values) < ID_MIN_ROWS or not np.all(np.isfinite(values)):
         return None
     if not np.all(values == np.round(values)) or not np.all(np.diff(values) > 0):
         return None
-    return f"strictly increasing whole numbers ({values[0]:.0f}, {values[1]:.0f}, ... {values[-1]:.0f})"
+    return (
+        f"strictly increasing whole numbers ({values[0]:.0f}, {values[1]:.0f}, ... "
+        f"{values[-1]:.0f})"
+    )

@@ -16,7 +16,8 @@ def check_directory(
     path: str | Path, overwrite: bool = False, *, option: str = "", force: str = "overwrite=True"
 ) -> Path:
     """`path` as a Path if a save() may write there: missing, empty, or holding files and
-    `overwrite`; else ConfigError, naming it as `option` (e.g. "--out") and the way out as `force`."""
+    `overwrite`; else ConfigError, naming it as `option` (e.g. "--out") and the way out as
+    `force`."""
     path = Path(path)
     name = f"{option} {path}" if option else str(path)
     if path.exists() and not path.is_dir():
@@ -39,7 +40,8 @@ def check_report(
     path: str | Path, overwrite: bool = False, *, option: str = "", force: str = "overwrite=True"
 ) -> Path:
     """`path` as a Path if an HTML report may be written there: a new .html file in a directory
-    that exists, or an existing one and `overwrite`; else ConfigError (named as in check_directory)."""
+    that exists, or an existing one and `overwrite`; else ConfigError (named as in
+    check_directory)."""
     path = Path(path)
     name = f"{option} {path}" if option else str(path)
     if path.suffix.lower() not in (".html", ".htm"):

@@ -9,7 +9,8 @@ Sources of a false expiry (a lease lapsing under a live owner), each an assumpti
   P(lapse | T) = 1 - (1 - q)^n(T), q = P(delay > L - h - latency), n(T) heartbeats in a job of T;
 - DB failover or stall (optional): `db_stall_rate` per day, each lasting `db_stall_duration`;
   nothing renews during it, so every busy worker's lease whose time left is shorter than the stall
-  lapses: per stall, busy workers x P(stall > L - latency - time since renewal). Those come in bursts.
+  lapses: per stall, busy workers x P(stall > L - latency - time since renewal). Those come in
+  bursts.
 
 Per-job figures average P(lapse | T) over the observed durations. Their 95% upper bound covers
 the durations being a sample: a bootstrap percentile of that average, plus, without a heartbeat,
@@ -79,7 +80,8 @@ class Assumptions:
     def lines(self) -> list[str]:
         """One line per assumption, in words, with its numbers."""
         pauses = (
-            f"{count(self.pause_rate, 'stop-the-world pause')} per worker-hour ({describe(self.pause_duration)})"
+            f"{count(self.pause_rate, 'stop-the-world pause')} per worker-hour "
+            f"({describe(self.pause_duration)})"
             if self.pause_rate
             else "no stop-the-world pauses"
         )
@@ -97,8 +99,8 @@ class Assumptions:
         )
         return [
             f"pauses: {pauses}",
-            f"statement latency: {self.statement_latency * 1000:g} ms typical; heartbeat statement delay "
-            f"{describe(self.heartbeat_delay)} (the latency tail, lock waits)",
+            f"statement latency: {self.statement_latency * 1000:g} ms typical; heartbeat "
+            f"statement delay {describe(self.heartbeat_delay)} (the latency tail, lock waits)",
             f"DB: {stalls}",
             f"crashes: {crashes} (recovery only; a crash is not a false expiry)",
         ]
@@ -110,7 +112,10 @@ def describe(d: Dist) -> str:
         return f"median {duration(d.median, ms=True)}, p99 {duration(d.p99, ms=True)}"
     if d.kind == "constant":
         return f"{duration(d.value, ms=True)} each"
-    return f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 {duration(d.quantile(0.99), ms=True)}"
+    return (
+        f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 "
+        f"{duration(d.quantile(0.99), ms=True)}"
+    )
 
 
 def delay_lapse_by_duration(
@@ -121,7 +126,8 @@ def delay_lapse_by_duration(
     heartbeat_delay: Dist,
     latency: float,
 ) -> np.ndarray:
-    """P(some heartbeat of a job of T lands after its lease ran out), per T (0 without a heartbeat)."""
+    """P(some heartbeat of a job of T lands after its lease ran out), per T
+    (0 without a heartbeat)."""
     if heartbeat_interval is None or heartbeat_interval + latency >= ttl:
         return np.zeros(len(durations))
     q = float(analytic.survival(heartbeat_delay, ttl - heartbeat_interval - latency))
@@ -134,7 +140,8 @@ def delay_lapse_by_duration(
 def lapse_by_duration(
     durations: np.ndarray, ttl: float, heartbeat_interval: float | None, a: Assumptions
 ) -> np.ndarray:
-    """P(false expiry | the job takes T) from pauses (and length, without heartbeat) and heartbeat delay."""
+    """P(false expiry | the job takes T) from pauses (and length,
+    without heartbeat) and heartbeat delay."""
     paused = analytic.false_expiry_by_duration(
         durations,
         ttl=ttl,
@@ -182,7 +189,8 @@ def bootstrap_weights(n: int, seed: int, draws: int = BOOTSTRAP) -> np.ndarray:
 
 
 def share_upper_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
-    """One-sided exact (Clopper-Pearson) upper bound of a share seen k times in n (3/n-ish for k = 0)."""
+    """One-sided exact (Clopper-Pearson) upper bound of a share seen k times in n
+    (3/n-ish for k = 0)."""
     if k >= n:
         return 1.0
     return float(stats.beta.ppf(confidence, k + 1, n - k))
@@ -195,7 +203,8 @@ def per_job(
     a: Assumptions,
     weights: np.ndarray,
 ) -> tuple[float, float]:
-    """(predicted false-expiry probability per job, its 95% upper bound) from the observed durations."""
+    """(predicted false-expiry probability per job, its 95% upper bound) from the
+    observed durations."""
     lapse = lapse_by_duration(durations, ttl, heartbeat_interval, a)
     point = float(lapse.mean())
     if heartbeat_interval is None or heartbeat_interval + a.statement_latency >= ttl:
@@ -210,7 +219,8 @@ def per_job(
 
 
 def _means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The bootstrap means (einsum: single-threaded, faster here than a BLAS call on a busy machine)."""
+    """The bootstrap means (einsum: single-threaded, faster here than a BLAS call on a
+    busy machine)."""
     return np.einsum("ij,j->i", weights, values)
 
 

@@ -1,5 +1,6 @@
-"""What a pool of workers can carry: capacity in jobs/s, utilisation at an arrival rate, and how many
-workers a rate needs, so that no advice quotes a per-day figure for a load the workers cannot carry.
+"""What a pool of workers can carry: capacity in jobs/s, utilisation at an arrival rate, and how
+many workers a rate needs, so that no advice quotes a per-day figure for a load the workers cannot
+carry.
 
 A worker spends on each job its processing time plus ROUND_TRIPS_PER_JOB statement round trips
 (the claim's select and update, the dedup marker, the ledger entry, the completion and the commit);
@@ -97,7 +98,8 @@ class Pool:
         raise ConfigError(
             f"workers: {self.describe()}, but the arrival rate is {arrival_rate:.3g} jobs/s, "
             f"{percent(u)} of that; {need} workers (--workers {need}) would be "
-            f"{percent(self.utilisation_with(need, arrival_rate))} busy, or give a lower arrival rate"
+            f"{percent(self.utilisation_with(need, arrival_rate))} busy, or give a lower arrival "
+            "rate"
         )
 
     def load_warning(self, arrival_rate: float) -> str | None:
@@ -107,8 +109,9 @@ class Pool:
             return None
         need = self.workers_for(arrival_rate)
         return (
-            f"utilisation {percent(u)}: {arrival_rate:.3g} jobs/s against {self.capacity_words()}; "
-            f"above {percent(WARN_UTILISATION)} a backlog builds quickly and a crashed job waits for a "
-            f"busy worker to finish, so recovery is slower and less predictable; {need} workers would be "
+            f"utilisation {percent(u)}: {arrival_rate:.3g} jobs/s against "
+            f"{self.capacity_words()}; above {percent(WARN_UTILISATION)} a backlog builds quickly "
+            "and a crashed job waits for a busy worker to finish, so recovery is slower and less "
+            f"predictable; {need} workers would be "
             f"{percent(self.utilisation_with(need, arrival_rate))} busy"
         )

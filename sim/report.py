@@ -1,12 +1,15 @@
 """One self-contained HTML file to bring to the design review: settings, assumptions, verdicts with
 their evidence, the lease timeline, the trade-off chart and the advice.
 
-    sim.review("baseline").save_report("review.html")       # python -m sim review baseline --report review.html
-    sim.advise("sample").save_report("advice.html")         # python -m sim advise sample --report advice.html
+    sim.review("baseline").save_report("review.html")
+    sim.advise("sample").save_report("advice.html")
 
-Figures are inline SVG (no image files, no scripts, no fonts or styles fetched from anywhere), so the
-file opens offline, mails as one attachment and prints on A4 (print CSS: no breaks inside a row or
-a figure, badges keep their colours and words).
+or from the command line: python -m sim review baseline --report review.html, and
+python -m sim advise sample --report advice.html.
+
+Figures are inline SVG (no image files, no scripts, no fonts or styles fetched from anywhere), so
+the file opens offline, mails as one attachment and prints on A4 (print CSS: no breaks inside a row
+or a figure, badges keep their colours and words).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from sim.scenario import dumps
 from sim.wording import amount, count, duration, percent
 
 CSS = """
-body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px; margin: 24px auto;
-       padding: 0 16px; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ccc; }
+body { font: 14px/1.45 "DejaVu Sans", Arial, sans-serif; color: #222; max-width: 1100px;
+       margin: 24px auto; padding: 0 16px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ccc; }
 .meta { color: #555; font-size: 12px; }
 .headline { font-size: 16px; font-weight: bold; margin: 12px 0; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0; }
@@ -36,16 +40,18 @@ th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-ali
 th { background: #f0f0f0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr { break-inside: avoid; page-break-inside: avoid; }
-.badge { display: inline-block; min-width: 78px; padding: 2px 6px; border: 1px solid #222; border-radius: 4px;
-         font-weight: bold; text-align: center; white-space: nowrap; }
+.badge { display: inline-block; min-width: 78px; padding: 2px 6px; border: 1px solid #222;
+         border-radius: 4px; font-weight: bold; text-align: center; white-space: nowrap; }
 .pass { background: #009E73; color: white; } .risk { background: #E69F00; color: black; }
-.fail { background: #D55E00; color: white; } .untested { background: white; color: black; border-style: dashed; }
+.fail { background: #D55E00; color: white; }
+.untested { background: white; color: black; border-style: dashed; }
 .basis { color: #555; font-size: 12px; margin-top: 4px; }
 ul.tight li { margin: 2px 0; } .warning { color: #8a3b00; font-weight: bold; }
 .verdict { font-weight: bold; } .finding { color: #8a3b00; }
 figure { margin: 12px 0; break-inside: avoid; page-break-inside: avoid; }
 figure svg { width: 100%; height: auto; } figcaption { font-size: 12px; color: #555; }
-pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; font-size: 12px; white-space: pre-wrap; }
+pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; font-size: 12px;
+      white-space: pre-wrap; }
 @page { size: A4; margin: 14mm; }
 @media print {
   body { margin: 0; max-width: none; font-size: 11px; }
@@ -84,9 +90,9 @@ def _review_sections(review) -> str:
     for _key, row in review.table.iterrows():
         symbol = STATUS_STYLE[row["status"]][0]
         rows.append(
-            f"<tr><td><span class='badge {row['status']}'>{symbol} {row['status'].upper()}</span></td>"
-            f"<td>{_e(row['item'])}</td><td>{_e(row['evidence'])}<div class='basis'>basis: "
-            f"{_e(row['basis'])}</div></td></tr>"
+            f"<tr><td><span class='badge {row['status']}'>{symbol} "
+            f"{row['status'].upper()}</span></td><td>{_e(row['item'])}</td>"
+            f"<td>{_e(row['evidence'])}<div class='basis'>basis: {_e(row['basis'])}</div></td></tr>"
         )
     run, where = review.showcase()
     figure = _figure(
@@ -98,16 +104,18 @@ def _review_sections(review) -> str:
         [
             "<h2>Verdicts</h2>",
             f"<p class='headline'>{_e(review.tally())}</p>",
-            "<p>PASS only where the runs show the property; UNTESTED where they did not exercise it (neither a pass "
-            "nor a failure); each verdict names the runs it rests on.</p>",
-            "<table><tr><th>verdict</th><th>checklist item</th><th>evidence measured by simulation</th></tr>",
+            "<p>PASS only where the runs show the property; UNTESTED where they did not exercise "
+            "it (neither a pass nor a failure); each verdict names the runs it rests on.</p>",
+            "<table><tr><th>verdict</th><th>checklist item</th>"
+            "<th>evidence measured by simulation</th></tr>",
             *rows,
             "</table>",
             "<h2>Lease timeline</h2>",
             figure,
             "<h2>Settings</h2>",
             _settings_table(review.scenario),
-            f"<details open><summary>scenario as TOML</summary><pre>{_e(scenario_toml(review.scenario))}</pre></details>",
+            "<details open><summary>scenario as TOML</summary>"
+            f"<pre>{_e(scenario_toml(review.scenario))}</pre></details>",
         ]
     )
 
@@ -139,14 +147,16 @@ def _advice_sections(advice, *, level: int, timeline: bool, timeline_jobs: int =
         + "</ul>",
         _figure(
             _tradeoff_figure(advice),
-            "Each point is one setting as sim.analytic predicts it, at the recommended watcher interval: "
-            "left is a smaller false-expiry risk per job (whiskers: 95% upper bounds), down a faster recovery; "
-            "bigger, lighter markers cost more heartbeat and watcher statements per second. The star is the "
-            f"recommendation; faded points are not feasible. TTLs up to {_e(duration(max(chart_ttls(advice))))}: "
-            "far enough to reach the first feasible TTL of each line; longer ones only recover more slowly.",
+            "Each point is one setting as sim.analytic predicts it, at the recommended watcher "
+            "interval: left is a smaller false-expiry risk per job (whiskers: 95% upper bounds), "
+            "down a faster recovery; bigger, lighter markers cost more heartbeat and watcher "
+            "statements per second. The star is the recommendation; faded points are not "
+            f"feasible. TTLs up to {_e(duration(max(chart_ttls(advice))))}: far enough to reach "
+            "the first feasible TTL of each line; longer ones only recover more slowly.",
         ),
         f"<{h}>Assumptions</{h}>",
-        "<p>The risk figures hold under these assumptions and no others: check them against your monitoring.</p>",
+        "<p>The risk figures hold under these assumptions and no others: check them against your "
+        "monitoring.</p>",
         "<ul class='tight'>"
         + "".join(f"<li>{_e(line)}</li>" for line in advice.assumptions.lines())
         + f"<li>durations: {_e(read.get('echo', ''))}</li>"
@@ -206,8 +216,8 @@ def _neighbours_table(advice) -> str:
     if frame is None or not len(frame):
         return ""
     head = (
-        "<tr><th>setting</th><th>false expiry per job (95% upper bound)</th><th>a day (upper bound)</th>"
-        "<th>recovery</th><th>statements/s</th><th>score</th></tr>"
+        "<tr><th>setting</th><th>false expiry per job (95% upper bound)</th>"
+        "<th>a day (upper bound)</th><th>recovery</th><th>statements/s</th><th>score</th></tr>"
     )
     rows = []
     for r in frame.itertuples():
@@ -216,8 +226,10 @@ def _neighbours_table(advice) -> str:
         rows.append(
             f"<tr><td>TTL {_e(duration(r.ttl))}, heartbeat {_e(beat)}, watcher "
             f"{_e(duration(r.watcher_interval))}{mark}</td>"
-            f"<td class='num'>{percent(r.predicted_false_expiry)} ({percent(r.predicted_false_expiry_high)})</td>"
-            f"<td class='num'>{_e(amount(r.false_expiries_per_day))} ({_e(amount(r.false_expiries_per_day_high))})</td>"
+            f"<td class='num'>{percent(r.predicted_false_expiry)} "
+            f"({percent(r.predicted_false_expiry_high)})</td>"
+            f"<td class='num'>{_e(amount(r.false_expiries_per_day))} "
+            f"({_e(amount(r.false_expiries_per_day_high))})</td>"
             f"<td class='num'>{_e(duration(r.predicted_recovery_mean))}</td>"
             f"<td class='num'>{_e(amount(r.db_load))}</td>"
             f"<td class='num'>{_e(duration(r.score)) if r.feasible else 'not feasible'}</td></tr>"
@@ -227,8 +239,9 @@ def _neighbours_table(advice) -> str:
 
 def _evidence_table(evidence: pd.DataFrame) -> str:
     head = (
-        "<tr><th>TTL</th><th>runs</th><th>leases</th><th>false expiries (95% interval)</th><th>predicted</th>"
-        "<th>recovery mean (95% interval)</th><th>predicted</th><th>busy, crashes per worker-hour</th></tr>"
+        "<tr><th>TTL</th><th>runs</th><th>leases</th><th>false expiries (95% interval)</th>"
+        "<th>predicted</th><th>recovery mean (95% interval)</th><th>predicted</th>"
+        "<th>busy, crashes per worker-hour</th></tr>"
     )
     rows = []
     for r in evidence.itertuples():
@@ -239,9 +252,11 @@ def _evidence_table(evidence: pd.DataFrame) -> str:
             else f"too few crashes ({r.recoveries}) for an interval"
         )
         rows.append(
-            f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td><td class='num'>{r.leases}</td>"
+            f"<tr><td>{r.ttl:g} s{mark}</td><td class='num'>{r.runs}</td>"
+            f"<td class='num'>{r.leases}</td>"
             f"<td class='num'>{r.false_expiries} ({percent(r.false_expiry_ci_low)} to "
-            f"{percent(r.false_expiry_ci_high)})</td><td class='num'>{percent(r.predicted_false_expiry)}</td>"
+            f"{percent(r.false_expiry_ci_high)})</td>"
+            f"<td class='num'>{percent(r.predicted_false_expiry)}</td>"
             f"<td class='num'>{duration(r.recovery_mean)} ({_e(interval)})</td>"
             f"<td class='num'>{duration(r.predicted_recovery_mean)}</td>"
             f"<td class='num'>{percent(r.utilisation)}, {r.crash_rate:g}</td></tr>"
@@ -263,7 +278,8 @@ def _settings_table(scenario) -> str:
         (
             "faults",
             f"crashes {f.crash_rate:g}/worker-hour, pauses {f.pause_rate:g}/worker-hour, "
-            f"partitions {f.partition_rate:g}/worker-hour, scripted: {count(len(f.crashes), 'crash', 'crashes')}, "
+            f"partitions {f.partition_rate:g}/worker-hour, "
+            f"scripted: {count(len(f.crashes), 'crash', 'crashes')}, "
             f"{count(len(f.pauses), 'pause')}, {count(len(f.partitions), 'partition')}",
         ),
         ("horizon", f"{scenario.horizon:g} s"),
@@ -336,13 +352,15 @@ def _h1(title: str, subtitle: str) -> str:
 
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
-        f"<h1>{_e(title)}</h1><p class='meta'>{_e(subtitle)}<br>Lease Lab {__version__}, written {stamp}; "
+        f"<h1>{_e(title)}</h1><p class='meta'>{_e(subtitle)}<br>"
+        f"Lease Lab {__version__}, written {stamp}; "
         "every figure below is reproducible from the settings and seeds shown.</p>"
     )
 
 
 def _write(path: str | Path, title: str, body: list[str]) -> Path:
-    """The page, written to a temporary file beside `path` and renamed over it (never half a file)."""
+    """The page, written to a temporary file beside `path` and renamed over it
+    (never half a file)."""
     path = Path(path)
     page = (
         f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"

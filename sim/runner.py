@@ -15,12 +15,14 @@ def make_backend(
     kind: str | Backend = "memory", *, dsn: str | None = None, keep_schema: bool = False, sql=None
 ) -> Backend:
     """A fresh backend: 'memory' (the simulated Postgres) or 'postgres' (embedded, or the DSN's
-    server); `sql`, a queue directory (or QueueDefinition), runs the user's statements (postgres only)."""
+    server); `sql`, a queue directory (or QueueDefinition), runs the user's statements (postgres
+    only)."""
     if not isinstance(kind, str) and callable(getattr(kind, "execute", None)):
         return kind  # a Backend object (duck-typed: test doubles and recorders need not subclass)
     if not isinstance(kind, str):
         raise ConfigError(
-            f"backend: expected 'memory', 'postgres' or a Backend, got {type(kind).__name__} {kind!r}"
+            f"backend: expected 'memory', 'postgres' or a Backend, got {type(kind).__name__} "
+            f"{kind!r}"
         )
     if dsn is not None and not isinstance(dsn, str):
         raise ConfigError(f"dsn: expected a connection string, got {type(dsn).__name__}")
@@ -43,14 +45,15 @@ def make_backend(
 def refuse_memory(sql) -> None:
     raise ConfigError(
         f"--sql {getattr(sql, 'path', sql)}: the simulated database (backend memory) only knows "
-        "Lease Lab's own statements; a queue's own SQL runs on real PostgreSQL: use backend postgres"
+        "Lease Lab's own statements; a queue's own SQL runs on real PostgreSQL: use backend "
+        "postgres"
     )
 
 
 def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
     """(queue, dsn): the queue directory `sql` (or QueueDefinition) loaded, checked on the server at
-    `dsn` (the embedded one when None) and required by every scenario in `scenarios`, before anything
-    runs; refused when `memory` (a run asked for the memory backend)."""
+    `dsn` (the embedded one when None) and required by every scenario in `scenarios`, before
+    anything runs; refused when `memory` (a run asked for the memory backend)."""
     if memory:
         refuse_memory(sql)
     from sim.db.queue_dir import loaded

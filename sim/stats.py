@@ -1,8 +1,10 @@
-"""Small statistics shared by the sweeps, the analysis figures, the peer comparison and the design review.
+"""Small statistics shared by the sweeps, the analysis figures, the peer comparison and the design
+review.
 
 - `mean_ci`: mean and Student-t confidence interval of replications;
-- `summarize`: a one-row-per-run frame -> one row per group with `n` and `<metric>_mean/_ci_low/_ci_high`;
-  the one implementation of per-group intervals (`SweepResult.aggregate` calls it);
+- `summarize`: a one-row-per-run frame -> one row per group with `n` and
+  `<metric>_mean/_ci_low/_ci_high`; the one implementation of per-group intervals
+  (`SweepResult.aggregate` calls it);
 - `add_rates`: derived per-run rates (false-expiry rate, race probability, ...) that the summary
   does not carry, because their denominators differ;
 - `wilson_interval`: the interval of a binomial proportion (false expiries per lease), sound at 0;
@@ -37,7 +39,8 @@ RATES: dict[str, tuple[str, str]] = {
 
 
 def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float, int]:
-    """(mean, ci_low, ci_high, n) of the finite values (n counts those); semantics as in the module docstring."""
+    """(mean, ci_low, ci_high, n) of the finite values (n counts those);
+    semantics as in the module docstring."""
     _check_confidence(confidence)
     x = np.asarray([v for v in values if v is not None], dtype=float)
     x = x[np.isfinite(x)]
@@ -51,7 +54,8 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, f
 
 
 def _half_width(std, count, confidence: float):
-    """Half-width of the Student-t interval of a mean from its sample std and value count (NaN below 2)."""
+    """Half-width of the Student-t interval of a mean from its sample std and value count
+    (NaN below 2)."""
     std, count = np.asarray(std, dtype=float), np.asarray(count, dtype=float)
     dof = np.where(count >= 2, count - 1, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -108,20 +112,22 @@ def summarize(
     missing = [c for c in [*keys, *metrics] if c not in runs.columns]
     if missing:
         raise ConfigError(
-            f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, runs.columns))})"
+            f"{missing[0]}: not a column of the frame (columns: "
+            f"{', '.join(map(str, runs.columns))})"
         )
     values = runs[metrics].astype(float)
     values = values.where(np.isfinite(values))  # +-inf is missing too
     grouper = [runs[k] for k in keys] if keys else np.zeros(len(runs), dtype=int)
     groups = values.groupby(grouper, sort=sort, dropna=False)
-    moments = groups.agg(["mean", "std", "count"]) if metrics else None
     columns = {"n": groups.size().astype(np.int64)}
-    for name in metrics:
-        mean = moments[(name, "mean")].astype(float)
-        half = _half_width(moments[(name, "std")], moments[(name, "count")], confidence)
-        columns[f"{name}_mean"] = mean
-        columns[f"{name}_ci_low"] = mean - half
-        columns[f"{name}_ci_high"] = mean + half
+    if metrics:
+        moments = groups.agg(["mean", "std", "count"])
+        for name in metrics:
+            mean = moments[(name, "mean")].astype(float)
+            half = _half_width(moments[(name, "std")], moments[(name, "count")], confidence)
+            columns[f"{name}_mean"] = mean
+            columns[f"{name}_ci_low"] = mean - half
+            columns[f"{name}_ci_high"] = mean + half
     table = pd.concat(columns, axis=1)
     parts = [table.index.to_frame(index=False)] if keys else []
     return pd.concat([*parts, table.reset_index(drop=True)], axis=1)

@@ -1,7 +1,9 @@
-"""Parameter sweeps: a grid of scenario settings x replications, run on any concurrent.futures Executor.
+"""Parameter sweeps: a grid of scenario settings x replications, run on any concurrent.futures
+Executor.
 
     import sim
-    result = sim.sweep("crash-recovery", {"policy.watcher_interval": [5, 15, 30, 60]}, replications=20)
+    grid = {"policy.watcher_interval": [5, 15, 30, 60]}
+    result = sim.sweep("crash-recovery", grid, replications=20)
     result.runs          # one row per run: grid keys, replication, seed, summary metrics
     result.aggregate()   # one row per grid point: <metric>_mean, _ci_low, _ci_high and n
     print(result)        # the means of the main metrics, per point
@@ -102,7 +104,8 @@ def run_seed(seed: int, point: Mapping[str, object], replication: int) -> int:
 
 
 def _plain(value):
-    """numpy scalars and arrays -> Python values (the scenario validator wants int, float, str...)."""
+    """numpy scalars and arrays -> Python values (the scenario validator wants int, float,
+    str...)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -151,7 +154,8 @@ def _points(grid: dict[str, list]) -> list[dict[str, object]]:
 
 
 def _column_value(value):
-    """How a grid value appears in the runs table: scalars as themselves, tables and lists as JSON."""
+    """How a grid value appears in the runs table: scalars as themselves,
+    tables and lists as JSON."""
     if isinstance(value, Mapping | list):
         return json.dumps(value, sort_keys=True)
     return value
@@ -202,7 +206,8 @@ _POOLS: dict[int, cf.ProcessPoolExecutor] = {}
 
 def _start_method() -> str:
     """fork while this process has one thread (fast, and scripts need no __main__ guard); else
-    forkserver, since forking a process that runs other threads (Jupyter, a Dask client) is unsafe."""
+    forkserver, since forking a process that runs other threads (Jupyter, a Dask client) is
+    unsafe."""
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return "fork"
@@ -252,10 +257,10 @@ def sweep(
     """Run every point of `grid` (the full factorial) `replications` times; one summary row per run.
 
     scenario: a Scenario, preset name or TOML path; `overrides`, dotted keys set on it before the
-    grid (as in sim.run: sweep("baseline", grid, **{"policy.workers": 8})). grid: {dotted key: [values]}, e.g.
-    {"policy.lease_ttl": [20, 30], "policy.heartbeat_interval": [5, 10]}; every point is
-    validated before anything runs (ConfigError names the bad key or value). executor: None (a
-    process pool over `max_workers`, default all cores), "serial" (this process), or any
+    grid (as in sim.run: sweep("baseline", grid, **{"policy.workers": 8})). grid: {dotted key:
+    [values]}, e.g. {"policy.lease_ttl": [20, 30], "policy.heartbeat_interval": [5, 10]}; every
+    point is validated before anything runs (ConfigError names the bad key or value). executor: None
+    (a process pool over `max_workers`, default all cores), "serial" (this process), or any
     concurrent.futures.Executor, which is used but not shut down. metrics: summary metrics to keep
     (default all). progress: True shows a tqdm bar, False never, None once the sweep takes > 2 s
     where someone watches (never in batch output: sim.progress).
@@ -332,7 +337,11 @@ def sweep(
                 )
                 bar.tick(len(chunk))
         else:
-            pool = executor if executor is not None else _default_pool(max_workers or _cpu_count())
+            pool = (
+                _default_pool(max_workers or _cpu_count())
+                if executor is None or isinstance(executor, str)  # "serial" never comes here
+                else executor
+            )
             workers = getattr(pool, "_max_workers", None) or max_workers or _cpu_count()
             futures = {}
             for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):
@@ -428,8 +437,8 @@ class SweepResult:
     def __repr__(self) -> str:
         points = len(self.runs) // max(1, self.replications)
         return (
-            f"SweepResult({self.scenario.name!r}, {points} points x {self.replications} replications, "
-            f"keys={list(self.grid)}, seed={self.seed})"
+            f"SweepResult({self.scenario.name!r}, {points} points x {self.replications} "
+            f"replications, keys={list(self.grid)}, seed={self.seed})"
         )
 
     def __str__(self) -> str:
@@ -458,7 +467,8 @@ class SweepResult:
     def aggregate(
         self, metrics: Sequence[str] | None = None, confidence: float = 0.95
     ) -> pd.DataFrame:
-        """One row per grid point, in grid order: the keys, n, then <metric>_mean, _ci_low, _ci_high.
+        """One row per grid point, in grid order: the keys, n, then <metric>_mean, _ci_low,
+        _ci_high.
 
         Computed by sim.stats.summarize, whose module docstring gives the semantics once: `n` is the
         number of runs at the point; missing values (e.g. a recovery latency in a run without

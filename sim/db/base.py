@@ -62,7 +62,8 @@ class Backend(Protocol):
     def begin(self, client: str) -> None: ...
 
     def commit(self, client: str) -> None:
-        """Commit; committing a transaction aborted by an error rolls it back, as PostgreSQL does."""
+        """Commit; committing a transaction aborted by an error rolls it back,
+        as PostgreSQL does."""
 
     def rollback(self, client: str) -> None: ...
 

@@ -85,7 +85,13 @@ class DbUnavailable(Exception):
 
 
 class ServerUnavailableError(DatabaseError):
-    """The PostgreSQL server cannot be reached or refuses us; the message names the host, never a password."""
+    """The PostgreSQL server cannot be reached or refuses us; the message names the host,
+    never a password."""
+
+
+class QueueDefinitionError(ConfigError):
+    """A queue directory that cannot be used: one line naming file:line,
+    the statement and the problem."""
 
 
 def user_error(exc: BaseException) -> ConfigError | None:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sim.db import contracts
-from sim.db.base import Backend, from_timestamp
+from sim.db.base import Backend, Blocked, Rows, from_timestamp
 from sim.db.errors import ClientStateError
 from sim.errors import ConfigError
 
@@ -107,8 +107,9 @@ def query_state(
             )
         with PostgresBackend.attach(source, schema) as db:
             return _read(db, now)
-    if schema is not None and getattr(source, "schema", schema) != schema:
-        raise ValueError(f"schema {schema!r} given, but the backend works in {source.schema!r}")
+    works_in = getattr(source, "schema", schema)
+    if schema is not None and works_in != schema:
+        raise ValueError(f"schema {schema!r} given, but the backend works in {works_in!r}")
     return _read(source, now)
 
 
@@ -116,7 +117,7 @@ def final_tables(db: Backend) -> dict[str, list[tuple]]:
     """The tables a run leaves (jobs, ledger, processed_events) as rows, read on the inspector's
     own connection: what Run.tables holds, after a simulated run and after a live one alike."""
     db.connect(CLIENT)
-    return {name: db.execute(CLIENT, f"dump_{name}", {}) for name in TABLE_COLUMNS}
+    return {name: _rows(db, f"dump_{name}") for name in TABLE_COLUMNS}
 
 
 def _read(db: Backend, now: float | None) -> QueueState:
@@ -124,18 +125,26 @@ def _read(db: Backend, now: float | None) -> QueueState:
         db.connect(CLIENT)
     except ClientStateError:
         pass  # sim.run's own inspector, idle since it dumped the tables: reuse it
-    jobs = _frame(db.execute(CLIENT, "dump_jobs", {}), JOB_COLUMNS)
-    ledger = _frame(db.execute(CLIENT, "dump_ledger", {}), LEDGER_COLUMNS)
-    markers = _frame(db.execute(CLIENT, "dump_processed_events", {}), MARKER_COLUMNS)
-    counts = dict(db.execute(CLIENT, "count_jobs_by_status", {}))
+    jobs = _frame(_rows(db, "dump_jobs"), JOB_COLUMNS)
+    ledger = _frame(_rows(db, "dump_ledger"), LEDGER_COLUMNS)
+    markers = _frame(_rows(db, "dump_processed_events"), MARKER_COLUMNS)
+    counts = dict(_rows(db, "count_jobs_by_status"))
     status_counts = pd.Series(
         {s: int(counts.get(s, 0)) for s in STATUSES}, name="jobs", dtype="int64"
     )
     status_counts.index.name = "status"
     if now is None:
         now = _latest(jobs, ledger, markers)
-    stuck = _frame(db.execute(CLIENT, "select_stuck_jobs", {"now": float(now)}), STUCK_COLUMNS)
+    stuck = _frame(_rows(db, "select_stuck_jobs", {"now": float(now)}), STUCK_COLUMNS)
     return QueueState(float(now), jobs, ledger, markers, status_counts, stuck)
+
+
+def _rows(db: Backend, query: str, params: dict | None = None) -> Rows:
+    """The rows of one of the inspector's reads: plain SELECTs, which wait on no lock."""
+    rows = db.execute(CLIENT, query, params or {})
+    if isinstance(rows, Blocked):
+        raise ClientStateError(f"the inspector's {query} waits on a lock of {rows.holder}")
+    return rows
 
 
 def _frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:

@@ -46,7 +46,8 @@ SELECT 'SCHEMA', nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace
 # Server processes holding or awaiting a lock on a schema's tables: a dead run's clients.
 _LOCKERS = """
 SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
- WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s) AND l.pid <> pg_backend_pid()
+ WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)
+   AND l.pid <> pg_backend_pid()
 """
 
 
@@ -105,7 +106,7 @@ def _parse(text: str | None) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-# ---- on the server ---------------------------------------------------------------------------------
+# ---- on the server -------------------------------------------------------------------------------
 
 
 def mark(admin: psycopg.Connection, kind: str, name: str) -> None:
@@ -147,10 +148,10 @@ def clean_server(admin: psycopg.Connection) -> list[str]:
         why = dead(_parse(text))
         if why:
             found.setdefault(name, {})[kind] = why
-    removed = []
+    removed: list[str] = []
     if not found:
         return removed
-    previous = admin.execute("SHOW lock_timeout").fetchone()[0]
+    [(previous,)] = admin.execute("SHOW lock_timeout").fetchall()
     admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
     try:
         for name, kinds in sorted(found.items()):
@@ -213,7 +214,7 @@ def wake(admin: psycopg.Connection, pids: list[int]) -> None:
                 os.kill(pid, signal.SIGCONT)
 
 
-# ---- on this machine -------------------------------------------------------------------------------
+# ---- on this machine -----------------------------------------------------------------------------
 
 
 def clean_handle_pids(pgdata: Path) -> list[str]:
@@ -248,7 +249,8 @@ def mark_folder(folder: Path) -> None:
 
 
 def clean_temp_folders(root: Path | None = None) -> list[str]:
-    """Remove the temporary folders of live runs that died (their owner.json names a dead process)."""
+    """Remove the temporary folders of live runs that died (their owner.json names a
+    dead process)."""
     root = Path(tempfile.gettempdir()) if root is None else root
     removed = []
     for folder in sorted(root.glob(f"{LIVE_FOLDER_PREFIX}*")):

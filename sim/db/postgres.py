@@ -423,16 +423,30 @@ class PostgresBackend(ClientTable):
         self._closed = True
         atexit.unregister(self.close)
         try:
-            self._disconnect(list(self._clients.values()))
-            self._clients.clear()
-            if self.sandbox is None:  # attached to a kept schema: it stays as it was
-                log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
-            else:
-                self.sandbox.drop(self._monitor, keep_schema=self.keep_schema)
-                if self.keep_schema:
-                    log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
+            try:
+                self._release()
+            except (psycopg.Error, DatabaseError):
+                # A Ctrl-C or SIGTERM that cancelled a monitor statement can leave the monitor
+                # closed, or its cancel land on the next statement: release on a fresh connection.
+                self._monitor.close()
+                self._monitor = open_connection(
+                    self.dsn, autocommit=True, application_name="leaselab:monitor"
+                )
+                self._release()
         finally:
             self._monitor.close()
+
+    def _release(self) -> None:
+        """End the clients' server processes, then drop the run's schema and role (or keep the
+        schema). Safe to call again after a failure part way."""
+        self._disconnect(list(self._clients.values()))
+        self._clients.clear()
+        if self.sandbox is None:  # attached to a kept schema: it stays as it was
+            log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
+        else:
+            self.sandbox.drop(self._monitor, keep_schema=self.keep_schema)
+            if self.keep_schema:
+                log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
 
     def __enter__(self) -> PostgresBackend:
         return self

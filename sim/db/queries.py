@@ -46,7 +46,8 @@ class Query:
 
     @cached_property
     def uses_clock(self) -> bool:
-        """The statement reads the client's clock (`now`), bound at execution (sim.protocol.bind_clock)."""
+        """The statement reads the client's clock (`now`), bound at execution
+        (sim.protocol.bind_clock)."""
         return "now" in self.param_names
 
     @cached_property

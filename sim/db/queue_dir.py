@@ -35,6 +35,7 @@ from sim.db.contracts import (
     bound_params,
     statements_called,
 )
+from sim.db.errors import QueueDefinitionError
 from sim.db.queries import (
     PARAM_TYPES,
     PLACEHOLDER,
@@ -43,6 +44,7 @@ from sim.db.queries import (
     job_schema_sql,
     load_queries,
 )
+from sim.db.user_sql import query_problem, run_schema
 from sim.errors import ConfigError
 
 QUERIES_FILE = "queries.sql"
@@ -76,10 +78,6 @@ UNION ALL
  WHERE c.xmin::text = (txid_current() % 4294967296)::text AND n.nspname <> $1
    AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1 LIMIT 1)
 """
-
-
-class QueueDefinitionError(ConfigError):
-    """A queue directory that cannot be used: one line naming file:line, the statement and the problem."""
 
 
 @dataclass(frozen=True)
@@ -420,7 +418,6 @@ class _Checker:
         return self.pg.exec_(text.encode())
 
     def run(self) -> None:
-        from sim.db.user_sql import run_schema
 
         q, schema = self.queue, self.schema
         self._ok(self._exec("BEGIN"))
@@ -500,8 +497,6 @@ class _Checker:
                 f"PostgreSQL cannot PREPARE it against {against}: {_message(result)}",
             )
         if o is not None:
-            from sim.db.user_sql import query_problem
-
             problem = query_problem(self.pg, stmt, wire.oids, self.limit, q.where(name))
             if problem:
                 _fail(q.file(), o.sql_line, name, problem)

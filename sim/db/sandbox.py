@@ -62,7 +62,8 @@ _BACKENDS = "SELECT pid FROM pg_stat_activity WHERE usename = %s AND pid <> pg_b
 
 
 class SandboxRefused(ConfigError):
-    """The server cannot give a queue's SQL a sandbox (and the caller did not accept its own rights)."""
+    """The server cannot give a queue's SQL a sandbox (and the caller did not accept its
+    own rights)."""
 
 
 class StatementLimitError(ConfigError):
@@ -126,9 +127,10 @@ class Sandbox:
                 )
             if self.role is not None:
                 role = sql.Identifier(self.role)
-                if admin.execute(
+                [(exists,)] = admin.execute(
                     "SELECT count(*) FROM pg_roles WHERE rolname = %s", (self.role,)
-                ).fetchone()[0]:
+                ).fetchall()
+                if exists:
                     admin.execute(sql.SQL("DROP OWNED BY {}").format(role))
                     admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
 
@@ -144,11 +146,11 @@ def create(
     role_settings: dict[str, str] | None = None,
 ) -> Sandbox:
     """A new schema (and, for the user's SQL unless `own_rights`, the role that owns it) on the
-        server of `admin`, a connection of the DSN user (autocommit). `user_sql=False`: Lease Lab's
-        own SQL only, no role and no statement limit. `keep`: the schema is to be kept after the run
-    (--keep-schema), even if the run dies. `role_settings`: further settings the role gets
-        at login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that died
-        are cleaned up first, once per server and process."""
+    server of `admin`, a connection of the DSN user (autocommit). `user_sql=False`: Lease Lab's
+    own SQL only, no role and no statement limit. `keep`: the schema is to be kept after the run
+    (--keep-schema), even if the run dies. `role_settings`: further settings the role gets at
+    login (e.g. deadlock_timeout, which only a superuser may set). Leftovers of runs that died are
+    cleaned up first, once per server and process."""
     leftovers.clean_once(admin, dsn)
     name = schema or f"leaselab_{secrets.token_hex(6)}"
     with_role = user_sql and not own_rights
@@ -168,7 +170,7 @@ def create(
                     _create_role(admin, box, role_settings or {})
                 owner = (
                     sql.SQL(" AUTHORIZATION {}").format(sql.Identifier(box.role))
-                    if with_role
+                    if box.role is not None
                     else sql.SQL("")
                 )
                 admin.execute(sql.SQL("CREATE SCHEMA {}{}").format(sql.Identifier(name), owner))
@@ -228,9 +230,9 @@ def terminate(admin: psycopg.Connection, role: str) -> None:
 
 
 def _refuse_without_createrole(admin: psycopg.Connection, dsn: str) -> None:
-    user, superuser, createrole = admin.execute(
+    [(user, superuser, createrole)] = admin.execute(
         "SELECT current_user, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user"
-    ).fetchone()
+    ).fetchall()
     if not (superuser or createrole):
         raise SandboxRefused(
             f"--sql: user {user} at {describe_dsn(dsn)} cannot create roles (it has neither "
@@ -241,16 +243,19 @@ def _refuse_without_createrole(admin: psycopg.Connection, dsn: str) -> None:
 
 
 def _create_role(admin: psycopg.Connection, box: Sandbox, settings: dict[str, str]) -> None:
-    role = sql.Identifier(box.role)
-    hashed = admin.pgconn.encrypt_password(box.password.encode(), box.role.encode()).decode()
+    role_name, limit = box.role, box.limit
+    if role_name is None or limit is None:  # create() makes a role only for the user's SQL
+        raise ValueError(f"sandbox {box.schema}: a role needs a name and a statement time limit")
+    role = sql.Identifier(role_name)
+    hashed = admin.pgconn.encrypt_password(box.password.encode(), role_name.encode()).decode()
     admin.execute(
         sql.SQL(
             "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT "
             "NOREPLICATION NOBYPASSRLS"
         ).format(role, sql.Literal(hashed))
     )
-    leftovers.mark(admin, "ROLE", box.role)
-    timeouts = {"statement_timeout": str(int(box.limit * 1000))}
+    leftovers.mark(admin, "ROLE", role_name)
+    timeouts = {"statement_timeout": str(int(limit * 1000))}
     if admin.info.server_version >= 140000:  # a server process notices a client that died
         timeouts["client_connection_check_interval"] = "1000"
     for name, value in {**timeouts, **settings, "search_path": box.schema}.items():
@@ -259,14 +264,15 @@ def _create_role(admin: psycopg.Connection, box: Sandbox, settings: dict[str, st
                 role, sql.Identifier(name), sql.Literal(value)
             )
         )
-    superuser = admin.execute(
+    [(superuser,)] = admin.execute(
         "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
-    ).fetchone()[0]
+    ).fetchall()
     if not superuser:  # CREATEROLE: become a member, to give it the schema and drop it afterwards
         admin.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(role))
-    if not admin.execute(
-        "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (box.role,)
-    ).fetchone()[0]:
+    [(can_connect,)] = admin.execute(
+        "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (role_name,)
+    ).fetchall()
+    if not can_connect:
         admin.execute(
             sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
                 sql.Identifier(admin.info.dbname), role
@@ -275,7 +281,8 @@ def _create_role(admin: psycopg.Connection, box: Sandbox, settings: dict[str, st
 
 
 def _refuse_exposure(admin: psycopg.Connection, box: Sandbox) -> None:
-    """SandboxRefused when privileges granted to PUBLIC would let the role write outside its schema."""
+    """SandboxRefused when privileges granted to PUBLIC would let the role write outside
+    its schema."""
     row = admin.execute(_EXPOSED, {"role": box.role, "schema": box.schema}).fetchone()
     if row:
         raise SandboxRefused(
@@ -293,7 +300,7 @@ def _admin_errors(dsn: str) -> Iterator[None]:
         raise connection_error(dsn, exc) from None
 
 
-# ---- a statement with a time limit, on the wire ----------------------------------------------------
+# ---- a statement with a time limit, on the wire --------------------------------------------------
 
 
 def bounded(

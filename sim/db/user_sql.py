@@ -11,20 +11,23 @@ UPDATE, DELETE or MERGE (with WITH).
 
 from __future__ import annotations
 
+import functools
 import json
 
 from psycopg import pq
 
+from sim.db.errors import QueueDefinitionError
 from sim.db.sandbox import StatementLimitError, bounded, past_limit, timed_out
 from sim.db.sql_split import split_statements
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
-_DEFINITIONS = ("CREATE", "ALTER", "DROP", "COMMENT", "INSERT", "UPDATE", "DELETE", "SELECT")
-_DEFINITIONS += ("GRANT", "REVOKE", "TRUNCATE", "ANALYZE")
-_NOT_DEFINITIONS = ("ALTER ROLE", "ALTER DATABASE", "ALTER SYSTEM", "ALTER TABLESPACE")
-_NOT_DEFINITIONS += ("CREATE ROLE", "DROP ROLE", "CREATE DATABASE", "DROP DATABASE")
-_TRANSACTION = ("BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
-_TRANSACTION += ("PREPARE TRANSACTION", "COMMIT PREPARED", "ROLLBACK PREPARED")
+_DEFINITIONS: tuple[str, ...] = ("CREATE", "ALTER", "DROP", "COMMENT", "INSERT", "UPDATE")
+_DEFINITIONS += ("DELETE", "SELECT", "GRANT", "REVOKE", "TRUNCATE", "ANALYZE")
+_NOT_DEFINITIONS: tuple[str, ...] = ("ALTER ROLE", "ALTER DATABASE", "ALTER SYSTEM")
+_NOT_DEFINITIONS += ("ALTER TABLESPACE", "CREATE ROLE", "DROP ROLE", "CREATE DATABASE")
+_NOT_DEFINITIONS += ("DROP DATABASE",)
+_TRANSACTION: tuple[str, ...] = ("BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "SAVEPOINT")
+_TRANSACTION += ("RELEASE", "PREPARE TRANSACTION", "COMMIT PREPARED", "ROLLBACK PREPARED")
 _SESSION = ("SET", "RESET", "DISCARD", "SET CONSTRAINTS")
 _CODE = ("DO", "CALL")
 _TYPE_NAMES = {20: "int8", 25: "text", 16: "bool", 1184: "timestamptz"}
@@ -70,14 +73,13 @@ def _kind(tag: str) -> str:
 def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None) -> None:
     """Run a schema.sql statement by statement, inside the caller's open transaction;
     ConfigError naming file:line for a refused kind, a failure or the time limit."""
-    from sim.db.queue_dir import QueueDefinitionError
 
     for statement in split_statements(script):
         where = f"{file}:{statement.line}"
         try:
             results = bounded(
                 pg,
-                lambda text=statement.text: pg.send_query(text.encode()),
+                functools.partial(pg.send_query, statement.text.encode()),
                 limit if limit is not None else 3600.0,
                 where,
             )
@@ -122,10 +124,10 @@ def query_problem(
     params = ", ".join(f"NULL::{_TYPE_NAMES.get(oid, 'text')}" for oid in oids)
     # `prepared` is Lease Lab's own name for the statement (letters and underscores)
     text = f"EXPLAIN (FORMAT JSON) EXECUTE {prepared.decode()}{f'({params})' if oids else ''}"
-    text = text.encode()
+    query = text.encode()
     pg.exec_(b"SAVEPOINT leaselab_explain")
     try:
-        results = bounded(pg, lambda: pg.send_query(text), limit or 3600.0, where)
+        results = bounded(pg, lambda: pg.send_query(query), limit or 3600.0, where)
     finally:
         pg.exec_(b"ROLLBACK TO SAVEPOINT leaselab_explain")
         pg.exec_(b"RELEASE SAVEPOINT leaselab_explain")
@@ -139,7 +141,8 @@ def query_problem(
         if timed_out(sqlstate):
             raise past_limit(where)
         return None  # a plan that NULL parameters upset says nothing about the statement
-    plan = json.loads(result.get_value(0, 0).decode())
+    value = result.get_value(0, 0)
+    plan = json.loads(value.decode()) if value is not None else []
     if plan and not isinstance(plan[0], dict):
         return (
             "is not a query (SELECT, INSERT, UPDATE, DELETE or MERGE): transaction control, "

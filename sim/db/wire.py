@@ -20,7 +20,8 @@ _PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
 
 
 class SimTimeLoader(Loader):
-    """timestamptz (binary: microseconds since 2000-01-01) -> simulated seconds, like MemoryBackend."""
+    """timestamptz (binary: microseconds since 2000-01-01) -> simulated seconds,
+    like MemoryBackend."""
 
     format = pq.Format.BINARY
 

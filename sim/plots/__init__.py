@@ -12,7 +12,8 @@ ax= and returns the Axes.
   `heatmap`, `tradeoff`) and `plot_durations`;
 - peers: `peer_comparison`;
 - recovery: notebook 04's `claim_takes_expired` overlay and `watcher_cost`;
-- rules: the cheat sheet's measured rules of thumb, `repeat_recovery_excess` and `load_recovery_figure`;
+- rules: the cheat sheet's measured rules of thumb, `repeat_recovery_excess` and
+  `load_recovery_figure`;
 - style: the palette, line styles, hatches and axis labels they share.
 """
 

@@ -73,7 +73,8 @@ def advice_frame(
 
 
 def chart_heartbeats(advice) -> list[float | None]:
-    """The heartbeat lines of the advice's chart: none, and the recommended one (5 s without one)."""
+    """The heartbeat lines of the advice's chart: none, and the recommended one
+    (5 s without one)."""
     h = advice.heartbeat_interval
     return [None, h if h is not None else 5.0]
 

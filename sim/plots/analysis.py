@@ -11,6 +11,8 @@ does not carry (false_expiry_rate, race_probability, ...) come from sim.stats.RA
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -37,6 +39,9 @@ from sim.plots.style import (
 )
 from sim.wording import count
 
+if TYPE_CHECKING:
+    from matplotlib.transforms import Bbox
+
 
 def metric_table(
     frame: pd.DataFrame, keys: list[str], metric: str, confidence: float = 0.95
@@ -53,7 +58,8 @@ def metric_table(
     missing = [k for k in keys if k not in frame.columns]
     if missing:
         raise ConfigError(
-            f"{missing[0]}: not a column of the frame (columns: {', '.join(map(str, frame.columns))})"
+            f"{missing[0]}: not a column of the frame (columns: "
+            f"{', '.join(map(str, frame.columns))})"
         )
     if f"{metric}_mean" in frame.columns:
         out = frame[keys].copy()
@@ -95,7 +101,8 @@ def metric_table(
 
 
 def multiplicity(run) -> dict[str, float]:
-    """How many times each job was claimed, and each payment charged and booked (1.0 = exactly once).
+    """How many times each job was claimed, and each payment charged and booked (1.0 = exactly
+    once).
 
     Averaged over the jobs (payments) that were claimed (charged, booked) at least once.
     """
@@ -212,8 +219,8 @@ def race_probability(
 ):
     """Double claims per lease vs `x` (workers), one line per `by` value (select-to-update gap).
 
-    `frame`: per-run rows with double_claims and leases (or race_probability), or an aggregated frame
-    with race_probability_mean (and _ci_low/_ci_high for the bands).
+    `frame`: per-run rows with double_claims and leases (or race_probability), or an aggregated
+    frame with race_probability_mean (and _ci_low/_ci_high for the bands).
     """
     keys = [x] + ([by] if by else [])
     table = metric_table(frame, keys, "race_probability", confidence)
@@ -291,7 +298,8 @@ def recovery_vs_interval(
     theory_label: str = "theory (sim.analytic)",
     confidence: float = 0.95,
 ):
-    """Simulated recovery latency (mean, CI band) vs `x` (watcher interval or TTL), beside the theory.
+    """Simulated recovery latency (mean, CI band) vs `x` (watcher interval or TTL), beside the
+    theory.
 
     `theory`: a callable x -> seconds (e.g. a lambda around sim.analytic.recovery_latency_mean),
     drawn as a smooth dashed curve over the swept range; or precomputed values (a Series indexed
@@ -396,8 +404,8 @@ def heatmap(
     for i, xv in enumerate(xs):
         for j, yv in enumerate(ys):
             row = cells.get((xv, yv))
-            v = np.nan if row is None else row["mean"]
-            if np.isfinite(v):
+            if row is not None and np.isfinite(row["mean"]):
+                v = row["mean"]
                 face = colours(norm(v))
                 ax.add_patch(
                     Rectangle(
@@ -471,7 +479,8 @@ def heatmap(
     ci = "" if big or not table[["low", "high"]].notna().any().any() else f" [{confidence:.0%} CI]"
     finish(
         ax,
-        f"{what[:1].upper()}{what[1:]} by {KEY_LABELS.get(x, (x,))[0]} and {KEY_LABELS.get(y, (y,))[0]}",
+        f"{what[:1].upper()}{what[1:]} by {KEY_LABELS.get(x, (x,))[0]} and "
+        f"{KEY_LABELS.get(y, (y,))[0]}",
         f"cell: mean{ci}; {n_text(table, 'cell')}",
     )
     ax.grid(False)
@@ -482,7 +491,8 @@ def heatmap(
 
 
 def pareto_front(x, y) -> np.ndarray:
-    """Boolean mask of the points no other point beats on both x and y (lower is better; NaN: never)."""
+    """Boolean mask of the points no other point beats on both x and y
+    (lower is better; NaN: never)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
     front = ok.copy()
@@ -512,7 +522,8 @@ def tradeoff(
     mark_label: str = "recommended",
     feasible: str | None = None,
 ):
-    """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and shade = DB load.
+    """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and
+    shade = DB load.
 
     Each point is one setting (a row of a sweep's aggregate, identified by its dotted grid keys or
     `keys`), labelled with those settings. The frontier (settings no other setting beats on both
@@ -774,7 +785,7 @@ def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
     renderer = _renderer(fig)
     frame = ax.get_window_extent(renderer)
     blocked = [artist.get_window_extent(renderer) for artist in avoid]
-    placed = []
+    placed: list[Bbox] = []
     where = ax.transData.transform(np.column_stack([xs, ys]))
     steps = [0] + [k for j in range(1, 41) for k in (j, -j)]
     for i in np.argsort(where[:, 1], kind="stable"):

@@ -1,4 +1,5 @@
-"""The peer comparison figure: how fast each popular queue recovers a crashed job, and at what cost."""
+"""The peer comparison figure: how fast each popular queue recovers a crashed job,
+and at what cost."""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def peer_comparison(
     needed = {"label", "recovery", "lease_ttl", f"{metric}_mean"}
     if not needed <= set(frame.columns):
         raise ConfigError(
-            f"peer_comparison: expected a sim.peers.compare_peers frame with {', '.join(sorted(needed))}"
+            "peer_comparison: expected a sim.peers.compare_peers frame with "
+            f"{', '.join(sorted(needed))}"
         )
     from matplotlib.ticker import FixedLocator, NullLocator
     from matplotlib.transforms import ScaledTranslation, blended_transform_factory

@@ -1,5 +1,5 @@
-"""Figures of the two measured rules of thumb (sim.teaching.rules_of_thumb, notebook 11). Each takes ax=
-and returns the Axes; colours and markers from sim.plots.style."""
+"""Figures of the two measured rules of thumb (sim.teaching.rules_of_thumb, notebook 11). Each takes
+ax= and returns the Axes; colours and markers from sim.plots.style."""
 
 from __future__ import annotations
 
@@ -95,8 +95,8 @@ def load_recovery_figure(frame: pd.DataFrame, ax=None):
     ax.set_xlabel("worker utilization (%)")
     ax.set_ylabel("recovery latency (s)")
     ax.set_title(
-        f"Recovery latency as the workers get busier; 95% intervals over {int(frame['runs'].iloc[0])} runs "
-        "per point",
+        "Recovery latency as the workers get busier; 95% intervals over "
+        f"{int(frame['runs'].iloc[0])} runs per point",
         loc="left",
         fontsize=10,
     )

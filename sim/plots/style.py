@@ -117,7 +117,8 @@ ANNOTATION_PT = 9  # the smallest text on a figure: annotations, legends, cell l
 
 
 def label_log_axis(axis, values) -> None:
-    """Tick a log axis at `values` with plain numbers ('5', '20', '120'), not 6x10^0-style minor labels."""
+    """Tick a log axis at `values` with plain numbers ('5', '20', '120'),
+    not 6x10^0-style minor labels."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
     values = sorted({float(v) for v in values})

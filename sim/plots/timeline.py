@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -415,8 +416,9 @@ def _draw_watcher(ax, events: pd.DataFrame, y: float, legend) -> None:
 def _draw_spans(
     ax, events: pd.DataFrame, y_of: dict, t0: float, t1: float, horizon: float, legend
 ) -> None:
-    """Shade each lane while its worker is paused, partitioned from the DB, or down after a crash."""
-    styles = {
+    """Shade each lane while its worker is paused, partitioned from the DB,
+    or down after a crash."""
+    styles: dict[str, tuple[dict[str, Any], str]] = {
         "pause": ({"facecolor": "#8c8c8c", "alpha": 0.35, "lw": 0}, _PAUSE),
         "partition": (
             {"facecolor": "#cfe3f3", "edgecolor": "#7a9ab5", "hatch": "..", "lw": 0},
@@ -609,7 +611,8 @@ def _title(run, window, jobs: list[int] | None = None) -> str:
 
 
 def auto_window(run, span: float = 120.0, per_lane: float = 14.0) -> tuple[float, float] | None:
-    """A window worth looking at: the whole run if it is short, else ~`span` s around the first trouble.
+    """A window worth looking at: the whole run if it is short, else ~`span` s around the first
+    trouble.
 
     Trouble is a crash, pause, partition or a lease that expired or was revoked. The window also
     narrows when leases are so dense that bars would be slivers (about `per_lane` leases per lane).

@@ -1,4 +1,5 @@
-"""What the teaching notebooks (notebooks/NN-*.ipynb) need beyond the rest of `sim`, as `teaching.X`.
+"""What the teaching notebooks (notebooks/NN-*.ipynb) need beyond the rest of `sim`, as
+`teaching.X`.
 
 The notebooks narrate and call; everything with logic lives in these modules, with tests
 (tests/teaching/test_teaching.py):

@@ -19,7 +19,8 @@ from sim.wording import count
 class Script:
     """Drive a Backend by hand, statement by statement, and keep a transcript.
 
-        s = Script()                       # a fresh simulated PostgreSQL (or Script(PostgresBackend()))
+        s = Script()                       # a fresh simulated PostgreSQL
+        s = Script(PostgresBackend())      # or a real one
         s.connect("A", "B")
         s.at(1.0).sql("A", "insert_job", id=1, event_id="evt-1", payload="{}")
         s.sql("A", "claim_conditional", id=1, owner="A", ttl=30)
@@ -221,7 +222,8 @@ class Delivery:
             self.state = "rejected"
         else:
             raise ConfigError(
-                f"delivery {self.event_id} by {self.client}: cannot finish from state {self.state!r}"
+                f"delivery {self.event_id} by {self.client}: cannot finish from state "
+                f"{self.state!r}"
             )
         return self.state
 

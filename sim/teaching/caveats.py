@@ -23,8 +23,8 @@ def contention_sentence(frame: pd.DataFrame) -> str:
     gap_ms = 1000 * float(frame["gap"].iloc[0])
     fastest = str(drain.idxmin())
     text = (
-        f"With {most} workers and a {gap_ms:g} ms gap between read and write, **{fastest}** drained the batch "
-        f"first, in {drain[fastest]:.3g} s"
+        f"With {most} workers and a {gap_ms:g} ms gap between read and write, **{fastest}** "
+        f"drained the batch first, in {drain[fastest]:.3g} s"
     )
     others = [
         s
@@ -38,27 +38,32 @@ def contention_sentence(frame: pd.DataFrame) -> str:
         convoy = float(waits["select_for_update"])
         if convoy > 0 and waits.idxmax() == "select_for_update":
             text += (
-                f" The blocking FOR UPDATE spent {convoy:.3g} worker-seconds waiting on row locks, more than any "
-                "other strategy: that is the convoy."
+                f" The blocking FOR UPDATE spent {convoy:.3g} worker-seconds waiting on row "
+                "locks, more than any other strategy: that is the convoy."
             )
         else:
-            text += " The blocking FOR UPDATE waited on no more row locks than the others: no convoy at this gap."
+            text += (
+                " The blocking FOR UPDATE waited on no more row locks than the others: no convoy "
+                "at this gap."
+            )
         if fastest == "select_for_update":
             text += (
-                f" With the lock held only {gap_ms:g} ms per claim, queueing behind it cost less than it saved "
-                "here: the convoy is the price of holding a row lock for the whole gap, and it grows with the gap."
+                f" With the lock held only {gap_ms:g} ms per claim, queueing behind it cost less "
+                "than it saved here: the convoy is the price of holding a row lock for the whole "
+                "gap, and it grows with the gap."
             )
     if "conditional_update" in busiest.index:
         text += (
-            f" The conditional UPDATE lost {busiest.loc['conditional_update', 'lost_claims']:.0f} claims "
-            "(no row back) and read them again."
+            f" The conditional UPDATE lost {busiest.loc['conditional_update', 'lost_claims']:.0f} "
+            "claims (no row back) and read them again."
         )
     return text + " All three are *correct*; they differ in how much work the losers waste."
 
 
 def _mode_hint(fast: bool, runs: str) -> str:
     return (
-        f" Fast mode runs only {runs}; the full run (`fast = False`, or LEASELAB_FAST unset) runs more."
+        f" Fast mode runs only {runs}; the full run (`fast = False`, or LEASELAB_FAST unset) runs "
+        "more."
         if fast
         else ""
     )
@@ -77,18 +82,22 @@ def recovery_theory_sentence(
     when misses come from too few replications rather than from the formula."""
     mean, low, high = table[f"{y}_mean"], table[f"{y}_ci_low"], table[f"{y}_ci_high"]
     inside = table["theory"].between(low, high)
-    text = f"The theory lies inside the 95% confidence interval at {int(inside.sum())} of {len(table)} watcher intervals"
+    text = (
+        f"The theory lies inside the 95% confidence interval at {int(inside.sum())} of "
+        f"{len(table)} watcher intervals"
+    )
     missed = table[~inside]
     if len(missed):
         text += "; it misses at " + "; ".join(
-            f"W = {r[x]:g} s (theory {r['theory']:.3g} s, simulated {r[f'{y}_mean']:.3g} s, interval "
-            f"{r[f'{y}_ci_low']:.3g} to {r[f'{y}_ci_high']:.3g} s)"
+            f"W = {r[x]:g} s (theory {r['theory']:.3g} s, simulated {r[f'{y}_mean']:.3g} s, "
+            f"interval {r[f'{y}_ci_low']:.3g} to {r[f'{y}_ci_high']:.3g} s)"
             for _, r in missed.iterrows()
         )
         if fast:
             text += (
-                f". With {replications} runs per point a miss says little: the wait for the watcher alone "
-                "is uniform over W, so at long intervals a handful of runs leaves the mean far from W/2."
+                f". With {replications} runs per point a miss says little: the wait for the "
+                "watcher alone is uniform over W, so at long intervals a handful of runs leaves "
+                "the mean far from W/2."
             )
         else:
             text += ". With 95% intervals, a point may miss by chance."
@@ -101,8 +110,8 @@ def recovery_theory_sentence(
     )
     text += (
         f" Fitted over the points, recovery grows by {slope:.2g} s per second of watcher interval "
-        f"(the theory: 0.5), from {mean.iloc[0]:.3g} s at W = {table[x].iloc[0]:g} s to {mean.iloc[-1]:.3g} s at "
-        f"W = {table[x].iloc[-1]:g} s."
+        f"(the theory: 0.5), from {mean.iloc[0]:.3g} s at W = {table[x].iloc[0]:g} s to "
+        f"{mean.iloc[-1]:.3g} s at W = {table[x].iloc[-1]:g} s."
     )
     if len(missed) or not 0.35 <= slope <= 0.65:
         text += _mode_hint(fast, f"{replications} replications per watcher interval")
@@ -127,10 +136,10 @@ def false_expiry_caveat(table: pd.DataFrame, theory, *, fast: bool) -> str:
             ratio = r["high"] / t if t > 0 else float("inf")
             times = "over a thousand" if ratio > 1000 else f"{ratio:.0f}"
             notes.append(
-                f"{label}, no false expiry was seen at TTL {ttls} s: in {int(r['leases'])} leases that only "
-                f"bounds the rate below {r['high']:.2g} (the down-pointing markers), "
-                f"{times} times the theory's "
-                f"{t:.2g} at {r['policy.lease_ttl']:g} s, so these runs cannot test the theory there"
+                f"{label}, no false expiry was seen at TTL {ttls} s: in {int(r['leases'])} leases "
+                f"that only bounds the rate below {r['high']:.2g} (the down-pointing markers), "
+                f"{times} times the theory's {t:.2g} at {r['policy.lease_ttl']:g} s, so these "
+                "runs cannot test the theory there"
             )
         if outside:
             notes.append(
@@ -141,7 +150,10 @@ def false_expiry_caveat(table: pd.DataFrame, theory, *, fast: bool) -> str:
                 )
             )
     if not notes:
-        return "Every simulated point is consistent with the theory: inside its 95% interval, or a bound that tests it."
+        return (
+            "Every simulated point is consistent with the theory: inside its 95% interval, or a "
+            "bound that tests it."
+        )
     text = "What these runs can and cannot show: " + "; ".join(notes) + "."
     leases = int(table["leases"].min())
     return text + _mode_hint(fast, f"a few hundred leases per TTL (as few as {leases})")
@@ -177,21 +189,23 @@ def duplicate_charge_sentence(runs: dict) -> str:
     extra = int(with_marker.duplicate_external_effects) - int(without.duplicate_external_effects)
     crashes = int(with_marker.crashes) - int(without.crashes)
     text = (
-        f'Why does "marker, no key" show {int(with_marker.duplicate_external_effects)} duplicate charges and '
-        f'"no marker, no key" {int(without.duplicate_external_effects)}? '
+        f'Why does "marker, no key" show {int(with_marker.duplicate_external_effects)} duplicate '
+        f'charges and "no marker, no key" {int(without.duplicate_external_effects)}? '
     )
     if extra == crashes:
         return text + (
-            f"The difference, {extra}, is exactly the difference in crashes ({int(with_marker.crashes)} "
-            f"against {int(without.crashes)}): this scenario crashes consumers right *after the marker "
-            "insert*, a step that only exists when there is a marker. Each such crash rolls back, the job is "
-            "retried, and the retry calls the PSP again. The marker neither causes nor prevents duplicate "
-            "charges; only the idempotency key does."
+            f"The difference, {extra}, is exactly the difference in crashes "
+            f"({int(with_marker.crashes)} against {int(without.crashes)}): this scenario crashes "
+            "consumers right *after the marker insert*, a step that only exists when there is a "
+            "marker. Each such crash rolls back, the job is retried, and the retry calls the PSP "
+            "again. The marker neither causes nor prevents duplicate charges; only the "
+            "idempotency key does."
         )
     return text + (
-        f"The runs differ by {extra} charges and by {crashes} crashes after the marker insert (a step that "
-        "only exists with a marker); the rest is the two runs taking different paths from the same seed. The "
-        "marker does not touch the PSP call; only the idempotency key does."
+        f"The runs differ by {extra} charges and by {crashes} crashes after the marker insert (a "
+        "step that only exists with a marker); the rest is the two runs taking different paths "
+        "from the same seed. The marker does not touch the PSP call; only the idempotency key "
+        "does."
     )
 
 
@@ -215,18 +229,20 @@ def false_expiry_target_sentence(row, target: float) -> str:
     )
     if high < target:
         return (
-            f"The interval's upper end, {percent(high)}, is already below the target of {percent(target)}: these "
-            f"{leases} leases show that the target is met (at 95% confidence)."
+            f"The interval's upper end, {percent(high)}, is already below the target of "
+            f"{percent(target)}: these {leases} leases show that the target is met (at 95% "
+            "confidence)."
         )
     if low > target:
         return (
-            f"The interval's lower end, {percent(low)}, is above the target of {percent(target)}: these runs show "
-            "that the recommendation misses it; look at the pauses and processing times it assumed."
+            f"The interval's lower end, {percent(low)}, is above the target of {percent(target)}: "
+            "these runs show that the recommendation misses it; look at the pauses and "
+            "processing times it assumed."
         )
     return (
-        f"The interval contains the target of {percent(target)}: {leases} leases can neither confirm nor rule it "
-        f"out. Without a single false expiry it takes about {leases_to_show(target)} leases to show the target is "
-        "met."
+        f"The interval contains the target of {percent(target)}: {leases} leases can neither "
+        "confirm nor rule it out. Without a single false expiry it takes about "
+        f"{leases_to_show(target)} leases to show the target is met."
     )
 
 
@@ -247,12 +263,15 @@ def review_tally_sentence(review) -> str:
             "failure; "
         )
     else:
-        text += "none is *untested* (a property the runs never exercised, neither a pass nor a failure); "
+        text += (
+            "none is *untested* (a property the runs never exercised, neither a pass nor a "
+            "failure); "
+        )
     return text + (
         f"{counts['risk']} {'is a risk' if counts['risk'] == 1 else 'are risks'} and "
-        f"{counts['fail']} {'fails' if counts['fail'] == 1 else 'fail'}. Each evidence line says what "
-        "was measured, and its basis which runs (scenario or variant, seeds, leases, simulated "
-        "interval)."
+        f"{counts['fail']} {'fails' if counts['fail'] == 1 else 'fail'}. Each evidence line says "
+        "what was measured, and its basis which runs (scenario or variant, seeds, leases, "
+        "simulated interval)."
     )
 
 

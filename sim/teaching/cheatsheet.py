@@ -1,5 +1,6 @@
-"""The cheat sheet (notebook 11, `teaching.cheatsheet`): each checklist item, confusion and takeaway of the lease article
-with the one number from the course that proves it, measured again on small runs.
+"""The cheat sheet (notebook 11, `teaching.cheatsheet`): each checklist item, confusion and takeaway
+of the lease article with the one number from the course that proves it, measured again on small
+runs.
 
 Every `Proof` says what the article says, what this run measured (a sentence built from the
 numbers), where the course shows it, and whether the numbers support the statement (`holds`):
@@ -27,9 +28,15 @@ CHEAT_SHEET_TAGS = {
     "takeaway:1": "A lease is not a lock: ownership limited in time that ends by itself",
     "takeaway:2": "Taking a lease needs an atomic conditional UPDATE; read-then-write races",
     "takeaway:3": "Long jobs must renew the lease by heartbeat, or it may end early",
-    "takeaway:4": "The stuck watcher is a mandatory background process that recovers crashed workers' jobs",
-    "rule:watcher-not-a-multiple-of-heartbeat": "Avoid a watcher interval that is a multiple of the heartbeat interval",
-    "rule:simulate-percentiles-and-load": "Use the simulation, not the closed form, for percentiles or above light load",
+    "takeaway:4": (
+        "The stuck watcher is a mandatory background process that recovers crashed workers' jobs"
+    ),
+    "rule:watcher-not-a-multiple-of-heartbeat": (
+        "Avoid a watcher interval that is a multiple of the heartbeat interval"
+    ),
+    "rule:simulate-percentiles-and-load": (
+        "Use the simulation, not the closed form, for percentiles or above light load"
+    ),
 }
 
 
@@ -80,7 +87,7 @@ def table(proofs: list[Proof]) -> str:
     return "\n".join(lines + [p.row() for p in proofs])
 
 
-# ---- the scenes the proofs share --------------------------------------------------------------------
+# ---- the scenes the proofs share -----------------------------------------------------------------
 
 
 def _crash_scene(seed: int, crash_at: float = 12.0):
@@ -96,18 +103,16 @@ def _crash_scene(seed: int, crash_at: float = 12.0):
 def _long_jobs(seed: int):
     """03's long jobs without and with a heartbeat (every 10 s)."""
     from sim import runner
+    from sim.scenario import preset
 
-    return (
-        runner.run("no-heartbeat-long-jobs", seed=seed),
-        runner.run(
-            "no-heartbeat-long-jobs",
-            seed=seed,
-            **{"policy.heartbeat": True, "policy.heartbeat_interval": 10.0},
-        ),
+    long_jobs = preset("no-heartbeat-long-jobs")
+    beating = long_jobs.with_overrides(
+        {"policy.heartbeat": True, "policy.heartbeat_interval": 10.0}
     )
+    return runner.run(long_jobs, seed=seed), runner.run(beating, seed=seed)
 
 
-# ---- the six checklist items --------------------------------------------------------------------------
+# ---- the six checklist items ---------------------------------------------------------------------
 
 
 def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
@@ -117,15 +122,15 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
 
     race = preset("read-then-write-race")
     naive = runner.run(race, seed=seed).summary
-    fixed = runner.run(
-        race, seed=seed, **{"policy.claim": "conditional_update", "expect": []}
-    ).summary
+    atomic = race.with_overrides({"policy.claim": "conditional_update", "expect": []})
+    fixed = runner.run(atomic, seed=seed).summary
     one = Proof(
         "checklist:1",
         "The claim is one atomic `UPDATE ... WHERE`, not read-then-write.",
-        f"Read-then-write: {count(int(naive.double_claims), 'double claim')} in {int(naive.leases)} leases, "
-        f"{count(int(naive.duplicate_external_effects), 'payment')} charged twice; the conditional UPDATE on the "
-        f"same arrivals: {count(int(fixed.double_claims), 'double claim')}.",
+        f"Read-then-write: {count(int(naive.double_claims), 'double claim')} in "
+        f"{int(naive.leases)} leases, {count(int(naive.duplicate_external_effects), 'payment')} "
+        "charged twice; the conditional UPDATE on the same arrivals: "
+        f"{count(int(fixed.double_claims), 'double claim')}.",
         "02",
         naive.double_claims > 0 and fixed.double_claims == 0,
     )
@@ -137,25 +142,26 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     two = Proof(
         "checklist:2",
         "The TTL really exceeds the longest expected processing.",
-        f"A {ttl:g} s TTL without heartbeat, jobs up to {longest:.3g} s: {int(s.false_expiries)} of "
-        f"{int(s.leases)} leases expired under a live owner, {count(int(s.duplicate_external_effects), 'extra charge')}.",
+        f"A {ttl:g} s TTL without heartbeat, jobs up to {longest:.3g} s: {int(s.false_expiries)} "
+        f"of {int(s.leases)} leases expired under a live owner, "
+        f"{count(int(s.duplicate_external_effects), 'extra charge')}.",
         "03",
         s.false_expiries > 0 and longest > ttl,
     )
     three = Proof(
         "checklist:3",
         "Long jobs renew their lease by heartbeat.",
-        f"The same jobs and TTL with a heartbeat every {beating.scenario.policy.heartbeat_interval:g} s: "
-        f"{count(int(b.false_expiries), 'false expiry', 'false expiries')}, {int(b.completed)} of {int(b.jobs)} "
-        "jobs completed.",
+        "The same jobs and TTL with a heartbeat every "
+        f"{beating.scenario.policy.heartbeat_interval:g} s: "
+        f"{count(int(b.false_expiries), 'false expiry', 'false expiries')}, {int(b.completed)} of "
+        f"{int(b.jobs)} jobs completed.",
         "03",
         b.false_expiries == 0 and b.completed == b.jobs,
     )
 
-    watched = runner.run("crash-recovery", seed=seed, **{"workload.jobs": crash_jobs})
-    orphaned = runner.run(
-        "crash-recovery", seed=seed, **{"workload.jobs": crash_jobs, "policy.watcher": False}
-    )
+    crashes = preset("crash-recovery").with_overrides({"workload.jobs": crash_jobs})
+    watched = runner.run(crashes, seed=seed)
+    orphaned = runner.run(crashes.with_overrides({"policy.watcher": False}), seed=seed)
     jobs = orphaned.table_jobs
     stuck = jobs[
         (jobs["status"] == "Processing") & (jobs["lease_until"] < orphaned.scenario.horizon)
@@ -164,9 +170,10 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     four = Proof(
         "checklist:4",
         "The stuck watcher runs periodically.",
-        f"Without a watcher, {count(len(stuck), 'job')} stayed `Processing` with an expired lease until the run "
-        f"ended; with one every {watched.scenario.policy.watcher_interval:g} s, "
-        f"{int(rec['latency'].notna().sum())} of {count(len(rec), 'crashed job')} were claimed again.",
+        f"Without a watcher, {count(len(stuck), 'job')} stayed `Processing` with an expired lease "
+        f"until the run ended; with one every {watched.scenario.policy.watcher_interval:g} s, "
+        f"{int(rec['latency'].notna().sum())} of {count(len(rec), 'crashed job')} were claimed "
+        "again.",
         "04",
         len(stuck) > 0 and len(rec) > 0 and bool(rec["latency"].notna().all()),
     )
@@ -177,8 +184,8 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     five = Proof(
         "checklist:5",
         "`lease_owner` is stored for diagnosis.",
-        f"After {claims['worker'].iloc[0]} crashed, the row names `lease_owner` = {row.lease_owner}, "
-        "the worker that took the job over.",
+        f"After {claims['worker'].iloc[0]} crashed, the row names `lease_owner` = "
+        f"{row.lease_owner}, the worker that took the job over.",
         "01",
         row.lease_owner == claims["worker"].iloc[-1] != claims["worker"].iloc[0],
     )
@@ -193,7 +200,7 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     return [one, two, three, four, five, six]
 
 
-# ---- the three confusions -----------------------------------------------------------------------------
+# ---- the three confusions ------------------------------------------------------------------------
 
 
 def confusions(seed: int = 1) -> list[Proof]:
@@ -205,9 +212,9 @@ def confusions(seed: int = 1) -> list[Proof]:
     lock = Proof(
         "confused:lease-vs-lock",
         "A lease is not a lock: a lease expires; a lock can stay forever.",
-        f"The owner crashed at {crash:g} s. With a lock the job was still not claimed again when the run ended "
-        f"at {lock_run.scenario.horizon:g} s; with a lease {recovery.reclaimed_by} took it "
-        f"{recovery.latency:.3g} s after the crash.",
+        f"The owner crashed at {crash:g} s. With a lock the job was still not claimed again when "
+        f"the run ended at {lock_run.scenario.horizon:g} s; with a lease {recovery.reclaimed_by} "
+        f"took it {recovery.latency:.3g} s after the crash.",
         "01",
         bool(lock_run.recoveries["latency"].isna().all()) and recovery.latency > 0,
     )
@@ -225,8 +232,9 @@ def confusions(seed: int = 1) -> list[Proof]:
     race = Proof(
         "confused:read-then-write-vs-conditional-update",
         "Read-then-write is not enough; the conditional UPDATE is atomic.",
-        f"Two workers read the same `Pending` job: {results['claim_unconditional']} of 2 unconditional UPDATEs "
-        f"returned the row (both think they own it); {results['claim_conditional']} of 2 conditional ones did.",
+        f"Two workers read the same `Pending` job: {results['claim_unconditional']} of 2 "
+        "unconditional UPDATEs returned the row (both think they own it); "
+        f"{results['claim_conditional']} of 2 conditional ones did.",
         "02",
         results["claim_unconditional"] == 2 and results["claim_conditional"] == 1,
     )
@@ -235,10 +243,11 @@ def confusions(seed: int = 1) -> list[Proof]:
     reappeared = int(sqs.leases["false_expiry"].sum())
     nack = Proof(
         "confused:nack-vs-lease",
-        "A nack or visibility timeout manages visibility; a lease keeps the job's state and attempts.",
-        f"In the SQS preset {count(reappeared, 'message')} reappeared while the first consumer was still "
-        "working: the broker's timer knows nothing of the job. The lease row answers *stuck? who? how many "
-        "tries?* with one query.",
+        "A nack or visibility timeout manages visibility; a lease keeps the job's state and "
+        "attempts.",
+        f"In the SQS preset {count(reappeared, 'message')} reappeared while the first consumer "
+        "was still working: the broker's timer knows nothing of the job. The lease row answers "
+        "*stuck? who? how many tries?* with one query.",
         "07",
         reappeared > 0,
     )
@@ -247,7 +256,8 @@ def confusions(seed: int = 1) -> list[Proof]:
 
 def _share(events: int, out_of: int) -> tuple[float, float, float, int]:
     """(share, 95% low, 95% high, out of): a rate measured on a small run, with its interval, so
-    that the sheet's figure is read beside its sampling error (a lesson measures it on more runs)."""
+    that the sheet's figure is read beside its sampling error (a lesson measures it on more
+    runs)."""
     low, high = wilson_interval(events, out_of, 0.95)
     return events / max(1, out_of), low, high, out_of
 
@@ -258,7 +268,7 @@ def _rate(share: tuple[float, float, float, int], of: str) -> str:
     return f"{pct(value)} (95% interval {pct(low)} to {pct(high)}) of {count(n, of)}"
 
 
-# ---- the four takeaways --------------------------------------------------------------------------------
+# ---- the four takeaways --------------------------------------------------------------------------
 
 
 def takeaways(
@@ -279,8 +289,9 @@ def takeaways(
     ends = Proof(
         "takeaway:1",
         CHEAT_SHEET_TAGS["takeaway:1"] + ".",
-        f"{dead.worker} crashed at {crash:g} s and released nothing; its lease ran out by itself at "
-        f"{dead.until:.4g} s and {recovery.reclaimed_by} claimed the job at {recovery.reclaimed_at:.4g} s.",
+        f"{dead.worker} crashed at {crash:g} s and released nothing; its lease ran out by itself "
+        f"at {dead.until:.4g} s and {recovery.reclaimed_by} claimed the job at "
+        f"{recovery.reclaimed_at:.4g} s.",
         "01",
         dead.until > crash and recovery.reclaimed_at >= dead.until,
     )
@@ -289,14 +300,8 @@ def takeaways(
     gap = 0.02
     shares = {}
     for workers in (2, 32):
-        runs = [
-            runner.run(
-                race,
-                seed=seed + k,
-                **{"policy.workers": workers, "policy.select_to_update_gap": gap},
-            )
-            for k in range(race_replications)
-        ]
+        busy = race.with_overrides({"policy.workers": workers, "policy.select_to_update_gap": gap})
+        runs = [runner.run(busy, seed=seed + k) for k in range(race_replications)]
         shares[workers] = _share(
             sum(int(r.summary.double_claims) for r in runs),
             sum(int(r.summary.leases) for r in runs),
@@ -306,8 +311,8 @@ def takeaways(
         CHEAT_SHEET_TAGS["takeaway:2"] + ".",
         f"With read-then-write and a {1000 * gap:g} ms gap ({race_jobs} jobs a run, "
         f"{count(race_replications, 'run')} each): {_rate(shares[2], 'lease')} were double claims "
-        f"with 2 workers and {_rate(shares[32], 'lease')} with 32: rare on a quiet queue, common on "
-        "a busy one.",
+        f"with 2 workers and {_rate(shares[32], 'lease')} with 32: rare on a quiet queue, common "
+        "on a busy one.",
         "02",
         shares[32][0] > shares[2][0],
         {"share_2": shares[2], "share_32": shares[32]},
@@ -316,7 +321,9 @@ def takeaways(
     stalling = stalling_queue(jobs=stall_jobs, seed=seed)
     rates = {}
     for beat in (False, True):
-        s = runner.run(stalling, **{"policy.lease_ttl": 5.0, "policy.heartbeat": beat}).summary
+        s = runner.run(
+            stalling.with_overrides({"policy.lease_ttl": 5.0, "policy.heartbeat": beat})
+        ).summary
         rates[beat] = _share(int(s.false_expiries), int(s.leases))
     renew = Proof(
         "takeaway:3",
@@ -349,16 +356,16 @@ def takeaways(
         ("Every one" if n == recovery_replications else f"Only {n}")
         + f" of {count(recovery_replications, 'crash', 'crashes')} of a job's owner "
         + ("was" if n == recovery_replications else "were")
-        + " recovered by the "
-        f"watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average (95% interval {low:.3g} to {high:.3g} s); "
-        f"the formula L - h/2 + W/2 + P/2 says {theory:.3g} s.",
+        + f" recovered by the watcher (every {p.watcher_interval:g} s) in {mean:.3g} s on average "
+        f"(95% interval {low:.3g} to {high:.3g} s); the formula L - h/2 + W/2 + P/2 says "
+        f"{theory:.3g} s.",
         "04",
         n == recovery_replications and bool(np.isfinite(low)) and low <= theory <= high,
     )
     return [ends, atomic, renew, watcher]
 
 
-# ---- notebook 12: clocks and fencing ---------------------------------------------------------------
+# ---- notebook 12: clocks and fencing -------------------------------------------------------------
 
 
 def clocks_and_fencing(
@@ -389,8 +396,9 @@ def clocks_and_fencing(
     token = Proof(
         "clocks:fencing-token",
         CLOCKS_TAGS["clocks:fencing-token"] + ".",
-        f"Completion fenced by owner and attempt: {count(int(fenced['completions refused']), 'zombie completion')} "
-        f"refused, {count(int(fenced['ledger rows twice']), 'ledger row')} twice, but "
+        "Completion fenced by owner and attempt: "
+        f"{count(int(fenced['completions refused']), 'zombie completion')} refused, "
+        f"{count(int(fenced['ledger rows twice']), 'ledger row')} twice, but "
         f"{count(int(fenced['charges twice']), 'charge')} twice; with the event id as idempotency "
         f"key, {count(int(keyed['charges twice']), 'charge')} twice.",
         "12",
@@ -413,15 +421,19 @@ def clocks_and_fencing(
     )
     drift = 200.0
     margins = clocks.renewal_margins(
-        runner.run(clocks.skewed_queue(jobs=skew_jobs, seed=seed), **{"policy.clock": "db"}), drift
+        runner.run(
+            clocks.skewed_queue(jobs=skew_jobs, seed=seed).with_overrides({"policy.clock": "db"})
+        ),
+        drift,
     )
     client = Proof(
         "clocks:conservative-client-lease",
         CLOCKS_TAGS["clocks:conservative-client-lease"] + ".",
         f"Over {count(len(margins), 'renewal')}, a worker whose clock runs {drift:g} ppm slow and "
-        f"counts the full TTL from the reply overstayed the database's deadline by up to "
-        f"{-1000 * margins['naive_margin'].min():.3g} ms; counting TTL x (1 - drift) from the send, "
-        f"it stopped at least {1000 * margins['conservative_margin'].min():.3g} ms before it.",
+        "counts the full TTL from the reply overstayed the database's deadline by up to "
+        f"{-1000 * margins['naive_margin'].min():.3g} ms; counting TTL x (1 - drift) from the "
+        f"send, it stopped at least {1000 * margins['conservative_margin'].min():.3g} ms before "
+        "it.",
         "12",
         bool((margins["naive_margin"] < 0).all() and (margins["conservative_margin"] >= 0).all()),
     )
@@ -434,16 +446,17 @@ def clocks_and_fencing(
         "clocks:one-clock",
         CLOCKS_TAGS["clocks:one-clock"] + ".",
         f"Worker clocks off by a standard deviation of {worst:g} s: "
-        f"{count(int(worker['double_claims']), 'lease')} taken early (before its owner's own clock said it ended), "
-        f"{count(int(worker['duplicate_external_effects']), 'charge')} twice; the same runs on the "
-        f"database's clock: {count(int(db['double_claims']), 'lease')} taken early.",
+        f"{count(int(worker['double_claims']), 'lease')} taken early (before its owner's own "
+        f"clock said it ended), {count(int(worker['duplicate_external_effects']), 'charge')} "
+        "twice; the same runs on the database's clock: "
+        f"{count(int(db['double_claims']), 'lease')} taken early.",
         "12",
         worker["double_claims"] > 0 and db["double_claims"] == 0,
     )
     return [efficiency, token, delay, client, one]
 
 
-# ---- the rules of thumb -------------------------------------------------------------------------------
+# ---- the rules of thumb --------------------------------------------------------------------------
 
 
 def watcher_rule(frame: pd.DataFrame) -> Proof:
@@ -463,14 +476,18 @@ def watcher_rule(frame: pd.DataFrame) -> Proof:
             "The intervals tried need both multiples of the heartbeat interval and other intervals."
         )
     else:
-        outside = bool((multiples["ci_low"] > multiples["theory"]).all())
+        formula = (
+            "below the 95% interval at every multiple"
+            if (multiples["ci_low"] > multiples["theory"]).all()
+            else "inside some of their 95% intervals"
+        )
         measured = (
             f"Heartbeat every {h:g} s: at W = "
             + ", ".join(f"{w:g}" for w in multiples["watcher_interval"])
-            + f" s a repeat recovery took on average {multiples['excess'].mean():.2g} s longer than the formula "
-            f"(up to {worst['excess']:.2g} s at W = {worst['watcher_interval']:g} s; the formula is "
-            f"{'below the 95% interval at every multiple' if outside else 'inside some of their 95% intervals'}); "
-            f"at the other intervals tried, {others['excess'].mean():.2g} s on average."
+            + f" s a repeat recovery took on average {multiples['excess'].mean():.2g} s longer "
+            f"than the formula (up to {worst['excess']:.2g} s at W = "
+            f"{worst['watcher_interval']:g} s; the formula is {formula}); at the other intervals "
+            f"tried, {others['excess'].mean():.2g} s on average."
         )
     return Proof(
         "rule:watcher-not-a-multiple-of-heartbeat",
@@ -488,12 +505,13 @@ def load_rule(frame: pd.DataFrame) -> Proof:
     busy_p95_out = not (busy["p95_ci_low"] <= busy["closed_form_p95"] <= busy["p95_ci_high"])
     holds = bool(light["mean_inside"]) and (not bool(busy["mean_inside"]) or busy_p95_out)
     measured = (
-        f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s "
-        f"({light['mean_ci_low']:.3g} to {light['mean_ci_high']:.3g}), contains the closed form's "
-        f"{light['closed_form_mean']:.3g} s"
+        f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, "
+        f"{light['mean']:.3g} s ({light['mean_ci_low']:.3g} to {light['mean_ci_high']:.3g}), "
+        f"contains the closed form's {light['closed_form_mean']:.3g} s"
         if light["mean_inside"]
-        else f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, {light['mean']:.3g} s, misses "
-        f"the closed form's {light['closed_form_mean']:.3g} s already"
+        else f"At {100 * light['utilization']:.0f}% load the simulated mean recovery, "
+        f"{light['mean']:.3g} s, misses the closed form's {light['closed_form_mean']:.3g} s "
+        "already"
     )
     mean_where = (
         "inside"
@@ -506,11 +524,11 @@ def load_rule(frame: pd.DataFrame) -> Proof:
         else ("below" if busy["closed_form_p95"] < busy["p95_ci_low"] else "above")
     )
     measured += (
-        f"; at {100 * busy['utilization']:.0f}% it is {busy['mean']:.3g} s ({busy['mean_ci_low']:.3g} to "
-        f"{busy['mean_ci_high']:.3g}, the closed form {mean_where}) and the 95th percentile {busy['p95']:.3g} s "
-        f"({busy['p95_ci_low']:.3g} to {busy['p95_ci_high']:.3g}) against the light-load "
-        f"{busy['closed_form_p95']:.3g} s ({p95_where}): on a busy queue the requeued job also waits for a "
-        "free worker."
+        f"; at {100 * busy['utilization']:.0f}% it is {busy['mean']:.3g} s "
+        f"({busy['mean_ci_low']:.3g} to {busy['mean_ci_high']:.3g}, the closed form {mean_where}) "
+        f"and the 95th percentile {busy['p95']:.3g} s ({busy['p95_ci_low']:.3g} to "
+        f"{busy['p95_ci_high']:.3g}) against the light-load {busy['closed_form_p95']:.3g} s "
+        f"({p95_where}): on a busy queue the requeued job also waits for a free worker."
     )
     return Proof(
         "rule:simulate-percentiles-and-load",

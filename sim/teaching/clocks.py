@@ -37,14 +37,17 @@ def deadline_mistakes(
     """The usual slips of safe_deadline(), by name."""
     rho = drift_ppm * PPM
     return {
-        "counted from the reply: the server started the lease when it received the request, "
-        f"up to the round trip ({received_at - sent_at:.3g} s) before the reply arrived": received_at
-        + ttl * (1 - rho),
-        "the full TTL on the local clock: a clock slower than the server's by "
-        f"{drift_ppm:g} ppm shows {ttl * rho * 1000:.3g} ms less than the TTL that passed": sent_at
-        + ttl,
-        "the drift added instead of taken off: only a shorter local lease is on the safe side": sent_at
-        + ttl * (1 + rho),
+        (
+            "counted from the reply: the server started the lease when it received the request, "
+            f"up to the round trip ({received_at - sent_at:.3g} s) before the reply arrived"
+        ): received_at + ttl * (1 - rho),
+        (
+            "the full TTL on the local clock: a clock slower than the server's by "
+            f"{drift_ppm:g} ppm shows {ttl * rho * 1000:.3g} ms less than the TTL that passed"
+        ): sent_at + ttl,
+        (
+            "the drift added instead of taken off: only a shorter local lease is on the safe side"
+        ): sent_at + ttl * (1 + rho),
         "counted from the reply, with the full TTL: both slips at once": received_at + ttl,
         f"the drift read as a percentage: {drift_ppm:g} ppm is {drift_ppm * 1e-4:g}%, "
         f"{drift_ppm:g} millionths": sent_at + ttl * (1 - drift_ppm / 100),
@@ -83,8 +86,8 @@ def check_safe_deadline(
         where = named.strip() + " "
     elif value < truth:
         where = (
-            f"{value:.6g} s is safe, but {truth - value:.3g} s earlier than it needs to be: give the "
-            "latest safe moment, to the millisecond. "
+            f"{value:.6g} s is safe, but {truth - value:.3g} s earlier than it needs to be: give "
+            "the latest safe moment, to the millisecond. "
         )
     else:
         where = f"{value:.6g} s is after the safe deadline: the worker could act on a lost lease. "
@@ -153,7 +156,7 @@ def renewal_margins(run, drift_ppm: float) -> pd.DataFrame:
     )
 
 
-# ---- clocks that disagree -------------------------------------------------------------------------
+# ---- clocks that disagree ------------------------------------------------------------------------
 
 
 def skewed_queue(*, jobs: int = 200, seed: int = 1) -> Scenario:
@@ -191,12 +194,8 @@ def skew_experiment(
     rows = []
     for skew in skews:
         for clock in ("worker", "db"):
-            runs = [
-                runner.run(
-                    base, seed=s, **{"faults.clock_skew": float(skew), "policy.clock": clock}
-                )
-                for s in seeds
-            ]
+            skewed = base.with_overrides({"faults.clock_skew": float(skew), "policy.clock": clock})
+            runs = [runner.run(skewed, seed=s) for s in seeds]
             rows.append(
                 {
                     "clock_skew": float(skew),

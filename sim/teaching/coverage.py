@@ -9,16 +9,26 @@ from pathlib import Path
 
 import pandas as pd
 
-# ---- coverage: the seed's concepts and checklist -> notebook cells ---------------------------------
+# ---- coverage: the seed's concepts and checklist -> notebook cells -------------------------------
 
 REQUIRED_TAGS = {
     "concept:lease": "Lease: a time-stamped record that a worker owns a job for a limited time",
-    "concept:conditional-update": "Conditional UPDATE: one atomic statement that claims only if the expected condition holds",
+    "concept:conditional-update": (
+        "Conditional UPDATE: one atomic statement that claims only if the expected condition holds"
+    ),
     "concept:lease-ttl": "Lease TTL: how long a claim lasts before the job can be taken again",
-    "concept:stuck-watcher": "Stuck watcher: a periodic job that makes expired, unfinished work claimable again",
-    "confused:lease-vs-lock": "A lease is not a lock: it expires; a lock can stay forever if its holder dies",
-    "confused:read-then-write-vs-conditional-update": "Read-then-write races; the conditional UPDATE is atomic",
-    "confused:nack-vs-lease": "Nack / visibility timeout manages message visibility; a lease keeps job state and attempts",
+    "concept:stuck-watcher": (
+        "Stuck watcher: a periodic job that makes expired, unfinished work claimable again"
+    ),
+    "confused:lease-vs-lock": (
+        "A lease is not a lock: it expires; a lock can stay forever if its holder dies"
+    ),
+    "confused:read-then-write-vs-conditional-update": (
+        "Read-then-write races; the conditional UPDATE is atomic"
+    ),
+    "confused:nack-vs-lease": (
+        "Nack / visibility timeout manages message visibility; a lease keeps job state and attempts"
+    ),
     "checklist:1": "The claim is one atomic UPDATE ... WHERE, not read-then-write",
     "checklist:2": "The TTL really exceeds the longest expected processing",
     "checklist:3": "Long jobs renew their lease by heartbeat",
@@ -27,23 +37,41 @@ REQUIRED_TAGS = {
     "checklist:6": "attempts is incremented on every lease and persisted",
 }
 DEDUP_TAGS = {
-    "dedup:marker-and-effect": "The dedup marker and the DB effect commit (or roll back) in one transaction",
+    "dedup:marker-and-effect": (
+        "The dedup marker and the DB effect commit (or roll back) in one transaction"
+    ),
     "dedup:twice": "An event delivered twice: the stored effect happens once",
     "dedup:concurrent": "Two deliveries at once: the second marker insert waits, then skips",
-    "dedup:crash-after-marker": "A failure after the marker insert rolls back and leaves the event eligible",
+    "dedup:crash-after-marker": (
+        "A failure after the marker insert rolls back and leaves the event eligible"
+    ),
     "dedup:payload-mismatch": "Same event id, other payload: rejected by a documented policy",
-    "dedup:external-effects": "A PSP charge is not atomic with the DB: idempotency key, outbox or reconciliation",
+    "dedup:external-effects": (
+        "A PSP charge is not atomic with the DB: idempotency key, outbox or reconciliation"
+    ),
     "dedup:retention": "Keep dedup state at least as long as the redelivery window",
 }
 
 # Notebook 12's sources: Kleppmann's "How to do distributed locking", DDIA chapter 8, the Chubby
 # paper, Fowler/Joshi's Lease, HeartBeat and Idempotent Receiver patterns.
 CLOCKS_TAGS = {
-    "clocks:efficiency-vs-correctness": "A lock for efficiency may fail now and then; a lock for correctness needs fencing",
-    "clocks:fencing-token": "A fencing token protects only a store that checks it: the database can, a PSP needs an idempotency key",
-    "clocks:sequencer-and-lock-delay": "Chubby's sequencer is a fencing token; its lock-delay shields stores that cannot check, and slows recovery",
-    "clocks:conservative-client-lease": "A worker's own lease ends early by the round trip and the clock drift bound",
-    "clocks:one-clock": "Clocks drift and step; leases compared on one clock (the database's) cannot be taken early",
+    "clocks:efficiency-vs-correctness": (
+        "A lock for efficiency may fail now and then; a lock for correctness needs fencing"
+    ),
+    "clocks:fencing-token": (
+        "A fencing token protects only a store that checks it: the database "
+        "can, a PSP needs an idempotency key"
+    ),
+    "clocks:sequencer-and-lock-delay": (
+        "Chubby's sequencer is a fencing token; its lock-delay "
+        "shields stores that cannot check, and slows recovery"
+    ),
+    "clocks:conservative-client-lease": (
+        "A worker's own lease ends early by the round trip and the clock drift bound"
+    ),
+    "clocks:one-clock": (
+        "Clocks drift and step; leases compared on one clock (the database's) cannot be taken early"
+    ),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,9 @@ from sim.teaching.by_hand import Delivery, Script, ledger_counts
 from sim.teaching.lessons import STRATEGIES, one_job, retention_experiment
 from sim.teaching.notebook import seconds
 from sim.wording import count, percent
+
+if TYPE_CHECKING:
+    from sim.scenario import Scenario
 
 
 @dataclass
@@ -79,7 +83,8 @@ def check_lease_end(answer, run) -> Verdict:
         return Verdict(
             True,
             f"The lease was last renewed at {last:.3g} s and runs out at {truth:.4g} s = "
-            f"{last:.3g} s + TTL {run.scenario.policy.lease_ttl:g} s, however early the owner died.",
+            f"{last:.3g} s + TTL {run.scenario.policy.lease_ttl:g} s, however early the owner "
+            "died.",
         )
     return Verdict(
         False,
@@ -97,7 +102,7 @@ def check_lock_recovery(answer, run) -> Verdict:
     recovered = run.recoveries["latency"].notna().any()
     never = (
         isinstance(answer, str) and answer.strip().lower() in ("never", "none", "inf", "infinity")
-    ) or (_number(answer) is not None and math.isinf(_number(answer)))
+    ) or ((number := _number(answer)) is not None and math.isinf(number))
     if recovered:
         raise ConfigError(
             "check_lock_recovery: in this run the job was claimed again; pass the lock run"
@@ -118,20 +123,16 @@ def check_lock_recovery(answer, run) -> Verdict:
 @cache
 def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, int]:
     from sim import runner
+    from sim.scenario import preset
 
+    race = preset("read-then-write-race")
+    settings = {"workload.jobs": 120, "horizon": 90.0, "expect": []}
     out = {}
     for strategy in STRATEGIES:
         out[strategy] = sum(
             int(
                 runner.run(
-                    "read-then-write-race",
-                    seed=s,
-                    **{
-                        "policy.claim": strategy,
-                        "workload.jobs": 120,
-                        "horizon": 90.0,
-                        "expect": [],
-                    },
+                    race.with_overrides({"policy.claim": strategy, **settings}), seed=s
                 ).summary["double_claims"]
             )
             for s in seeds
@@ -155,7 +156,8 @@ def check_safe_claims(answer) -> Verdict:
     if unknown:
         return Verdict(
             False,
-            f"{', '.join(sorted(unknown))}: not a claim strategy; choose among {', '.join(STRATEGIES)}.",
+            f"{', '.join(sorted(unknown))}: not a claim strategy; choose among "
+            f"{', '.join(STRATEGIES)}.",
         )
     counts = _double_claims_by_strategy()
     safe = {s for s, n in counts.items() if n == 0}
@@ -174,7 +176,8 @@ def check_safe_claims(answer) -> Verdict:
 
 
 def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
-    """02: which strategy makes workers queue behind each other's row locks? (from claim_contention)"""
+    """02: which strategy makes workers queue behind each other's row locks?
+    (from claim_contention)"""
     if answer is None:
         return _unanswered("look at the middle panel: who spends time waiting on row locks?")
     waits = frame.groupby("claim")["lock_wait_seconds"].sum()
@@ -189,7 +192,8 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
     if chosen not in waits.index:
         return Verdict(
             False,
-            f"{answer!r} is not a strategy of this experiment; choose among {', '.join(waits.index)}.",
+            f"{answer!r} is not a strategy of this experiment; choose among "
+            f"{', '.join(waits.index)}.",
         )
     return Verdict(
         False,
@@ -233,7 +237,8 @@ def check_pause_ttl(answer, *, heartbeat_interval: float = 5.0, pause: float = 1
     """03: the smallest whole-second TTL whose lease survives the worst-placed pause."""
     if answer is None:
         return _unanswered(
-            "the pause can start just before a heartbeat, when the lease is already one interval old."
+            "the pause can start just before a heartbeat, when the lease is already one interval "
+            "old."
         )
     value = _number(answer)
     if value is None or isinstance(answer, bool):
@@ -282,7 +287,8 @@ def _tolerance(truth: float, mistakes: dict[str, float], cap: float) -> float:
 
 
 def _named_mistake(value: float | None, mistakes: dict[str, float], tolerance: float) -> str:
-    """The common mistakes `value` matches (within `tolerance`), as a sentence; '' when none does."""
+    """The common mistakes `value` matches (within `tolerance`), as a sentence;
+    '' when none does."""
     if value is None:
         return ""
     matches = [why for why, x in mistakes.items() if abs(value - x) <= tolerance]
@@ -344,7 +350,7 @@ def check_recovery_prediction(
         return _unanswered(
             "lease left at the crash, plus the wait for the watcher, plus the wait for a poller."
         )
-    question = dict(
+    question: dict[str, Any] = dict(
         ttl=ttl,
         heartbeat_interval=heartbeat_interval,
         poll_interval=poll_interval,
@@ -426,9 +432,9 @@ def check_watcher_interval(
     if value < limit - tolerance:
         return Verdict(
             False,
-            f"W = {value:g} s meets the target ({predicted:.3g} s), but a longer interval would too, "
-            f"for fewer watcher statements ({watcher_load(watcher_interval=value):.3g}/s now)."
-            + named,
+            f"W = {value:g} s meets the target ({predicted:.3g} s), but a longer interval would "
+            f"too, for fewer watcher statements ({watcher_load(watcher_interval=value):.3g}/s "
+            "now)." + named,
         )
     return Verdict(
         True,
@@ -538,8 +544,8 @@ def check_smallest_ttl(
     """06: the smallest feasible TTL in advice.candidates for this heartbeat and watcher interval.
 
     Feasible is the advisor's rule, not only the target: the false expiry's 95% upper bound within
-    target / margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement latency). A
-    wrong answer on the ladder is told which rule its row breaks.
+    target / margin AND (with a heartbeat) TTL >= heartbeats_per_ttl x (interval + statement
+    latency). A wrong answer on the ladder is told which rule its row breaks.
     """
     if answer is None:
         return _unanswered(
@@ -565,15 +571,16 @@ def check_smallest_ttl(
     if value is not None and value == truth:
         return Verdict(
             True,
-            f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} per job, "
-            f"recovery {seconds(best['predicted_recovery_mean'])}.",
+            f"TTL {truth:g} s: predicted false expiry {percent(best['predicted_false_expiry'])} "
+            f"per job, recovery {seconds(best['predicted_recovery_mean'])}.",
         )
     same = mine[mine["ttl"] == value] if value is not None else mine.iloc[0:0]
     if len(same) and not bool(same["feasible"].iloc[0]):
         return Verdict(
             False,
-            f"TTL {value:g} s is on the ladder but not feasible: {_infeasible_because(same.iloc[[0]], advice)}. "
-            "Keep only the rows with feasible == True.",
+            f"TTL {value:g} s is on the ladder but not feasible: "
+            f"{_infeasible_because(same.iloc[[0]], advice)}. Keep only the rows with feasible == "
+            "True.",
         )
     if len(same):
         return Verdict(
@@ -653,11 +660,13 @@ def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
 
 
 def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Verdict:
-    """09: the reader's complete_fenced must refuse the zombie's completion under gc-pause-zombie."""
+    """09: the reader's complete_fenced must refuse the zombie's completion
+    under gc-pause-zombie."""
     if answer is None or not str(answer).strip():
         return _unanswered(
-            "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = %(id)s "
-            "AND ... RETURNING id; which two facts does only the current lease holder know?"
+            "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = "
+            "%(id)s AND ... RETURNING id; which two facts does only the current lease holder "
+            "know?"
         )
     from sim.teaching.queue_lab import fenced_completion_verdict
 
@@ -666,9 +675,9 @@ def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Ve
 
 def ttl_for_quantile(
     target: float, scenario: str = "no-heartbeat-long-jobs"
-) -> tuple[float, object]:
-    """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast it
-    without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
+) -> tuple[float, Scenario]:
+    """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast
+    it without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
     from sim.analytic import sum_quantile
     from sim.scenario import preset
 
@@ -694,7 +703,9 @@ def ttl_quantile_mistakes(target: float, scenario) -> dict[str, float]:
     alone = w.processing.quantile(1 - target)
     psp = w.psp_call.quantile(1 - target)
     out = {
-        f"the right quantile, {exact:.5g} s, rounded down: a TTL that must outlast it rounds up": exact,
+        (
+            f"the right quantile, {exact:.5g} s, rounded down: a TTL that must outlast it rounds up"
+        ): exact,
         f"the quantile of the processing time alone ({alone:.4g} s): the PSP call runs inside "
         "the lease too": alone,
         f"each part's own quantile added ({alone:.4g} s + {psp:.3g} s): a slow job and a slow "
@@ -748,14 +759,16 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
         value,
         _job_statements(scenario.workload),
     )
-    runs = [runner.run(scenario, seed=s, **{"policy.lease_ttl": value}) for s in seeds]
+    at_value = scenario.with_overrides({"policy.lease_ttl": value})
+    runs = [runner.run(at_value, seed=s) for s in seeds]
     leases = sum(int(r.summary["leases"]) for r in runs)
     lapsed = sum(int(r.summary["false_expiries"]) for r in runs)
     longest = [float((r.leases["released_at"] - r.leases["start"]).max()) for r in runs]
     low, high = wilson_interval(lapsed, leases, 0.95)
     seen = (
-        f"On seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} at TTL {value:g} s: {count(lapsed, 'false expiry', 'false expiries')} in {leases} leases "
-        f"(95% interval {percent(low)} to {percent(high)}"
+        f"On seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} at TTL {value:g} s: "
+        f"{count(lapsed, 'false expiry', 'false expiries')} in {leases} leases (95% interval "
+        f"{percent(low)} to {percent(high)}"
         + (
             f": {leases} leases cannot show a rate of {percent(target)}, the tail can"
             if high > target
@@ -775,8 +788,8 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
         )
         return Verdict(
             False,
-            f"At TTL {value:g} s, {percent(share, digits)} of jobs outlast the lease, more than the "
-            f"target of {percent(target, digits)}{times_over}.{named} {seen}",
+            f"At TTL {value:g} s, {percent(share, digits)} of jobs outlast the lease, more than "
+            f"the target of {percent(target, digits)}{times_over}.{named} {seen}",
         )
     if low > target:
         return Verdict(
@@ -795,9 +808,9 @@ def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -
     return Verdict(
         True,
         f"At TTL {value:g} s, {percent(share)} of jobs outlast the lease (target "
-        f"{percent(target)}; the smallest whole TTL that meets it is {truth:g} s). {seen} No finite "
-        "TTL makes a false expiry impossible for an unbounded distribution: you choose how rare, "
-        "and a crash then waits out the whole TTL.",
+        f"{percent(target)}; the smallest whole TTL that meets it is {truth:g} s). {seen} No "
+        "finite TTL makes a false expiry impossible for an unbounded distribution: you choose "
+        "how rare, and a crash then waits out the whole TTL.",
     )
 
 
@@ -822,8 +835,9 @@ def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) ->
         return Verdict(
             True,
             f"{', '.join(f'{w:g}' for w in sorted(truth))} s are whole multiples of "
-            f"{heartbeat_interval:g} s: a job's second owner would renew in step with the watcher, and "
-            "its repeat recovery would wait about half a heartbeat interval longer on average.",
+            f"{heartbeat_interval:g} s: a job's second owner would renew in step with the "
+            "watcher, and its repeat recovery would wait about half a heartbeat interval longer "
+            "on average.",
         )
     return Verdict(
         False,

@@ -7,12 +7,16 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sim.errors import ConfigError
 from sim.plots.style import ANNOTATION_PT
 from sim.plots.timeline import busy_window
 from sim.scenario import LeaseWarning
 from sim.teaching.notebook import widgets_available
+
+if TYPE_CHECKING:
+    from IPython.display import DisplayHandle
 
 
 @dataclass
@@ -45,7 +49,7 @@ class Explorer:
     values: dict = field(default_factory=dict)
     seconds: float = float("nan")  # wall time of the last re-run and redraw
     last_run: object = None
-    handle: object = None
+    handle: DisplayHandle | None = None
     widgets: object = None
 
     def __post_init__(self):
@@ -86,7 +90,8 @@ class Explorer:
             self.handle.update(fig)
 
     def show(self, headless_override: bool | None = None) -> Explorer:
-        """Show the figure; with a widget frontend, sliders above it re-run and redraw on release."""
+        """Show the figure; with a widget frontend, sliders above it re-run and redraw
+        on release."""
         from IPython.display import display
 
         interactive = widgets_available(headless_override)

@@ -21,7 +21,7 @@ from sim.wording import count
 
 # The protections compared (policy overrides): the lease alone; completion fenced by owner and
 # attempt (the token the database checks); fenced, plus the event id as the PSP's idempotency key.
-PROTECTIONS = {
+PROTECTIONS: dict[str, dict[str, object]] = {
     "the lease alone": {"policy.fencing": False, "policy.idempotency_key": False},
     "fenced completion": {"policy.fencing": True, "policy.idempotency_key": False},
     "fenced completion + idempotency key": {
@@ -62,7 +62,7 @@ def protection_runs(scenario: Scenario, seeds: Iterable[int] = (1,)) -> dict[str
     from sim import runner
 
     return {
-        name: [runner.run(scenario, seed=s, **overrides) for s in seeds]
+        name: [runner.run(scenario.with_overrides(overrides), seed=s) for s in seeds]
         for name, overrides in PROTECTIONS.items()
     }
 
@@ -107,7 +107,7 @@ def refused_token(run) -> dict | None:
     }
 
 
-# ---- Chubby's lock-delay ---------------------------------------------------------------------------
+# ---- Chubby's lock-delay -------------------------------------------------------------------------
 
 
 def lock_delay_queue(*, jobs: int = 600, seed: int = 1) -> Scenario:
@@ -152,8 +152,9 @@ def lock_delay_experiment(
     rows = []
     for delay in delays:
         delay = float(delay)
-        runs = [runner.run(paused, seed=s, **{"policy.retry_backoff": delay}) for s in seeds]
-        crashed = [runner.run(crashing, seed=s, **{"policy.retry_backoff": delay}) for s in seeds]
+        backoff: dict[str, object] = {"policy.retry_backoff": delay}
+        runs = [runner.run(paused.with_overrides(backoff), seed=s) for s in seeds]
+        crashed = [runner.run(crashing.with_overrides(backoff), seed=s) for s in seeds]
         latencies = pd.concat([first_recoveries(r) for r in crashed])
         mean, low, high, n = mean_ci(latencies.to_numpy(float))
         rows.append(
@@ -231,8 +232,8 @@ def check_refusers(answer, runs: dict[str, list]) -> Verdict:
     wrong = []
     if "psp" in chosen - truth:
         wrong.append(
-            f"the PSP took {count(int(fenced['charges twice']), 'charge')} twice: it cannot see the "
-            "attempt"
+            f"the PSP took {count(int(fenced['charges twice']), 'charge')} twice: it cannot see "
+            "the attempt"
         )
     if "ledger" in truth - chosen:
         wrong.append(

@@ -113,7 +113,8 @@ def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     ax.set_xlabel("lease TTL (s)")
     ax.set_ylabel("false-expiry rate (share of leases expired\nunder a live owner, log scale)")
     ax.set_title(
-        "False expiry vs TTL: without a heartbeat the TTL must outlast the job, with one only the longest stall",
+        "False expiry vs TTL: without a heartbeat the TTL must outlast the job, with one only "
+        "the longest stall",
         loc="left",
         fontsize=10,
     )
@@ -204,8 +205,8 @@ def plot_contention(frame: pd.DataFrame, axes=None):
     )
     seeds = frame.groupby(["claim", "workers"]).size().max()
     axes[0].figure.suptitle(
-        f"Claims under contention: {int(frame['jobs'].iloc[0])} jobs at once, "
-        f"select-to-update gap {1000 * frame['gap'].iloc[0]:g} ms; mean of {count(seeds, 'run')} per point",
+        f"Claims under contention: {int(frame['jobs'].iloc[0])} jobs at once, select-to-update "
+        f"gap {1000 * frame['gap'].iloc[0]:g} ms; mean of {count(seeds, 'run')} per point",
         x=0.01,
         ha="left",
         fontsize=10,

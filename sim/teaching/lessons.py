@@ -21,6 +21,7 @@ from sim.scenario import (
     ScriptedCrash,
     ScriptedOutage,
     Workload,
+    as_scenario,
     validate,
 )
 from sim.teaching.by_hand import Script, deliver, ledger_counts
@@ -28,7 +29,7 @@ from sim.teaching.by_hand import Script, deliver, ledger_counts
 STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
 
 
-# ---- scenarios the lessons share ------------------------------------------------------------------
+# ---- scenarios the lessons share -----------------------------------------------------------------
 
 
 def one_job(
@@ -140,7 +141,9 @@ def recovery_experiment(
     """
     return Scenario(
         name="recovery-experiment",
-        description="One long job, two workers, its owner crashes for good; the other worker recovers it.",
+        description=(
+            "One long job, two workers, its owner crashes for good; the other worker recovers it."
+        ),
         workload=Workload(
             jobs=1,
             arrival="poisson",
@@ -204,7 +207,10 @@ def stalling_queue(
     return validate(
         Scenario(
             name="stalling-queue",
-            description="Workers stall (GC pauses) now and then; how often does a lease expire under a live owner?",
+            description=(
+                "Workers stall (GC pauses) now and then; how often does a lease expire "
+                "under a live owner?"
+            ),
             workload=Workload(
                 jobs=jobs,
                 arrival="poisson",
@@ -298,11 +304,12 @@ def retention_curve(retentions: Iterable[float], **kwargs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# ---- claims under contention (notebook 02) --------------------------------------------------------
+# ---- claims under contention (notebook 02) -------------------------------------------------------
 
 
 def contention(run) -> dict:
-    """How a run's claims fared: double claims, lost claims (no row back), lock waits, drain time."""
+    """How a run's claims fared: double claims, lost claims (no row back), lock waits,
+    drain time."""
     events = run.events
     waits = events.loc[events["kind"] == "lock_wait", "detail"]
     wait_seconds = (
@@ -344,30 +351,30 @@ def claim_contention(
     seeds: Iterable[int] = (1,),
     scenario: str | Scenario = "read-then-write-race",
 ) -> pd.DataFrame:
-    """contention() of the read-then-write-race batch for each claim strategy, worker count and seed.
+    """contention() of the read-then-write-race batch for each claim strategy, worker count and
+    seed.
 
     gap: the application's time between reading a candidate and writing the claim; with the
     blocking SELECT ... FOR UPDATE it is spent holding the row lock, which is what makes a convoy.
     """
     from sim import runner
 
+    base = as_scenario(scenario)
     rows = []
     for strategy in strategies:
         for n in workers:
+            batch = base.with_overrides(
+                {
+                    "policy.claim": strategy,
+                    "policy.workers": int(n),
+                    "policy.select_to_update_gap": float(gap),
+                    "workload.jobs": int(jobs),
+                    "workload.processing": {"kind": "exponential", "mean": float(mean_work)},
+                    "expect": [],
+                }
+            )
             for seed in seeds:
-                run = runner.run(
-                    scenario,
-                    seed=seed,
-                    **{
-                        "policy.claim": strategy,
-                        "policy.workers": int(n),
-                        "policy.select_to_update_gap": float(gap),
-                        "workload.jobs": int(jobs),
-                        "workload.processing": {"kind": "exponential", "mean": float(mean_work)},
-                        "expect": [],
-                    },
-                )
-                rows.append(contention(run))
+                rows.append(contention(runner.run(batch, seed=seed)))
     return pd.DataFrame(rows)
 
 

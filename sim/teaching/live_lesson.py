@@ -17,9 +17,10 @@ from sim.teaching.exercises import Verdict, _unanswered
 
 
 def effects(run, comparison) -> pd.DataFrame:
-    """Observed (live and simulated) against two predictions, for the parts the closed form gets wrong:
-    the time since the last renewal at a crash (h'/2 for long jobs; less for short ones) and the wait
-    for a poller (P'/(k + 1) for idle pollers; the busy workers' remaining work when all are busy)."""
+    """Observed (live and simulated) against two predictions, for the parts the closed form gets
+    wrong: the time since the last renewal at a crash (h'/2 for long jobs; less for short ones) and
+    the wait for a poller (P'/(k + 1) for idle pollers; the busy workers' remaining work when all
+    are busy)."""
     s = run.scenario
     p, lat = s.policy, s.workload.statement_latency.mean_value()
     jobs = s.workload.processing
@@ -72,19 +73,20 @@ def effects_sentence(effects: pd.DataFrame, busy_workers: int) -> str:
         f"Time since the last renewal: {renewal['simulated']:.3f} s simulated and "
         f"{renewal['live']:.3f} s live, against {closed_r:.3f} s for long jobs and "
         f"{renewal['corrected (this job length)']:.3f} s predicted for these jobs; beside the "
-        f"long-job closed form, the simulated renewal was {side(renewal['simulated'], closed_r, age)} "
-        f"and the live one {side(renewal['live'], closed_r, age)}. Wait for a poller: "
-        f"{wait['simulated']:.3f} s simulated and {wait['live']:.3f} s live, against "
-        f"{closed_w:.3f} s for one idle poller and {wait['corrected (this job length)']:.3f} s for "
-        f"{busy_workers} busy workers (`sim.analytic.poll_wait_mean`); beside the idle-poller "
-        f"closed form, the simulated wait was {side(wait['simulated'], closed_w, length)} and the "
-        f"live one {side(wait['live'], closed_w, length)}."
+        "long-job closed form, the simulated renewal was "
+        f"{side(renewal['simulated'], closed_r, age)} and the live one "
+        f"{side(renewal['live'], closed_r, age)}. Wait for a poller: {wait['simulated']:.3f} s "
+        f"simulated and {wait['live']:.3f} s live, against {closed_w:.3f} s for one idle poller "
+        f"and {wait['corrected (this job length)']:.3f} s for {busy_workers} busy workers "
+        "(`sim.analytic.poll_wait_mean`); beside the idle-poller closed form, the simulated wait "
+        f"was {side(wait['simulated'], closed_w, length)} and the live one "
+        f"{side(wait['live'], closed_w, length)}."
     )
 
 
 # The exercise's settings, on top of the live scenario (sim.live.settings.hand_check): under each,
 # another part of a recovery is the largest. exercise(seed) picks one.
-EXERCISE_SETTINGS = (
+EXERCISE_SETTINGS: tuple[dict[str, object], ...] = (
     {},  # TTL 2 s, heartbeat 0.5 s, the claim takes expired leases, 4 busy workers polling 0.2 s
     {"policy.claim_takes_expired": False, "policy.watcher_interval": 8.0},
     {

@@ -1,5 +1,6 @@
 """How a notebook runs: fast (CI) or full mode and the sizes it picks, plotting defaults, sweep
-executor and progress bars, whether a widget frontend is attached, and prose computed from numbers."""
+executor and progress bars, whether a widget frontend is attached, and prose computed from
+numbers."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from sim.wording import duration
 FAST_ENV = "LEASELAB_FAST"
 
 
-# ---- sizing: fast (CI) and full (publication) mode ------------------------------------------------
+# ---- sizing: fast (CI) and full (publication) mode -----------------------------------------------
 
 
 def fast_mode(override: bool | None = None) -> bool:
-    """Fast mode (small horizons, few jobs and replications): `override` if given, else $LEASELAB_FAST."""
+    """Fast mode (small horizons, few jobs and replications): `override` if given,
+    else $LEASELAB_FAST."""
     if override is not None:
         return bool(override)
     return bool(env_flag(FAST_ENV))
@@ -102,7 +104,7 @@ def progress() -> bool | None:
     return None if not headless() else False
 
 
-# ---- prose computed from variables ----------------------------------------------------------------
+# ---- prose computed from variables ---------------------------------------------------------------
 
 
 def md(text: str):
@@ -132,7 +134,8 @@ def seconds(x: float, digits: int = 3) -> str:
 
 
 def widgets_available(headless_override: bool | None = None) -> bool:
-    """Sliders can be shown: a widget frontend is (probably) attached and ipywidgets is installed."""
+    """Sliders can be shown: a widget frontend is (probably) attached and ipywidgets
+    is installed."""
     if headless(headless_override):
         return False
     try:

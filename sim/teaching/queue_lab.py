@@ -22,7 +22,8 @@ def example(name: str) -> Path:
     if not (path / "queries.sql").is_file():
         names = sorted(p.name for p in EXAMPLES.iterdir()) if EXAMPLES.is_dir() else []
         raise QueueDefinitionError(
-            f"example queue {name!r}: not found in {EXAMPLES} (examples: {', '.join(names) or 'none'})"
+            f"example queue {name!r}: not found in {EXAMPLES} (examples: "
+            f"{', '.join(names) or 'none'})"
         )
     return path
 
@@ -75,7 +76,8 @@ def write_queue(
             params = []  # an unknown name: the loader says so, with the line
         declared = ", ".join(f"{p} {t}" for p, t in params)
         blocks.append(
-            f"-- name: {name}\n-- Written by queue_lab.write_queue.\n-- params: {declared}\n{sql.strip()}\n"
+            f"-- name: {name}\n-- Written by queue_lab.write_queue.\n-- params: "
+            f"{declared}\n{sql.strip()}\n"
         )
     (root / "queries.sql").write_text("\n".join(blocks), encoding="utf-8")
     if schema is not None:
@@ -139,8 +141,8 @@ def fenced_completion_verdict(
     completed, jobs = int(run.summary["completed"]), int(run.summary["jobs"])
     if stolen:
         return False, (
-            f"The zombie's completion went through ({stolen} completion by a worker that had lost the job): "
-            "the WHERE must check the owner and the attempt the worker holds."
+            f"The zombie's completion went through ({stolen} completion by a worker that had lost "
+            "the job): the WHERE must check the owner and the attempt the worker holds."
         )
     probes = completion_probes(queue, dsn=dsn)
     here = (

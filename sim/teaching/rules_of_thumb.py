@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,7 +43,9 @@ def repeat_recovery_scenario(
     return validate(
         Scenario(
             name="repeat-recovery",
-            description="Two crashes of one job's successive owners: is the second recovery phase-locked?",
+            description=(
+                "Two crashes of one job's successive owners: is the second recovery phase-locked?"
+            ),
             workload=Workload(
                 jobs=1,
                 arrival="poisson",
@@ -141,7 +144,10 @@ def loaded_queue(
     return validate(
         Scenario(
             name="loaded-queue",
-            description="Recovery latency as the workers get busier: where the light-load closed form stops holding.",
+            description=(
+                "Recovery latency as the workers get busier: where the light-load closed "
+                "form stops holding."
+            ),
             workload=Workload(
                 jobs=jobs,
                 arrival="poisson",
@@ -187,7 +193,7 @@ def load_recovery(
         )
         a = result.aggregate().iloc[0]
         p = scenario.policy
-        light = dict(
+        light: dict[str, Any] = dict(
             ttl=p.lease_ttl,
             heartbeat_interval=p.heartbeat_interval,
             poll_interval=p.poll_interval,

@@ -52,9 +52,11 @@ def stuck_jobs_fixture(
     return {"now": now, "stuck": sorted(stuck), "alive": alive}
 
 
-# The second table state check_stuck_query judges an answer on: other ids, another clock, the
-# states dealt in another order. Not shown to the reader, so an answer cannot be fitted to it.
-_HIDDEN_STATE = {"jobs": 9, "now": 260.0, "first_id": 41, "shuffle": 26}
+def _hidden_state(db) -> dict:
+    """The second table state check_stuck_query judges an answer on: other ids, another clock,
+    the states dealt in another order. Not shown to the reader, so an answer cannot be fitted to
+    it."""
+    return stuck_jobs_fixture(db, jobs=9, now=260.0, first_id=41, shuffle=26)
 
 
 def _stuck_ids(db, answer: str, fixture: dict) -> list[int]:
@@ -141,12 +143,12 @@ def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
 
 
 def _on_hidden_state(db, answer: str) -> tuple[bool, str]:
-    """Run the reader's statement on _HIDDEN_STATE, in a schema of its own on the same server."""
+    """Run the reader's statement on _hidden_state, in a schema of its own on the same server."""
     from sim import runner
 
     hidden = runner.make_backend("postgres", dsn=db.dsn)
     try:
-        fixture = stuck_jobs_fixture(hidden, **_HIDDEN_STATE)
+        fixture = _hidden_state(hidden)
         try:
             got = _stuck_ids(hidden, answer, fixture)
         except Exception as exc:  # the reader's SQL: any server error is the feedback
@@ -156,8 +158,9 @@ def _on_hidden_state(db, answer: str) -> tuple[bool, str]:
     if got == fixture["stuck"]:
         return True, ""
     return False, (
-        f"Right on these tables, but not on a second state of them that the checker keeps hidden "
+        "Right on these tables, but not on a second state of them that the checker keeps hidden "
         f"(other ids, the clock at {fixture['now']:g} s): your statement returned "
-        f"{count(len(got), 'id')} there where {count(len(fixture['stuck']), 'job was', 'jobs were')} "
-        "stuck. Does it list ids or times by hand? Let the WHERE clause find them."
+        f"{count(len(got), 'id')} there where "
+        f"{count(len(fixture['stuck']), 'job was', 'jobs were')} stuck. Does it list ids or times "
+        "by hand? Let the WHERE clause find them."
     )

@@ -46,10 +46,18 @@ def test_each_preference_follows_its_stated_rule(by_preference):
             if w == 0
             else f"score = predicted recovery x (1 + {w:g} x false-expiry upper bound / target)"
         )
+        best = pool.loc[pool["score"].idxmin()]
+        beat = (
+            "no heartbeat"
+            if np.isnan(best["heartbeat_interval"])
+            else f"heartbeat every {duration(best['heartbeat_interval'])}"
+        )
         assert advice.tradeoff_lines()[0] == (
-            f"trade-off (prefer {prefer}: {score}; the cheapest in DB load within 10% of the lowest "
-            f"score among the feasible; the lowest is {duration(pool['score'].min())}); the best "
-            "setting at each TTL step:"
+            f"trade-off (prefer {prefer}: {score}; the cheapest in DB load within 10% of the "
+            f"lowest score among the feasible; the lowest is {duration(best['score'])}, at TTL "
+            f"{duration(best['ttl'])}, {beat}, watcher every "
+            f"{duration(best['watcher_interval'])}); "
+            "the best setting at each TTL step:"
         )
 
 
@@ -67,10 +75,10 @@ def test_safety_buys_less_risk_with_slower_recovery(by_preference):
 
 def _parse_neighbour(line: str) -> dict:
     m = re.fullmatch(
-        r" (?P<mark>[* ]) TTL (?P<ttl>[\d.]+ s), (?P<beat>no heartbeat|heartbeat every [\d.]+ s), watcher "
-        r"every (?P<w>[\d.]+ s): false expiry (?P<fe>[\d.]+%) \(upper bound (?P<high>[\d.]+%)\), "
-        r"(?P<day>[\d.,]+) a day; recovery (?P<rec>[\d.]+ s); (?P<load>[\d.,]+) statements/s; "
-        r"(?P<score>score [\d.]+ s|not feasible)",
+        r" (?P<mark>[* ]) TTL (?P<ttl>[\d.]+ s), (?P<beat>no heartbeat|heartbeat every [\d.]+ s), "
+        r"watcher every (?P<w>[\d.]+ s): false expiry (?P<fe>[\d.]+%) \(upper bound "
+        r"(?P<high>[\d.]+%)\), (?P<day>[\d.,]+) a day; recovery (?P<rec>[\d.]+ s); "
+        r"(?P<load>[\d.,]+) statements/s; (?P<score>score [\d.]+ s|not feasible)",
         line,
     )
     assert m, line
@@ -120,8 +128,8 @@ def test_feasibility_is_judged_on_the_upper_bound_not_the_point():
     row = advice.candidates.iloc[0]
     assert row["predicted_false_expiry"] < 1e-12 and not row["feasible"] and not advice.met
     assert infeasible_reasons(row, advice) == [
-        f"its false-expiry upper bound {percent(row['predicted_false_expiry_high'])} per job (predicted "
-        "< 0.0001%) is over the target / margin (0.1% / 2 = 0.05%)"
+        f"its false-expiry upper bound {percent(row['predicted_false_expiry_high'])} per job "
+        "(predicted < 0.0001%) is over the target / margin (0.1% / 2 = 0.05%)"
     ]
     assert percent(row["predicted_false_expiry_high"]) == "0.15%"
 
@@ -167,7 +175,7 @@ def test_the_command_line_takes_the_new_flags(capsys):
     assert "argument --prefer: invalid choice: 'fast'" in capsys.readouterr().err
 
 
-# ---- what the evidence says -----------------------------------------------------------------------
+# ---- what the evidence says ----------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -210,11 +218,12 @@ def test_when_the_evidence_contains_the_prediction_the_advice_gives_the_predicti
     assert advice.recovery_source == "predicted" and advice.findings() == []
     assert advice.recovery_mean == advice.predicted_recovery_mean
     assert advice.verdict() == (
-        f"evidence agrees with the prediction: at TTL 3 s the simulated false expiry "
+        "evidence agrees with the prediction: at TTL 3 s the simulated false expiry "
         f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] contains the "
         f"predicted {percent(row.predicted_false_expiry)}, and the simulated recovery "
-        f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] contains the predicted "
-        f"{duration(row.predicted_recovery_mean)} at the 20.8 crashes per worker-hour simulated"
+        f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] contains the "
+        f"predicted {duration(row.predicted_recovery_mean)} at the 20.8 crashes per worker-hour "
+        "simulated"
     )
     assert "(simulated)" not in advice.headline()
 
@@ -235,11 +244,11 @@ def test_when_the_evidence_excludes_the_prediction_the_simulated_figure_is_the_a
     predicted = duration(advice.predicted_recovery_mean + 0.02)
     assert advice.findings() == [
         f"finding: at TTL 3 s the closed form's recovery, {predicted}, is below the simulated 95% "
-        "interval [3.4 s, 3.6 s] (mean 3.5 s over 80 crashes at 20.8 crashes per worker-hour); the "
-        f"advice gives the simulated figure, {duration(3.5 + shift)}, moved to your 1 crash per "
-        "worker-hour by the closed form's difference (-0.02 s). The closed form: it takes the busy "
-        "workers' remaining work as independent, while long jobs tend to keep them busy together, so "
-        "under load it runs low"
+        "interval [3.4 s, 3.6 s] (mean 3.5 s over 80 crashes at 20.8 crashes per worker-hour); "
+        f"the advice gives the simulated figure, {duration(3.5 + shift)}, moved to your 1 crash "
+        "per worker-hour by the closed form's difference (-0.02 s). The closed form: it takes "
+        "the busy workers' remaining work as independent, while long jobs tend to keep them busy "
+        "together, so under load it runs low"
     ]
     text = str(advice)
     assert advice.findings()[0] in text and "mean 3.48 s (simulated, see the finding)" in text
@@ -284,17 +293,18 @@ def test_the_target_is_confirmed_only_when_the_simulated_upper_bound_is_within_i
         )
     elif verdict == "missed in simulation":
         assert line == (
-            f"target missed in simulation: the simulated false expiry's 95% interval {interval} lies "
-            "above the 0.1% target"
+            f"target missed in simulation: the simulated false expiry's 95% interval {interval} "
+            "lies above the 0.1% target"
         )
     else:
         assert interval == "[0.0043%, 0.14%]"
         need = leases_to_confirm(advice.predicted_false_expiry, 0.001)
         runs = int(np.ceil(need / (leases / 4)))
         assert line == (
-            f"target unconfirmed: the simulated false expiry's 95% interval {interval} reaches above "
-            f"the 0.1% target ({leases} leases); at the predicted {percent(advice.predicted_false_expiry)} "
-            f"about {need:,} leases would confirm it, {runs} runs like these (replications)"
+            f"target unconfirmed: the simulated false expiry's 95% interval {interval} reaches "
+            f"above the 0.1% target ({leases} leases); at the predicted "
+            f"{percent(advice.predicted_false_expiry)} about {need:,} leases would confirm it, "
+            f"{runs} runs like these (replications)"
         )
         p = advice.predicted_false_expiry
         assert (
@@ -345,9 +355,9 @@ def test_the_counts_tell_meeting_the_target_from_being_feasible(by_preference):
     feasible = int(table["feasible"].sum())
     assert met > feasible > 0
     assert advice.counts_line() == (
-        f"chosen from {len(table)} candidates: {met} meet the target (95% upper bound within 0.1%), "
-        f"{feasible} are feasible (upper bound within target / margin 2, TTL at least 2 heartbeat "
-        "intervals)"
+        f"chosen from {len(table)} candidates: {met} meet the target (95% upper bound within "
+        f"0.1%), {feasible} are feasible (upper bound within target / margin 2, TTL at least 2 "
+        "heartbeat intervals)"
     )
 
 
@@ -358,9 +368,9 @@ def test_the_heartbeat_is_priced_at_the_arrival_rate_not_at_full_load(by_prefere
     line = advice.heartbeat_line()
     h = advice.heartbeat_interval
     assert line.endswith(
-        f"with a heartbeat every {duration(h)} the TTL only has to outlast the gap between renewals: "
-        f"{duration(advice.ttl)}, recovering in about {duration(advice.recovery_mean)}, for "
-        f"{advice.heartbeat_load:.2g} heartbeat statements/s at 1 jobs/s"
+        f"with a heartbeat every {duration(h)} the TTL only has to outlast the gap between "
+        f"renewals: {duration(advice.ttl)}, recovering in about {duration(advice.recovery_mean)}, "
+        f"for {advice.heartbeat_load:.2g} heartbeat statements/s at 1 jobs/s"
     )
     at_capacity = analytic.heartbeat_load(
         heartbeat_interval=h,

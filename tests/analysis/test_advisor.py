@@ -41,7 +41,8 @@ def durations() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def advice(durations) -> Advice:
-    """Frequent long pauses (30 per worker-hour, p99 30 s), so the false-expiry target decides the TTL."""
+    """Frequent long pauses (30 per worker-hour, p99 30 s),
+    so the false-expiry target decides the TTL."""
     return advise(
         durations,
         pause_rate=30,
@@ -107,8 +108,8 @@ def test_advice_reads_as_one_sentence_then_details(advice):
     headline = text.splitlines()[0]
     assert re.fullmatch(
         r"TTL [\d.]+ s, heartbeat every [\d.]+ s, watcher every [\d.]+ s: predicted false expiry "
-        r"[\d.]+% per job \(95% upper bound [\d.]+%; target 1%\), recovery ~ [\d.]+ s( \(simulated\))?, "
-        r"[\d.]+ heartbeat \+ watcher statements/s",
+        r"[\d.]+% per job \(95% upper bound [\d.]+%; target 1%\), "
+        r"recovery ~ [\d.]+ s( \(simulated\))?, [\d.]+ heartbeat \+ watcher statements/s",
         headline,
     ), headline
     assert "durations: read 3000 durations from values (unit s): median" in text
@@ -292,8 +293,9 @@ def test_nothing_feasible_above_the_floor_is_reported_with_the_floor():
         == table.loc[table["ttl"] >= 20, "predicted_false_expiry"].min()
     )
     assert (
-        "NOT MET: no candidate with TTL >= the 20 s floor (min_ttl) has a false-expiry upper bound below "
-        "0.005% (target / margin); this is the lowest found at or above the floor." in str(advice)
+        "NOT MET: no candidate with TTL >= the 20 s floor (min_ttl) has a false-expiry upper "
+        "bound below 0.005% (target / margin); this is the lowest found at or above the floor."
+        in str(advice)
     )
 
 
@@ -511,7 +513,7 @@ def test_cli_advise_refuses_a_non_empty_out_directory(capsys, tmp_path):
     assert "directory is not empty" in capsys.readouterr().err
 
 
-# ---- where the recommendation sits, and the risk per day ------------------------------------------
+# ---- where the recommendation sits, and the risk per day -----------------------------------------
 
 
 def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior():
@@ -528,7 +530,7 @@ def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior
         searched[i - 1],
         searched[i + 1],
     )
-    # each side's line puts its figures beside the recommendation's, as the neighbours table has them
+    # each side's line puts its figures beside the recommendation's, as the neighbours table does
     for step, line in zip(("shorter", "longer"), advice.position[2:4], strict=True):
         row = steps.loc[step]
         assert line.startswith(f"one step {step}, TTL {row['ttl']:g} s: feasible, ")
@@ -540,8 +542,9 @@ def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior
         assert (
             f"false expiry {percent(row['predicted_false_expiry'])} against "
             f"{percent(advice.predicted_false_expiry)} ({risk}), recovery "
-            f"{duration(row['predicted_recovery_mean'])} against {duration(advice.predicted_recovery_mean)} "
-            f"({percent(abs(change))} {'slower' if change >= 0 else 'faster'})" in line
+            f"{duration(row['predicted_recovery_mean'])} against "
+            f"{duration(advice.predicted_recovery_mean)} ({percent(abs(change))} "
+            f"{'slower' if change >= 0 else 'faster'})" in line
         ), line
     # shorter: within 10% of the lowest score, turned down for its DB load; longer: over 10% above
     table = advice.candidates
@@ -549,8 +552,8 @@ def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior
     shorter, longer = steps.loc["shorter"], steps.loc["longer"]
     assert shorter["score"] <= lowest * 1.1 and shorter["db_load"] > advice.db_load
     assert advice.position[2].endswith(
-        f"its score {duration(shorter['score'])} is within 10% of the lowest, {duration(lowest)}, but "
-        f"it costs {shorter['db_load']:.2g} statements/s against {advice.db_load:.2g}"
+        f"its score {duration(shorter['score'])} is within 10% of the lowest, {duration(lowest)}, "
+        f"but it costs {shorter['db_load']:.2g} statements/s against {advice.db_load:.2g}"
     )
     assert longer["score"] > lowest * 1.1
     assert advice.position[3].endswith(
@@ -578,8 +581,8 @@ def test_a_floor_that_decides_is_named_and_a_user_ladder_end_is_said():
         and floored.ttl == 15
         and floored.position
         == [
-            f"at your floor: min_ttl 15 s; without it the advisor would choose TTL {unfloored['ttl']:g} s (of the TTLs "
-            "searched), which the floor rules out"
+            "at your floor: min_ttl 15 s; without it the advisor would choose TTL "
+            f"{unfloored['ttl']:g} s (of the TTLs searched), which the floor rules out"
         ]
     )
     edge = advise(
@@ -607,8 +610,9 @@ def test_risk_per_day_is_per_job_risk_at_the_arrival_rate_with_upper_bounds():
     assert (table["predicted_false_expiry_high"] >= table["predicted_false_expiry"]).all()
     day, high = advice.false_expiries_per_day, advice.false_expiries_per_day_high
     assert advice.risk_lines()[0] == (
-        f"risk at 1 jobs/s (arrival_rate): {advice.predicted_false_expiry * 100:.2g}% of jobs (95% upper bound "
-        f"{advice.predicted_false_expiry_high * 100:.2g}%) = {day:.2g} false expiries a day (upper bound {high:.2g})"
+        f"risk at 1 jobs/s (arrival_rate): {advice.predicted_false_expiry * 100:.2g}% of jobs "
+        f"(95% upper bound {advice.predicted_false_expiry_high * 100:.2g}%) = {day:.2g} false "
+        f"expiries a day (upper bound {high:.2g})"
     )
     assert f"up to {365 * day:,.0f} a year" in advice.risk_lines()[1]
     # no arrival rate: half of what the 4 workers carry is assumed, and the lines say so
@@ -633,7 +637,8 @@ def test_risk_per_day_is_per_job_risk_at_the_arrival_rate_with_upper_bounds():
 
 def test_without_heartbeat_the_upper_bound_covers_jobs_longer_than_any_seen():
     """No pauses, no job of the sample longer than the TTL: the point prediction is 0, but 2000
-    observations cannot rule out a share of about 3/2000 (exact one-sided 95%: 1 - 0.05^(1/2000))."""
+    observations cannot rule out a share of about 3/2000 (exact one-sided
+    95%: 1 - 0.05^(1/2000))."""
     advice = advise(
         "sample",
         pause_rate=0,
@@ -720,16 +725,17 @@ def test_a_late_heartbeat_statement_lapses_the_lease_as_predicted():
 
 
 def test_the_slack_line_compares_what_a_lease_survives_with_the_declared_tails():
-    """The issue's case: TTL - heartbeat - latency against a pause p99 of 5 s, said before any run."""
+    """The issue's case: TTL - heartbeat - latency against a pause p99 of 5 s,
+    said before any run."""
     advice = advise("sample", arrival_rate=1.0, verify=False)
     slack = advice.ttl - advice.heartbeat_interval - 0.002
     share = float(analytic.survival(Dist.lognormal(0.5, 5.0), slack))
     assert 0.01 < share < 0.5  # the slack is under the declared pause p99: some pauses outlast it
     delays = float(analytic.survival(Dist.lognormal(0.01, 0.2), slack))
     assert advice.risk_lines()[2] == (
-        f"  slack: a lease survives a stall of up to {slack:.3g} s (TTL - heartbeat interval - statement latency); "
-        f"of the declared tails, longer than that: {share * 100:.2g}% of the pauses, {delays * 100:.2g}% of the "
-        "heartbeat delays"
+        f"  slack: a lease survives a stall of up to {slack:.3g} s (TTL - heartbeat interval - "
+        f"statement latency); of the declared tails, longer than that: {share * 100:.2g}% of the "
+        f"pauses, {delays * 100:.2g}% of the heartbeat delays"
     )
     stalled = advise(
         "sample",

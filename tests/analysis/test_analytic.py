@@ -1,4 +1,5 @@
-"""sim.analytic's building blocks, exactly: CDFs, heartbeat counts, crash ages, limits of the formulas."""
+"""sim.analytic's building blocks, exactly: CDFs, heartbeat counts, crash ages,
+limits of the formulas."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ def test_recovery_samples_use_the_time_since_renewal():
 
 
 def test_false_expiry_with_heartbeats_is_one_minus_exp_of_lapsing_pause_rate():
-    # constant pauses of 8 s, L = 10, h = 4: a pause lapses the lease iff its phase exceeds 2 s: half the cycle
+    # constant pauses of 8 s, L = 10, h = 4: a pause lapses the lease iff its phase exceeds 2 s,
+    # half the cycle
     p = analytic.false_expiry_probability(
         ttl=10,
         heartbeat_interval=4,

@@ -1,5 +1,6 @@
-"""The two corrections issue 18's live check found: the wait for a free poller when workers are busy,
-and the short-job time since the last renewal; checked by sampling and against the simulation."""
+"""The two corrections issue 18's live check found: the wait for a free poller when workers are
+busy, and the short-job time since the last renewal; checked by sampling and against the
+simulation."""
 
 import numpy as np
 from scipy import stats
@@ -37,9 +38,10 @@ def test_busy_poller_wait_matches_sampling():
 
 
 def test_busy_pool_recovery_matches_the_corrected_formula_not_the_light_load_one():
-    """Issue 18's settings (4 workers always busy, exponential jobs of mean 1 s, h = 0.5 s, the claim
-    takes expired leases): the recovery mean over 20 seeds matches L - E[since renewal] + E[min of 3
-    busy workers' remaining work] within its 99% interval; the light-load form L - h/2 + P/2 is >5% low."""
+    """Issue 18's settings (4 workers always busy, exponential jobs of mean 1 s, h = 0.5 s, the
+    claim takes expired leases): the recovery mean over 20 seeds matches L - E[since renewal] +
+    E[min of 3 busy workers' remaining work] within its 99% interval; the light-load form
+    L - h/2 + P/2 is >5% low."""
     latencies = np.concatenate(
         [
             run(hand_check(), seed=seed).recoveries["latency"].dropna().to_numpy()

@@ -63,7 +63,7 @@ def _assert_fraction_matches(false_expiries: int, leases: int, predicted: float)
 @pytest.mark.parametrize(
     "case",
     [
-        # heartbeats: a pause lapses the lease when it outlasts L minus the time since the last renewal
+        # heartbeats: a pause lapses the lease when it outlasts L minus the time since renewal
         dict(
             ttl=10.0,
             heartbeat_interval=4.0,
@@ -134,7 +134,7 @@ def test_false_expiry_is_zero_without_pauses_when_jobs_fit_or_heartbeat():
     assert run(scenario, seed=5).summary["false_expiries"] == 0
 
 
-# ---- DB load ---------------------------------------------------------------------------------------
+# ---- DB load -------------------------------------------------------------------------------------
 
 H, W, P, WORKERS = 4.0, 7.0, 1.5, 8
 JOB = Dist.lognormal(6.0, 40.0)
@@ -185,8 +185,9 @@ def test_heartbeat_load_from_arrival_rate(load_runs):
 
 
 def test_heartbeat_load_from_busy_workers_is_the_long_job_limit(load_runs):
-    """busy/h' counts a renewal per cycle of busy time; each job sends floor(T/h') heartbeats, between
-    T/h' - 1 and T/h', so the simulated rate lies between busy/h' - throughput and busy/h'."""
+    """busy/h' counts a renewal per cycle of busy time; each job sends floor(T/h') heartbeats,
+    between T/h' - 1 and T/h', so the simulated rate lies between busy/h' - throughput and
+    busy/h'."""
     scenario, runs = load_runs
     busy = runs["jobs"] / scenario.horizon * JOB.mean_value()
     upper = analytic.heartbeat_load(heartbeat_interval=H, busy_workers=busy, latency=LAT)
@@ -243,7 +244,7 @@ def test_db_load_adds_up():
     )
 
 
-# ---- recovery latency distribution -----------------------------------------------------------------
+# ---- recovery latency distribution ---------------------------------------------------------------
 
 
 def _recovery_scenarios(watcher: bool, replications: int) -> list[Scenario]:

@@ -1,5 +1,5 @@
-"""sim.durations: a user's CSV becomes seconds only when column, unit, delimiter and decimal mark are
-unambiguous; refusals are one line; what was read is echoed (CLI, API and the advisor)."""
+"""sim.durations: a user's CSV becomes seconds only when column, unit, delimiter and decimal mark
+are unambiguous; refusals are one line; what was read is echoed (CLI, API and the advisor)."""
 
 from __future__ import annotations
 

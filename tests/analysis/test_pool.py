@@ -52,9 +52,9 @@ def test_a_rate_the_workers_cannot_carry_is_refused_with_the_pool_it_needs():
     pool = Pool(4, advise("sample", verify=False).durations, 0.002, 1.0, 5.0)
     need = math.ceil(3 / (pool.per_worker * 0.7))
     assert str(caught.value) == (
-        f"workers: 4 workers carry {pool.capacity:.3g} jobs/s (mean job 2.24 s), but the arrival rate "
-        f"is 3 jobs/s, {3 / pool.capacity:.0%} of that; {need} workers (--workers {need}) would be "
-        f"{3 / (need * pool.per_worker):.0%} busy, or give a lower arrival rate"
+        f"workers: 4 workers carry {pool.capacity:.3g} jobs/s (mean job 2.24 s), but the arrival "
+        f"rate is 3 jobs/s, {3 / pool.capacity:.0%} of that; {need} workers (--workers {need}) "
+        f"would be {3 / (need * pool.per_worker):.0%} busy, or give a lower arrival rate"
     )
     assert f"{pool.capacity:.3g}" == "1.78" and need == 10
 
@@ -76,8 +76,8 @@ def test_a_bimodal_export_in_ms_at_one_job_a_second_needs_more_workers(bimodal_c
     with pytest.raises(ConfigError) as caught:
         advise(bimodal_csv, column="duration_ms", unit="ms", arrival_rate=1, verify=False)
     assert str(caught.value).startswith(
-        "workers: 4 workers carry 0.598 jobs/s (mean job 6.65 s), but the arrival rate is 1 jobs/s, "
-        "167% of that; 10 workers (--workers 10) would be 67% busy"
+        "workers: 4 workers carry 0.598 jobs/s (mean job 6.65 s), but the arrival rate is 1 "
+        "jobs/s, 167% of that; 10 workers (--workers 10) would be 67% busy"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error", LeaseWarning)
@@ -108,8 +108,8 @@ def test_from_80_percent_the_advice_warns_with_the_utilisation(rate, warned):
     u = rate / pool.capacity
     assert advice.utilisation == pytest.approx(u) and (u >= 0.8) == warned
     line = (
-        f"utilisation {u:.0%}: {rate:g} jobs/s against the {pool.capacity:.3g} jobs/s that 4 workers "
-        "carry (mean job 2.24 s); above 80% a backlog builds quickly"
+        f"utilisation {u:.0%}: {rate:g} jobs/s against the {pool.capacity:.3g} jobs/s that 4 "
+        "workers carry (mean job 2.24 s); above 80% a backlog builds quickly"
     )
     lines = str(advice).splitlines()
     assert any(m.startswith(line) for m in map(str, (w.message for w in caught))) == warned

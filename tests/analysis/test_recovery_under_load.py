@@ -35,7 +35,8 @@ def test_busy_at_crash_is_erlang_size_biased_by_the_busy_count():
 
 def test_an_idle_pool_waits_for_the_first_poll_and_the_restart_caps_the_wait():
     """No load: the 3 other workers poll every 1.002 s, so the wait is 1.002 / 4 (poll_wait_mean);
-    a job claimable 4.9 s after the crash waits at most 0.1 s, for the crashed worker back at 5 s."""
+    a job claimable 4.9 s after the crash waits at most 0.1 s, for the crashed worker back
+    at 5 s."""
     waits = analytic.CrashPollWait.build(
         workers=4,
         offered_load=0.0,

@@ -1,5 +1,5 @@
-"""sim.stats: one implementation of per-group means and Student-t intervals, checked against hand-computed
-numbers, and shared by SweepResult.aggregate."""
+"""sim.stats: one implementation of per-group means and Student-t intervals, checked against
+hand-computed numbers, and shared by SweepResult.aggregate."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def _fields() -> dict[str, object]:
 
 FIELDS = _fields()
 
-# ---- bad values -------------------------------------------------------------------------------------
+# ---- bad values ----------------------------------------------------------------------------------
 
 words = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=10)
 non_finite = st.sampled_from([math.inf, -math.inf, math.nan])
@@ -100,7 +100,8 @@ def enum(choices):
 
 
 def wrong_type(hint) -> st.SearchStrategy:
-    """Values of another type than `hint` (bool is not a number here, a float not a whole number)."""
+    """Values of another type than `hint` (bool is not a number here,
+    a float not a whole number)."""
     scalars = {
         float: st.one_of(words, st.booleans(), st.lists(st.integers(0, 9), max_size=2), non_finite),
         int: st.one_of(words, st.booleans(), fraction, st.integers(0, 9).map(float), non_finite),
@@ -291,7 +292,8 @@ cases = st.sampled_from(sorted(FIELDS)).flatmap(lambda key: st.tuples(st.just(ke
 
 
 def toml(value) -> str:
-    """A value as TOML text for --set (inline tables and arrays, nan and inf as TOML spells them)."""
+    """A value as TOML text for --set (inline tables and arrays,
+    nan and inf as TOML spells them)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -311,7 +313,7 @@ def toml(value) -> str:
     return "{" + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + "}"
 
 
-# ---- the properties ------------------------------------------------------------------------------------
+# ---- the properties ------------------------------------------------------------------------------
 
 
 def test_every_field_has_bad_values():
@@ -353,7 +355,7 @@ def test_constructors_or_their_validation_refuse_every_bad_value(case):
     assert key in str(info.value) and "\n" not in str(info.value)
 
 
-# ---- DSNs: never their password ------------------------------------------------------------------------
+# ---- DSNs: never their password ------------------------------------------------------------------
 
 passwords = st.text(
     "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789", min_size=10, max_size=16
@@ -424,9 +426,10 @@ def test_a_password_never_shows_through_the_api(case):
     assert password not in str(info.value) and password not in repr(info.value)
 
 
-# ---- live mode: every flag and every field, refused before anything starts ----------------------------
+# ---- live mode: every flag and every field, refused before anything starts -----------------------
 
-LIVE_UNSUPPORTED = {  # settings the simulation plays and live mode refuses, with a value that sets them
+# settings the simulation plays and live mode refuses, with a value that sets them
+LIVE_UNSUPPORTED = {
     "policy.watcher_gap": st.floats(min_value=0.1, max_value=5),
     "policy.deadline": st.floats(min_value=1, max_value=50),
     "policy.clock": st.just("worker"),
@@ -469,7 +472,8 @@ live_cases = st.one_of(
 @settings(SETTINGS, max_examples=250)
 @given(live_cases)
 def test_live_refuses_every_bad_flag_and_field_before_starting(capsys, tmp_path_factory, case):
-    """Nothing starts: no child process, no temporary folder, no server (a DSN nobody listens on)."""
+    """Nothing starts: no child process, no temporary folder, no server
+    (a DSN nobody listens on)."""
     kind, key, value = case
     argv = ["live", "crash-recovery", "--dsn", "postgresql://nobody@127.0.0.1:1/x"]
     if kind == "flag":
@@ -494,7 +498,7 @@ def test_live_refuses_every_bad_flag_and_field_before_starting(capsys, tmp_path_
     assert list(temp.iterdir()) == []
 
 
-# ---- queue directories: every file, every byte, refused in one line naming the file --------------------
+# ---- queue directories: every file, every byte, refused in one line naming the file --------------
 
 BLOCK = (
     "-- name: heartbeat\n-- renew\n-- params: id int, owner text, attempt int, lease_until time\n"
@@ -583,7 +587,8 @@ ATTACK_LINES = [
     "UPDATE public.leaselab_sentinel SET x = 0",
     "TRUNCATE public.leaselab_sentinel",
     "CREATE TABLE public.evil (x int)",
-    "CREATE OR REPLACE FUNCTION public.leaselab_sentinel_f() RETURNS int LANGUAGE sql AS 'SELECT 5'",
+    "CREATE OR REPLACE FUNCTION public.leaselab_sentinel_f() RETURNS int LANGUAGE sql "
+    "AS 'SELECT 5'",
     "CREATE TYPE public.evil_t AS ENUM ('a')",
     "CREATE SCHEMA leaselab_evil",
     "CREATE ROLE leaselab_evil",

@@ -1,4 +1,5 @@
-"""`python -m sim sweep`: a grid from the command line, means with intervals; bad grids get one line."""
+"""`python -m sim sweep`: a grid from the command line, means with intervals;
+bad grids get one line."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def test_a_bad_grid_is_one_line(capsys):
     assert main(["sweep", "baseline", "--grid", "policy.lease_ttl"]) == 2
     err = capsys.readouterr().err
     assert (
-        err
-        == "error: --grid expects KEY=V1,V2,... (e.g. policy.watcher_interval=5,30), got 'policy.lease_ttl'\n"
+        err == "error: --grid expects KEY=V1,V2,... (e.g. policy.watcher_interval=5,30), got "
+        "'policy.lease_ttl'\n"
     )
     assert main(["sweep", "baseline", "--replications", "0"]) == 2
     assert capsys.readouterr().err == "error: --replications 0: must be at least 1\n"

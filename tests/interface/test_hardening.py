@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import sim
+import sim.__main__ as cli
 from sim import limits
 from sim.__main__ import main
 from sim.db.base import EPOCH, to_timestamp
@@ -23,6 +25,7 @@ from sim.db.server import redact_dsn, scrub, secrets
 from sim.dists import Dist
 from sim.durations import read_durations
 from sim.errors import ConfigError
+from sim.interrupts import Terminated
 from sim.scenario import Faults, Policy, Scenario, ScriptedCrash, Workload, load, preset, validate
 
 SMALL = ["--set", "workload.jobs=20", "--set", "horizon=60"]
@@ -87,7 +90,7 @@ def test_password_in_the_environment_is_scrubbed_from_errors(capsys, monkeypatch
     assert "envsekret99" not in one_error_line(capsys)
 
 
-# ---- 2. non-finite, absurd and huge values ---------------------------------------------------------
+# ---- 2. non-finite, absurd and huge values -------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -130,8 +133,9 @@ def test_password_in_the_environment_is_scrubbed_from_errors(capsys, monkeypatch
                 "workload.duplicate_delivery=1",
                 "policy.poll_interval=0.001",
             ],
-            "workload.jobs: this run would schedule about 5e+07 simulated events, over the limit of 5e+07 (largest part: "
-            "workload.jobs 2000000 x 12 events per job = 4.8e+07); lower workload.jobs",
+            "workload.jobs: this run would schedule about 5e+07 simulated events, over the limit "
+            "of 5e+07 (largest part: workload.jobs 2000000 x 12 events per job = 4.8e+07); lower "
+            "workload.jobs",
         ),
     ],
 )
@@ -256,7 +260,7 @@ def test_advisor_arrays_too_long_are_one_line():
         sim.advise([1.0, 1e308], verify=False)
 
 
-# ---- 4. demo refuses a non-empty --out (see test_cli.test_demo_writes_figures_and_summary) --------
+# ---- 4. demo refuses a non-empty --out (see test_cli.test_demo_writes_figures_and_summary) -------
 
 
 def test_demo_refuses_a_non_empty_out_without_force(capsys, tmp_path):
@@ -266,7 +270,7 @@ def test_demo_refuses_a_non_empty_out_without_force(capsys, tmp_path):
     assert (tmp_path / "summary.csv").read_text() == "mine"
 
 
-# ---- 5. --keep-schema says which schema it kept ---------------------------------------------------
+# ---- 5. --keep-schema says which schema it kept --------------------------------------------------
 
 
 def test_memory_runs_write_kept_schema_null(capsys, tmp_path):
@@ -309,7 +313,7 @@ def test_keep_schema_prints_and_records_the_schema(capsys, tmp_path, pg_dsn):
     assert jobs == 20
 
 
-# ---- 6. the Python API: wrong types name the field; numpy scalars work -----------------------------
+# ---- 6. the Python API: wrong types name the field; numpy scalars work ---------------------------
 
 
 @pytest.mark.parametrize(
@@ -386,7 +390,8 @@ def test_keep_schema_prints_and_records_the_schema(capsys, tmp_path, pg_dsn):
         ),
         (
             lambda: sim.sweep("baseline", {"policy.lease_ttl": [10, 20]}, replications=10**9),
-            r"^replications: 2 grid points x 1,000,000,000 replications = 2,000,000,000 runs, over the limit of 100,000",
+            r"^replications: 2 grid points x 1,000,000,000 replications = 2,000,000,000 runs, "
+            r"over the limit of 100,000",
         ),
     ],
 )
@@ -422,7 +427,7 @@ def test_numpy_scalars_are_accepted_wherever_python_numbers_are():
     ).seeds == (1,)
 
 
-# ---- 7. a TOML file's {csv = ...} is relative to the TOML file -------------------------------------
+# ---- 7. a TOML file's {csv = ...} is relative to the TOML file -----------------------------------
 
 
 def test_csv_distribution_is_relative_to_the_toml_file(capsys, tmp_path, monkeypatch):
@@ -457,7 +462,7 @@ def test_advise_flags_beyond_the_limits_name_the_flag(capsys, argv, expected):
     assert one_error_line(capsys) == expected
 
 
-# ---- the same, as a real process -------------------------------------------------------------------
+# ---- the same, as a real process -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -496,3 +501,25 @@ def test_a_real_process_exits_2_with_one_line(argv, expected):
         and expected in done.stderr
     )
     assert "sekret123" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "code", "last"),
+    [(Terminated("terminated"), 143, "terminated"), (KeyboardInterrupt(), 130, "interrupted")],
+)
+def test_a_cleanup_that_fails_after_an_interrupt_still_ends_as_the_interrupt(
+    monkeypatch, capsys, interrupt, code, last
+):
+    def command(args):
+        try:
+            raise interrupt
+        finally:
+            raise ServerUnavailableError("PostgreSQL at 127.0.0.1:5432: the connection is closed")
+
+    parser = SimpleNamespace(parse_args=lambda argv: SimpleNamespace(command=command))
+    monkeypatch.setattr(cli, "_build_parser", lambda: parser)
+    assert main(["run", "baseline"]) == code
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: PostgreSQL at 127.0.0.1:5432: the connection is closed",
+        last,
+    ]

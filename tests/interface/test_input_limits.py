@@ -31,7 +31,7 @@ HEARTBEAT = (
 )
 
 
-# ---- 5. passwords ------------------------------------------------------------------------------------
+# ---- 5. passwords --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_short_pieces_are_scrubbed_where_they_stand_alone_only():
     assert scrub('port "Se" (Server: Set up)', dsn) == 'port "***" (Server: Set up)'
 
 
-# ---- 6. file text that would mislead -----------------------------------------------------------------
+# ---- 6. file text that would mislead -------------------------------------------------------------
 
 
 def test_a_byte_order_mark_does_not_hide_the_first_block(tmp_path):
@@ -81,7 +81,7 @@ def test_a_nul_byte_is_refused_naming_its_line(tmp_path, name):
     )
 
 
-# ---- 7. unbounded reads ------------------------------------------------------------------------------
+# ---- 7. unbounded reads --------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_caps_reach_every_file_input(capsys, tmp_path):
         load_queue(tmp_path / "q")
 
 
-# ---- 8. live limits up front -------------------------------------------------------------------------
+# ---- 8. live limits up front ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -199,7 +199,7 @@ def test_live_workers_beyond_the_servers_connections_name_the_setting(capsys, pg
     assert "(max_connections " in line and "raise max_connections" in line
 
 
-# ---- 9. --help ----------------------------------------------------------------------------------------
+# ---- 9. --help -----------------------------------------------------------------------------------
 
 
 def _commands() -> list[str]:
@@ -223,7 +223,7 @@ def test_help_in_a_real_process():
     assert out.returncode == 0 and "95%" in out.stdout and out.stderr == ""
 
 
-# ---- 10. limits named up front ----------------------------------------------------------------------
+# ---- 10. limits named up front -------------------------------------------------------------------
 
 
 def test_deep_toml_is_one_line_naming_the_limit(capsys, tmp_path):
@@ -288,7 +288,7 @@ def test_a_failed_embedded_start_is_one_line(tmp_path):
     assert lines[0].endswith(f"see {pgdata / 'log'}, or set LEASELAB_DSN to an existing server")
 
 
-# ---- 11. the last tracebacks ------------------------------------------------------------------------
+# ---- 11. the last tracebacks ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -313,7 +313,8 @@ def test_a_sweep_over_a_queue_with_its_own_functions_runs_every_point(tmp_path, 
     schema = (ROOT / "sim" / "sql" / "schema.sql").read_text() + (
         "\nCREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ "
         "BEGIN NEW.heartbeat_at := NEW.lease_until; RETURN NEW; END $$;\n"
-        "CREATE TRIGGER touch BEFORE UPDATE ON payment_jobs FOR EACH ROW EXECUTE FUNCTION touch();\n"
+        "CREATE TRIGGER touch BEFORE UPDATE ON payment_jobs "
+        "FOR EACH ROW EXECUTE FUNCTION touch();\n"
     )
     (tmp_path / "schema.sql").write_text(schema)
     scenario = sim.preset("baseline").with_overrides({"workload.jobs": 5, "horizon": 20})

@@ -1,5 +1,6 @@
 """The package face: `import sim` loads nothing until a name is used; every result saves itself into
-a directory it never overwrites unasked; the command line turns every error into one scrubbed line."""
+a directory it never overwrites unasked; the command line turns every error into one scrubbed
+line."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_the_functions_named_like_their_modules_stay_functions():
     assert "sim.review" in loaded_after(code)["sim"]
 
 
-# ---- save(directory) ------------------------------------------------------------------------------
+# ---- save(directory) -----------------------------------------------------------------------------
 
 
 def test_a_directory_holding_files_is_refused_unless_overwrite(tmp_path):
@@ -139,7 +140,7 @@ def test_sweep_takes_overrides_like_run_and_review():
     assert str(result).startswith("baseline: 2 runs in ")
 
 
-# ---- errors leave main() as one line, passwords scrubbed -------------------------------------------
+# ---- errors leave main() as one line, passwords scrubbed -----------------------------------------
 
 
 def test_a_live_error_is_one_scrubbed_line(capsys, monkeypatch):

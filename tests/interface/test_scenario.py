@@ -51,7 +51,8 @@ def test_save_refuses_to_overwrite(tmp_path):
         ({"policy.heartbeat": 1}, r"^policy\.heartbeat: expected true or false, got int 1$"),
         (
             {"policy.claim": "optimistic"},
-            r"^policy\.claim: must be one of read_then_write, conditional_update, skip_locked, select_for_update$",
+            r"^policy\.claim: must be one of read_then_write, conditional_update, skip_locked, "
+            r"select_for_update$",
         ),
         (
             {"workload.processing": {"kind": "lognormal", "median": 2.0, "p99": 1.0}},

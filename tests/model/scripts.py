@@ -17,7 +17,15 @@ LATENCY = 0.001
 
 
 def scripted(
-    *, jobs=1, work=25.0, psp_at=0.5, workers=1, horizon=120.0, faults=None, **policy
+    *,
+    jobs=1,
+    work=25.0,
+    psp_at=0.5,
+    workers=1,
+    horizon=120.0,
+    faults=None,
+    workload=None,
+    **policy,
 ) -> Scenario:
     """Constant work and latency, no random phases: every time in the log is predictable."""
     defaults = dict(
@@ -38,6 +46,7 @@ def scripted(
             psp_at=psp_at,
             psp_call=Dist.constant(0.0),
             statement_latency=Dist.constant(LATENCY),
+            **(workload or {}),
         ),
         policy=Policy(**{**defaults, **policy}),
         faults=faults or Faults(),

@@ -1,4 +1,5 @@
-"""The analysis figures (sweeps, claim strategies, trade-offs): what they draw, counted through gids."""
+"""The analysis figures (sweeps, claim strategies, trade-offs): what they draw,
+counted through gids."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def _close_figures():
 
 
 def sweep_runs(name: str, grid: dict, replications: int, **fixed) -> pd.DataFrame:
-    """A sweep by hand, shaped like SweepResult.runs: grid keys, replication, seed, summary metrics."""
+    """A sweep by hand, shaped like SweepResult.runs: grid keys, replication, seed,
+    summary metrics."""
     rows = []
     for values in itertools.product(*grid.values()):
         point = dict(zip(grid, values, strict=True))
@@ -248,7 +250,8 @@ def test_heatmap_of_recovery_p99_uses_cividis():
         "32",
         "no data",
     ]
-    # cividis, from the lowest value (TTL 10 s, heartbeat 2 s) to the highest (TTL 30 s, heartbeat 2 s)
+    # cividis, from the lowest value (TTL 10 s, heartbeat 2 s) to the highest (TTL 30 s,
+    # heartbeat 2 s)
     cells = gids(ax, "cell")
     assert np.allclose(cells[0].get_facecolor(), matplotlib.colormaps["cividis"](0.0))
     assert np.allclose(cells[-1].get_facecolor(), matplotlib.colormaps["cividis"](1.0))
@@ -366,7 +369,8 @@ def test_tradeoff_turns_to_a_log_x_axis_when_the_risk_spans_decades():
         "false-expiry rate = 0 (a log axis has no 0)"
         in [t.get_text() for t in ax.get_legend().get_texts()][-1]
     )
-    # the frontier uses the true values: every setting trades risk for recovery, so all four are on it
+    # the frontier uses the true values: every setting trades risk for recovery, so all four are
+    # on it
     [front] = gids(ax, "frontier-point")
     assert len(front.get_offsets()) == 4
     ax.figure.canvas.draw()
@@ -411,8 +415,8 @@ def test_tradeoff_stays_linear_for_a_narrow_span_and_explicit_logx_wins():
 
 
 def test_tradeoff_labels_come_from_the_metrics_passed():
-    """The advisor's predictions (sim.teaching.advice_frame) are not simulated rates: axes, colour bar
-    and the zero line's legend name the metric actually plotted."""
+    """The advisor's predictions (sim.teaching.advice_frame) are not simulated rates: axes, colour
+    bar and the zero line's legend name the metric actually plotted."""
     frame = risk_frame(WIDE).rename(
         columns={
             "false_expiry_rate_mean": "predicted_false_expiry_mean",

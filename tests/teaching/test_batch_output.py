@@ -15,7 +15,8 @@ from sim import progress
 
 @pytest.fixture
 def instant_bars(monkeypatch):
-    """progress=None would draw a bar at once (no 2 s wait), so a short run shows what it decides."""
+    """progress=None would draw a bar at once (no 2 s wait),
+    so a short run shows what it decides."""
     monkeypatch.setattr(progress, "SHOW_AFTER", -1.0)
 
 

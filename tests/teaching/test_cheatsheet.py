@@ -1,4 +1,5 @@
-"""sim.teaching.cheatsheet and .rules_of_thumb, sim.plots.rules: notebook 11's evidence (issue 15)."""
+"""sim.teaching.cheatsheet and .rules_of_thumb, sim.plots.rules: notebook 11's evidence
+(issue 15)."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def test_every_statement_of_the_sheet_holds_on_the_fast_runs(seed):
         == "`attempts` = 2 on the row, one per claim in the event log (2 claims)."
     )
     assert by_tag["confused:read-then-write-vs-conditional-update"].measured == (
-        "Two workers read the same `Pending` job: 2 of 2 unconditional UPDATEs returned the row (both think they "
-        "own it); 1 of 2 conditional ones did."
+        "Two workers read the same `Pending` job: 2 of 2 unconditional UPDATEs returned the row "
+        "(both think they own it); 1 of 2 conditional ones did."
     )
     assert "0 double claims." in by_tag["checklist:1"].measured
 

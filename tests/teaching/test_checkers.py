@@ -75,7 +75,7 @@ def test_the_hidden_state_differs_in_ids_clock_and_layout():
     assert {"Pending", "Completed"} <= set(jobs["status"])
 
 
-# ---- 04 and 03: tolerance tighter than every common slip, and the slip named ----------------------
+# ---- 04 and 03: tolerance tighter than every common slip, and the slip named ---------------------
 
 QUESTION = dict(ttl=30.0, heartbeat_interval=10.0, watcher_interval=60.0, poll_interval=2.0)
 
@@ -91,7 +91,8 @@ QUESTION = dict(ttl=30.0, heartbeat_interval=10.0, watcher_interval=60.0, poll_i
     ],
 )
 def test_the_recovery_prediction_refuses_and_names_every_common_slip(question):
-    """The defect: 04 exercise 1 accepted 55 (poll term dropped) and 57 (P for P/2) at +-5% of 56."""
+    """The defect: 04 exercise 1 accepted 55 (poll term dropped) and 57
+    (P for P/2) at +-5% of 56."""
     from sim.analytic import recovery_latency_mean
 
     truth = recovery_latency_mean(**question)
@@ -145,7 +146,7 @@ def test_the_ttl_quantile_accepts_only_the_smallest_whole_ttl_and_names_the_slip
     assert "0.01% of jobs outlast the lease, more than the target of 0.01%" not in down.message
 
 
-# ---- 10: the exercise's answer depends on its settings ---------------------------------------------
+# ---- 10: the exercise's answer depends on its settings -------------------------------------------
 
 
 def test_the_live_exercise_can_be_answered_by_each_part():
@@ -191,7 +192,7 @@ def test_the_live_effects_sentence_follows_the_live_numbers():
     assert "the live one as old." in same
 
 
-# ---- 01, 07: words that follow the table ------------------------------------------------------------
+# ---- 01, 07: words that follow the table ---------------------------------------------------------
 
 
 class _Review:
@@ -275,13 +276,14 @@ def test_the_fenced_completion_messages_follow_what_the_statement_does(pg_dsn):
     assert ok is True and "refuses a stale attempt and another owner" in both
 
 
-# ---- 11: the cheat sheet's rates carry their settings and intervals ---------------------------------
+# ---- 11: the cheat sheet's rates carry their settings and intervals ------------------------------
 
 
 def test_the_cheat_sheet_rates_name_their_settings_and_contain_the_lessons_figure():
     """The defect: 11 re-measured 0.6% where 02's figure showed about 1.6% (and 0.87% against 03's
     1.2%), without saying why. Both are the same rate on samples of different sizes: the sheet now
-    gives its settings and 95% interval, and the lesson's figure at those settings lies inside it."""
+    gives its settings and 95% interval, and the lesson's figure at those settings lies inside
+    it."""
     proofs = cheatsheet.takeaways(1, race_jobs=100, race_replications=2, stall_jobs=300)
     race, stall = proofs[1], proofs[2]
     assert "(100 jobs a run, 2 runs each)" in race.measured

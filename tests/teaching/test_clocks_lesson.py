@@ -126,7 +126,7 @@ def test_drift_adds_up_with_time():
     )
 
 
-# ---- clocks that disagree ---------------------------------------------------------------------------
+# ---- clocks that disagree ------------------------------------------------------------------------
 
 
 def test_worker_clocks_that_disagree_let_a_live_lease_be_taken_and_one_clock_does_not():
@@ -152,7 +152,7 @@ def test_every_lease_taken_early_went_to_a_clock_ahead_by_more_than_the_slack():
         assert taken["slack"].iloc[0] == pytest.approx(10.0 - 3.0 - 0.02)
 
 
-# ---- the cheat sheet -------------------------------------------------------------------------------
+# ---- the cheat sheet -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -298,7 +298,8 @@ PAPERMILL_PARAMETERS = {
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_papermill_reads_every_parameter(path):
     """`papermill --help-notebook` lists `fast` and the parameter the test changes: papermill parses
-    every line of the parameters cell (it skips a line it cannot parse, e.g. an '=' in a comment)."""
+    every line of the parameters cell (it skips a line it cannot parse, e.g. an '=' in a
+    comment)."""
     import papermill
 
     assert set(PAPERMILL_PARAMETERS) <= {p.name for p in NOTEBOOKS}

@@ -70,7 +70,7 @@ def test_setup_sets_plotting_defaults_by_mode():
     assert matplotlib.rcParams["figure.dpi"] > fast_dpi
 
 
-# ---- headless detection ----------------------------------------------------------------------------
+# ---- headless detection --------------------------------------------------------------------------
 
 
 def test_headless_without_a_kernel_and_by_environment(monkeypatch):
@@ -109,7 +109,7 @@ def test_headless_when_a_batch_runner_started_the_kernel(monkeypatch):
     assert teaching.headless() is False
 
 
-# ---- scenarios -------------------------------------------------------------------------------------
+# ---- scenarios -----------------------------------------------------------------------------------
 
 
 def test_one_job_crash_with_a_lease_is_recovered_after_the_lease_runs_out():
@@ -178,7 +178,7 @@ def test_busy_window_ends_after_the_activity():
     assert t0 == 0 and run.leases["end"].max() < t1 < run.scenario.horizon
 
 
-# ---- figures ---------------------------------------------------------------------------------------
+# ---- figures -------------------------------------------------------------------------------------
 
 
 def test_lease_clock_draws_one_sawtooth_per_lease_and_marks_expiry():
@@ -196,7 +196,7 @@ def test_lease_clock_draws_one_sawtooth_per_lease_and_marks_expiry():
         teaching.lease_clock(sim.run(teaching.one_job(crash_at=12.0, lock=True)))
 
 
-# ---- explorers -------------------------------------------------------------------------------------
+# ---- explorers -----------------------------------------------------------------------------------
 
 
 def _make_run(ttl, heartbeat_interval, watcher_interval):
@@ -342,7 +342,7 @@ def test_redelivery_puzzle_ends_with_one_ledger_row():
     assert "(crash)" in set(transcript["statement"])
 
 
-# ---- contention ------------------------------------------------------------------------------------
+# ---- contention ----------------------------------------------------------------------------------
 
 
 def test_claim_contention_shows_the_race_the_herd_and_the_convoy():
@@ -369,7 +369,7 @@ def test_claim_contention_shows_the_race_the_herd_and_the_convoy():
     ]
 
 
-# ---- runs compared ---------------------------------------------------------------------------------
+# ---- runs compared -------------------------------------------------------------------------------
 
 
 def test_compare_logs_of_identical_runs():
@@ -418,7 +418,8 @@ def test_sql_frame_and_stuck_query_on_postgres(pg_dsn):
         right = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < %(now)s"
         assert teaching.check_stuck_query(right, db, fixture).ok is True
         assert teaching.check_stuck_query("SELECT id FROM payment_jobs", db, fixture).ok is False
-        # forgetting the lease condition, or the server's clock instead of the simulated one, is wrong
+        # forgetting the lease condition, or the server's clock instead of the simulated one, is
+        # wrong
         no_lease = teaching.check_stuck_query(
             "SELECT id FROM payment_jobs WHERE status = 'Processing'", db, fixture
         )
@@ -451,7 +452,7 @@ def test_stuck_jobs_fixture_on_memory():
         teaching.stuck_jobs_fixture(sim.make_backend("memory"), jobs=4)
 
 
-# ---- exercises -------------------------------------------------------------------------------------
+# ---- exercises -----------------------------------------------------------------------------------
 
 
 def test_every_checker_says_not_answered_for_none():
@@ -562,8 +563,8 @@ def test_check_pause_ttl_says_when_the_answer_is_no_number(answer):
 
 
 def test_check_ttl_quantile_judges_the_tail_not_a_sample_maximum():
-    """03's exercise 2: the smallest whole-second TTL with at most 1 false expiry in 10,000 leases of
-    no-heartbeat-long-jobs. The answer comes from the distribution's tail, never from the longest
+    """03's exercise 2: the smallest whole-second TTL with at most 1 false expiry in 10,000 leases
+    of no-heartbeat-long-jobs. The answer comes from the distribution's tail, never from the longest
     job of one run; the seeds' runs are reported beside it and must not contradict it."""
     from sim.analytic import sum_quantile, sum_survival
     from sim.stats import wilson_interval
@@ -580,10 +581,11 @@ def test_check_ttl_quantile_judges_the_tail_not_a_sample_maximum():
     )
     low, high = wilson_interval(lapsed, leases, 0.95)
     assert (
-        f"On seeds 1, 2, 3 at TTL {truth:g} s: {lapsed} false expiries in {leases} leases (95% interval "
-        f"{teaching.percent(low)} to {teaching.percent(high)}"
+        f"On seeds 1, 2, 3 at TTL {truth:g} s: {lapsed} false expiries in {leases} leases (95% "
+        f"interval {teaching.percent(low)} to {teaching.percent(high)}"
     ) in right.message
-    # one second less misses the target; the old exercise's answers (a multiple of a sample maximum) too
+    # one second less misses the target; so do the old exercise's answers (a multiple of a sample
+    # maximum)
     short = teaching.check_ttl_quantile(truth - 1, target=1e-4, seeds=(1,))
     assert (
         short.ok is False
@@ -663,8 +665,8 @@ def test_check_smallest_ttl_and_advice_frame():
         teaching.check_smallest_ttl(bigger, advice, heartbeat_interval=h, watcher_interval=w).ok
         is False
     )
-    # 06's exercise (heartbeat every 10 s): a TTL under the target but shorter than two heartbeat intervals
-    # (plus latency) is not feasible, and the verdict says which rule it breaks
+    # 06's exercise (heartbeat every 10 s): a TTL under the target but shorter than two heartbeat
+    # intervals (plus latency) is not feasible, and the verdict says which rule it breaks
     slow = table[
         (table["heartbeat_interval"] == 10.0) & (table["watcher_interval"] == w)
     ].set_index("ttl")
@@ -778,13 +780,14 @@ def test_formatting():
 
 
 def test_the_zombie_of_03_was_charged_twice_in_words():
-    """03 says how often the zombie's payment was charged with teaching.times: 'twice', not '2 times'."""
+    """03 says how often the zombie's payment was charged with teaching.times: 'twice',
+    not '2 times'."""
     gc = sim.run("gc-pause-zombie", seed=1)
     charges = gc.events.query("kind == 'psp_charge' and detail == 'new'").groupby("job").size()
     assert charges.max() == 2 and teaching.times(charges.max()) == "twice"
 
 
-# ---- coverage --------------------------------------------------------------------------------------
+# ---- coverage ------------------------------------------------------------------------------------
 
 
 def _notebook(path, cells):
@@ -829,8 +832,9 @@ def test_coverage_finds_tagged_cells_and_reports_gaps(tmp_path):
 def test_link_html_points_notebook_links_at_pages(tmp_path):
     page = tmp_path / "00-index.html"
     page.write_text(
-        '<a href="01-what-is-a-lease.ipynb">01</a> <a href="04-stuck-watcher-and-recovery.ipynb#Takeaway">'
-        '</a> <a href="https://example.org/x.ipynb">keep</a>'
+        '<a href="01-what-is-a-lease.ipynb">01</a> '
+        '<a href="04-stuck-watcher-and-recovery.ipynb#Takeaway"></a> '
+        '<a href="https://example.org/x.ipynb">keep</a>'
     )
     (tmp_path / "plain.html").write_text("<p>no links</p>")
     assert link_html(tmp_path) == [page]

@@ -16,7 +16,8 @@ from sim.teaching.caveats import (
 
 
 def _contention(gap: float, rows: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
-    """claim_contention()-shaped rows at 32 workers (and a quieter point at 4 that must be ignored)."""
+    """claim_contention()-shaped rows at 32 workers (and a quieter point at 4 that must
+    be ignored)."""
     frame = [
         {
             "claim": claim,
@@ -53,11 +54,11 @@ def test_the_default_gap_shows_skip_locked_first_and_the_convoy():
         },
     )
     assert contention_sentence(frame) == (
-        "With 32 workers and a 50 ms gap between read and write, **skip_locked** drained the batch first, in 5.72 s "
-        "(select_for_update 9.41 s, conditional_update 10.6 s). The blocking FOR UPDATE spent 130 worker-seconds "
-        "waiting on row locks, more than any other strategy: that is the convoy. The conditional UPDATE lost 2449 "
-        "claims (no row back) and read them again. All three are *correct*; they differ in how much work the "
-        "losers waste."
+        "With 32 workers and a 50 ms gap between read and write, **skip_locked** drained the "
+        "batch first, in 5.72 s (select_for_update 9.41 s, conditional_update 10.6 s). The "
+        "blocking FOR UPDATE spent 130 worker-seconds waiting on row locks, more than any other "
+        "strategy: that is the convoy. The conditional UPDATE lost 2449 claims (no row back) and "
+        "read them again. All three are *correct*; they differ in how much work the losers waste."
     )
 
 
@@ -110,9 +111,9 @@ def test_04_fast_mode_says_a_miss_at_w_120_comes_from_six_replications():
     table = _recovery_table([28.5, 41.0, 86.0], [27.2, 39.7, 118.0], half=26.0)
     text = recovery_theory_sentence(table, replications=6, fast=True)
     assert text.startswith(
-        "The theory lies inside the 95% confidence interval at 2 of 3 watcher intervals; it misses "
-        "at W = 120 s (theory 86 s, simulated 118 s, interval 92 to 144 s). With 6 runs per point a "
-        "miss says little"
+        "The theory lies inside the 95% confidence interval at 2 of 3 watcher intervals; it "
+        "misses at W = 120 s (theory 86 s, simulated 118 s, interval 92 to 144 s). With 6 runs "
+        "per point a miss says little"
     )
     assert "recovery grows by 0.81 s per second of watcher interval (the theory: 0.5)" in text
     assert text.endswith(
@@ -125,9 +126,9 @@ def test_04_full_mode_inside_every_interval_claims_half_the_interval():
     table = _recovery_table([28.5, 41.0, 86.0], [28.0, 41.5, 86.5])
     text = recovery_theory_sentence(table, replications=100, fast=False)
     assert text == (
-        "The theory lies inside the 95% confidence interval at 3 of 3 watcher intervals. Fitted over the "
-        "points, recovery grows by 0.51 s per second of watcher interval (the theory: 0.5), from 28 s at "
-        "W = 5 s to 86.5 s at W = 120 s."
+        "The theory lies inside the 95% confidence interval at 3 of 3 watcher intervals. Fitted "
+        "over the points, recovery grows by 0.51 s per second of watcher interval (the theory: "
+        "0.5), from 28 s at W = 5 s to 86.5 s at W = 120 s."
     )
     missed = recovery_theory_sentence(
         _recovery_table([28.5, 41.0, 86.0], [28.0, 41.5, 95.0], half=2.0),
@@ -161,11 +162,11 @@ def test_03_says_a_zero_count_cannot_test_a_one_in_a_million_theory():
         _false_expiry_table(), lambda ttl, beat: theory[(ttl, beat)], fast=True
     )
     assert text == (
-        "What these runs can and cannot show: with a heartbeat, no false expiry was seen at TTL 80 s: in "
-        "300 leases that only bounds the rate below 0.013 (the down-pointing markers), over a thousand "
-        "times the theory's 6.6e-07 at 80 s, so these runs cannot test the theory there. Fast mode runs "
-        "only a few hundred leases per TTL (as few as 300); the full run (`fast = False`, or LEASELAB_FAST "
-        "unset) runs more."
+        "What these runs can and cannot show: with a heartbeat, no false expiry was seen at TTL "
+        "80 s: in 300 leases that only bounds the rate below 0.013 (the down-pointing markers), "
+        "over a thousand times the theory's 6.6e-07 at 80 s, so these runs cannot test the "
+        "theory there. Fast mode runs only a few hundred leases per TTL (as few as 300); the "
+        "full run (`fast = False`, or LEASELAB_FAST unset) runs more."
     )
 
 
@@ -175,8 +176,8 @@ def test_03_a_theory_outside_a_seen_interval_is_named_and_a_consistent_sweep_say
         _false_expiry_table(), lambda ttl, beat: theory[(ttl, beat)], fast=False
     )
     assert text == (
-        "What these runs can and cannot show: without a heartbeat, the theory is outside the 95% interval "
-        "at TTL 5 s (theory 0.2, simulated 0.45)."
+        "What these runs can and cannot show: without a heartbeat, the theory is outside the 95% "
+        "interval at TTL 5 s (theory 0.2, simulated 0.45)."
     )
     theory[(5.0, False)] = 0.43
     assert false_expiry_caveat(
@@ -198,8 +199,9 @@ def test_05_the_extra_duplicate_charges_with_a_marker_are_its_crashes_after_the_
         for name, dedup in (("no marker, no key", False), ("marker, no key", True))
     }
     assert duplicate_charge_sentence(runs).startswith(
-        'Why does "marker, no key" show 63 duplicate charges and "no marker, no key" 58? The difference, 5, is exactly '
-        "the difference in crashes (5 against 0): this scenario crashes consumers right *after the marker insert*"
+        'Why does "marker, no key" show 63 duplicate charges and "no marker, no key" 58? The '
+        "difference, 5, is exactly the difference in crashes (5 against 0): this scenario crashes "
+        "consumers right *after the marker insert*"
     )
 
 
@@ -216,22 +218,23 @@ def test_05_a_difference_the_crashes_do_not_explain_is_said_so():
 
 
 def test_06_the_target_sentence_follows_the_interval():
-    """The issue's case: upper end 0.042% below a 0.1% target is 'met', not 'needs far more leases'."""
+    """The issue's case: upper end 0.042% below a 0.1% target is 'met',
+    not 'needs far more leases'."""
     from types import SimpleNamespace as Row
 
     met = false_expiry_target_sentence(
         Row(false_expiry_ci_low=0.0, false_expiry_ci_high=0.00042, leases=9100), 1e-3
     )
     assert met == (
-        "The interval's upper end, 0.042%, is already below the target of 0.1%: these 9100 leases show "
-        "that the target is met (at 95% confidence)."
+        "The interval's upper end, 0.042%, is already below the target of 0.1%: these 9100 "
+        "leases show that the target is met (at 95% confidence)."
     )
     open_ = false_expiry_target_sentence(
         Row(false_expiry_ci_low=0.0, false_expiry_ci_high=0.0064, leases=600), 1e-3
     )
     assert open_ == (
-        "The interval contains the target of 0.1%: 600 leases can neither confirm nor rule it out. Without "
-        "a single false expiry it takes about 3838 leases to show the target is met."
+        "The interval contains the target of 0.1%: 600 leases can neither confirm nor rule it "
+        "out. Without a single false expiry it takes about 3838 leases to show the target is met."
     )
     missed = false_expiry_target_sentence(
         Row(false_expiry_ci_low=0.002, false_expiry_ci_high=0.01, leases=600), 1e-3

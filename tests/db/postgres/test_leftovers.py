@@ -94,7 +94,7 @@ def test_sigterm_cleans_up_like_ctrl_c(pg_dsn, admin):
     assert [kind for kind, _ in made] == ["role", "schema"]
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated"
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated", err
     assert marked_by(admin, proc.pid) == []
     assert admin.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (made[0][1],)
@@ -203,3 +203,22 @@ def test_dead_live_folders_are_removed(tmp_path):
         f"folder {gone} (pid {dead.stdout.strip()} has exited)"
     ]
     assert not gone.exists() and mine.exists() and unmarked.exists()
+
+
+def test_close_releases_on_a_fresh_connection_when_the_monitor_is_lost(pg_dsn, admin):
+    """A Ctrl-C's cancel can close the monitor connection (psycopg closes it when the cancel
+    does not finish) or land on its next statement: the run's schema and role still go."""
+    from sim.db.postgres import PostgresBackend
+    from sim.db.queue_dir import load_queue
+
+    db = PostgresBackend(pg_dsn, queue=load_queue(SEED))
+    role, schema = db.sandbox.role, db.schema
+    db.connect("w0")
+    db._monitor.close()
+    db.close()
+    assert admin.execute(
+        "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)
+    ).fetchone() == (0,)
+    assert admin.execute(
+        "SELECT count(*) FROM pg_roles WHERE rolname = %s", (role,)
+    ).fetchone() == (0,)
