@@ -73,9 +73,9 @@ DEFAULTS = {
             "max_stalls": (10, "pkg/config/server/server.go:271"),  # MaxInternalRetryCount
             "execution_timeout": (60.0, "hatchet_sdk/hatchet.py:411"),
             "max_attempts": (1, "hatchet.py:412"),  # retries: 0
-            "fencing": (True, "tasks.sql:1104"),  # retry_count
+            "fencing": (True, "tasks.sql:536"),  # events match the current retry_count
             "prune_action": ("requeue", 'prune_action = "requeue"'),
-            "worker_identity": ("fresh", 'worker_identity = "fresh"'),
+            "worker_identity": ("fresh", "pkg/repository/worker.go:618"),
             "watcher_interval": (1.0, "controller.go:277-282"),
             "lease_ttl": (LOCK_TTL, "lease_ttl = 1e9"),
         },
