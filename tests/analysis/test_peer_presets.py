@@ -131,3 +131,15 @@ def test_recovery_mechanisms_of_the_new_peers():
         "hatchet": "process prune requeues",
         "procrastinate": "process prune requeues",
     }
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", list(DEFAULTS))
+def test_preset_runs_identically_on_the_simulated_and_the_real_database(name):
+    """Each new peer's mechanisms (two-phase check, process prune, rescue job, prefetch, execution
+    timeout, worker clock) on a short, crash-heavy run: the same event log on both backends."""
+    short = {"workload.jobs": 40, "horizon": 900.0, "faults.crash_rate": 60.0}
+    memory = sim.run(name, seed=3, **short)
+    real = sim.run(name, seed=3, backend="postgres", **short)
+    assert memory.summary["crashes"] > 0
+    assert list(real.log) == list(memory.log)
