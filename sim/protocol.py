@@ -245,7 +245,8 @@ class WorkerProtocol:
                 yield (RECORD, "claim_lost", name, job, None, None)
 
     def _claimed(self, rows, params: dict) -> Lease | None:
-        """The lease a claim statement returned; its lease_until is the value the statement wrote."""
+        """The lease a claim statement returned; its lease_until is the value the statement
+        wrote."""
         if not rows:
             return None
         job, attempt = rows[0]

@@ -96,7 +96,8 @@ class JobRow:
         return new
 
     def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
-        """Pending and due, or (when take_expired) Processing with an expired lease; attempts left."""
+        """Pending and due, or (when take_expired) Processing with an expired lease; attempts
+        left."""
         if self.attempts >= max_attempts:
             return False
         if self.status == PENDING:
@@ -115,7 +116,8 @@ class JobRow:
 
 
 def _read_only_transaction() -> Transaction:
-    """What an autocommit SELECT runs in: no writes, locks or markers of its own, and none allowed."""
+    """What an autocommit SELECT runs in: no writes, locks or markers of its own, and none
+    allowed."""
     tx = Transaction("", implicit=True)
     tx.jobs, tx.markers = MappingProxyType({}), MappingProxyType({})
     tx.locked, tx.deleted_markers, tx.ledger, tx.touched = frozenset(), frozenset(), (), ()
@@ -218,8 +220,8 @@ class MemoryBackend(ClientTable):
         self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
         # ids whose row may be stall_marked (only reclaim_stalled marks): a superset, checked on use
         self._maybe_marked: set[int] = set()
-        # worker_processes: name -> [started_at, heartbeat_at] (microseconds). The model writes these
-        # rows only in autocommit statements, which never wait; see _processes_in()
+        # worker_processes: name -> [started_at, heartbeat_at] (microseconds). The model writes
+        # these rows only in autocommit statements, which never wait; see _processes_in()
         self.processes: dict[str, list[int]] = {}
 
     # ---- connections and transactions -------------------------------------------------------
@@ -314,7 +316,8 @@ class MemoryBackend(ClientTable):
                 self._compact_leases()
 
     def _compact_leases(self) -> None:
-        """Drop stale lease entries: amortised O(1), and bounded memory when nothing scans expiries."""
+        """Drop stale lease entries: amortised O(1), and bounded memory when nothing scans
+        expiries."""
         jobs = self.jobs
         live = {
             (until, i)
@@ -343,7 +346,8 @@ class MemoryBackend(ClientTable):
                 heapq.heappush(heap, job_id)
 
     def _expired_committed(self, now: int) -> list[tuple[int, int]]:
-        """(lease_until, id) of committed Processing rows whose lease ended before `now`, in order."""
+        """(lease_until, id) of committed Processing rows whose lease ended before `now`, in
+        order."""
         heap, jobs, found = self.lease_heap, self.jobs, []
         while heap and heap[0][0] < now:
             until, job_id = heapq.heappop(heap)
@@ -506,7 +510,8 @@ class MemoryBackend(ClientTable):
         return scan
 
     def _expired(self, tx: Transaction, now: int) -> Iterator[int]:
-        """Ids of Processing jobs whose lease ended before `now` as `tx` sees them, by (lease_until, id)."""
+        """Ids of Processing jobs whose lease ended before `now` as `tx` sees them, by
+        (lease_until, id)."""
         committed = self._expired_committed(now)
         if not tx.jobs:
             yield from (job_id for _, job_id in committed)
@@ -758,7 +763,8 @@ class MemoryBackend(ClientTable):
         return rows
 
     def _processing_ids(self, tx: Transaction) -> set[int]:
-        """Ids of the Processing jobs `tx` sees (committed ones from the lease index, and its own)."""
+        """Ids of the Processing jobs `tx` sees (committed ones from the lease index, and its
+        own)."""
         jobs = self.jobs
         ids = {
             job_id
@@ -779,7 +785,8 @@ class MemoryBackend(ClientTable):
         transaction, and the simulated database neither versions nor locks them."""
         if not tx.implicit:
             raise ClientStateError(
-                f"{query}: worker_processes rows are written in autocommit only in the memory backend"
+                f"{query}: worker_processes rows are written in autocommit only in the memory "
+                "backend"
             )
         return self.processes
 

@@ -62,7 +62,8 @@ class OutageCalendar:
 
     @classmethod
     def draw(cls, scripted, rate_per_hour, duration, horizon, rng) -> OutageCalendar:
-        """Scripted (at, duration) entries plus a Poisson stream of outages with sampled durations."""
+        """Scripted (at, duration) entries plus a Poisson stream of outages with sampled
+        durations."""
         intervals = [(at, at + d) for at, d in scripted]
         intervals += [(t, t + duration()) for t in poisson_times(rate_per_hour, horizon, rng)]
         return cls(intervals)
@@ -97,7 +98,8 @@ class OutageCalendar:
 def worker_outages(
     faults, i: int, streams, horizon: float
 ) -> tuple[OutageCalendar, OutageCalendar]:
-    """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and live)."""
+    """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and
+    live)."""
     pauses = OutageCalendar.draw(
         [(p.at, p.duration) for p in faults.pauses if p.worker == i],
         faults.pause_rate,
@@ -129,7 +131,8 @@ def clock_offset(scenario, i: int, streams) -> float:
 
 
 def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:
-    """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is "any"."""
+    """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is
+    "any"."""
     times = [c.at for c in faults.crashes if c.worker == i]
     if faults.crash_target == "any":
         times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
@@ -169,7 +172,8 @@ def crash_owner(env, workers, job: int, at: float):
 
 
 def crash_holders(env, workers, times: list[float], rng):
-    """Process: at each time, crash one worker chosen uniformly among those holding a job (if any)."""
+    """Process: at each time, crash one worker chosen uniformly among those holding a job (if
+    any)."""
     for t in times:
         yield env.timeout(t - env.now)
         holders = [w for w in workers if w.up and w.lease is not None]
