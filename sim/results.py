@@ -185,6 +185,7 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
         if held is not None and held.get(lease["job"]) is lease:
             del held[lease["job"]]
 
+    lease: dict | None
     for t, kind, worker, job, attempt, detail in log:
         if kind == "claim":
             for other in open_by_job.get(job, []):

@@ -633,7 +633,7 @@ def to_dict(obj) -> dict:
     """Plain nested dict of a scenario (distributions as tables), ready for TOML."""
     if isinstance(obj, Dist):
         return obj.to_dict()
-    out = {}
+    out: dict[str, object] = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
         if value is None:
@@ -688,7 +688,7 @@ def _build(cls, data, path: str):
 def _check_types(obj, prefix: str) -> None:
     """Check (and normalise: numpy scalars, ints for floats, lists for tuples) every field of a
     scenario dataclass as it is built, so that a wrong type fails here, naming the field."""
-    hints = _hints(type(obj))
+    hints = _hints(obj.__class__)
     for f in fields(obj):
         hint = hints[f.name]
         if not (
@@ -704,7 +704,7 @@ def _check_types(obj, prefix: str) -> None:
 
 
 @functools.cache
-def _hints(cls) -> dict:
+def _hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 
 
@@ -712,7 +712,7 @@ def _convert(hint, value, where: str):
     origin = typing.get_origin(hint)
     if hint is Dist:
         return value if isinstance(value, Dist) else _dist(value, where)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else _build(hint, value, where + ".")
     if origin is tuple:
         item = typing.get_args(hint)[0]
@@ -777,7 +777,7 @@ def _dist(value, where: str) -> Dist:
         if column is not None and not isinstance(column, str):
             raise ConfigError(f"{where}.column: expected a column name, got {_describe(column)}")
         try:
-            read = read_durations(path, column, unit)
+            read = read_durations(os.fspath(path), column, unit)
         except ConfigError as exc:
             raise ConfigError(f"{where}.csv: {exc}") from None
         for warning in read.warnings:
@@ -849,7 +849,7 @@ def _anchor_csv_paths(node, folder: Path) -> None:
             _anchor_csv_paths(value, folder)
 
 
-def load(path: str | Path) -> Scenario:
+def load(path: str | os.PathLike[str]) -> Scenario:
     path = Path(path)
     raw = read_capped(path, "scenario TOML", limits.MAX_TOML_BYTES)
     return loads(decode_utf8(raw, path, "TOML"), str(path), folder=path.parent)

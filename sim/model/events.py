@@ -132,6 +132,7 @@ class EventLog:
             self._kinds.append(kind)
         who = self._worker_code.get(worker)
         if who is None:
+            assert worker is not None  # None is coded up front
             who = self._worker_code[worker] = len(self._workers)
             self._workers.append(worker)
         self._t.append(t)

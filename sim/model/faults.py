@@ -7,6 +7,8 @@ from collections import Counter
 
 import numpy as np
 
+from sim.model.events import EventLog
+
 
 class CrashPoints:
     """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
@@ -39,7 +41,8 @@ def poisson_times(rate_per_hour: float, horizon: float, rng: np.random.Generator
     if rate_per_hour <= 0:
         return []
     mean_gap = 3600.0 / rate_per_hour
-    times, t = [], 0.0
+    times: list[float] = []
+    t = 0.0
     while True:
         t += float(rng.exponential(mean_gap))
         if t >= horizon:
@@ -146,7 +149,7 @@ def holder_crash_times(faults, workers: int, streams, horizon: float) -> list[fl
     return poisson_times(faults.crash_rate * workers, horizon, streams.generator("crashes/holder"))
 
 
-def log_outages(env, log: list, worker: str, calendar: OutageCalendar, kind: str):
+def log_outages(env, log: EventLog, worker: str, calendar: OutageCalendar, kind: str):
     """Process: write `<kind>_start` / `<kind>_end` records at the calendar's times."""
     for start, end in calendar.intervals:
         yield env.timeout(start - env.now)
