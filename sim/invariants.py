@@ -66,7 +66,8 @@ class Report:
         return "\n".join(lines)
 
 
-# what the checks read of a run; sim.results.Run has them all (this module does not import it: Run.check calls us)
+# what the checks read of a run; sim.results.Run has them all
+# (this module does not import it: Run.check calls us)
 RUN_ATTRIBUTES = (
     "scenario",
     "log",
@@ -107,7 +108,8 @@ def _lost_jobs(run):
         yield Violation(
             "lost_job",
             int(row.job),
-            f"still {row.status} at the horizon although workers found nothing to claim (enqueued at {row.enqueued_at:.3f}s)",
+            f"still {row.status} at the horizon although workers found nothing to claim "
+            f"(enqueued at {row.enqueued_at:.3f}s)",
         )
 
 
@@ -147,7 +149,8 @@ def _non_owner_completions(run):
             yield Violation(
                 "non_owner_completion",
                 job,
-                f"{worker} (attempt {attempt}) completed it at {t:.3f}s; the lease was {owner[0]}'s (attempt {owner[1]})",
+                f"{worker} (attempt {attempt}) completed it at {t:.3f}s; "
+                f"the lease was {owner[0]}'s (attempt {owner[1]})",
                 worker,
                 "worker",
             )
@@ -163,7 +166,8 @@ def _duplicate_db_effects(run):
         yield Violation(
             "duplicate_db_effect",
             None,
-            f"log says {logged.get(event_id, 0)} effects of {event_id}, the ledger holds {ledger[event_id]}",
+            f"log says {logged.get(event_id, 0)} effects of {event_id}, "
+            f"the ledger holds {ledger[event_id]}",
         )
 
 
@@ -241,7 +245,8 @@ def _stuck_processing(run):
             yield Violation(
                 "stuck_processing",
                 int(lease.job),
-                f"lease of {lease.worker} expired at {lease.until:.3f}s; still Processing at {min(resolved, horizon):.3f}s",
+                f"lease of {lease.worker} expired at {lease.until:.3f}s; "
+                f"still Processing at {min(resolved, horizon):.3f}s",
             )
 
 
@@ -287,13 +292,14 @@ def _held_by_dead_owner(run):
                 "stuck_processing",
                 int(lease.job),
                 f"{lease.worker} crashed holding it at {lease.released_at:.3f}s; its lease runs to "
-                f"{lease.until:.6g}s, past the horizon ({horizon:g}s): still Processing, held by a dead owner",
+                f"{lease.until:.6g}s, past the horizon ({horizon:g}s): "
+                "still Processing, held by a dead owner",
             )
 
 
 def _terminal_overwritten(run):
-    """A job Completed or Dead must stay so: a later requeue, release, deadline failure or completion
-    that changes its status overwrote a final outcome (River #1302, Solid Queue #589)."""
+    """A job Completed or Dead must stay so: a later requeue, release, deadline failure or
+    completion that changes its status overwrote a final outcome (River #1302, Solid Queue #589)."""
     final: dict[int, tuple[str, float, str]] = {}
     for t, kind, worker, job, _attempt, detail in run.log:
         if kind == "complete":
@@ -314,7 +320,8 @@ def _terminal_overwritten(run):
             yield Violation(
                 "terminal_overwritten",
                 job,
-                f"{before[2]} made it {before[0]} at {before[1]:.3f}s; {worker} made it {new} at {t:.3f}s",
+                f"{before[2]} made it {before[0]} at {before[1]:.3f}s; "
+                f"{worker} made it {new} at {t:.3f}s",
                 worker,
                 "watcher" if worker == "watcher" else "worker",
             )

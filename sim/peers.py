@@ -7,8 +7,9 @@
 
 The presets (sim/scenarios/<peer>.toml) differ only in their recovery settings; each file's
 header names the version it follows, cites the source line of every default, and says what it
-approximates and what Lease Lab cannot express. The workload, faults, workers, poll interval and horizon are the same for all, and
-the horizon outlasts the longest recovery window, so recovery latencies are comparable.
+approximates and what Lease Lab cannot express. The workload, faults, workers, poll interval and
+horizon are the same for all, and the horizon outlasts the longest recovery window, so recovery
+latencies are comparable.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ RECOVERY_STATEMENTS = (
 METRICS = (
     "crashed_jobs",  # crashes of a job's current owner (owner_crashes)
     "recoveries",  # ... after which the job was claimed again
-    "unrecovered_share",  # ... share not claimed again before the horizon (failed, stuck, or censored)
+    # ... share not claimed again before the horizon (failed, stuck, or censored)
+    "unrecovered_share",
     "recovery_latency_mean",
     "recovery_latency_p95",  # crash -> claimed again (s)
-    "detection_latency_mean",  # crash -> the job left Processing (requeued, failed or re-claimed) (s)
+    # crash -> the job left Processing (requeued, failed or re-claimed) (s)
+    "detection_latency_mean",
     "false_expiries",  # leases expired under a live owner
     "double_processed_jobs",  # jobs a live owner was still working on when another worker took them
     "duplicate_external_effects",

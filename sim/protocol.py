@@ -49,13 +49,13 @@ PAYLOAD_DIFFERS = "payload differs from the first delivery of this event id"
 MAX_STALLS = 1_000_000  # bound as max_stalls when there is no stall budget: never reached
 
 
-def bind_clock(params: dict, now: float, ttl: float | tuple | None = None) -> None:
+def bind_clock(params: dict, now: float, ttl: float | tuple[float, float] | None = None) -> None:
     """The time binding of every time-dependent statement: `now` is the client's clock when the
     statement executes (never the server's now()), and a lease it writes ends at now + ttl, or at
     min(now + ttl, cap) for a ttl given as (ttl, cap): a lease under an execution timeout."""
     params["now"] = now
     if ttl is not None:
-        if ttl.__class__ is tuple:
+        if isinstance(ttl, tuple):
             params["lease_until"] = min(now + ttl[0], ttl[1])
         else:
             params["lease_until"] = now + ttl
@@ -245,7 +245,8 @@ class WorkerProtocol:
                 yield (RECORD, "claim_lost", name, job, None, None)
 
     def _claimed(self, rows, params: dict) -> Lease | None:
-        """The lease a claim statement returned; its lease_until is the value the statement wrote."""
+        """The lease a claim statement returned; its lease_until is the value the statement
+        wrote."""
         if not rows:
             return None
         job, attempt = rows[0]

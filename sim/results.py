@@ -46,7 +46,10 @@ class Run:
     worker_clocks: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"
+        return (
+            f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, "
+            f"events={len(self.log)})"
+        )
 
     # ---- tidy frames --------------------------------------------------------------------------
 
@@ -182,6 +185,7 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
         if held is not None and held.get(lease["job"]) is lease:
             del held[lease["job"]]
 
+    lease: dict | None
     for t, kind, worker, job, attempt, detail in log:
         if kind == "claim":
             for other in open_by_job.get(job, []):
@@ -364,11 +368,13 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
 
 
 def lost_jobs(run: Run) -> pd.DataFrame:
-    """Jobs unfinished at the horizon although a worker found nothing to claim well after they were due.
+    """Jobs unfinished at the horizon although a worker found nothing to claim well after they
+    were due.
 
-    A job is due when enqueued, or once its last lease has expired plus the recovery allowance, and
-    not before the retry backoff of its last requeue (retry_backoff x attempts^4) has run out; an idle
-    poll after that moment means the claimers could not see it: the job is lost, not merely queued.
+    A job is due when enqueued, or once its last lease has expired plus the recovery allowance,
+    and not before the retry backoff of its last requeue (retry_backoff x attempts^4) has run out;
+    an idle poll after that moment means the claimers could not see it: the job is lost, not merely
+    queued.
     """
     jobs = run.jobs
     idle = run.log_arrays.t[run.log_arrays.rows("idle")]
@@ -385,7 +391,8 @@ def lost_jobs(run: Run) -> pd.DataFrame:
         moves = events[
             events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")
         ]
-        retried = {  # job -> when its last requeue for a retry makes it claimable again (+ a poll's slack)
+        # job -> when its last requeue for a retry makes it claimable again (+ a poll's slack)
+        retried = {
             int(job): t + backoff * float(attempt) ** 4 + 1.0
             for t, job, attempt in zip(moves["t"], moves["job"], moves["attempt"], strict=True)
         }

@@ -1,4 +1,5 @@
-"""Scenario = Workload + Policy + Faults (+ horizon, seed, backend): frozen, validated, TOML in/out."""
+"""Scenario = Workload + Policy + Faults (+ horizon, seed, backend): frozen, validated, TOML
+in/out."""
 
 from __future__ import annotations
 
@@ -85,8 +86,9 @@ class Policy:
         True  # the seed's claim also takes Processing jobs whose lease expired
     )
     candidates: int = 1  # how many candidate ids a claim reads before trying them
-    # > 1: a claim takes up to this many jobs at once (Celery's prefetch, SQS's MaxNumberOfMessages;
-    # claim = skip_locked): every lease starts at the claim, while the jobs wait in the worker's buffer
+    # > 1: a claim takes up to this many jobs at once (Celery's prefetch, SQS's
+    # MaxNumberOfMessages; claim = skip_locked): every lease starts at the claim, while the jobs
+    # wait in the worker's buffer
     prefetch: int = 1
     select_to_update_gap: float = 0.0  # application time between the read and the write of a claim
     lease_ttl: float = 30.0
@@ -96,7 +98,8 @@ class Policy:
     watcher_interval: float = 30.0
     watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
     watcher_batch: int = 1000
-    watcher_gap: float = 0.0  # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
+    # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
+    watcher_gap: float = 0.0
     # watcher: a process of its own ticks every watcher_interval | job: the tick is a task of the
     # queue a worker runs between jobs (procrastinate #1408): it waits while every worker is busy or
     # paused, and a worker that crashes running it loses that tick
@@ -125,14 +128,16 @@ class Policy:
     retry_backoff: float = (
         0.0  # a requeued job is due again after retry_backoff x attempts^4 seconds (River's policy)
     )
-    deadline: float = 0.0  # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
+    # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
+    deadline: float = 0.0
     # > 0: no lease outlives its claim by more than this, heartbeats or not (Temporal's
     # StartToClose, Hatchet's step timeout): an execution timeout apart from the renewable lease
     execution_timeout: float = 0.0
     fencing: bool = True  # completion checks owner + attempt
     # transaction: the effect (ledger row) and the completion commit together (the seed's pattern) |
-    # background: the handler's effect commits on its own and the completion follows it, outside, as
-    # the background completers of River, pg-boss, graphile-worker and Oban: refused, it undoes nothing
+    # background: the handler's effect commits on its own and the completion follows it, outside,
+    # as the background completers of River, pg-boss, graphile-worker and Oban: refused, it undoes
+    # nothing
     completion: str = "transaction"
     dedup: bool = False  # seed 2: marker + ledger + completion in one transaction
     idempotency_key: bool = False  # PSP calls carry the payment's event id
@@ -161,7 +166,8 @@ class Policy:
 
 @dataclass(frozen=True)
 class ScriptedCrash:
-    """Crash `worker` at `at`, or whichever worker holds a lease on `job` then (give one of the two)."""
+    """Crash `worker` at `at`, or whichever worker holds a lease on `job` then (give one of the
+    two)."""
 
     at: float
     worker: int | None = None
@@ -185,7 +191,8 @@ class ScriptedOutage:
 
 @dataclass(frozen=True)
 class CrashPoint:
-    """Crash a worker when it reaches `point`, with `probability`, at most `limit` times in the run."""
+    """Crash a worker when it reaches `point`, with `probability`, at most `limit` times in the
+    run."""
 
     point: str
     probability: float = 1.0
@@ -213,8 +220,9 @@ class Faults:
 
     crash_rate: float = 0.0  # crashes per worker-hour
     # any: each worker crashes on its own Poisson clock whatever it is doing | holder: one pool-wide
-    # Poisson clock at crash_rate x workers per hour, each tick crashes a worker holding a job (chosen
-    # uniformly among the holders; a tick with no holder crashes nobody), like `kill` of a job holder
+    # Poisson clock at crash_rate x workers per hour, each tick crashes a worker holding a job
+    # (chosen uniformly among the holders; a tick with no holder crashes nobody), like `kill` of a
+    # job holder
     crash_target: str = "any"
     crashes: tuple[ScriptedCrash, ...] = ()
     restart_delay: Dist = Dist.constant(5.0)
@@ -231,13 +239,15 @@ class Faults:
     clock_skew: float = (
         0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
     )
-    shutdown: str = "crash"  # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
+    # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
+    shutdown: str = "crash"
     # probability that a graceful release never reaches the database (kombu #1835): the job stays
     # leased to the stopped worker until the watcher requeues it
     release_loss: float = 0.0
     # with policy.clock = worker: every worker clock is ahead of the database's by this much (s;
-    # negative: behind), runs clock_drift_ppm parts per million fast (negative: slow) from t = 0, and
-    # takes its scripted clock_steps; the worker stamps lease expiry, heartbeats and backoff with it
+    # negative: behind), runs clock_drift_ppm parts per million fast (negative: slow) from t = 0,
+    # and takes its scripted clock_steps; the worker stamps lease expiry, heartbeats and backoff
+    # with it
     clock_offset: float = 0.0
     clock_drift_ppm: float = 0.0
     clock_steps: tuple[ClockStep, ...] = ()
@@ -288,7 +298,8 @@ def validate(scenario: Scenario) -> Scenario:
     """
     if not isinstance(scenario, Scenario):
         raise ConfigError(
-            f"scenario: expected a Scenario, a preset name or a TOML path, got {_describe(scenario)}"
+            "scenario: expected a Scenario, a preset name or a TOML path, "
+            f"got {_describe(scenario)}"
         )
     w, p, f = scenario.workload, scenario.policy, scenario.faults
     rules = [
@@ -443,7 +454,8 @@ def validate(scenario: Scenario) -> Scenario:
         (
             abs(f.clock_drift_ppm) < limits.MAX_DRIFT_PPM,
             "faults.clock_drift_ppm",
-            f"must be between -{limits.MAX_DRIFT_PPM:g} and {limits.MAX_DRIFT_PPM:g} parts per million",
+            f"must be between -{limits.MAX_DRIFT_PPM:g} and {limits.MAX_DRIFT_PPM:g} "
+            "parts per million",
         ),
         (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
         (0 <= f.release_loss <= 1, "faults.release_loss", "must be a probability between 0 and 1"),
@@ -551,7 +563,8 @@ def validate(scenario: Scenario) -> Scenario:
             value <= limits.MAX_SECONDS,
             key,
             f"{value:g} s is too long: time values are at most "
-            f"{limits.MAX_SECONDS:g} s (about 31 years), so that every timestamp fits a timestamptz",
+            f"{limits.MAX_SECONDS:g} s (about 31 years), "
+            "so that every timestamp fits a timestamptz",
         )
         for key, value in times.items()
     ]
@@ -584,7 +597,8 @@ def validate(scenario: Scenario) -> Scenario:
     if p.process_heartbeat_interval and p.process_heartbeat_interval >= p.process_stale_after:
         warnings.warn(
             f"policy.process_heartbeat_interval {p.process_heartbeat_interval:g} s >= "
-            f"policy.process_stale_after {p.process_stale_after:g} s: live processes will be pruned",
+            f"policy.process_stale_after {p.process_stale_after:g} s: "
+            "live processes will be pruned",
             LeaseWarning,
             stacklevel=2,
         )
@@ -597,7 +611,8 @@ def validate(scenario: Scenario) -> Scenario:
         )
     if p.heartbeat and p.heartbeat_interval >= p.lease_ttl:
         warnings.warn(
-            f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= policy.lease_ttl {p.lease_ttl:g} s: "
+            f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= "
+            f"policy.lease_ttl {p.lease_ttl:g} s: "
             "leases will lapse between heartbeats",
             LeaseWarning,
             stacklevel=2,
@@ -618,7 +633,7 @@ def to_dict(obj) -> dict:
     """Plain nested dict of a scenario (distributions as tables), ready for TOML."""
     if isinstance(obj, Dist):
         return obj.to_dict()
-    out = {}
+    out: dict[str, object] = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
         if value is None:
@@ -673,7 +688,7 @@ def _build(cls, data, path: str):
 def _check_types(obj, prefix: str) -> None:
     """Check (and normalise: numpy scalars, ints for floats, lists for tuples) every field of a
     scenario dataclass as it is built, so that a wrong type fails here, naming the field."""
-    hints = _hints(type(obj))
+    hints = _hints(obj.__class__)
     for f in fields(obj):
         hint = hints[f.name]
         if not (
@@ -689,7 +704,7 @@ def _check_types(obj, prefix: str) -> None:
 
 
 @functools.cache
-def _hints(cls) -> dict:
+def _hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 
 
@@ -697,7 +712,7 @@ def _convert(hint, value, where: str):
     origin = typing.get_origin(hint)
     if hint is Dist:
         return value if isinstance(value, Dist) else _dist(value, where)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else _build(hint, value, where + ".")
     if origin is tuple:
         item = typing.get_args(hint)[0]
@@ -745,7 +760,9 @@ def _dist(value, where: str) -> Dist:
         return Dist.constant(_convert(float, value, where))
     if not isinstance(value, dict):
         raise ConfigError(
-            f'{where}: expected a number of seconds or a table like {{kind = "lognormal", median = 2, p99 = 20}}, got {_describe(value)}'
+            f"{where}: expected a number of seconds or a table like "
+            '{kind = "lognormal", median = 2, p99 = 20}, '
+            f"got {_describe(value)}"
         )
     data = dict(value)
     if not data:
@@ -760,7 +777,7 @@ def _dist(value, where: str) -> Dist:
         if column is not None and not isinstance(column, str):
             raise ConfigError(f"{where}.column: expected a column name, got {_describe(column)}")
         try:
-            read = read_durations(path, column, unit)
+            read = read_durations(os.fspath(path), column, unit)
         except ConfigError as exc:
             raise ConfigError(f"{where}.csv: {exc}") from None
         for warning in read.warnings:
@@ -819,7 +836,8 @@ def loads(text: str, source: str = "scenario", *, folder: str | Path | None = No
 
 
 def _anchor_csv_paths(node, folder: Path) -> None:
-    """Make every relative `csv = "..."` path in parsed TOML relative to `folder` instead of the cwd."""
+    """Make every relative `csv = "..."` path in parsed TOML relative to `folder` instead of the
+    cwd."""
     if isinstance(node, list):
         for item in node:
             _anchor_csv_paths(item, folder)
@@ -831,7 +849,7 @@ def _anchor_csv_paths(node, folder: Path) -> None:
             _anchor_csv_paths(value, folder)
 
 
-def load(path: str | Path) -> Scenario:
+def load(path: str | os.PathLike[str]) -> Scenario:
     path = Path(path)
     raw = read_capped(path, "scenario TOML", limits.MAX_TOML_BYTES)
     return loads(decode_utf8(raw, path, "TOML"), str(path), folder=path.parent)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from sim.db.queries import load_queries
 
-# column kind -> PostgreSQL type OIDs accepted for it (int2/int4/int8; text/varchar/bpchar/name; ...)
+# column kind -> PostgreSQL type OIDs accepted for it
+# (int2/int4/int8; text/varchar/bpchar/name; ...)
 COLUMN_OIDS: dict[str, frozenset[int]] = {
     "int": frozenset({20, 21, 23}),
     "text": frozenset({25, 1043, 1042, 19}),
@@ -157,9 +158,9 @@ CONTRACTS: dict[str, Contract] = {
         "nothing had expired",
     ),
     "reclaim_stalled": Contract(
-        "the watcher's tick with policy.stall_check = two_phase: reclaim the jobs the previous tick "
-        "marked whose lease is still expired, then mark every Processing job; status in Lease "
-        "Lab's words, Pending or Dead",
+        "the watcher's tick with policy.stall_check = two_phase: reclaim the jobs the previous "
+        "tick marked whose lease is still expired, then mark every Processing job; status in "
+        "Lease Lab's words, Pending or Dead",
         (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
         True,
         "nothing had stalled",

@@ -21,6 +21,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
+from typing import cast
 
 from sim.db.base import MICROS, Blocked, ClientTable, Rows, to_micros
 from sim.db.errors import (
@@ -96,7 +97,8 @@ class JobRow:
         return new
 
     def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
-        """Pending and due, or (when take_expired) Processing with an expired lease; attempts left."""
+        """Pending and due, or (when take_expired) Processing with an expired lease; attempts
+        left."""
         if self.attempts >= max_attempts:
             return False
         if self.status == PENDING:
@@ -115,10 +117,14 @@ class JobRow:
 
 
 def _read_only_transaction() -> Transaction:
-    """What an autocommit SELECT runs in: no writes, locks or markers of its own, and none allowed."""
+    """What an autocommit SELECT runs in: no writes, locks or markers of its own, and none
+    allowed."""
     tx = Transaction("", implicit=True)
-    tx.jobs, tx.markers = MappingProxyType({}), MappingProxyType({})
-    tx.locked, tx.deleted_markers, tx.ledger, tx.touched = frozenset(), frozenset(), (), ()
+    # read-only stand-ins for the fields a write would change, so that any write raises
+    tx.jobs = cast(dict[int, JobRow], MappingProxyType({}))
+    tx.markers = cast(dict[str, tuple], MappingProxyType({}))
+    tx.locked, tx.deleted_markers = cast(set[int], frozenset()), cast(set[str], frozenset())
+    tx.ledger, tx.touched = cast(list[tuple], ()), cast(list[JobRow], ())
     return tx
 
 
@@ -218,8 +224,8 @@ class MemoryBackend(ClientTable):
         self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
         # ids whose row may be stall_marked (only reclaim_stalled marks): a superset, checked on use
         self._maybe_marked: set[int] = set()
-        # worker_processes: name -> [started_at, heartbeat_at] (microseconds). The model writes these
-        # rows only in autocommit statements, which never wait; see _processes_in()
+        # worker_processes: name -> [started_at, heartbeat_at] (microseconds). The model writes
+        # these rows only in autocommit statements, which never wait; see _processes_in()
         self.processes: dict[str, list[int]] = {}
 
     # ---- connections and transactions -------------------------------------------------------
@@ -254,13 +260,13 @@ class MemoryBackend(ClientTable):
         if state.tx is not None:
             self._release(state.tx)
         if state.snapshot is not None:
-            self._drop_snapshot(state)
+            self._drop_snapshot(state, state.snapshot)
         state.tx = None
         state.pending = None
         state.crashed = True
 
-    def _drop_snapshot(self, state: _Client) -> None:
-        self._snapshots.remove(state.snapshot)
+    def _drop_snapshot(self, state: _Client, snapshot: _Versions) -> None:
+        self._snapshots.remove(snapshot)
         state.snapshot = None
 
     def in_transaction(self, client: str) -> bool:
@@ -314,7 +320,8 @@ class MemoryBackend(ClientTable):
                 self._compact_leases()
 
     def _compact_leases(self) -> None:
-        """Drop stale lease entries: amortised O(1), and bounded memory when nothing scans expiries."""
+        """Drop stale lease entries: amortised O(1), and bounded memory when nothing scans
+        expiries."""
         jobs = self.jobs
         live = {
             (until, i)
@@ -328,7 +335,8 @@ class MemoryBackend(ClientTable):
     def _pending_in_order(self) -> Iterator[int]:
         """Committed Pending ids, ascending. Entries popped while scanning are pushed back when
         the scan stops, so callers may stop early; stale and duplicate entries are dropped."""
-        heap, jobs, taken = self.pending_heap, self.jobs, []
+        heap, jobs = self.pending_heap, self.jobs
+        taken: list[int] = []
         try:
             while heap:
                 job_id = heap[0]
@@ -343,8 +351,10 @@ class MemoryBackend(ClientTable):
                 heapq.heappush(heap, job_id)
 
     def _expired_committed(self, now: int) -> list[tuple[int, int]]:
-        """(lease_until, id) of committed Processing rows whose lease ended before `now`, in order."""
-        heap, jobs, found = self.lease_heap, self.jobs, []
+        """(lease_until, id) of committed Processing rows whose lease ended before `now`, in
+        order."""
+        heap, jobs = self.lease_heap, self.jobs
+        found: list[tuple[int, int]] = []
         while heap and heap[0][0] < now:
             until, job_id = heapq.heappop(heap)
             row = jobs.get(job_id)
@@ -399,7 +409,7 @@ class MemoryBackend(ClientTable):
         """Run `method` in the client's transaction, or in its own one that commits at once."""
         tx = state.tx
         implicit = tx is None
-        if implicit:
+        if tx is None:
             tx = Transaction(client, implicit=True)
         tx.resumed_row = resumed_row
         try:
@@ -420,10 +430,10 @@ class MemoryBackend(ClientTable):
             if implicit:
                 self._apply(tx)
             if state.snapshot is not None:
-                self._drop_snapshot(state)
+                self._drop_snapshot(state, state.snapshot)
             return rows
         if state.snapshot is not None:
-            self._drop_snapshot(state)
+            self._drop_snapshot(state, state.snapshot)
         self._discard(tx)  # PostgreSQL rolls back at the error: writes discarded, locks released
         if not implicit:  # the block stays open, aborted, until COMMIT or ROLLBACK
             state.tx = Transaction(client)
@@ -441,6 +451,7 @@ class MemoryBackend(ClientTable):
             state = self._clients[holder.client]
             if state.tx is not holder or state.pending is None:
                 return False  # that transaction has ended, or its client is not waiting
+            assert state.waits_for is not None  # set with every pending statement
             holder = state.waits_for
         return False
 
@@ -449,6 +460,10 @@ class MemoryBackend(ClientTable):
     def _visible(self, tx: Transaction, job_id: int) -> JobRow | None:
         """The version `tx` sees: its own write, else the committed one."""
         return tx.jobs.get(job_id) or self.jobs.get(job_id)
+
+    def _seen(self, tx: Transaction, job_id: int) -> JobRow:
+        """The version `tx` sees of a row known to exist: an id a scan or an index returned."""
+        return tx.jobs.get(job_id) or self.jobs[job_id]
 
     def _lock(self, tx: Transaction, job_id: int) -> None:
         holder = self.row_locks.get(job_id)
@@ -506,7 +521,8 @@ class MemoryBackend(ClientTable):
         return scan
 
     def _expired(self, tx: Transaction, now: int) -> Iterator[int]:
-        """Ids of Processing jobs whose lease ended before `now` as `tx` sees them, by (lease_until, id)."""
+        """Ids of Processing jobs whose lease ended before `now` as `tx` sees them, by
+        (lease_until, id)."""
         committed = self._expired_committed(now)
         if not tx.jobs:
             yield from (job_id for _, job_id in committed)
@@ -518,7 +534,7 @@ class MemoryBackend(ClientTable):
         )
         last = None
         for key in heapq.merge(committed, own):
-            row = self._visible(tx, key[1])
+            row = self._seen(tx, key[1])
             if key != last and row.status == PROCESSING and row.lease_until == key[0]:
                 yield key[1]
             last = key
@@ -548,11 +564,11 @@ class MemoryBackend(ClientTable):
 
     def select_candidates(self, tx: Transaction, *, now, take_expired, max_attempts, limit) -> Rows:
         now = to_micros(now)
-        out = []
+        out: Rows = []
         for job_id in self._candidates(tx, now, take_expired, max_attempts):
             if len(out) >= limit:
                 break
-            row = self._visible(tx, job_id)
+            row = self._seen(tx, job_id)
             if row.claimable(now, take_expired, max_attempts):
                 out.append(
                     (row.id, row.status, row.lease_owner, _seconds(row.lease_until), row.attempts)
@@ -598,18 +614,19 @@ class MemoryBackend(ClientTable):
         self, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts, limit
     ) -> Rows:
         now_us = to_micros(now)
-        picked = []
+        picked: list[int] = []
         for job_id in self._candidates(tx, now_us, take_expired, max_attempts):
             if len(picked) >= limit:
                 break
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
                 continue
-            if self._visible(tx, job_id).claimable(now_us, take_expired, max_attempts):
+            if self._seen(tx, job_id).claimable(now_us, take_expired, max_attempts):
                 picked.append(job_id)
         rows = []
         for job_id in picked:  # chosen first: taking a job changes the index the scan reads
             row = self._writable(tx, job_id)
+            assert row is not None  # a picked row exists, and no `matches` can refuse it
             self._take(row, owner, now_us, to_micros(lease_until))
             rows.append((row.id, row.attempts))
         return rows
@@ -633,7 +650,7 @@ class MemoryBackend(ClientTable):
             if job_id != _resume_at and (_before is None or job_id not in _before.rows):
                 # the scan's own version must match before it locks or waits (a Pending row may be
                 # out of attempts or not yet due); rows from the snapshot were checked above
-                if not self._visible(tx, job_id).claimable(now_us, take_expired, max_attempts):
+                if not self._seen(tx, job_id).claimable(now_us, take_expired, max_attempts):
                     continue
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
@@ -642,7 +659,7 @@ class MemoryBackend(ClientTable):
                     self._snapshots.append(_before)
                 raise _Wait(holder, {"_resume_at": job_id, "_before": _before})
             self._lock(tx, job_id)
-            row = self._visible(tx, job_id)
+            row = self._seen(tx, job_id)
             if row.claimable(now_us, take_expired, max_attempts):
                 return [(row.id, row.attempts)]
             # EvalPlanQual: the new version no longer matches; it stays locked, as in PostgreSQL
@@ -698,7 +715,7 @@ class MemoryBackend(ClientTable):
     ) -> Rows:
         """stuck_after is not read: Lease Lab's watcher compares lease_until with now."""
         now_us = to_micros(now)
-        out = []
+        out: list[int] = []
         for job_id in self._expired(tx, now_us):
             if len(out) >= limit:
                 break
@@ -709,6 +726,7 @@ class MemoryBackend(ClientTable):
         rows = []
         for job_id in out:
             row = self._writable(tx, job_id)
+            assert row is not None  # an expired row exists, and no `matches` can refuse it
             row.retry(max_attempts, "lease expired", now_us, retry_backoff)
             rows.append((row.id, row.status, row.lease_owner, row.attempts))
         rows.sort()
@@ -718,11 +736,11 @@ class MemoryBackend(ClientTable):
         self, tx: Transaction, *, now, max_attempts, max_stalls, limit, retry_backoff
     ) -> Rows:
         now_us = to_micros(now)
-        stalled = []
+        stalled: list[int] = []
         for job_id in self._expired(tx, now_us):
             if len(stalled) >= limit:
                 break
-            if not self._visible(tx, job_id).stall_marked:
+            if not self._seen(tx, job_id).stall_marked:
                 continue
             holder = self.row_locks.get(job_id)
             if holder is not None and holder is not tx:
@@ -732,12 +750,13 @@ class MemoryBackend(ClientTable):
             job_id
             for job_id in self._maybe_marked | self._processing_ids(tx)
             if job_id not in stalled
-            and ((row := self._visible(tx, job_id)).stall_marked or row.status == PROCESSING)
+            and ((seen := self._seen(tx, job_id)).stall_marked or seen.status == PROCESSING)
             and self.row_locks.get(job_id) in (None, tx)
         )
         rows = []
         for job_id in stalled:
             row = self._writable(tx, job_id)
+            assert row is not None  # a stalled row exists, and no `matches` can refuse it
             over = row.stalls >= max_stalls
             row.retry(
                 max_attempts if not over else 0,
@@ -750,15 +769,17 @@ class MemoryBackend(ClientTable):
             rows.append((row.id, row.status, row.lease_owner, row.attempts))
         for job_id in marking:
             row = self._writable(tx, job_id)
+            assert row is not None  # a row to mark exists, and no `matches` can refuse it
             row.stall_marked = row.status == PROCESSING
         self._maybe_marked = {
-            j for j in self._maybe_marked.union(marking) if self._visible(tx, j).stall_marked
+            j for j in self._maybe_marked.union(marking) if self._seen(tx, j).stall_marked
         }
         rows.sort()
         return rows
 
     def _processing_ids(self, tx: Transaction) -> set[int]:
-        """Ids of the Processing jobs `tx` sees (committed ones from the lease index, and its own)."""
+        """Ids of the Processing jobs `tx` sees (committed ones from the lease index, and its
+        own)."""
         jobs = self.jobs
         ids = {
             job_id
@@ -779,7 +800,8 @@ class MemoryBackend(ClientTable):
         transaction, and the simulated database neither versions nor locks them."""
         if not tx.implicit:
             raise ClientStateError(
-                f"{query}: worker_processes rows are written in autocommit only in the memory backend"
+                f"{query}: worker_processes rows are written in autocommit only in the memory "
+                "backend"
             )
         return self.processes
 
@@ -810,11 +832,11 @@ class MemoryBackend(ClientTable):
         processes = self._processes_in(tx, "prune_processes")
         now_us = to_micros(now)
         cutoff = now_us - stale_after
-        orphaned = []
+        orphaned: list[int] = []
         for job_id in sorted(self._processing_ids(tx)):
             if len(orphaned) >= limit:
                 break
-            process = processes.get(self._visible(tx, job_id).lease_owner)
+            process = processes.get(self._seen(tx, job_id).lease_owner)
             if process is not None and process[1] >= cutoff:
                 continue
             holder = self.row_locks.get(job_id)
@@ -826,6 +848,7 @@ class MemoryBackend(ClientTable):
         rows = []
         for job_id in orphaned:
             row = self._writable(tx, job_id)
+            assert row is not None  # an orphaned row exists, and no `matches` can refuse it
             killed = dead or row.stalls >= max_stalls
             row.retry(0 if killed else max_attempts, "process gone", now_us, retry_backoff)
             row.stalls += 1
@@ -859,7 +882,7 @@ class MemoryBackend(ClientTable):
 
     def select_stuck_jobs(self, tx: Transaction, *, now, stuck_after) -> Rows:
         now_us = to_micros(now)
-        rows = (self._visible(tx, job_id) for job_id in sorted(self._expired(tx, now_us)))
+        rows = (self._seen(tx, job_id) for job_id in sorted(self._expired(tx, now_us)))
         return [(r.id, r.lease_owner, _seconds(r.lease_until), r.attempts) for r in rows]
 
     def insert_dedup_marker(self, tx: Transaction, *, event_id, payload_hash, now) -> Rows:

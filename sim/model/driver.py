@@ -27,7 +27,8 @@ class CrashPointReached(Exception):
 
 
 class Driver:
-    """Runs protocol generators for one process of `world`; `pauses` is its OutageCalendar or None."""
+    """Runs protocol generators for one process of `world`; `pauses` is its OutageCalendar or
+    None."""
 
     __slots__ = ("env", "log", "psp", "crash_points", "pauses")
 

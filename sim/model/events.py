@@ -28,7 +28,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   watcher_tick       the watcher ran; detail = number of jobs it requeued or killed
   requeue            the watcher moved a job; attempt = attempts; detail = new status (Pending/Dead)
   shutdown           a worker stopped gracefully (faults.shutdown = graceful), like crash otherwise
-  release            ... and gave its job back; detail = new status (Pending/Dead), None if it had lost it
+  release            ... and gave its job back; detail = new status (Pending/Dead), None if it had
+                     lost it
   release_lost       ... but the release never reached the database (faults.release_loss): the job
                      stays leased until the watcher requeues it
   rescue_job         a worker took the watcher's tick as a job (policy.rescue = job); detail = the
@@ -131,6 +132,7 @@ class EventLog:
             self._kinds.append(kind)
         who = self._worker_code.get(worker)
         if who is None:
+            assert worker is not None  # None is coded up front
             who = self._worker_code[worker] = len(self._workers)
             self._workers.append(worker)
         self._t.append(t)
@@ -169,7 +171,8 @@ class EventLog:
         )
 
     def frame(self) -> pd.DataFrame:
-        """One row per record: t, kind, worker, job, attempt, detail (nullable integers as Int64)."""
+        """One row per record: t, kind, worker, job, attempt, detail (nullable integers as
+        Int64)."""
         kinds = (
             pd.Categorical.from_codes(
                 np.frombuffer(self._kind, dtype=np.uint8), categories=self._kinds

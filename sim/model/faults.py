@@ -7,6 +7,8 @@ from collections import Counter
 
 import numpy as np
 
+from sim.model.events import EventLog
+
 
 class CrashPoints:
     """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
@@ -39,7 +41,8 @@ def poisson_times(rate_per_hour: float, horizon: float, rng: np.random.Generator
     if rate_per_hour <= 0:
         return []
     mean_gap = 3600.0 / rate_per_hour
-    times, t = [], 0.0
+    times: list[float] = []
+    t = 0.0
     while True:
         t += float(rng.exponential(mean_gap))
         if t >= horizon:
@@ -62,7 +65,8 @@ class OutageCalendar:
 
     @classmethod
     def draw(cls, scripted, rate_per_hour, duration, horizon, rng) -> OutageCalendar:
-        """Scripted (at, duration) entries plus a Poisson stream of outages with sampled durations."""
+        """Scripted (at, duration) entries plus a Poisson stream of outages with sampled
+        durations."""
         intervals = [(at, at + d) for at, d in scripted]
         intervals += [(t, t + duration()) for t in poisson_times(rate_per_hour, horizon, rng)]
         return cls(intervals)
@@ -97,7 +101,8 @@ class OutageCalendar:
 def worker_outages(
     faults, i: int, streams, horizon: float
 ) -> tuple[OutageCalendar, OutageCalendar]:
-    """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and live)."""
+    """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and
+    live)."""
     pauses = OutageCalendar.draw(
         [(p.at, p.duration) for p in faults.pauses if p.worker == i],
         faults.pause_rate,
@@ -129,7 +134,8 @@ def clock_offset(scenario, i: int, streams) -> float:
 
 
 def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:
-    """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is "any"."""
+    """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is
+    "any"."""
     times = [c.at for c in faults.crashes if c.worker == i]
     if faults.crash_target == "any":
         times += poisson_times(faults.crash_rate, horizon, streams.generator(f"worker/{i}/crashes"))
@@ -143,7 +149,7 @@ def holder_crash_times(faults, workers: int, streams, horizon: float) -> list[fl
     return poisson_times(faults.crash_rate * workers, horizon, streams.generator("crashes/holder"))
 
 
-def log_outages(env, log: list, worker: str, calendar: OutageCalendar, kind: str):
+def log_outages(env, log: EventLog, worker: str, calendar: OutageCalendar, kind: str):
     """Process: write `<kind>_start` / `<kind>_end` records at the calendar's times."""
     for start, end in calendar.intervals:
         yield env.timeout(start - env.now)
@@ -169,7 +175,8 @@ def crash_owner(env, workers, job: int, at: float):
 
 
 def crash_holders(env, workers, times: list[float], rng):
-    """Process: at each time, crash one worker chosen uniformly among those holding a job (if any)."""
+    """Process: at each time, crash one worker chosen uniformly among those holding a job (if
+    any)."""
     for t in times:
         yield env.timeout(t - env.now)
         holders = [w for w in workers if w.up and w.lease is not None]

@@ -1,4 +1,5 @@
-"""The producer: payment events arriving (batch or Poisson), some delivered twice, enqueued as jobs."""
+"""The producer: payment events arriving (batch or Poisson), some delivered twice, enqueued as
+jobs."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class JobSpec(NamedTuple):
 
 
 class JobCatalog:
-    """Per-job facts in compact arrays (job ids are 1, 2, ... in enqueue order); specs built on demand."""
+    """Per-job facts in compact arrays (job ids are 1, 2, ... in enqueue order); specs built on
+    demand."""
 
     def __init__(self):
         self._event = array("q")
@@ -93,7 +95,8 @@ def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
 
 
 def producer(world):
-    """Process: enqueue each delivery when it arrives; those due at t=0 go in before anything runs."""
+    """Process: enqueue each delivery when it arrives; those due at t=0 go in before anything
+    runs."""
     env, log, catalog = world.env, world.log, world.catalog
     latency = world.scenario.workload.statement_latency.sampler(
         world.streams.generator("latency/producer")

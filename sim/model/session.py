@@ -33,7 +33,8 @@ class TxRegistry:
         self._waiting: dict[str, list[tuple[DbSession, simpy.Event]]] = {}
 
     def wait(self, session: DbSession, holder: str, resumed: simpy.Event) -> None:
-        """`session`'s statement (whose outcome fires `resumed`) waits for `holder`'s transaction."""
+        """`session`'s statement (whose outcome fires `resumed`) waits for `holder`'s
+        transaction."""
         self._waiting.setdefault(holder, []).append((session, resumed))
 
     def ended(self, client: str) -> None:

@@ -9,7 +9,8 @@ from sim.protocol import WatcherProtocol
 
 
 def watcher(world):
-    """Process: tick every watcher_interval from a random phase; requeue (or kill) expired leases."""
+    """Process: tick every watcher_interval from a random phase; requeue (or kill) expired
+    leases."""
     policy = world.scenario.policy
     env = world.env
     latency = world.scenario.workload.statement_latency.sampler(

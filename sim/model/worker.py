@@ -245,7 +245,8 @@ class Worker:
         yield from self.driver.run(self.steps.fail_at_deadline(lease), self.db)
 
     def _handler(self, lease: Lease, db: DbSession):
-        """Process: the job's handler; a crash point in a handler past its deadline kills the worker too."""
+        """Process: the job's handler; a crash point in a handler past its deadline kills the
+        worker too."""
         try:
             yield from self.driver.run(self.steps.handle(lease), db)
         except CrashPointReached:
@@ -268,7 +269,8 @@ class Worker:
             self.heartbeat_proc = self.env.process(self._heartbeat(lease, self.heartbeat_proc))
 
     def _heartbeat(self, lease: Lease, previous: simpy.Process | None):
-        """Process: renew the lease now and every heartbeat_interval until the job is done or the lease lost."""
+        """Process: renew the lease now and every heartbeat_interval until the job is done or the
+        lease lost."""
         interval, driver, steps = self.policy.heartbeat_interval, self.driver, self.steps
         try:
             yield from driver.thaw()

@@ -1,5 +1,5 @@
-"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS, BullMQ, Temporal, Celery on
-Redis and SQS, Hatchet, procrastinate) and their comparison."""
+"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS, BullMQ, Temporal, Celery
+on Redis and SQS, Hatchet, procrastinate) and their comparison."""
 
 from __future__ import annotations
 
@@ -109,7 +109,8 @@ def test_settings_table_shows_intervals_of_mechanisms_a_queue_does_not_run_as_of
         assert row["watcher_action"] == (policy.watcher_action if policy.watcher else "\u2014"), (
             label
         )
-    # the defaults a Policy still holds never show: SQS runs neither, the others no heartbeat but Solid Queue
+    # the defaults a Policy still holds never show: SQS runs neither, the others no heartbeat but
+    # Solid Queue
     assert table.loc[
         "SQS", ["heartbeat_interval", "watcher_interval", "watcher_action"]
     ].tolist() == ["off", "off", "\u2014"]
@@ -143,7 +144,8 @@ def test_one_row_per_peer_with_confidence_intervals(frame):
 def test_documented_facts_show_up(frame):
     rows = frame.set_index("peer")
     mean = rows["recovery_latency_mean_mean"]
-    # a 1 h rescue window (River, Oban) recovers crashed jobs far slower than pg-boss's 15 min expiry
+    # a 1 h rescue window (River, Oban) recovers crashed jobs far slower than pg-boss's 15 min
+    # expiry
     for slow in ("river", "oban-lifeline"):
         assert (
             rows.loc[slow, "recovery_latency_mean_ci_low"]
@@ -157,7 +159,8 @@ def test_documented_facts_show_up(frame):
     assert np.isnan(mean["solid-queue"])
     assert 300 - 60 < rows.loc["solid-queue", "detection_latency_mean_mean"] < 300 + 300 + 60
     assert rows.loc["solid-queue", "dead_mean"] == rows.loc["solid-queue", "crashed_jobs_mean"]
-    # SQS: a 30 s visibility timeout without extension recovers in seconds, but processes long jobs twice
+    # SQS: a 30 s visibility timeout without extension recovers in seconds, but processes long jobs
+    # twice
     assert mean["sqs-visibility"] < 60
     assert rows.loc["sqs-visibility", "double_processed_jobs_mean"] > 0
     assert rows.loc["sqs-visibility", "duplicate_db_effects_mean"] > 0
@@ -183,7 +186,8 @@ def test_documented_facts_show_up(frame):
     assert 1800 - 120 < mean["celery-sqs"] < 1800 + 10
     assert 30 - 4 < mean["hatchet"] < 30 + 10
     assert 30 - 10 < mean["procrastinate"] < 30 + 600 + 60
-    # crashes after the PSP call charge again everywhere a crashed job is re-run (no idempotency key)
+    # crashes after the PSP call charge again everywhere a crashed job is re-run (no idempotency
+    # key)
     assert (rows.drop(index="solid-queue")["duplicate_external_effects_mean"] > 0).all()
 
 
@@ -235,7 +239,8 @@ def test_peer_comparison_figure(frame):
         "DB load\nall stmt/s",
         "heartbeat +\nwatcher\nstmt/s",
     ]
-    ax.figure.canvas.draw()  # rendered: no header overlaps another or a cell, and all fit in the figure
+    # rendered: no header overlaps another or a cell, and all fit in the figure
+    ax.figure.canvas.draw()
     renderer = ax.figure.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in headers + cells]
     assert not [

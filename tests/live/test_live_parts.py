@@ -1,5 +1,6 @@
-"""The live machinery piece by piece, without a server: clock, records that survive SIGKILL, slots,
-the job plan and fault schedule (same as the model's), the time-scale check, repairs, comparisons."""
+"""The live machinery piece by piece, without a server: clock, records that survive SIGKILL,
+slots, the job plan and fault schedule (same as the model's), the time-scale check, repairs,
+comparisons."""
 
 import signal
 import subprocess
@@ -118,7 +119,8 @@ def _drain(schedule):
 
 
 def test_fault_schedule_plays_the_models_fault_times():
-    """The holder clock of the exact-timeline test (19.377, 28.584, 51.724 s), scripted outages and crashes."""
+    """The holder clock of the exact-timeline test (19.377, 28.584, 51.724 s), scripted outages and
+    crashes."""
     faults = Faults(
         crash_rate=90.0,
         crash_target="holder",
@@ -200,7 +202,8 @@ def test_repair_restores_a_completion_a_kill_cut_off():
 
 
 def test_recovery_parts_add_up_on_the_scripted_watcher_recovery():
-    """The exact timeline of tests/model: crash at 25, lease renewed to 50.004, requeue at 60.003, claim at 60.064."""
+    """The exact timeline of tests/model: crash at 25, lease renewed to 50.004, requeue at 60.003,
+    claim at 60.064."""
     faults = Faults(crashes=(ScriptedCrash(at=25.0, worker=0),), restart_delay=Dist.constant(1000))
     r = run(
         scripted(
@@ -225,7 +228,8 @@ def test_quantile_interval_covers_the_true_quantile_about_95_percent_of_the_time
 
 
 def test_children_take_their_statements_from_the_query_loader(tmp_path):
-    """--sql DIR: every live process runs the queue directory's statements in place of Lease Lab's."""
+    """--sql DIR: every live process runs the queue directory's statements in place of Lease
+    Lab's."""
     from sim.db.queries import load_queries
     from sim.live.roles import queries_for
 
@@ -251,7 +255,8 @@ def test_cli_live_refuses_bad_input_in_one_line(capsys):
     assert err == [
         "error: --duration: must be a number of wall seconds > 0 and at most 604800 (a week), "
         "got 0.0",
-        "error: --sql /nonexistent: not a directory (expected one holding queries.sql and optionally schema.sql)",
+        "error: --sql /nonexistent: not a directory "
+        "(expected one holding queries.sql and optionally schema.sql)",
         "error: --compare-seeds: must be a whole number from 0 to 1,000, got -1",
         "error: faults.crash_target: must be one of any, holder",
     ]

@@ -78,7 +78,8 @@ def paused_zombie(**policy) -> Scenario:
 
 
 def timeline(run, *, skip=("idle", "watcher_tick", "enqueue", "lock_wait")) -> list[tuple]:
-    """(t rounded to the microsecond, kind, worker, job, attempt) of the records that tell the story."""
+    """(t rounded to the microsecond, kind, worker, job, attempt) of the records that tell the
+    story."""
     return [
         (round(e.t, 6), e.kind, e.worker, e.job, e.attempt) for e in run.log if e.kind not in skip
     ]

@@ -1,4 +1,5 @@
-"""faults.crash_target: "any" crashes workers whatever they do, "holder" crashes a worker holding a job."""
+"""faults.crash_target: "any" crashes workers whatever they do, "holder" crashes a worker holding a
+job."""
 
 import pytest
 from scipy import stats
@@ -28,8 +29,8 @@ def _two_workers_one_job(target: str, jobs: int = 1) -> Scenario:
 
 
 def test_holder_crashes_hit_whoever_holds_the_job_at_each_tick():
-    """The pool's clock ticks at 19.377, 28.584 and 51.724 s (180 per hour for 2 workers at 90); each tick
-    kills the job's holder of the moment, never the idle worker."""
+    """The pool's clock ticks at 19.377, 28.584 and 51.724 s (180 per hour for 2 workers at 90);
+    each tick kills the job's holder of the moment, never the idle worker."""
     ticks = poisson_times(180.0, 60.0, Streams(1).generator("crashes/holder"))
     assert [round(t, 6) for t in ticks] == [19.377451, 28.583819, 51.724327]
     r = run(_two_workers_one_job("holder"))
@@ -73,8 +74,9 @@ def test_crash_target_is_validated():
 
 
 def _busy_pool(target: str) -> Scenario:
-    """The issue's live check: 4 workers always busy, TTL 2 s, heartbeat 0.5 s, watcher 1 s, poll 0.2 s,
-    exponential jobs of mean 1 s, a crash about every 2 s (450 per worker-hour x 4 workers)."""
+    """The issue's live check: 4 workers always busy, TTL 2 s, heartbeat 0.5 s, watcher 1 s, poll
+    0.2 s, exponential jobs of mean 1 s, a crash about every 2 s (450 per worker-hour x 4
+    workers)."""
     return Scenario(
         name="busy-pool",
         workload=Workload(jobs=5000, processing=Dist.exponential(1.0), psp_call=Dist.constant(0.0)),
@@ -112,8 +114,9 @@ def test_holder_mode_kills_a_holder_at_the_pool_rate_and_uniformly():
 
 
 def test_at_light_load_any_mode_hits_a_holder_only_as_often_as_workers_hold_jobs():
-    """Poisson arrivals at 1 job/s of mean 1 s for 4 workers: each is busy about a quarter of the time.
-    In "any" mode the share of crashes that hit a holder is that busy share; in "holder" mode it is 1."""
+    """Poisson arrivals at 1 job/s of mean 1 s for 4 workers: each is busy about a quarter of the
+    time. In "any" mode the share of crashes that hit a holder is that busy share; in "holder" mode
+    it is 1."""
     light = {
         "workload.arrival": "poisson",
         "workload.rate": 1.0,

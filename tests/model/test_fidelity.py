@@ -390,8 +390,9 @@ def test_the_issue_s_paused_zombie_with_a_deadline_has_no_false_findings():
 
 @pytest.mark.parametrize(("backoff", "reclaimed"), [(0.0, 3.004), (10.0, 13.014)])
 def test_a_rescued_job_waits_for_its_retry_backoff(backoff, reclaimed):
-    """River's rescuer makes a stuck job retryable at the client's retry policy, attempt^4 seconds:
-    with retry_backoff = 10 the job requeued at 3.002 is due at 13.002, and idle w1 takes it then."""
+    """River's rescuer makes a stuck job retryable at the client's retry policy, attempt^4
+    seconds: with retry_backoff = 10 the job requeued at 3.002 is due at 13.002, and idle w1
+    takes it then."""
     r = run(
         scripted(
             workers=2,

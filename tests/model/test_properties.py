@@ -8,7 +8,8 @@ from sim import preset, run
 
 
 def test_littles_law_on_a_stable_run():
-    """L (time-average jobs in the system, integrated from the log) = lambda (arrival rate) x W (mean sojourn)."""
+    """L (time-average jobs in the system, integrated from the log) = lambda (arrival rate) x W
+    (mean sojourn)."""
     r = run(preset("baseline"), **{"workload.jobs": 6000, "horizon": 4000.0, "workload.rate": 1.5})
     events = r.events
     horizon = r.scenario.horizon
@@ -66,7 +67,8 @@ def test_adding_a_worker_does_not_shift_other_random_streams():
     ],
 )
 def test_dropping_heartbeat_records_keeps_the_lease_metrics(name, overrides):
-    """Big runs may drop routine heartbeat records; false expiries and lease ends must not change."""
+    """Big runs may drop routine heartbeat records; false expiries and lease ends must not
+    change."""
     full = run(preset(name), **overrides)
     lean = run(preset(name), **{**overrides, "record_heartbeats": False})
     assert (lean.events.kind == "heartbeat").sum() < (

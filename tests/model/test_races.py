@@ -1,4 +1,5 @@
-"""Claim strategies under contention: read-then-write races; the atomic claims never double claim."""
+"""Claim strategies under contention: read-then-write races; the atomic claims never double
+claim."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ def _race(claim: str, **overrides):
 
 
 def test_read_then_write_double_claims_and_double_charges():
-    """Eight workers, ten seeds: the fraction of leases that were double claims has a 99% CI above zero."""
+    """Eight workers, ten seeds: the fraction of leases that were double claims has a 99% CI above
+    zero."""
     fractions, charges = [], []
     for seed in range(1, 11):
         r = _race("read_then_write", **{"seed": seed})

@@ -17,8 +17,9 @@ REPLICATIONS = 200
 
 
 def recovery_scenario(crash_at: float, seed: int, *, watcher: bool) -> Scenario:
-    """One endless job, two workers; the owner crashes at `crash_at`, long after the claim, and never
-    returns; the other worker is the idle poller. With no watcher the claim takes expired leases."""
+    """One endless job, two workers; the owner crashes at `crash_at`, long after the claim, and
+    never returns; the other worker is the idle poller. With no watcher the claim takes expired
+    leases."""
     return Scenario(
         name="recovery-theory",
         workload=Workload(
@@ -85,5 +86,6 @@ def test_claim_takes_expired_recovery_matches_L_minus_h_half_plus_P_half():
         ttl=TTL, heartbeat_interval=H, poll_interval=P, latency=LAT
     )
     _assert_mean_within_ci(values, predicted)
-    # the job can never come back before its lease has run out: at least L - h - latency after the crash
+    # the job can never come back before its lease has run out: at least L - h - latency after the
+    # crash
     assert values.min() >= TTL - H - 2 * LAT

@@ -27,8 +27,8 @@ def test_claim_heartbeats_complete():
 
 
 def test_crash_expiry_watcher_reclaim():
-    """w0 crashes at 25 s; its lease (renewed at 20.004) ends at 50.004; the watcher tick at 60 requeues
-    the job; w1, polling every ~1 s, claims it as attempt 2."""
+    """w0 crashes at 25 s; its lease (renewed at 20.004) ends at 50.004; the watcher tick at 60
+    requeues the job; w1, polling every ~1 s, claims it as attempt 2."""
     faults = Faults(crashes=(ScriptedCrash(at=25.0, worker=0),), restart_delay=Dist.constant(1000))
     r = run(
         scripted(

@@ -47,7 +47,8 @@ class Script:
             backend.connect(client)
 
     def run(self, client: str, query: str, **params):
-        """Execute; the attempts cap and retry backoff default to Policy's (25 attempts, no backoff)."""
+        """Execute; the attempts cap and retry backoff default to Policy's (25 attempts, no
+        backoff)."""
         names = get_query(query).param_names
         for name, value in QUERY_DEFAULTS.items():
             if name in names:

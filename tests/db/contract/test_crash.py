@@ -1,4 +1,5 @@
-"""A crashed client: its transaction rolls back at once, its locks go, its statements are refused."""
+"""A crashed client: its transaction rolls back at once, its locks go, its statements are
+refused."""
 
 from __future__ import annotations
 

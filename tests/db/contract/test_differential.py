@@ -146,11 +146,11 @@ def attempt(call, *args):
 
 
 def play(db, script: list[tuple], *, clients=CLIENTS, to_the_end: bool = False) -> tuple[list, int]:
-    """The transcript of `script` on `db` (every step's outcome, then the final tables), and the most
-    clients that waited at once. A bare PostgreSQL lets two waiters on one row race once their holder
-    ends, so by default the script stops at its second simultaneous wait; with `to_the_end` (for a
-    backend that resumes waiters in the order they began to wait) it runs on, and what is still open
-    at the end is rolled back so that every waiter finishes."""
+    """The transcript of `script` on `db` (every step's outcome, then the final tables), and the
+    most clients that waited at once. A bare PostgreSQL lets two waiters on one row race once their
+    holder ends, so by default the script stops at its second simultaneous wait; with `to_the_end`
+    (for a backend that resumes waiters in the order they began to wait) it runs on, and what is
+    still open at the end is rolled back so that every waiter finishes."""
     for client in (*clients, "W"):
         db.connect(client)
     transcript, waiting, most = [], {}, 0  # waiting: waiter -> holder, in the order they began

@@ -7,7 +7,8 @@ from .script import job_row
 
 
 def _exhaust(db, job_id: int, cap: int) -> None:
-    """Lease job `job_id` `cap` times (each lease expiring at once), leaving it Processing at the cap."""
+    """Lease job `job_id` `cap` times (each lease expiring at once), leaving it Processing at the
+    cap."""
     for attempt in range(1, cap + 1):
         assert db.run(
             "A",
@@ -140,7 +141,8 @@ def test_a_claim_waiting_on_a_row_re_checks_the_cap(db):
 
 def test_a_for_update_scan_skips_a_locked_row_out_of_attempts_without_waiting(db):
     """Found by the differential scripts: PostgreSQL filters on the row version the scan sees before
-    it locks, so a Pending job at the cap that another transaction holds is passed over, not waited on."""
+    it locks, so a Pending job at the cap that another transaction holds is passed over, not waited
+    on."""
     db.add_jobs(1, 2)
     assert db.claim("A", 1, now=0.0, until=1.0) == [(1, 1)]
     assert db.run("W", "release_job_fenced", id=1, owner="A", attempt=1, max_attempts=5) == [

@@ -1,8 +1,8 @@
 """Random scenarios for the differential tests: small, contended and faulty, so that lock waits,
-EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
-the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and
-the mechanisms of issue #25 (worker clocks, execution timeout, two-phase stall check and stall
-budget, process liveness and worker identity, batch claims, the rescue path as a job, lost releases)."""
+EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with the
+fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and the
+mechanisms of issue #25 (worker clocks, execution timeout, two-phase stall check and stall budget,
+process liveness and worker identity, batch claims, the rescue path as a job, lost releases)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def _latency(draw) -> Dist:
 
 @st.composite
 def scenarios(draw) -> Scenario:
-    """A scenario of 2-8 workers, any claim strategy, faults of every kind, 10-40 simulated seconds."""
+    """A scenario of 2-8 workers, any claim strategy, faults of every kind, 10-40 simulated
+    seconds."""
     workers = draw(st.integers(2, 8))
     horizon = float(draw(st.integers(10, 40)))
     ttl = draw(st.floats(0.5, 8.0))
