@@ -2,16 +2,16 @@
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
 close (or at interpreter exit if never closed). With `queue=` (a user's queue directory, see
-sim.db.queue_dir) the job table and the statements are the user's, checked on the server first,
-and every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox);
-Lease Lab's bookkeeping tables are created beside them as always. Each simulated client owns one connection,
-opened on first use. Everything runs on the driving (SimPy) thread through psycopg's low-level
-libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its parameters
-bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the
-connection's socket. If the statement has not finished within a short poll, the monitor
-connection asks pg_blocking_pids() which client's transaction holds the lock it waits for, and
-`execute` returns `Blocked` naming that client; `resume` later collects the statement's real
-outcome. BEGIN travels with the transaction's first statement (one pipeline, one round trip).
+sim.db.queue_dir) the job table and the statements are the user's, checked on the server first, and
+every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox); Lease
+Lab's bookkeeping tables are created beside them as always. Each simulated client owns one
+connection, opened on first use. Everything runs on the driving (SimPy) thread through psycopg's
+low-level libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its
+parameters bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the
+connection's socket. If the statement has not finished within a short poll, the monitor connection
+asks pg_blocking_pids() which client's transaction holds the lock it waits for, and `execute`
+returns `Blocked` naming that client; `resume` later collects the statement's real outcome. BEGIN
+travels with the transaction's first statement (one pipeline, one round trip).
 
 Determinism. The driver runs one statement at a time, so a wait is reported only once its holder
 waits for the driver (idle in its transaction, or blocked itself), and a statement that would
@@ -91,7 +91,8 @@ CLIENT_DEADLOCK_TIMEOUT = "10min"
 
 # Server administration, not simulation queries (those all come from sql/queries.sql).
 _BLOCKERS = """
-WITH w AS (SELECT locktype, relation, page, tuple FROM pg_locks WHERE pid = %(pid)s AND NOT granted LIMIT 1)
+WITH w AS (SELECT locktype, relation, page, tuple FROM pg_locks
+           WHERE pid = %(pid)s AND NOT granted LIMIT 1)
 SELECT b.pid, coalesce(a.state, ''), coalesce(a.wait_event_type, ''), (SELECT locktype FROM w),
        EXISTS (SELECT FROM pg_locks l JOIN w ON w.locktype = 'tuple' AND l.relation = w.relation
                AND l.page = w.page AND l.tuple = w.tuple
@@ -506,11 +507,12 @@ class PostgresBackend(ClientTable):
     def run_sql(
         self, text: str, params=None, *, read_only: bool = False
     ) -> tuple[list[str], list[tuple]]:
-        """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema on
-        its monitor connection: (column names, rows), times as timestamptz. It runs in a transaction
-        of its own, rolled back if it fails. read_only (a reader's answer to an exercise): the text
-        must be one statement (it is prepared on the server), runs in a READ ONLY transaction with
-        a statement timeout, and is rolled back whatever it did; PostgreSQL refuses a write (25006)."""
+        """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema
+        on its monitor connection: (column names, rows), times as timestamptz. It runs in a
+        transaction of its own, rolled back if it fails. read_only (a reader's answer to an
+        exercise): the text must be one statement (it is prepared on the server), runs in a READ
+        ONLY transaction with a statement timeout, and is rolled back whatever it did; PostgreSQL
+        refuses a write (25006)."""
         with self._monitor.transaction(force_rollback=read_only):
             if read_only:
                 self._monitor.execute("SET TRANSACTION READ ONLY")
@@ -668,7 +670,8 @@ class PostgresBackend(ClientTable):
         return result
 
     def _wait(self, client: str, state: _Client, query: str) -> str | None:
-        """Wait until the statement finishes (None) or waits on a lock of an idle holder (its name)."""
+        """Wait until the statement finishes (None) or waits on a lock of an idle holder (its
+        name)."""
         pause = FIRST_WAIT_S
         while not self._poll(state, pause):
             found = self._lock_holder(state.pid)
