@@ -63,6 +63,7 @@ GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatab
 TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
 SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
 COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
+AS = "also answer in that queue's own settings and units (bullmq, temporal, celery-redis, ...)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,8 +148,10 @@ def _build_parser() -> argparse.ArgumentParser:
         text += "" if default is None else f" (default: {default:g})"
         p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     _flag(p, "--no-verify", "skip the simulated evidence sweep")
+    p.add_argument("--as", dest="queue", metavar="QUEUE", help=AS)
     report = "advice, assumptions, risk, trade-off chart, evidence"
-    _out(p, "advice.txt, candidates.csv, evidence.csv and scenario.toml", report=report)
+    files = "advice.txt, candidates.csv, evidence.csv, scenario.toml (--as: settings-QUEUE.txt)"
+    _out(p, files, report=report)
     p.set_defaults(command=cmd_advise)
 
     p = _scenario(sub.add_parser("review", help=COMMANDS["review"]), cmd_review)
@@ -286,13 +289,18 @@ def cmd_demo(args) -> int:
 
 
 def cmd_advise(args) -> int:
+    from sim.advice_settings import check_queue, in_queue_terms
     from sim.advisor import advise, command_line_arguments
 
     arguments = command_line_arguments(args)
+    queue = args.queue and check_queue(args.queue)
     _check_files(args)
     advice = advise(args.durations, **arguments)
     print(advice)
-    _save(args, advice.save)
+    settings = queue and in_queue_terms(advice, queue)
+    if settings:
+        print(f"\n{settings}")
+    _save(args, advice.save, settings and settings.save)
     if args.report is not None:
         print(f"wrote {advice.save_report(args.report)}")
     return 0

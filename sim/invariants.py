@@ -246,14 +246,21 @@ def _stuck_processing(run):
 
 
 def _attempts_beyond_max(run):
-    """No claim may take a job that already used max_attempts leases (every claim path checks it)."""
-    cap = run.scenario.policy.max_attempts
+    """No claim may take a job that already used max_attempts leases (every claim path checks it),
+    plus max_stalls recoveries from stalls when the policy counts a stall budget apart."""
+    policy = run.scenario.policy
+    cap = policy.claim_cap
+    limit = (
+        f"max_attempts is {cap}"
+        if cap == policy.max_attempts
+        else (f"max_attempts + max_stalls is {cap}")
+    )
     for t, kind, worker, job, attempt, _ in run.log:
         if kind == "claim" and attempt > cap:
             yield Violation(
                 "attempts_beyond_max",
                 job,
-                f"{worker} claimed it at {t:.3f}s as attempt {attempt}; max_attempts is {cap}",
+                f"{worker} claimed it at {t:.3f}s as attempt {attempt}; {limit}",
             )
 
 

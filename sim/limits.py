@@ -18,6 +18,7 @@ MAX_WORKERS = 10_000  # policy.workers: each worker is a set of processes and ra
 MAX_JOBS = 2_000_000  # workload.jobs: each job is a table row and a dozen events
 MAX_CANDIDATES = 1_000  # policy.candidates: ids one claim reads
 MAX_BATCH = 1_000_000  # policy.watcher_batch, policy.max_attempts: bound as PostgreSQL integers
+MAX_DRIFT_PPM = 100_000  # faults.clock_drift_ppm: 10 %, far beyond any real oscillator (~100 ppm)
 MAX_SEED = 2**63 - 1  # a TOML integer (and a bigint)
 MAX_RUNS = 100_000  # runs of one sweep (grid points x replications) or review (seeds)
 MAX_EVENTS = 50_000_000  # about 5 wall minutes and a few GB on a laptop
@@ -83,6 +84,15 @@ def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
                 f"{span} / policy.heartbeat_interval {p.heartbeat_interval:g} s",
                 horizon * p.workers / p.heartbeat_interval,
                 "shorten horizon, use fewer workers or raise policy.heartbeat_interval",
+            )
+        )
+    if p.process_heartbeat_interval:
+        terms.append(
+            (
+                "policy.process_heartbeat_interval",
+                f"{span} / policy.process_heartbeat_interval {p.process_heartbeat_interval:g} s",
+                horizon * p.workers / p.process_heartbeat_interval,
+                "shorten horizon, use fewer workers or raise policy.process_heartbeat_interval",
             )
         )
     if p.watcher:

@@ -6,7 +6,8 @@
     peer_comparison(frame)
 
 The presets (sim/scenarios/<peer>.toml) differ only in their recovery settings; each file's
-header says what it approximates and what Lease Lab cannot express. The workload, faults, workers, poll interval and horizon are the same for all, and
+header names the version it follows, cites the source line of every default, and says what it
+approximates and what Lease Lab cannot express. The workload, faults, workers, poll interval and horizon are the same for all, and
 the horizon outlasts the longest recovery window, so recovery latencies are comparable.
 """
 
@@ -28,7 +29,23 @@ PEERS = {  # preset name -> display name
     "pg-boss": "pg-boss",
     "solid-queue": "Solid Queue",
     "sqs-visibility": "SQS",
+    "bullmq": "BullMQ (PostgreSQL)",
+    "temporal": "Temporal activity",
+    "celery-redis": "Celery (Redis)",
+    "celery-sqs": "Celery (SQS)",
+    "hatchet": "Hatchet",
+    "procrastinate": "procrastinate",
 }
+# the recovery machinery's statements: per-job and per-process heartbeats, every watcher pass
+RECOVERY_STATEMENTS = (
+    "heartbeat",
+    "process_heartbeat",
+    "requeue_expired",
+    "reclaim_stalled",
+    "prune_processes",
+    "select_stuck_jobs",
+    "rescue_job",
+)
 METRICS = (
     "crashed_jobs",  # crashes of a job's current owner (owner_crashes)
     "recoveries",  # ... after which the job was claimed again
@@ -42,12 +59,19 @@ METRICS = (
     "duplicate_db_effects",
     "dead",
     "statements_per_s",  # DB load: every statement
-    "recovery_statements_per_s",  # the recovery machinery's share: heartbeats + watcher scans
+    "recovery_statements_per_s",  # the recovery machinery's share (RECOVERY_STATEMENTS)
 )
 
 
 def recovery_mechanism(policy) -> str:
-    """How an expired lease comes back: 'claim takes expired', 'watcher requeues', 'watcher fails the job' or 'none'."""
+    """How a crashed worker's job comes back: 'claim takes expired', 'watcher requeues', 'watcher
+    fails the job', 'process prune requeues', 'process prune fails the job' or 'none'."""
+    if policy.process_heartbeat_interval and policy.watcher:
+        return (
+            "process prune fails the job"
+            if policy.prune_action == "dead"
+            else "process prune requeues"
+        )
     if policy.claim_takes_expired:
         return "claim takes expired"
     if policy.watcher:
@@ -55,8 +79,20 @@ def recovery_mechanism(policy) -> str:
     return "none"
 
 
+def recovery_window(policy) -> float:
+    """The longest a crashed owner's job can wait to be found (s): the lease (capped by the
+    execution timeout) or the process's stale age, plus a watcher interval (a poll without one)."""
+    lease = policy.lease_ttl
+    if policy.execution_timeout:
+        lease = min(lease, policy.execution_timeout)
+    if policy.process_heartbeat_interval:
+        lease = min(lease, policy.process_stale_after + policy.process_heartbeat_interval)
+    return lease + (policy.watcher_interval if policy.watcher else policy.poll_interval)
+
+
 SETTINGS = (
     "claim",
+    "prefetch",
     "claim_takes_expired",
     "lease_ttl",
     "heartbeat",
@@ -64,6 +100,12 @@ SETTINGS = (
     "watcher",
     "watcher_interval",
     "watcher_action",
+    "rescue",
+    "stall_check",
+    "max_stalls",
+    "process_heartbeat_interval",
+    "process_stale_after",
+    "execution_timeout",
     "max_attempts",
     "fencing",
 )
@@ -75,7 +117,8 @@ def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
     """The peers' recovery settings (SETTINGS), one row per preset, indexed by display name.
 
     A preset without a heartbeat shows heartbeat_interval "off", one without a watcher shows
-    watcher_interval "off" and watcher_action "\u2014": their Policy still holds default values,
+    watcher_interval "off" and watcher_action "\u2014" (likewise process liveness, the execution
+    timeout and a stall budget apart from the attempts): their Policy still holds default values,
     which no run uses and nobody should read as the queue's setting.
     """
     rows = []
@@ -86,6 +129,14 @@ def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
             row["heartbeat_interval"] = OFF
         if not policy.watcher:
             row["watcher_interval"], row["watcher_action"] = OFF, NOT_APPLICABLE
+            row["rescue"] = NOT_APPLICABLE
+        if not policy.process_heartbeat_interval:
+            row["process_heartbeat_interval"] = OFF
+            row["process_stale_after"] = NOT_APPLICABLE
+        if not policy.execution_timeout:
+            row["execution_timeout"] = OFF
+        if policy.max_stalls is None:
+            row["max_stalls"] = NOT_APPLICABLE
         rows.append(row)
     return pd.DataFrame(rows, columns=["queue", *SETTINGS]).set_index("queue")
 
@@ -122,8 +173,7 @@ def peer_metrics(run) -> dict[str, float]:
         "duplicate_db_effects": int(s["duplicate_db_effects"]),
         "dead": int(s["dead"]),
         "statements_per_s": float(s["statements_per_s"]),
-        "recovery_statements_per_s": (counts.get("heartbeat", 0) + counts.get("requeue_expired", 0))
-        / horizon,
+        "recovery_statements_per_s": sum(counts.get(k, 0) for k in RECOVERY_STATEMENTS) / horizon,
     }
 
 
@@ -176,6 +226,11 @@ def compare_peers(
                 "lease_ttl": p.lease_ttl,
                 "heartbeat_interval": p.heartbeat_interval if p.heartbeat else np.nan,
                 "watcher_interval": p.watcher_interval if p.watcher else np.nan,
+                "process_heartbeat_interval": p.process_heartbeat_interval or np.nan,
+                "process_stale_after": p.process_stale_after
+                if p.process_heartbeat_interval
+                else np.nan,
+                "execution_timeout": p.execution_timeout or np.nan,
                 "max_attempts": p.max_attempts,
             }
         )

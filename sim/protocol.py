@@ -9,7 +9,8 @@ calls on a real connection and sleeps on the shared clock. A step is a plain tup
 item says what to do (one tuple per step, built once where it can be):
 
   (STATEMENT, name, params, job, ttl)  run a named statement; the driver binds `now` when it
-                                       executes, and lease_until = now + ttl (bind_clock) -> rows
+                                       executes, and lease_until = now + ttl (bind_clock) -> rows;
+                                       a ttl (seconds, cap) caps lease_until at cap
   BEGIN, COMMIT, ROLLBACK              transaction control (BEGIN travels with the first statement;
                                        ROLLBACK never fails: a dead connection has nothing open)
   (WORK, seconds)                      the process computes: a stop-the-world pause stretches it
@@ -45,20 +46,25 @@ from sim.db.errors import DbUnavailable, StatementError
 ) = range(11)
 BEGIN, COMMIT, ROLLBACK, NOW = (BEGIN_OP,), (COMMIT_OP,), (ROLLBACK_OP,), (NOW_OP,)
 PAYLOAD_DIFFERS = "payload differs from the first delivery of this event id"
+MAX_STALLS = 1_000_000  # bound as max_stalls when there is no stall budget: never reached
 
 
-def bind_clock(params: dict, now: float, ttl: float | None = None) -> None:
+def bind_clock(params: dict, now: float, ttl: float | tuple | None = None) -> None:
     """The time binding of every time-dependent statement: `now` is the client's clock when the
-    statement executes (never the server's now()), and a lease it writes ends at now + ttl."""
+    statement executes (never the server's now()), and a lease it writes ends at now + ttl, or at
+    min(now + ttl, cap) for a ttl given as (ttl, cap): a lease under an execution timeout."""
     params["now"] = now
     if ttl is not None:
-        params["lease_until"] = now + ttl
+        if ttl.__class__ is tuple:
+            params["lease_until"] = min(now + ttl[0], ttl[1])
+        else:
+            params["lease_until"] = now + ttl
 
 
 class Lease:
     """The worker's own view of the lease it holds (the heartbeat renews `until`)."""
 
-    __slots__ = ("job", "attempt", "until", "lost", "done", "renewal")
+    __slots__ = ("job", "attempt", "until", "lost", "done", "renewal", "cap")
 
     def __init__(self, job: int, attempt: int, until: float):
         self.job = job
@@ -67,6 +73,7 @@ class Lease:
         self.lost = False  # a heartbeat found it gone (or could not renew it in time)
         self.done = False  # the job is finished or given up: no more heartbeats
         self.renewal: tuple | None = None  # the heartbeat statement's step, built at the first beat
+        self.cap: float | None = None  # claim + execution_timeout: no renewal goes past it
 
     def finish(self) -> None:
         """No more heartbeats: the job is done, or its completion transaction holds the row."""
@@ -79,9 +86,21 @@ class Lease:
 
 class WorkerProtocol:
     """One worker's statement sequences. `catalog[job]` gives the job's spec (work, event, amount);
-    psp_call, hb_delay (samplers) and hb_loss (a numpy Generator) are the worker's own streams."""
+    psp_call, hb_delay (samplers), hb_loss and release_loss (numpy Generators; release_loss only
+    with faults.release_loss > 0) are the worker's own streams."""
 
-    def __init__(self, name: str, scenario, catalog, *, psp_call, hb_delay, hb_loss, lease=Lease):
+    def __init__(
+        self,
+        name: str,
+        scenario,
+        catalog,
+        *,
+        psp_call,
+        hb_delay,
+        hb_loss,
+        release_loss=None,
+        lease=Lease,
+    ):
         policy = scenario.policy
         self.name = name
         self.policy = policy
@@ -94,9 +113,15 @@ class WorkerProtocol:
         self.idempotency_key = policy.idempotency_key
         self.background = policy.completion == "background"  # the effect commits before completion
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
+        self.release_loss = scenario.faults.release_loss
+        if self.release_loss and release_loss is None:
+            raise ValueError("faults.release_loss > 0 needs the worker's release_loss stream")
+        self.release_draw = release_loss
         self.lease_type = lease
         self.ttl = policy.lease_ttl
-        cap = policy.max_attempts
+        self.timeout = policy.execution_timeout  # 0: none
+        claim_ttl = min(self.ttl, self.timeout) if self.timeout else self.ttl
+        cap = policy.claim_cap  # max_attempts, plus the stall budget if there is one
         self.max_attempts = cap
         self.gap = policy.select_to_update_gap
         take = policy.claim_takes_expired
@@ -106,7 +131,7 @@ class WorkerProtocol:
             "claim_skip_locked",
             {"owner": name, "take_expired": take, "max_attempts": cap},
             None,
-            self.ttl,
+            claim_ttl,
         )
         self._lock_next = (
             STATEMENT,
@@ -125,9 +150,19 @@ class WorkerProtocol:
         self._by_id = (
             "claim_conditional" if policy.claim == "conditional_update" else "claim_unconditional"
         )
+        self._claim_ttl = claim_ttl
         self._poll_wait = (WAIT, policy.poll_interval)
         self._idle = (RECORD, "idle", name, None, None, None)
         self._claim_failed = (RECORD, "db_error", name, None, None, "claim")
+        self._batch = (
+            STATEMENT,
+            "claim_batch",
+            {"owner": name, "take_expired": take, "max_attempts": cap, "limit": policy.prefetch},
+            None,
+            claim_ttl,
+        )
+        self._register = (STATEMENT, "register_process", {"owner": name}, None, None)
+        self._process_beat = (STATEMENT, "process_heartbeat", {"owner": name}, None, None)
         self.claim = {  # the policy's claim strategy (conditional_update, read_then_write: by id)
             "skip_locked": self.claim_skip_locked,
             "select_for_update": self.claim_select_for_update,
@@ -151,6 +186,26 @@ class WorkerProtocol:
         yield (RECORD, "claim", self.name, lease.job, lease.attempt, lease.until)
         return lease
 
+    def poll_batch(self):
+        """A prefetching worker's poll (policy.prefetch > 1): the leases of up to `prefetch` jobs
+        claimed at once, each recorded, oldest first; or [] once it has recorded why not and waited
+        a poll interval. Every lease starts now, the buffered ones too."""
+        step = self._batch
+        try:
+            rows = yield step
+        except DbUnavailable:
+            yield self._claim_failed
+            yield self._poll_wait
+            return []
+        if not rows:
+            yield self._idle
+            yield self._poll_wait
+            return []
+        leases = [self._claimed([row], step[2]) for row in rows]
+        for lease in leases:
+            yield (RECORD, "claim", self.name, lease.job, lease.attempt, lease.until)
+        return leases
+
     def claim_skip_locked(self):
         """One statement takes the next claimable job, skipping rows other claims hold locked."""
         step = self._skip_locked
@@ -167,7 +222,7 @@ class WorkerProtocol:
         if self.gap:
             yield (WORK, self.gap)
         params = {"id": job, "owner": self.name, "max_attempts": self.max_attempts}
-        rows = yield (STATEMENT, "claim_unconditional", params, job, self.ttl)
+        rows = yield (STATEMENT, "claim_unconditional", params, job, self._claim_ttl)
         yield COMMIT
         return self._claimed(rows, params)
 
@@ -184,7 +239,7 @@ class WorkerProtocol:
             for row in candidates:
                 job = row[0]
                 params = {"id": job, "owner": name, "max_attempts": self.max_attempts}
-                rows = yield (STATEMENT, query, params, job, self.ttl)
+                rows = yield (STATEMENT, query, params, job, self._claim_ttl)
                 if rows:
                     return self._claimed(rows, params)
                 yield (RECORD, "claim_lost", name, job, None, None)
@@ -194,7 +249,10 @@ class WorkerProtocol:
         if not rows:
             return None
         job, attempt = rows[0]
-        return self.lease_type(job, attempt, params["lease_until"])
+        lease = self.lease_type(job, attempt, params["lease_until"])
+        if self.timeout:
+            lease.cap = params["now"] + self.timeout
+        return lease
 
     # ---- processing ---------------------------------------------------------------------------
 
@@ -323,6 +381,31 @@ class WorkerProtocol:
             yield ROLLBACK
             yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
 
+    # ---- process liveness ---------------------------------------------------------------------
+
+    def register(self):
+        """The process writes its row (and first heartbeat): at start, after a restart, and when its
+        heartbeat found the row pruned. True: registered."""
+        try:
+            yield self._register
+        except DbUnavailable:
+            yield (RECORD, "db_error", self.name, None, None, "register_process")
+            return False
+        yield (RECORD, "register", self.name, None, None, None)
+        return True
+
+    def beat_process(self):
+        """One process heartbeat; a row gone means the prune took this process for dead: it says so
+        and registers again (its jobs may have been moved meanwhile)."""
+        try:
+            rows = yield self._process_beat
+        except DbUnavailable:
+            yield (RECORD, "db_error", self.name, None, None, "process_heartbeat")
+            return
+        if not rows:
+            yield (RECORD, "process_pruned", self.name, None, None, None)
+            yield from self.register()
+
     # ---- heartbeat, release, deadline ---------------------------------------------------------
 
     def renew(self, lease: Lease):
@@ -339,7 +422,8 @@ class WorkerProtocol:
         step = lease.renewal
         if step is None:
             params = {"id": job, "owner": name, "attempt": attempt}
-            step = lease.renewal = (STATEMENT, "heartbeat", params, job, self.ttl)
+            ttl = self.ttl if lease.cap is None else (self.ttl, lease.cap)
+            step = lease.renewal = (STATEMENT, "heartbeat", params, job, ttl)
         try:
             rows = yield step
         except DbUnavailable:
@@ -350,10 +434,15 @@ class WorkerProtocol:
         if lease.done:
             return False
         if rows:
-            lapsed = lease.until < (yield NOW)
+            now = yield NOW
+            lapsed = lease.until < now
             lease.extend(rows[0][1])
             if self.record_heartbeats or lapsed:  # a renewal after a lapse shows a false expiry
                 yield (RECORD, "heartbeat", name, job, attempt, lease.until)
+            if lease.cap is not None and lease.until <= now:  # the execution timeout has passed:
+                lease.lost = True  # the server has failed this attempt, the worker gives it up
+                yield (RECORD, "execution_timeout", name, job, attempt, lease.cap)
+                return False
             return True
         lease.lost = True
         yield (RECORD, "heartbeat_rejected", name, job, attempt, None)
@@ -365,7 +454,11 @@ class WorkerProtocol:
         return {**owned, "max_attempts": self.max_attempts, **params}
 
     def release(self, lease: Lease):
-        """Graceful shutdown: give the job back (fenced) before the process exits."""
+        """Graceful shutdown: give the job back (fenced) before the process exits; with
+        faults.release_loss the release may never reach the database (kombu #1835)."""
+        if self.release_loss and self.release_draw.random() < self.release_loss:
+            yield (RECORD, "release_lost", self.name, lease.job, lease.attempt, None)
+            return
         params = self._give_back(lease)
         try:
             rows = yield (STATEMENT, "release_job_fenced", params, lease.job, None)
@@ -401,24 +494,50 @@ class WatcherProtocol:
         self.batch = policy.watcher_batch
         self._stuck = {"stuck_after": policy.lease_ttl}  # the stuck age, for a rescue by age
         self._rescue = {"max_attempts": max_attempts, "retry_backoff": backoff, **self._stuck}
-        self._requeue = (
-            STATEMENT,
-            "requeue_expired",
-            {
-                "max_attempts": max_attempts,
+        params = {"max_attempts": max_attempts, "limit": policy.watcher_batch}
+        self._prune = None
+        if policy.process_heartbeat_interval:  # process liveness: prune, and move the orphans
+            stalls = MAX_STALLS if policy.max_stalls is None else policy.max_stalls
+            prune = {
+                "stale_after": to_micros(policy.process_stale_after),
+                "dead": policy.prune_action == "dead",
+                "max_attempts": policy.claim_cap,
+                "max_stalls": stalls,
                 "limit": policy.watcher_batch,
                 "retry_backoff": backoff,
-                **self._stuck,
-            },
-            None,
-            None,
-        )
+            }
+            self._prune = (STATEMENT, "prune_processes", prune, None, None)
+        self.sweeps_leases = policy.sweeps_leases
+        if policy.stall_check == "two_phase":  # the stall budget, if any, apart from the attempts
+            stalls = MAX_STALLS if policy.max_stalls is None else policy.max_stalls
+            params = {
+                **params,
+                "max_stalls": stalls,
+                "max_attempts": max_attempts and policy.claim_cap,
+            }
+            self._requeue = (
+                STATEMENT,
+                "reclaim_stalled",
+                {**params, "retry_backoff": backoff},
+                None,
+                None,
+            )
+        else:
+            self._requeue = (
+                STATEMENT,
+                "requeue_expired",
+                {**params, "retry_backoff": backoff, **self._stuck},
+                None,
+                None,
+            )
 
     def tick(self):
         """One tick; the jobs it moved are recorded (a lost connection moves none)."""
         rows = []
         try:
-            if self.gap:
+            if not self.sweeps_leases:
+                pass
+            elif self.gap:
                 stuck = yield (STATEMENT, "select_stuck_jobs", dict(self._stuck), None, None)
                 yield (WAIT, self.gap)
                 for job, *_ in stuck[: self.batch]:
@@ -426,6 +545,8 @@ class WatcherProtocol:
                     rows += yield (STATEMENT, "rescue_job", params, job, None)
             else:
                 rows = yield self._requeue
+            if self._prune is not None:
+                rows = rows + (yield self._prune)
         except DbUnavailable:
             pass
         yield (RECORD, "watcher_tick", "watcher", None, None, len(rows))

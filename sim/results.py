@@ -41,6 +41,9 @@ class Run:
     queue: str | None = (
         None  # the user's queue directory whose SQL ran (postgres only), None: sql/ as is
     )
+    # each worker's own clock (policy.clock = worker; sim.model.clock.WorkerClock): worker_skews
+    # holds its constant offset, this also its drift and steps
+    worker_clocks: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"Run({self.scenario.name!r}, seed={self.scenario.seed}, backend={self.backend}, events={len(self.log)})"
@@ -55,7 +58,7 @@ class Run:
     @cached_property
     def leases(self) -> pd.DataFrame:
         """One row per lease: who held which job, from when to when, and how it ended."""
-        return _leases(self.log, self.scenario, self.worker_skews)
+        return _leases(self.log, self.scenario, self.worker_skews, self.worker_clocks)
 
     @cached_property
     def jobs(self) -> pd.DataFrame:
@@ -157,12 +160,15 @@ class Run:
         return written
 
 
-_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown"})
+_RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown", "drop"})
+# a worker's crash, each prefetched job that went with it, and a graceful release that was lost:
+# each job waits for the watcher
+_CRASHES = ("crash", "drop", "release_lost")
 
 
-def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
+def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd.DataFrame:
     open_by_job: dict[int, list[dict]] = {}
-    held_by_worker: dict[str, dict] = {}
+    held_by_worker: dict[str, dict[int, dict]] = {}  # worker -> job -> lease (prefetch: several)
     rows: list[dict] = []
     horizon = scenario.horizon
 
@@ -172,13 +178,15 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
         if lease["until"] < t and outcome != "crashed":
             lease["lapsed"] = True
         open_by_job[lease["job"]].remove(lease)
-        if held_by_worker.get(lease["worker"]) is lease:
-            del held_by_worker[lease["worker"]]
+        held = held_by_worker.get(lease["worker"])
+        if held is not None and held.get(lease["job"]) is lease:
+            del held[lease["job"]]
 
     for t, kind, worker, job, attempt, detail in log:
         if kind == "claim":
             for other in open_by_job.get(job, []):
-                view = t + skews.get(other["worker"], 0.0)
+                clock = clocks.get(other["worker"]) if clocks else None
+                view = clock.at(t) if clock is not None else t + skews.get(other["worker"], 0.0)
                 if view < other["until"] and other["revoked_at"] is None:
                     other["revoked_at"] = t
                     other["revoked_by"] = worker
@@ -197,13 +205,14 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
             }
             rows.append(lease)
             open_by_job.setdefault(job, []).append(lease)
-            held_by_worker[worker] = lease
+            held_by_worker.setdefault(worker, {})[job] = lease
             continue
-        lease = held_by_worker.get(worker)
-        if (
-            lease is None
-            or (job is not None and lease["job"] != job)
-            or (attempt is not None and lease["attempt"] != attempt)
+        held = held_by_worker.get(worker)
+        if not held:
+            continue
+        lease = held.get(job) if job is not None else next(reversed(held.values()))
+        if lease is None or (
+            attempt is not None and lease["attempt"] != attempt
         ):  # a record of another lease: a handler past its deadline finishing an earlier attempt
             continue
         if kind in _RELEASES and isinstance(detail, float):
@@ -223,7 +232,7 @@ def _leases(log, scenario: Scenario, skews: dict[str, float]) -> pd.DataFrame:
             release(lease, t, "rejected")
         elif kind == "abandon":
             release(lease, t, "abandoned")
-        elif kind == "crash":
+        elif kind == "crash" or kind == "drop":
             release(lease, t, "crashed")
         elif kind == "shutdown":
             release(lease, t, "shutdown")
@@ -271,7 +280,7 @@ def _recoveries(log) -> pd.DataFrame:
     crashes = []  # (t, worker, job)
     waiting: dict[int, list[dict]] = {}
     for t, kind, worker, job, _attempt, _detail in log:
-        if kind == "crash" and job is not None:
+        if kind in _CRASHES and job is not None:
             record = {
                 "crash_at": t,
                 "worker": worker,

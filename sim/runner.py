@@ -138,7 +138,8 @@ def run(
             db.close()
     if queue is not None:
         queue.check_jobs_table(tables["jobs"])
-    skews = {w.name: w.db.skew for w in world.workers}
+    clocks = {name: w.db.clock for w in world.workers for name in w.names}
+    skews = {name: clock.offset if clock else 0.0 for name, clock in clocks.items()}
     kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
     return Run(
         scenario,
@@ -150,4 +151,5 @@ def run(
         db.name,
         kept,
         queue=str(queue.path) if queue is not None else None,
+        worker_clocks={name: clock for name, clock in clocks.items() if clock is not None},
     )

@@ -27,9 +27,13 @@ from sim.input_files import read_capped
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
 ARRIVALS = ("batch", "poisson")
 WATCHER_ACTIONS = ("requeue", "dead")
+STALL_CHECKS = ("single", "two_phase")
+PRUNE_ACTIONS = ("requeue", "dead")
+IDENTITIES = ("reused", "fresh")
 CLOCKS = ("db", "worker")
 PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
+RESCUES = ("watcher", "job")
 COMPLETIONS = ("transaction", "background")
 CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
@@ -81,6 +85,9 @@ class Policy:
         True  # the seed's claim also takes Processing jobs whose lease expired
     )
     candidates: int = 1  # how many candidate ids a claim reads before trying them
+    # > 1: a claim takes up to this many jobs at once (Celery's prefetch, SQS's MaxNumberOfMessages;
+    # claim = skip_locked): every lease starts at the claim, while the jobs wait in the worker's buffer
+    prefetch: int = 1
     select_to_update_gap: float = 0.0  # application time between the read and the write of a claim
     lease_ttl: float = 30.0
     heartbeat: bool = True
@@ -90,6 +97,28 @@ class Policy:
     watcher_action: str = "requeue"  # requeue (Dead at max_attempts) | dead (every expired job)
     watcher_batch: int = 1000
     watcher_gap: float = 0.0  # > 0: the watcher reads stuck jobs, then UPDATEs each by id this much later (read-then-write)
+    # watcher: a process of its own ticks every watcher_interval | job: the tick is a task of the
+    # queue a worker runs between jobs (procrastinate #1408): it waits while every worker is busy or
+    # paused, and a worker that crashes running it loses that tick
+    rescue: str = "watcher"
+    # single: each tick requeues what has expired | two_phase: a tick reclaims the jobs the previous
+    # tick marked whose lease is still expired, then marks every Processing job (BullMQ)
+    stall_check: str = "single"
+    # None: a stalled job's recovery counts against max_attempts only | n: a stall budget apart
+    # from the attempts (BullMQ's maxStalledCount, Hatchet's internal retries): the (n + 1)-th stall
+    # kills the job, and stall recoveries do not use up its max_attempts
+    max_stalls: int | None = None
+    # > 0: process liveness. Each worker process registers a row and renews its heartbeat_at this
+    # often (not per job); the watcher prunes processes silent for process_stale_after seconds and
+    # moves the Processing jobs of owners without a live row: requeue (a stall: max_stalls counts
+    # it) or dead (Solid Queue fails them)
+    process_heartbeat_interval: float = 0.0
+    process_stale_after: float = 30.0
+    prune_action: str = "requeue"
+    # reused: a restarted worker keeps its name, so its process row looks alive again and the jobs
+    # its previous life held are never pruned (a restarted pod with the same id, procrastinate
+    # #1518) | fresh: it comes back as a new process, w0.1, w0.2, ... (the log names it so too)
+    worker_identity: str = "reused"
     max_attempts: int = (
         25  # every claim path skips a job with this many attempts; the watcher marks it Dead
     )
@@ -97,6 +126,9 @@ class Policy:
         0.0  # a requeued job is due again after retry_backoff x attempts^4 seconds (River's policy)
     )
     deadline: float = 0.0  # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
+    # > 0: no lease outlives its claim by more than this, heartbeats or not (Temporal's
+    # StartToClose, Hatchet's step timeout): an execution timeout apart from the renewable lease
+    execution_timeout: float = 0.0
     fencing: bool = True  # completion checks owner + attempt
     # transaction: the effect (ledger row) and the completion commit together (the seed's pattern) |
     # background: the handler's effect commits on its own and the completion follows it, outside, as
@@ -110,6 +142,21 @@ class Policy:
 
     def __post_init__(self):
         _check_types(self, "policy.")
+
+    @property
+    def sweeps_leases(self) -> bool:
+        """Does the watcher sweep expired leases? Not under process liveness when leases cannot
+        expire (a lock TTL and no execution timeout): then only the process prune recovers."""
+        return not (
+            self.process_heartbeat_interval
+            and self.lease_ttl >= LOCK_TTL
+            and not self.execution_timeout
+        )
+
+    @property
+    def claim_cap(self) -> int:
+        """The most leases a job may have: max_attempts, plus max_stalls recoveries from stalls."""
+        return self.max_attempts + (self.max_stalls or 0)
 
 
 @dataclass(frozen=True)
@@ -149,6 +196,18 @@ class CrashPoint:
 
 
 @dataclass(frozen=True)
+class ClockStep:
+    """Worker `worker`'s clock jumps by `by` seconds at `at` (an NTP step; negative: backwards)."""
+
+    worker: int
+    at: float
+    by: float
+
+    def __post_init__(self):
+        _check_types(self, "clock_step.")
+
+
+@dataclass(frozen=True)
 class Faults:
     """What goes wrong: crashes, pauses, heartbeat trouble, partitions, clock skew."""
 
@@ -173,6 +232,15 @@ class Faults:
         0.0  # standard deviation (s) of worker clock offsets when policy.clock = worker
     )
     shutdown: str = "crash"  # how crashes stop a worker: crash (its lease stays) | graceful (it releases its job first)
+    # probability that a graceful release never reaches the database (kombu #1835): the job stays
+    # leased to the stopped worker until the watcher requeues it
+    release_loss: float = 0.0
+    # with policy.clock = worker: every worker clock is ahead of the database's by this much (s;
+    # negative: behind), runs clock_drift_ppm parts per million fast (negative: slow) from t = 0, and
+    # takes its scripted clock_steps; the worker stamps lease expiry, heartbeats and backoff with it
+    clock_offset: float = 0.0
+    clock_drift_ppm: float = 0.0
+    clock_steps: tuple[ClockStep, ...] = ()
 
     def __post_init__(self):
         _check_types(self, "faults.")
@@ -263,6 +331,16 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be from 1 to {limits.MAX_CANDIDATES:,}",
         ),
         (p.select_to_update_gap >= 0, "policy.select_to_update_gap", "must be >= 0 seconds"),
+        (
+            1 <= p.prefetch <= limits.MAX_CANDIDATES,
+            "policy.prefetch",
+            f"must be from 1 to {limits.MAX_CANDIDATES:,}",
+        ),
+        (
+            p.prefetch == 1 or p.claim == "skip_locked",
+            "policy.prefetch",
+            "a batch claim is one SKIP LOCKED statement: set policy.claim = skip_locked",
+        ),
         (p.lease_ttl > 0, "policy.lease_ttl", "must be > 0 seconds"),
         (p.heartbeat_interval > 0, "policy.heartbeat_interval", "must be > 0 seconds"),
         (p.watcher_interval > 0, "policy.watcher_interval", "must be > 0 seconds"),
@@ -282,6 +360,49 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be from 1 to {limits.MAX_BATCH:,}",
         ),
         (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
+        (p.rescue in RESCUES, "policy.rescue", f"must be one of {', '.join(RESCUES)}"),
+        (
+            p.rescue == "watcher" or p.watcher,
+            "policy.rescue",
+            "job runs the watcher's tick as a job: set policy.watcher = true",
+        ),
+        (
+            p.stall_check in STALL_CHECKS,
+            "policy.stall_check",
+            f"must be one of {', '.join(STALL_CHECKS)}",
+        ),
+        (
+            not (p.stall_check == "two_phase" and p.watcher_gap),
+            "policy.watcher_gap",
+            "must be 0 with policy.stall_check = two_phase (its passes re-check every row)",
+        ),
+        (
+            p.max_stalls is None or 0 <= p.max_stalls <= limits.MAX_BATCH,
+            "policy.max_stalls",
+            f"must be from 0 to {limits.MAX_BATCH:,} (or absent: stalls count as attempts)",
+        ),
+        (
+            p.max_stalls is None or p.stall_check == "two_phase" or p.process_heartbeat_interval,
+            "policy.max_stalls",
+            "counts the stalls a two-phase stall check or a process prune finds: set "
+            "policy.stall_check = two_phase or policy.process_heartbeat_interval > 0",
+        ),
+        (
+            p.process_heartbeat_interval >= 0,
+            "policy.process_heartbeat_interval",
+            "must be >= 0 seconds (0: no process liveness)",
+        ),
+        (p.process_stale_after > 0, "policy.process_stale_after", "must be > 0 seconds"),
+        (
+            p.prune_action in PRUNE_ACTIONS,
+            "policy.prune_action",
+            f"must be one of {', '.join(PRUNE_ACTIONS)}",
+        ),
+        (
+            p.worker_identity in IDENTITIES,
+            "policy.worker_identity",
+            f"must be one of {', '.join(IDENTITIES)}",
+        ),
         (
             0 <= p.retry_backoff
             and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= limits.MAX_SECONDS,
@@ -289,6 +410,11 @@ def validate(scenario: Scenario) -> Scenario:
             "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s",
         ),
         (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
+        (
+            p.execution_timeout >= 0,
+            "policy.execution_timeout",
+            "must be >= 0 seconds (0: no execution timeout)",
+        ),
         (
             p.completion in COMPLETIONS,
             "policy.completion",
@@ -314,7 +440,18 @@ def validate(scenario: Scenario) -> Scenario:
             f"must be one of {', '.join(PARTITION_MODES)}",
         ),
         (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
+        (
+            abs(f.clock_drift_ppm) < limits.MAX_DRIFT_PPM,
+            "faults.clock_drift_ppm",
+            f"must be between -{limits.MAX_DRIFT_PPM:g} and {limits.MAX_DRIFT_PPM:g} parts per million",
+        ),
         (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
+        (0 <= f.release_loss <= 1, "faults.release_loss", "must be a probability between 0 and 1"),
+        (
+            not f.release_loss or f.shutdown == "graceful",
+            "faults.release_loss",
+            "is the loss of a graceful release: set faults.shutdown = graceful",
+        ),
     ]
     times = {
         "horizon": scenario.horizon,
@@ -325,7 +462,11 @@ def validate(scenario: Scenario) -> Scenario:
         "policy.watcher_interval": p.watcher_interval,
         "policy.watcher_gap": p.watcher_gap,
         "policy.deadline": p.deadline,
+        "policy.execution_timeout": p.execution_timeout,
+        "policy.process_heartbeat_interval": p.process_heartbeat_interval,
+        "policy.process_stale_after": p.process_stale_after,
         "faults.clock_skew": f.clock_skew,
+        "faults.clock_offset": abs(f.clock_offset),
     }
     for i, crash in enumerate(f.crashes):
         rules.append(
@@ -368,6 +509,17 @@ def validate(scenario: Scenario) -> Scenario:
             )
             times[f"faults.{section}[{i}].at"] = outage.at
             times[f"faults.{section}[{i}].duration"] = outage.duration
+    for i, step in enumerate(f.clock_steps):
+        rules.append(
+            (
+                0 <= step.worker < p.workers,
+                f"faults.clock_steps[{i}].worker",
+                f"must be a worker index 0..{p.workers - 1}",
+            )
+        )
+        rules.append((step.at >= 0, f"faults.clock_steps[{i}].at", "must be >= 0 seconds"))
+        times[f"faults.clock_steps[{i}].at"] = step.at
+        times[f"faults.clock_steps[{i}].by"] = abs(step.by)
     for i, cp in enumerate(f.crash_points):
         rules.append(
             (
@@ -413,6 +565,36 @@ def validate(scenario: Scenario) -> Scenario:
     size = limits.size_problem(scenario)
     if size:
         raise ConfigError(size)
+    worker_clock = [
+        key
+        for key, value in (
+            ("faults.clock_offset", f.clock_offset),
+            ("faults.clock_drift_ppm", f.clock_drift_ppm),
+            ("faults.clock_steps", f.clock_steps),
+        )
+        if value
+    ]
+    if worker_clock and p.clock != "worker":
+        warnings.warn(
+            f"{worker_clock[0]} has no effect with policy.clock = {p.clock}: workers bind the "
+            "database's time; set policy.clock = worker",
+            LeaseWarning,
+            stacklevel=2,
+        )
+    if p.process_heartbeat_interval and p.process_heartbeat_interval >= p.process_stale_after:
+        warnings.warn(
+            f"policy.process_heartbeat_interval {p.process_heartbeat_interval:g} s >= "
+            f"policy.process_stale_after {p.process_stale_after:g} s: live processes will be pruned",
+            LeaseWarning,
+            stacklevel=2,
+        )
+    if p.process_heartbeat_interval and not p.watcher:
+        warnings.warn(
+            "policy.process_heartbeat_interval > 0 without policy.watcher: nothing prunes a dead "
+            "process, so its jobs stay Processing",
+            LeaseWarning,
+            stacklevel=2,
+        )
     if p.heartbeat and p.heartbeat_interval >= p.lease_ttl:
         warnings.warn(
             f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= policy.lease_ttl {p.lease_ttl:g} s: "

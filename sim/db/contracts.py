@@ -98,6 +98,12 @@ CONTRACTS: dict[str, Contract] = {
         True,
         "nothing to claim: the worker sleeps poll_interval",
     ),
+    "claim_batch": Contract(
+        "claim up to policy.prefetch jobs in one statement (prefetch > 1, claim = skip_locked)",
+        CLAIMED,
+        True,
+        "nothing to claim: the worker sleeps poll_interval",
+    ),
     "lock_next_candidate": Contract(
         "claim = select_for_update, in a transaction: lock the next claimable job",
         (("id", "int"),),
@@ -149,6 +155,35 @@ CONTRACTS: dict[str, Contract] = {
         (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
         True,
         "nothing had expired",
+    ),
+    "reclaim_stalled": Contract(
+        "the watcher's tick with policy.stall_check = two_phase: reclaim the jobs the previous tick "
+        "marked whose lease is still expired, then mark every Processing job; status in Lease "
+        "Lab's words, Pending or Dead",
+        (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+        True,
+        "nothing had stalled",
+    ),
+    "register_process": Contract(
+        "process liveness (policy.process_heartbeat_interval > 0): a worker process starts, or "
+        "finds its row pruned; a reused name takes the old row over",
+        (("name", "text"),),
+        False,
+        "rows are ignored",
+    ),
+    "process_heartbeat": Contract(
+        "process liveness: the process renews its row every process_heartbeat_interval",
+        (("name", "text"),),
+        False,
+        "the row was pruned: the process registers again",
+    ),
+    "prune_processes": Contract(
+        "process liveness, at the watcher's tick: delete the processes silent for "
+        "process_stale_after, move the Processing jobs of owners without a live process row; "
+        "status in Lease Lab's words, Pending or Dead",
+        (("id", "int"), ("status", "text"), ("lease_owner", "text"), ("attempts", "int")),
+        True,
+        "no process had died",
     ),
     "select_stuck_jobs": Contract(
         "the read of a read-then-write watcher (policy.watcher_gap > 0), and diagnostics: "
@@ -218,10 +253,11 @@ def statements_called(scenario) -> dict[str, str]:
     claim = {
         "read_then_write": ("select_candidates", "claim_unconditional"),
         "conditional_update": ("select_candidates", "claim_conditional"),
-        "skip_locked": ("claim_skip_locked",),
+        "skip_locked": ("claim_skip_locked",) if p.prefetch == 1 else ("claim_batch",),
         "select_for_update": ("lock_next_candidate", "claim_unconditional"),
     }[p.claim]
-    called.update({name: f"policy.claim = {p.claim}" for name in claim})
+    why = f"policy.claim = {p.claim}" if p.prefetch == 1 else "policy.prefetch > 1"
+    called.update(dict.fromkeys(claim, why))
     if p.heartbeat:
         called["heartbeat"] = "policy.heartbeat = true"
     called["complete_fenced" if p.fencing else "complete_unfenced"] = (
@@ -229,10 +265,18 @@ def statements_called(scenario) -> dict[str, str]:
     )
     if p.dedup:
         called["reject_job_fenced"] = "policy.dedup = true"
-    if p.watcher and p.watcher_gap:
+    sweep = p.watcher and p.sweeps_leases  # the watcher's lease sweep
+    if sweep and p.watcher_gap:
         called.update(dict.fromkeys(("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0"))
-    elif p.watcher:
+    elif sweep and p.stall_check == "two_phase":
+        called["reclaim_stalled"] = "policy.stall_check = two_phase"
+    elif sweep:
         called["requeue_expired"] = "policy.watcher = true"
+    if p.process_heartbeat_interval:
+        why = "policy.process_heartbeat_interval > 0"
+        called.update(dict.fromkeys(("register_process", "process_heartbeat"), why))
+        if p.watcher:
+            called["prune_processes"] = why
     if p.deadline:
         called["fail_job_fenced"] = "policy.deadline > 0"
     if scenario.faults.shutdown == "graceful":

@@ -53,6 +53,8 @@ class JobRow:
         "completed_at",
         "last_error",
         "run_after",
+        "stalls",
+        "stall_marked",
     )
 
     def __init__(self, id, event_id, payload, created_at):
@@ -68,6 +70,8 @@ class JobRow:
         self.completed_at = None
         self.last_error = None
         self.run_after = None
+        self.stalls = 0
+        self.stall_marked = False
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
@@ -88,6 +92,7 @@ class JobRow:
             self.completed_at,
         )
         new.last_error, new.run_after = self.last_error, self.run_after
+        new.stalls, new.stall_marked = self.stalls, self.stall_marked
         return new
 
     def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
@@ -211,6 +216,11 @@ class MemoryBackend(ClientTable):
         # when that statement ends or its client crashes.
         self._snapshots: list[_Versions] = []
         self._dispatch: dict[str, tuple] = {}  # query name -> (Query, bound method)
+        # ids whose row may be stall_marked (only reclaim_stalled marks): a superset, checked on use
+        self._maybe_marked: set[int] = set()
+        # worker_processes: name -> [started_at, heartbeat_at] (microseconds). The model writes these
+        # rows only in autocommit statements, which never wait; see _processes_in()
+        self.processes: dict[str, list[int]] = {}
 
     # ---- connections and transactions -------------------------------------------------------
 
@@ -584,6 +594,26 @@ class MemoryBackend(ClientTable):
                 return [(row.id, row.attempts)]
         return []
 
+    def claim_batch(
+        self, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts, limit
+    ) -> Rows:
+        now_us = to_micros(now)
+        picked = []
+        for job_id in self._candidates(tx, now_us, take_expired, max_attempts):
+            if len(picked) >= limit:
+                break
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            if self._visible(tx, job_id).claimable(now_us, take_expired, max_attempts):
+                picked.append(job_id)
+        rows = []
+        for job_id in picked:  # chosen first: taking a job changes the index the scan reads
+            row = self._writable(tx, job_id)
+            self._take(row, owner, now_us, to_micros(lease_until))
+            rows.append((row.id, row.attempts))
+        return rows
+
     def lock_next_candidate(
         self, tx: Transaction, *, now, take_expired, max_attempts, _resume_at=None, _before=None
     ) -> Rows:
@@ -682,6 +712,124 @@ class MemoryBackend(ClientTable):
             row.retry(max_attempts, "lease expired", now_us, retry_backoff)
             rows.append((row.id, row.status, row.lease_owner, row.attempts))
         rows.sort()
+        return rows
+
+    def reclaim_stalled(
+        self, tx: Transaction, *, now, max_attempts, max_stalls, limit, retry_backoff
+    ) -> Rows:
+        now_us = to_micros(now)
+        stalled = []
+        for job_id in self._expired(tx, now_us):
+            if len(stalled) >= limit:
+                break
+            if not self._visible(tx, job_id).stall_marked:
+                continue
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            stalled.append(job_id)
+        marking = sorted(
+            job_id
+            for job_id in self._maybe_marked | self._processing_ids(tx)
+            if job_id not in stalled
+            and ((row := self._visible(tx, job_id)).stall_marked or row.status == PROCESSING)
+            and self.row_locks.get(job_id) in (None, tx)
+        )
+        rows = []
+        for job_id in stalled:
+            row = self._writable(tx, job_id)
+            over = row.stalls >= max_stalls
+            row.retry(
+                max_attempts if not over else 0,
+                "stalled more than max_stalls times" if over else "stalled",
+                now_us,
+                retry_backoff,
+            )
+            row.stalls += 1
+            row.stall_marked = False
+            rows.append((row.id, row.status, row.lease_owner, row.attempts))
+        for job_id in marking:
+            row = self._writable(tx, job_id)
+            row.stall_marked = row.status == PROCESSING
+        self._maybe_marked = {
+            j for j in self._maybe_marked.union(marking) if self._visible(tx, j).stall_marked
+        }
+        rows.sort()
+        return rows
+
+    def _processing_ids(self, tx: Transaction) -> set[int]:
+        """Ids of the Processing jobs `tx` sees (committed ones from the lease index, and its own)."""
+        jobs = self.jobs
+        ids = {
+            job_id
+            for until, job_id in self.lease_heap
+            if (r := jobs.get(job_id)) is not None
+            and r.status == PROCESSING
+            and r.lease_until == until
+        }
+        for job_id, row in tx.jobs.items():
+            if row.status == PROCESSING:
+                ids.add(job_id)
+            else:
+                ids.discard(job_id)
+        return ids
+
+    def _processes_in(self, tx: Transaction, query: str) -> dict[str, list[int]]:
+        """The process rows, for an autocommit statement: the model never writes them inside a
+        transaction, and the simulated database neither versions nor locks them."""
+        if not tx.implicit:
+            raise ClientStateError(
+                f"{query}: worker_processes rows are written in autocommit only in the memory backend"
+            )
+        return self.processes
+
+    def register_process(self, tx: Transaction, *, owner, now) -> Rows:
+        now_us = to_micros(now)
+        self._processes_in(tx, "register_process")[owner] = [now_us, now_us]
+        return [(owner,)]
+
+    def process_heartbeat(self, tx: Transaction, *, owner, now) -> Rows:
+        row = self._processes_in(tx, "process_heartbeat").get(owner)
+        if row is None:
+            return []
+        row[1] = to_micros(now)
+        return [(owner,)]
+
+    def prune_processes(
+        self,
+        tx: Transaction,
+        *,
+        now,
+        stale_after,
+        dead,
+        max_attempts,
+        max_stalls,
+        limit,
+        retry_backoff,
+    ) -> Rows:
+        processes = self._processes_in(tx, "prune_processes")
+        now_us = to_micros(now)
+        cutoff = now_us - stale_after
+        orphaned = []
+        for job_id in sorted(self._processing_ids(tx)):
+            if len(orphaned) >= limit:
+                break
+            process = processes.get(self._visible(tx, job_id).lease_owner)
+            if process is not None and process[1] >= cutoff:
+                continue
+            holder = self.row_locks.get(job_id)
+            if holder is not None and holder is not tx:
+                continue
+            orphaned.append(job_id)
+        for name in [n for n, (_, beat) in processes.items() if beat < cutoff]:
+            del processes[name]
+        rows = []
+        for job_id in orphaned:
+            row = self._writable(tx, job_id)
+            killed = dead or row.stalls >= max_stalls
+            row.retry(0 if killed else max_attempts, "process gone", now_us, retry_backoff)
+            row.stalls += 1
+            rows.append((row.id, row.status, row.lease_owner, row.attempts))
         return rows
 
     def rescue_job(

@@ -110,6 +110,7 @@ class LiveRunner:
     ):
         check_timing(duration, time_scale)
         self.scenario = scenario.replace(horizon=duration / time_scale, backend="postgres")
+        check_played(self.scenario)
         self.scale = time_scale
         self.dsn = dsn
         self.queue = None
@@ -573,6 +574,27 @@ def check_timing(duration, time_scale) -> None:
             f"--duration {duration:g} / --time-scale {time_scale:g} = {duration / time_scale:.3g} "
             f"scenario seconds; a horizon is at most {MAX_SECONDS:g} s"
         )
+
+
+# settings of issue #25 that only the simulation plays yet: (key, is it set?, what to set)
+_MODEL_ONLY = (
+    ("policy.prefetch", lambda p, f: p.prefetch != 1, "1"),
+    ("policy.rescue", lambda p, f: p.rescue != "watcher", "watcher"),
+    ("policy.process_heartbeat_interval", lambda p, f: p.process_heartbeat_interval, "0"),
+    ("faults.release_loss", lambda p, f: f.release_loss, "0"),
+    ("faults.clock_drift_ppm", lambda p, f: f.clock_drift_ppm, "0"),
+    ("faults.clock_steps", lambda p, f: f.clock_steps, "[]"),
+)
+
+
+def check_played(scenario) -> None:
+    """ConfigError naming the first setting live mode does not play yet (the simulation does)."""
+    p, f = scenario.policy, scenario.faults
+    for key, is_set, off in _MODEL_ONLY:
+        if is_set(p, f):
+            raise ConfigError(
+                f"{key}: not played in live mode yet (the simulation models it); set it to {off}"
+            )
 
 
 def check_connections(backend, scenario) -> None:

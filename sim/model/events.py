@@ -10,6 +10,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
                      renewals of a lease that had already lapsed are kept)
   heartbeat_rejected the fenced heartbeat found the lease gone (worker learns it lost the job)
   heartbeat_lost     the heartbeat never reached the DB (fault)
+  execution_timeout  a renewal could not pass claim + policy.execution_timeout: the worker gives the
+                     job up as if its lease were lost; detail = that cap
   db_error           a statement failed (partition); detail = query name
   psp_charge         the PSP charged the card; detail = "new" or "replay" (idempotency key seen)
   effect             a ledger row committed (the DB effect); detail = event id
@@ -20,11 +22,18 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   complete_rejected  fenced completion refused (not the owner of this attempt any more)
   abandon            the worker dropped the job after learning its lease was lost
   crash / restart    a worker died / came back (new connection)
+  drop               a prefetched job waiting in the dying worker's buffer went with it (policy.
+                     prefetch; its lease stays until the watcher requeues it); detail = lease_until
   pause_start / pause_end, partition_start / partition_end
   watcher_tick       the watcher ran; detail = number of jobs it requeued or killed
   requeue            the watcher moved a job; attempt = attempts; detail = new status (Pending/Dead)
   shutdown           a worker stopped gracefully (faults.shutdown = graceful), like crash otherwise
   release            ... and gave its job back; detail = new status (Pending/Dead), None if it had lost it
+  release_lost       ... but the release never reached the database (faults.release_loss): the job
+                     stays leased until the watcher requeues it
+  rescue_job         a worker took the watcher's tick as a job (policy.rescue = job); detail = the
+                     seconds the task waited for a free worker since it was due
+  rescue_lost        the worker died running that tick; detail = the task's due time
   deadline           the worker-side deadline failed the job for a retry while its handler runs on;
                      detail = new status (Pending/Dead), None if the worker no longer owned it
 """

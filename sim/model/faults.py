@@ -116,12 +116,16 @@ def worker_outages(
 
 
 def clock_offset(scenario, i: int, streams) -> float:
-    """Worker i's clock offset from the database's (policy.clock = worker): its own draw from a
-    normal of standard deviation faults.clock_skew; 0 on the database's clock (model and live)."""
-    skew = scenario.faults.clock_skew
-    if scenario.policy.clock != "worker" or skew <= 0:
+    """Worker i's constant clock offset from the database's (policy.clock = worker): its own draw
+    from a normal of standard deviation faults.clock_skew, plus faults.clock_offset; 0 on the
+    database's clock (model and live)."""
+    f = scenario.faults
+    if scenario.policy.clock != "worker":
         return 0.0
-    return float(streams.generator(f"worker/{i}/clock").normal(0.0, skew))
+    skew = 0.0
+    if f.clock_skew > 0:
+        skew = float(streams.generator(f"worker/{i}/clock").normal(0.0, f.clock_skew))
+    return skew + f.clock_offset
 
 
 def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:

@@ -44,13 +44,13 @@ class TxRegistry:
 class DbSession:
     """The connection of one client (a worker, its heartbeat, the watcher, the producer)."""
 
-    def __init__(self, world, client: str, latency, *, skew: float = 0.0, partitions=None):
+    def __init__(self, world, client: str, latency, *, clock=None, partitions=None):
         self.world = world
         self.env = world.env
         self.backend = world.backend
         self.client = client
         self.latency = latency
-        self.skew = skew
+        self.clock = clock  # the worker's own WorkerClock (policy.clock = worker), or None
         self.partitions = partitions  # an OutageCalendar, or None
         self.counts: Counter = world.statement_counts
         self.broken = False  # connection lost in a partition; reconnect when healed
@@ -60,8 +60,9 @@ class DbSession:
         self.backend.connect(client)
 
     def now(self) -> float:
-        """This client's clock: the DB clock, plus the worker's skew when worker clocks are used."""
-        return self.env.now + self.skew
+        """This client's clock: the DB clock, or the worker's own when worker clocks are used."""
+        clock = self.clock
+        return self.env.now if clock is None else clock.at(self.env.now)
 
     def run(self, query: str, params: dict, job: int | None = None, ttl: float | None = None):
         """Generator: send one statement, return its rows. The clock is bound at execution
@@ -70,7 +71,8 @@ class DbSession:
         if self.partitions is not None:
             yield from self._cross_partition(query)
         if query in _USES_NOW:
-            bind_clock(params, self.env.now + self.skew, ttl)
+            clock = self.clock
+            bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
         self.counts[query] += 1
         if self._begin:
             self._begin = False

@@ -7,21 +7,26 @@ abandon_on_lost_lease off, goes on and relies on fencing). With a worker-side de
 handler runs as a process of its own: at the deadline the worker fails the job for a retry and
 moves on, the handler keeping its connection and running to its end (pg-boss #555); the deadline
 is a timer of the worker's own process, so a pause holds it until the pause ends. A graceful
-shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased.
+shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased. With
+policy.rescue = job the worker also runs the watcher's tick when one is due (sim.model.rescue).
 """
 
 from __future__ import annotations
+
+import functools
+from collections import deque
 
 import simpy
 
 from sim.db.errors import DatabaseError
 from sim.model.driver import CrashPointReached, Driver
+from sim.model.liveness import ProcessLiveness
 from sim.model.session import DbSession
 from sim.protocol import Lease, WorkerProtocol
 
 
 class Worker:
-    def __init__(self, world, index: int, *, skew: float, pauses, partitions):
+    def __init__(self, world, index: int, *, clock, pauses, partitions):
         self.world = world
         self.env = world.env
         self.name = f"w{index}"
@@ -30,21 +35,11 @@ class Worker:
         self.pauses = pauses if pauses else None  # an OutageCalendar with outages, or None
         streams = world.streams
         latency = world.scenario.workload.statement_latency
-        partitions = partitions if partitions else None
-        self.db = DbSession(
-            world,
-            self.name,
-            latency.sampler(streams.generator(f"latency/{self.name}")),
-            skew=skew,
-            partitions=partitions,
-        )
-        self.hb_db = DbSession(
-            world,
-            f"{self.name}/hb",
-            latency.sampler(streams.generator(f"latency/{self.name}/hb")),
-            skew=skew,
-            partitions=partitions,
-        )
+        self.names = [self.name]  # with worker_identity = fresh, one per life: w0, w0.1, ...
+        self._clock, self._partitions = clock, partitions if partitions else None
+        self._latency = latency.sampler(streams.generator(f"latency/{self.name}"))
+        self._hb_latency = latency.sampler(streams.generator(f"latency/{self.name}/hb"))
+        self._connect()
         faults = world.scenario.faults
         self._phase = (
             float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
@@ -54,19 +49,26 @@ class Worker:
         self._restart_delay = faults.restart_delay.sampler(
             streams.generator(f"worker/{index}/restart")
         )
-        self.steps = WorkerProtocol(
-            self.name,
-            world.scenario,
-            world.catalog,
+        self._protocol = functools.partial(
+            WorkerProtocol,
+            scenario=world.scenario,
+            catalog=world.catalog,
             psp_call=world.scenario.workload.psp_call.sampler(
                 streams.generator(f"worker/{index}/psp")
             ),
             hb_delay=faults.heartbeat_delay.sampler(streams.generator(f"worker/{index}/hb-delay")),
             hb_loss=streams.generator(f"worker/{index}/hb-loss"),
+            release_loss=streams.generator(f"worker/{index}/release-loss")
+            if faults.release_loss
+            else None,
         )
+        self.steps = self._protocol(self.name)
         self.driver = Driver(world, self.pauses)
+        self.liveness = ProcessLiveness(self) if self.policy.process_heartbeat_interval else None
         self.up = True
         self.lease: Lease | None = None
+        self.buffer: deque[Lease] = deque()  # prefetched leases waiting their turn (prefetch > 1)
+        self.rescuing: float | None = None  # the due time of the rescue task it runs (rescue = job)
         self.heartbeat_proc: simpy.Process | None = None
         self.handler: simpy.Process | None = None  # the job's handler, as a process (deadline)
         # handlers still running past their deadline, with the connection each runs on
@@ -76,24 +78,58 @@ class Worker:
 
     # ---- life cycle ---------------------------------------------------------------------------
 
+    def _connect(self) -> None:
+        """The connections of the worker's current life: statements, and its job heartbeat."""
+        self.db = DbSession(
+            self.world,
+            self.name,
+            self._latency,
+            clock=self._clock,
+            partitions=self._partitions,
+        )
+        self.hb_db = DbSession(
+            self.world,
+            f"{self.name}/hb",
+            self._hb_latency,
+            clock=self._clock,
+            partitions=self._partitions,
+        )
+
+    def _reborn(self) -> None:
+        """After a restart: the same connections (worker_identity = reused), or a new process
+        under a new name, w0.1, w0.2, ... (fresh)."""
+        if self.policy.worker_identity == "reused":
+            self.db.reconnect()
+            self.hb_db.reconnect()
+            if self.liveness is not None:
+                self.liveness.db.reconnect()
+            return
+        self.name = f"{self.names[0]}.{len(self.names)}"
+        self.names.append(self.name)
+        self.steps = self._protocol(self.name)
+        self._connect()
+        if self.liveness is not None:
+            self.liveness.connect()
+
     def run(self):
         delay = self._phase
         while True:
             try:
+                if self.liveness is not None:
+                    yield from self.liveness.start()
                 yield self.env.timeout(delay)
                 yield from self._serve()
             except (simpy.Interrupt, CrashPointReached) as stop:
-                lease = self.lease
+                held = [self.lease, *self.buffer] if self.lease else list(self.buffer)
                 graceful = (
                     isinstance(stop, simpy.Interrupt)
                     and self.world.scenario.faults.shutdown == "graceful"
                 )
                 self._die("shutdown" if graceful else "crash")
-                if graceful and lease is not None:
-                    yield from self._release(lease)
+                if graceful and held:
+                    yield from self._release(held)
                 yield self.env.timeout(self._restart_delay())
-                self.db.reconnect()
-                self.hb_db.reconnect()
+                self._reborn()
                 self.up = True
                 self.log.add(self.env.now, "restart", self.name)
                 delay = 0.0
@@ -119,18 +155,39 @@ class Worker:
         self.orphans.clear()
         self.db.crash()
         self.hb_db.crash()
+        if self.liveness is not None:
+            self.liveness.stop()
+        if self.rescuing is not None:
+            self.world.rescue.lost(self, graceful=kind == "shutdown")
         self.lease = None
+        for lease in self.buffer:  # prefetched jobs go with the worker (a graceful stop too)
+            lease.done = True
+            self.log.add(
+                self.env.now,
+                "shutdown" if kind == "shutdown" else "drop",
+                self.name,
+                lease.job,
+                lease.attempt,
+                lease.until,
+            )
+        self.buffer.clear()
 
-    def _release(self, lease: Lease):
-        """Graceful shutdown: on a fresh connection, give the job back before the process exits."""
+    def _release(self, leases: list[Lease]):
+        """Graceful shutdown: on a fresh connection, give the jobs back before the process exits."""
         self.db.reconnect()
-        yield from self.driver.run(self.steps.release(lease), self.db)
+        for lease in leases:
+            yield from self.driver.run(self.steps.release(lease), self.db)
         self.db.crash()  # the process exits; the restart opens a new connection
 
     def _serve(self):
         policy, steps, driver = self.policy, self.steps, self.driver
+        # one claim per poll and nothing else to run: the hot loop, as it was before prefetch
+        plain = policy.prefetch == 1 and self.world.rescue is None
         while True:
-            lease = yield from driver.run(steps.poll(), self.db)
+            if plain:
+                lease = yield from driver.run(steps.poll(), self.db)
+            else:
+                lease = yield from self._next_lease()
             if lease is None:
                 continue
             self.lease = lease
@@ -145,6 +202,24 @@ class Worker:
             yield from driver.run(steps.handle(lease), self.db)
             lease.done = True
             self.lease = None
+
+    def _next_lease(self):
+        """Generator: the next lease: a prefetched one waiting in the buffer; else, if a rescue task
+        is due (rescue = job), None once the worker has run it; else one claimed now (the first of
+        a batch with prefetch > 1), or None if none."""
+        if self.buffer:
+            return self.buffer.popleft()
+        rescue = self.world.rescue
+        if rescue is not None and rescue.pending is not None:
+            yield from rescue.run(self)
+            return None
+        if self.policy.prefetch == 1:
+            return (yield from self.driver.run(self.steps.poll(), self.db))
+        leases = yield from self.driver.run(self.steps.poll_batch(), self.db)
+        if not leases:
+            return None
+        self.buffer.extend(leases[1:])
+        return leases[0]
 
     # ---- worker-side deadline (pg-boss's expireIn in work()) ----------------------------------
 
@@ -164,7 +239,7 @@ class Worker:
             self.world,
             f"{self.name}/{self._sessions}",
             self.db.latency,
-            skew=self.db.skew,
+            clock=self.db.clock,
             partitions=self.db.partitions,
         )
         yield from self.driver.run(self.steps.fail_at_deadline(lease), self.db)

@@ -7,10 +7,10 @@ from collections import Counter
 
 import simpy
 
+from sim.model.clock import worker_clock
 from sim.model.events import EventLog
 from sim.model.faults import (
     CrashPoints,
-    clock_offset,
     crash_holders,
     crash_owner,
     holder_crash_times,
@@ -21,6 +21,7 @@ from sim.model.faults import (
 )
 from sim.model.producer import JobCatalog, producer
 from sim.model.psp import Psp
+from sim.model.rescue import RescueJobs
 from sim.model.session import TxRegistry
 from sim.model.watcher import watcher
 from sim.model.worker import Worker
@@ -45,6 +46,8 @@ class World:
             scenario.faults.crash_points, self.streams.generator("crash-points")
         )
         self.workers: list[Worker] = []
+        # policy.rescue = job: the rescue tasks the workers run (the watcher is no process then)
+        self.rescue = RescueJobs(self) if scenario.policy.rescue == "job" else None
 
 
 def build(scenario, backend) -> World:
@@ -54,9 +57,9 @@ def build(scenario, backend) -> World:
     env.process(producer(world))
     for i in range(policy.workers):
         streams = world.streams
-        skew = clock_offset(scenario, i, streams)
+        clock = worker_clock(scenario, i, streams)
         pauses, partitions = worker_outages(faults, i, streams, horizon)
-        worker = Worker(world, i, skew=skew, pauses=pauses, partitions=partitions)
+        worker = Worker(world, i, clock=clock, pauses=pauses, partitions=partitions)
         world.workers.append(worker)
         crash_times = worker_crash_times(faults, i, streams, horizon)
         if crash_times:
@@ -77,7 +80,9 @@ def build(scenario, backend) -> World:
     for crash in faults.crashes:
         if crash.job is not None:
             env.process(crash_owner(env, world.workers, crash.job, crash.at))
-    if policy.watcher:
+    if world.rescue is not None:
+        env.process(world.rescue.schedule())
+    elif policy.watcher:
         env.process(watcher(world))
     return world
 

@@ -17,6 +17,8 @@ RECOVERY_STYLES = {  # sim.peers.recovery_mechanism -> (colour, hatch, legend te
     "watcher requeues": ("#0072B2", "", "a watcher requeues the expired job"),
     "claim takes expired": ("#E69F00", "////", "the claim itself takes the expired job"),
     "watcher fails the job": ("#CC79A7", "xxxx", "the expired job is failed, not re-run"),
+    "process prune requeues": ("#009E73", "\\\\", "a dead process's jobs are requeued"),
+    "process prune fails the job": ("#D55E00", "++", "a dead process's jobs are failed"),
     "none": ("#999999", "....", "nothing recovers it"),
 }
 PEER_COLUMNS = (  # (metric, header) printed to the right of peer_comparison's bars
@@ -41,14 +43,22 @@ _TIME_TICKS = (
 
 
 def peer_settings(row) -> str:
-    """'lease 1 h, no heartbeat, watcher 30 s' from a compare_peers row."""
+    """'lease 1 h, no heartbeat, watcher 30 s' from a compare_peers row; a process-liveness peer
+    reads 'process beat 4 s, stale 30 s, ...' and an execution timeout is named."""
     beat = row.get("heartbeat_interval", np.nan)
     watch = row.get("watcher_interval", np.nan)
-    parts = [
-        f"lease {duration(row['lease_ttl'])}",
-        "no heartbeat" if not np.isfinite(beat) else f"heartbeat {duration(beat)}",
-        "no watcher" if not np.isfinite(watch) else f"watcher {duration(watch)}",
-    ]
+    process = row.get("process_heartbeat_interval", np.nan)
+    timeout = row.get("execution_timeout", np.nan)
+    if np.isfinite(process):
+        parts = [f"process beat {duration(process)}, stale {duration(row['process_stale_after'])}"]
+    else:
+        parts = [
+            f"lease {duration(row['lease_ttl'])}",
+            "no heartbeat" if not np.isfinite(beat) else f"heartbeat {duration(beat)}",
+        ]
+    if np.isfinite(timeout) and timeout < row["lease_ttl"]:
+        parts.append(f"timeout {duration(timeout)}")
+    parts.append("no watcher" if not np.isfinite(watch) else f"watcher {duration(watch)}")
     return ", ".join(parts)
 
 
@@ -67,7 +77,8 @@ def peer_comparison(
     from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
     # the columns sit right of the axes at fixed offsets in inches; constrained layout makes room
-    ax = new_axes(ax, (10 + 0.8 * len(columns), 1.6 + 0.75 * len(frame)))
+    legend_rows = 2.0  # empty rows under the last bar, where the legend sits
+    ax = new_axes(ax, (10 + 0.8 * len(columns), 1.6 + 0.75 * (len(frame) + legend_rows)))
     rows = frame.reset_index(drop=True)
     means = rows[f"{metric}_mean"].to_numpy(dtype=float)
     low = rows.get(f"{metric}_ci_low", pd.Series(np.nan, index=rows.index)).to_numpy(dtype=float)
@@ -120,7 +131,7 @@ def peer_comparison(
         else:
             detected = row.get("detection_latency_mean_mean", np.nan)
             note = "never re-run"
-            if row["recovery"] == "watcher fails the job":
+            if row["recovery"] in ("watcher fails the job", "process prune fails the job"):
                 note += (
                     f": the crashed job is marked failed after ~{duration(detected)}"
                     if np.isfinite(detected)
@@ -151,7 +162,7 @@ def peer_comparison(
     ax.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([s for _, s in ticks])
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_ylim(len(rows) - 0.5 + legend_rows, -0.5)
     ax.set_yticks(
         range(len(rows)),
         [f"{r['label']}\n{peer_settings(r)}" for _, r in rows.iterrows()],

@@ -59,6 +59,27 @@ FROM next_job
 WHERE j.id = next_job.id
 RETURNING j.id, j.attempts;
 
+-- name: claim_batch
+-- Claim up to `limit` of the oldest claimable jobs at once (policy.prefetch: Celery's prefetch, SQS's MaxNumberOfMessages): every lease starts now, those of the jobs waiting in the worker's buffer too. Skips locked rows.
+-- params: owner text, now time, lease_until time, take_expired bool, max_attempts int, limit int
+WITH next_jobs AS (
+    SELECT id FROM payment_jobs
+    WHERE attempts < %(max_attempts)s
+      AND ((status = 'Pending' AND (run_after IS NULL OR run_after <= %(now)s))
+           OR (%(take_expired)s AND status = 'Processing' AND lease_until < %(now)s))
+    ORDER BY id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE payment_jobs j
+    SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s,
+        heartbeat_at = %(now)s, attempts = j.attempts + 1
+    FROM next_jobs
+    WHERE j.id = next_jobs.id
+    RETURNING j.id, j.attempts
+)
+SELECT id, attempts FROM claimed ORDER BY id;
+
 -- name: lock_next_candidate
 -- Blocking claim, step 1 (inside a transaction): lock the oldest claimable job, waiting for its holder.
 -- params: now time, take_expired bool, max_attempts int
@@ -127,6 +148,82 @@ WITH expired AS (
     RETURNING j.id, j.status, j.lease_owner, j.attempts
 )
 SELECT id, status, lease_owner, attempts FROM requeued ORDER BY id;
+
+-- name: reclaim_stalled
+-- The two-phase stall check (BullMQ's moveStalledJobsToWait): jobs the previous pass marked and whose lease is still expired go back to Pending (due after retry_backoff us x attempts^4), or Dead once stalled more than max_stalls times or out of attempts; then every other Processing job is marked for the next pass. Skips locked rows.
+-- params: now time, max_attempts int, max_stalls int, limit int, retry_backoff int
+WITH stalled AS (
+    SELECT id FROM payment_jobs
+    WHERE status = 'Processing' AND stall_marked AND lease_until < %(now)s
+    ORDER BY lease_until, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), reclaimed AS (
+    UPDATE payment_jobs j
+    SET status = CASE WHEN j.stalls >= %(max_stalls)s OR j.attempts >= %(max_attempts)s
+                      THEN 'Dead' ELSE 'Pending' END,
+        last_error = CASE WHEN j.stalls >= %(max_stalls)s THEN 'stalled more than max_stalls times'
+                          ELSE 'stalled' END,
+        stalls = j.stalls + 1,
+        stall_marked = false,
+        run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
+    FROM stalled
+    WHERE j.id = stalled.id
+    RETURNING j.id, j.status, j.lease_owner, j.attempts
+), marking AS (
+    SELECT id FROM payment_jobs
+    WHERE (stall_marked OR status = 'Processing') AND id NOT IN (SELECT id FROM stalled)
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE payment_jobs j
+    SET stall_marked = (j.status = 'Processing')
+    FROM marking
+    WHERE j.id = marking.id
+)
+SELECT id, status, lease_owner, attempts FROM reclaimed ORDER BY id;
+
+-- name: register_process
+-- A worker process starts: its row with a first heartbeat. A process that reuses a name takes the old row over, heartbeat and all (a restarted pod keeps its name).
+-- params: owner text, now time
+INSERT INTO worker_processes (name, started_at, heartbeat_at)
+VALUES (%(owner)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at
+RETURNING name;
+
+-- name: process_heartbeat
+-- The process says it is alive, every process_heartbeat_interval; no row back means it was pruned.
+-- params: owner text, now time
+UPDATE worker_processes SET heartbeat_at = %(now)s WHERE name = %(owner)s RETURNING name;
+
+-- name: prune_processes
+-- Process liveness (Solid Queue's prune, Hatchet's reassignment, procrastinate's stalled jobs): delete the processes silent for stale_after us; Processing jobs whose owner has no live process row go back to Pending (due after retry_backoff us x attempts^4), or Dead when dead, past the stall budget or out of attempts. Skips locked rows.
+-- params: now time, stale_after int, dead bool, max_attempts int, max_stalls int, limit int, retry_backoff int
+WITH pruned AS (
+    DELETE FROM worker_processes
+    WHERE heartbeat_at < %(now)s - %(stale_after)s * interval '1 microsecond'
+    RETURNING name
+), orphaned AS (
+    SELECT j.id FROM payment_jobs j
+    WHERE j.status = 'Processing'
+      AND NOT EXISTS (
+          SELECT 1 FROM worker_processes p
+          WHERE p.name = j.lease_owner
+            AND p.heartbeat_at >= %(now)s - %(stale_after)s * interval '1 microsecond')
+    ORDER BY j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+), moved AS (
+    UPDATE payment_jobs j
+    SET status = CASE WHEN %(dead)s OR j.stalls >= %(max_stalls)s OR j.attempts >= %(max_attempts)s
+                      THEN 'Dead' ELSE 'Pending' END,
+        last_error = 'process gone',
+        stalls = j.stalls + 1,
+        run_after = %(now)s + (%(retry_backoff)s * j.attempts * j.attempts * j.attempts * j.attempts) * interval '1 microsecond'
+    FROM orphaned
+    WHERE j.id = orphaned.id
+    RETURNING j.id, j.status, j.lease_owner, j.attempts
+)
+SELECT id, status, lease_owner, attempts FROM moved ORDER BY id;
 
 -- name: rescue_job
 -- The write of a read-then-write watcher (River's rescuer before PR #1373): requeues the job by id, whatever it became since the read.

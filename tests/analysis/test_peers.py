@@ -1,4 +1,5 @@
-"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS) and their comparison."""
+"""Peer presets (River, Oban, graphile-worker, pg-boss, Solid Queue, SQS, BullMQ, Temporal, Celery on
+Redis and SQS, Hatchet, procrastinate) and their comparison."""
 
 from __future__ import annotations
 
@@ -17,10 +18,18 @@ import pytest  # noqa: E402
 import sim  # noqa: E402
 from sim import plots  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.peers import METRICS, PEERS, SETTINGS, compare_peers, settings_table  # noqa: E402
+from sim.peers import (  # noqa: E402
+    METRICS,
+    PEERS,
+    SETTINGS,
+    compare_peers,
+    recovery_window,
+    settings_table,
+)
 from sim.results import owner_crashes  # noqa: E402
 
 SHARED = ("workload", "faults", "horizon")
+FENCED = {"solid-queue", "bullmq", "temporal", "hatchet"}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +52,9 @@ def test_peer_preset_documents_what_it_approximates(name):
     assert "Approximates:" in header and "Cannot express:" in header and "fair comparison" in header
     scenario = sim.preset(name)
     assert scenario.name == name and scenario.description
-    # only Solid Queue (v1.5.0+, #761) refuses a finish by a process that no longer holds the job
-    assert scenario.policy.fencing is (name == "solid-queue")
+    # Solid Queue (v1.5.0+, #761), BullMQ (lock token), Temporal (task token of the attempt) and
+    # Hatchet (retry count) refuse a finish by a worker that no longer holds the job
+    assert scenario.policy.fencing is (name in FENCED)
     assert not scenario.policy.dedup and not scenario.policy.idempotency_key
 
 
@@ -61,9 +71,9 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
     # the horizon outlasts the longest recovery window after the last arrival
     arrivals_end = first.workload.jobs / first.workload.rate
     for scenario in presets:
-        p = scenario.policy
-        window = p.lease_ttl + (p.watcher_interval if p.watcher else p.poll_interval)
-        assert arrivals_end * 1.5 + window < scenario.horizon, scenario.name
+        assert arrivals_end * 1.5 + recovery_window(scenario.policy) < scenario.horizon, (
+            scenario.name
+        )
     # the documented defaults
     ttl = {s.name: s.policy.lease_ttl for s in presets}
     assert ttl == {
@@ -73,8 +83,14 @@ def test_peers_share_one_workload_and_differ_in_recovery_settings_only():
         "pg-boss": 900,
         "solid-queue": 300,
         "sqs-visibility": 30,
+        "bullmq": 30,
+        "temporal": 60,
+        "celery-redis": 3600,
+        "celery-sqs": 1800,
+        "hatchet": 1e9,  # no job lease: process liveness
+        "procrastinate": 1e9,
     }
-    assert not any(s.policy.heartbeat for s in presets if s.name != "solid-queue")
+    assert {s.name for s in presets if s.policy.heartbeat} == {"solid-queue", "bullmq"}
     assert sim.preset("solid-queue").policy.watcher_action == "dead"
 
 
@@ -145,10 +161,28 @@ def test_documented_facts_show_up(frame):
     assert mean["sqs-visibility"] < 60
     assert rows.loc["sqs-visibility", "double_processed_jobs_mean"] > 0
     assert rows.loc["sqs-visibility", "duplicate_db_effects_mean"] > 0
-    others = rows.drop(index="sqs-visibility")
+    # execution timeouts (Temporal's StartToClose, Hatchet's step timeout, 60 s each) cut the
+    # slowest PSP calls short: Temporal retries them beside the running original, Hatchet (no
+    # retries by default) fails them; both refuse the late completion (fenced)
+    for timed in ("temporal", "hatchet"):
+        assert rows.loc[timed, "false_expiries_mean"] > 0
+        assert rows.loc[timed, "duplicate_db_effects_mean"] == 0
+    assert rows.loc["temporal", "double_processed_jobs_mean"] > 0
+    assert rows.loc["hatchet", "dead_mean"] > 0
+    others = rows.drop(index=["sqs-visibility", "temporal", "hatchet"])
     assert (others["false_expiries_mean"] == 0).all() and (
         others["duplicate_db_effects_mean"] == 0
     ).all()
+    # issue 25's peers: BullMQ's 30 s lock and two-phase check every 30 s; Temporal's 60 s
+    # StartToClose and a 1 s retry; Celery's 1 h (Redis, swept every ~100 s) and 30 min (SQS)
+    # visibility timeouts; Hatchet's 30 s process stale age; procrastinate's 30 s stale age and a
+    # rescue task every 10 min
+    assert 30 <= mean["bullmq"] < 30 + 2 * 30 + 10
+    assert 30 < mean["temporal"] < 60 + 5
+    assert 3600 <= mean["celery-redis"] < 3600 + 100 + 60
+    assert 1800 - 120 < mean["celery-sqs"] < 1800 + 10
+    assert 30 - 4 < mean["hatchet"] < 30 + 10
+    assert 30 - 10 < mean["procrastinate"] < 30 + 600 + 60
     # crashes after the PSP call charge again everywhere a crashed job is re-run (no idempotency key)
     assert (rows.drop(index="solid-queue")["duplicate_external_effects_mean"] > 0).all()
 
@@ -224,9 +258,8 @@ def test_peer_comparison_figure(frame):
     assert ax.get_title(loc="left").startswith("Peer queues' default recovery settings")
     assert "\n2 seeds per peer;" in ax.get_title(loc="left")
     assert "\n1 seed per peer;" in plots.peer_comparison(frame.assign(n=1)).get_title(loc="left")
-    assert (
-        len(ax.get_legend().get_texts()) == 3
-    )  # watcher requeues / claim takes expired / job failed
+    # watcher requeues / claim takes expired / job failed / a dead process's jobs requeued
+    assert len(ax.get_legend().get_texts()) == 4
     plt.close("all")
     with pytest.raises(ConfigError):
         plots.peer_comparison(frame.drop(columns=["recovery"]))

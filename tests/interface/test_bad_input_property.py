@@ -34,9 +34,13 @@ from sim.scenario import (
     COMPLETIONS,
     CRASH_POINTS,
     CRASH_TARGETS,
+    IDENTITIES,
     INVARIANTS,
     PARTITION_MODES,
+    PRUNE_ACTIONS,
+    RESCUES,
     SHUTDOWNS,
+    STALL_CHECKS,
     WATCHER_ACTIONS,
     Faults,
     Policy,
@@ -54,7 +58,13 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 SECTIONS = {"workload": Workload, "policy": Policy, "faults": Faults}
-LIST_ITEMS = {"faults.crashes", "faults.pauses", "faults.partitions", "faults.crash_points"}
+LIST_ITEMS = {
+    "faults.crashes",
+    "faults.pauses",
+    "faults.partitions",
+    "faults.crash_points",
+    "faults.clock_steps",
+}
 
 
 def _fields() -> dict[str, object]:
@@ -177,6 +187,20 @@ def bad_items(key: str) -> st.SearchStrategy:
             ),
             st.fixed_dictionaries({"probability": st.just(0.5)}),
         ),
+        "faults.clock_steps": st.one_of(
+            st.fixed_dictionaries({"worker": st.just(0), "at": time, "by": st.just(1.0)}),
+            st.fixed_dictionaries(
+                {"worker": st.just(0), "at": st.just(1.0), "by": st.one_of(non_finite, too_long)}
+            ),
+            st.fixed_dictionaries(
+                {
+                    "worker": st.one_of(st.integers(4, 10**6), st.integers(max_value=-1), words),
+                    "at": st.just(1.0),
+                    "by": st.just(1.0),
+                }
+            ),
+            st.fixed_dictionaries({"worker": st.just(0), "at": st.just(1.0)}),
+        ),
     }
     entry["faults.partitions"] = entry["faults.pauses"]
     return st.one_of(
@@ -224,6 +248,25 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "policy.retry_backoff": st.one_of(negative, too_long),
     "policy.deadline": st.one_of(negative, too_long),
     "policy.clock": enum(CLOCKS),
+    "policy.prefetch": st.one_of(
+        st.integers(max_value=0), st.integers(limits.MAX_CANDIDATES + 1, 2**62)
+    ),
+    "policy.rescue": enum(RESCUES),
+    "policy.stall_check": enum(STALL_CHECKS),
+    "policy.max_stalls": st.one_of(
+        st.integers(max_value=-1), st.integers(limits.MAX_BATCH + 1, 2**62)
+    ),
+    "policy.process_heartbeat_interval": st.one_of(negative, too_long, too_often),
+    "policy.process_stale_after": st.one_of(negative, st.just(0.0), too_long),
+    "policy.prune_action": enum(PRUNE_ACTIONS),
+    "policy.worker_identity": enum(IDENTITIES),
+    "policy.execution_timeout": st.one_of(negative, too_long),
+    "faults.release_loss": not_a_probability,
+    "faults.clock_offset": st.one_of(too_long, too_long.map(lambda x: -x)),
+    "faults.clock_drift_ppm": st.one_of(
+        st.floats(min_value=limits.MAX_DRIFT_PPM, allow_infinity=False, allow_nan=False),
+        st.floats(max_value=-limits.MAX_DRIFT_PPM, allow_infinity=False, allow_nan=False),
+    ),
     "faults.crash_rate": st.one_of(negative, too_frequent),
     "faults.pause_rate": st.one_of(negative, too_frequent),
     "faults.partition_rate": st.one_of(negative, too_frequent),

@@ -65,7 +65,7 @@ def test_crash_points_a_gapped_watcher_and_worker_clocks_live(pg_dsn):
     assert r.statement_counts.get("requeue_expired", 0) == 0
     # each worker's clock is the simulation's, offset included, and its leases are written by it
     model = build(scenario, MemoryBackend())
-    assert r.worker_skews == {w.name: w.db.skew for w in model.workers}
+    assert r.worker_skews == {w.name: w.db.clock.offset for w in model.workers}
     assert len(set(r.worker_skews.values())) == 2
     for claim in _records(r, "claim"):
         written = claim.detail - claim.t - scenario.policy.lease_ttl

@@ -2,6 +2,8 @@
 
 from sim.dists import Dist
 from sim.scenario import (
+    LOCK_TTL,
+    ClockStep,
     CrashPoint,
     Faults,
     Policy,
@@ -163,3 +165,199 @@ def fidelity_scenarios() -> dict[str, Scenario]:
         ),
         "background completion": paused_zombie(completion="background"),
     }
+
+
+def mechanism_scenarios() -> dict[str, Scenario]:
+    """The exact-timeline scenarios of issue #25's mechanisms (tests/model/test_clocks.py, ...),
+    one per behaviour, for the memory/PostgreSQL equivalence suite."""
+    crash_at_205 = crashing(205.0, clock_drift_ppm=50_000)
+    return {
+        "clock offset": scripted(
+            workers=2,
+            work=28,
+            heartbeat=False,
+            watcher=True,
+            watcher_interval=5,
+            claim_takes_expired=False,
+            clock="worker",
+            horizon=40,
+            faults=Faults(clock_offset=-10.0),
+        ),
+        "clock drift": scripted(
+            work=1000,
+            heartbeat_interval=10,
+            watcher=True,
+            watcher_interval=1,
+            claim_takes_expired=False,
+            clock="worker",
+            horizon=260,
+            faults=crash_at_205,
+        ),
+        "clock step": scripted(
+            work=100,
+            heartbeat_interval=10,
+            watcher=True,
+            watcher_interval=1,
+            claim_takes_expired=False,
+            clock="worker",
+            horizon=80,
+            faults=Faults(clock_steps=(ClockStep(worker=0, at=50.0, by=-40.0),)),
+        ),
+        "two-phase stall check": stalled_at_5(stall_check="two_phase"),
+        "stall budget": scripted(
+            work=4,
+            lease_ttl=3,
+            heartbeat_interval=1.5,
+            watcher=True,
+            watcher_interval=3,
+            claim_takes_expired=False,
+            stall_check="two_phase",
+            max_stalls=1,
+            max_attempts=1,
+            horizon=40,
+            faults=POISON_TWICE,
+        ),
+        "process prune": process_tracked(faults=CRASH_AT_10, worker_identity="fresh"),
+        "process prune fails": process_tracked(faults=CRASH_AT_10, prune_action="dead"),
+        "identity reused": process_tracked(
+            workers=1, jobs=2, work=20, faults=BACK_AT_15, horizon=120
+        ),
+        "identity fresh": process_tracked(
+            workers=1, jobs=2, work=20, faults=BACK_AT_15, worker_identity="fresh", horizon=120
+        ),
+        "process paused past stale": process_tracked(
+            work=60,
+            abandon_on_lost_lease=False,
+            faults=Faults(pauses=(ScriptedOutage(worker=0, at=5.0, duration=45.0),)),
+            horizon=130,
+        ),
+        "execution timeout": temporal_like(),
+        "execution timeout, no heartbeat": temporal_like(heartbeat=False, lease_ttl=100),
+        "execution timeout seen by a heartbeat": temporal_like(watcher_interval=40),
+        "rescue job": rescued(),
+        "rescue job lost": rescued(faults=LOST_TICK),
+        "rescue job behind busy workers": rescued(
+            jobs=2,
+            horizon=45,
+            faults=crashing(2.0),
+        ),
+        "release lost": prefetched(
+            faults=crashing(5.0, shutdown="graceful", release_loss=0.5),
+            horizon=40,
+        ),
+        "prefetch": prefetched(),
+        "prefetch, crash": prefetched(faults=CRASH_AT_5),
+        "prefetch, graceful shutdown": prefetched(faults=crashing(5.0, shutdown="graceful")),
+    }
+
+
+def crashing(*at: float, worker: int = 0, back_after: float = 1000, **faults) -> Faults:
+    """Worker `worker` crashes at each time in `at` and is back `back_after` seconds later."""
+    crashes = tuple(ScriptedCrash(at=t, worker=worker) for t in at)
+    return Faults(crashes=crashes, restart_delay=Dist.constant(back_after), **faults)
+
+
+CRASH_AT_5 = crashing(5.0)
+# A job that kills its worker at its PSP call, at most 5 times, back a second later.
+POISON_TWICE = Faults(
+    crash_points=(CrashPoint("after_psp", 1.0, 5),), restart_delay=Dist.constant(1.0)
+)
+
+
+def stalled_at_5(**settings) -> Scenario:
+    """w0 claims at 0.002 (20 s lease, renewed every 15 s) and crashes at 5; w1 waits; the watcher
+    ticks every 30 s from 0."""
+    defaults = dict(
+        workers=2,
+        work=100,
+        lease_ttl=20,
+        heartbeat_interval=15,
+        watcher=True,
+        watcher_interval=30,
+        claim_takes_expired=False,
+        horizon=70,
+        faults=CRASH_AT_5,
+    )
+    return scripted(**{**defaults, **settings})
+
+
+def process_tracked(**settings) -> Scenario:
+    """Hatchet-like process liveness: each process heartbeats every 4 s and is stale after 30 s;
+    no per-job lease (a lock TTL, no job heartbeat); the prune runs every second."""
+    defaults = dict(
+        workers=2,
+        work=100,
+        lease_ttl=LOCK_TTL,
+        heartbeat=False,
+        watcher=True,
+        watcher_interval=1,
+        claim_takes_expired=False,
+        process_heartbeat_interval=4,
+        process_stale_after=30,
+        horizon=80,
+    )
+    return scripted(**{**defaults, **settings})
+
+
+CRASH_AT_10 = crashing(10.0)
+BACK_AT_15 = crashing(10.0, back_after=5)
+
+
+def temporal_like(**settings) -> Scenario:
+    """A 40 s activity under a 25 s execution timeout (start-to-close), a 10 s heartbeat timeout
+    renewed every 8 s, two workers, the server's timer as a watcher ticking every second."""
+    defaults = dict(
+        workers=2,
+        work=40,
+        lease_ttl=10,
+        heartbeat_interval=8,
+        execution_timeout=25,
+        watcher=True,
+        watcher_interval=1,
+        claim_takes_expired=False,
+        horizon=60,
+    )
+    return scripted(**{**defaults, **settings})
+
+
+def prefetched(**settings) -> Scenario:
+    """Celery-like: two workers prefetching 3 jobs each (one SKIP LOCKED batch claim), three 20 s
+    jobs, a 30 s lease never renewed, the watcher every 5 s."""
+    defaults = dict(
+        workers=2,
+        jobs=3,
+        work=20,
+        prefetch=3,
+        claim="skip_locked",
+        claim_takes_expired=False,
+        lease_ttl=30,
+        heartbeat=False,
+        watcher=True,
+        watcher_interval=5,
+        horizon=62,
+    )
+    return scripted(**{**defaults, **settings})
+
+
+def rescued(**settings) -> Scenario:
+    """procrastinate-like: the watcher's tick is a task of the queue (policy.rescue = job) deferred
+    every 5 s; one 30 s job under a 10 s lease renewed every 4 s; w1 crashes at 2 holding it and is
+    back a second later."""
+    defaults = dict(
+        workers=2,
+        jobs=1,
+        work=30,
+        lease_ttl=10,
+        heartbeat_interval=4,
+        watcher=True,
+        watcher_interval=5,
+        rescue="job",
+        claim_takes_expired=False,
+        horizon=25,
+        faults=crashing(2.0, worker=1, back_after=1),
+    )
+    return scripted(**{**defaults, **settings})
+
+
+# ... and w1 crashes again at 10.0085, halfway through the statement of the tick that would requeue
+LOST_TICK = crashing(2.0, 10.0085, worker=1, back_after=1)

@@ -1,14 +1,19 @@
 """Random scenarios for the differential tests: small, contended and faulty, so that lock waits,
 EvalPlanQual re-checks, SKIP LOCKED, dedup-marker waits and rollbacks by crash all happen; with
-the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown)."""
+the fidelity settings of issue #16 (watcher gap, retry backoff, deadline, graceful shutdown) and
+the mechanisms of issue #25 (worker clocks, execution timeout, two-phase stall check and stall
+budget, process liveness and worker identity, batch claims, the rescue path as a job, lost releases)."""
 
 from __future__ import annotations
+
+import warnings
 
 from hypothesis import strategies as st
 
 from sim.dists import Dist
 from sim.scenario import (
     CLAIM_STRATEGIES,
+    ClockStep,
     CrashPoint,
     Faults,
     Policy,
@@ -59,17 +64,26 @@ def scenarios(draw) -> Scenario:
         ),
         payload_mismatch=draw(st.sampled_from([0.0, 0.2, 1.0])),
     )
+    two_phase = draw(st.sampled_from([False, False, True]))  # BullMQ's stall check (issue #25)
+    processes = draw(st.sampled_from([0.0, 0.0, 0.3, 1.0]))  # process liveness (issue #25)
+    claim = draw(st.sampled_from(CLAIM_STRATEGIES))
+    watcher = True if two_phase or processes else draw(st.booleans())
+    rescue = draw(st.sampled_from(["watcher", "job"])) if watcher else "watcher"  # issue #25
+    shutdown = draw(st.sampled_from(["crash", "crash", "graceful"]))
+    prefetch = draw(st.sampled_from([1, 4, 8])) if claim == "skip_locked" else 1  # issue #25
     policy = Policy(
         workers=workers,
         poll_interval=draw(st.floats(0.05, 1.0)),
-        claim=draw(st.sampled_from(CLAIM_STRATEGIES)),
+        claim=claim,
+        prefetch=prefetch,
         claim_takes_expired=draw(st.booleans()),
         candidates=draw(st.integers(1, 3)),
         select_to_update_gap=draw(st.sampled_from([0.0, 0.0, 0.001, 0.01, 0.1])),
         lease_ttl=ttl,
         heartbeat=draw(st.booleans()),
         heartbeat_interval=ttl * draw(st.floats(0.2, 0.9)),
-        watcher=draw(st.booleans()),
+        watcher=watcher,
+        rescue=rescue,
         watcher_interval=draw(st.floats(0.2, 5.0)),
         watcher_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
         watcher_batch=draw(st.integers(1, 5)),
@@ -80,13 +94,20 @@ def scenarios(draw) -> Scenario:
         abandon_on_lost_lease=draw(st.booleans()),
         clock=draw(st.sampled_from(["db", "db", "worker"])),
         random_phase=draw(st.booleans()),
-        watcher_gap=draw(
-            st.sampled_from([0.0, 0.0, 0.05, 0.5])
-        ),  # read-then-write watcher (River #1302)
+        watcher_gap=0.0
+        if two_phase
+        else draw(st.sampled_from([0.0, 0.05, 0.5])),  # read-then-write watcher (River #1302)
+        stall_check="two_phase" if two_phase else "single",
+        max_stalls=draw(st.sampled_from([None, 0, 0, 1])) if two_phase or processes else None,
+        process_heartbeat_interval=processes,
+        process_stale_after=draw(st.sampled_from([0.8, 2.5])),
+        prune_action=draw(st.sampled_from(["requeue", "requeue", "dead"])),
+        worker_identity=draw(st.sampled_from(["reused", "fresh"])),
         retry_backoff=draw(st.sampled_from([0.0, 0.0, 0.01, 0.2])),  # seconds x attempts^4
         deadline=draw(
             st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])
         ),  # worker-side deadline (pg-boss #555)
+        execution_timeout=draw(st.sampled_from([0.0, 0.0, 0.0, 1.0, ttl * 0.7])),  # issue #25
         completion=draw(st.sampled_from(["transaction", "transaction", "background"])),
     )
     at = st.floats(0.0, horizon)
@@ -129,7 +150,19 @@ def scenarios(draw) -> Scenario:
             )
         ),
         clock_skew=draw(st.sampled_from([0.0, 0.1, 1.0])),
-        shutdown=draw(st.sampled_from(["crash", "crash", "graceful"])),
+        # worker clocks (issue #25): an offset, a drift rate and a step, stamped into leases
+        clock_offset=draw(st.sampled_from([0.0, 0.0, -2.0, 1.5])),
+        clock_drift_ppm=draw(st.sampled_from([0.0, 0.0, 20_000.0, -30_000.0])),
+        clock_steps=tuple(
+            draw(
+                st.lists(
+                    st.builds(ClockStep, worker=worker, at=at, by=st.sampled_from([-3.0, 2.0])),
+                    max_size=1,
+                )
+            )
+        ),
+        shutdown=shutdown,
+        release_loss=0.5 if shutdown == "graceful" else 0.0,  # each release: kept or lost
     )
     scenario = Scenario(
         name="generated",
@@ -139,4 +172,6 @@ def scenarios(draw) -> Scenario:
         horizon=horizon,
         seed=draw(st.integers(0, 2**31)),
     )
-    return validate(scenario)
+    with warnings.catch_warnings():  # generated settings may be risky on purpose
+        warnings.simplefilter("ignore")
+        return validate(scenario)

@@ -26,7 +26,7 @@ from sim.scenario import (
     preset,
     preset_names,
 )
-from tests.model.scripts import fidelity_scenarios
+from tests.model.scripts import fidelity_scenarios, mechanism_scenarios
 
 from .generate import scenarios
 
@@ -219,3 +219,11 @@ def test_the_fidelity_scenarios_give_the_same_run(pg_dsn, name):
         "finished and failed": "requeue",
         "background completion": "complete_rejected",
     }[name] in kinds
+
+
+@pytest.mark.parametrize("name", list(mechanism_scenarios()))
+def test_the_mechanism_scenarios_give_the_same_run(pg_dsn, name):
+    """Issue #25's exact-timeline scenarios (worker clocks, ...) on both backends: same log,
+    same tables."""
+    memory, postgres = run_both(mechanism_scenarios()[name], pg_dsn)
+    assert_same(memory, postgres)
