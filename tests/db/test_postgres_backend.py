@@ -35,7 +35,12 @@ def test_schema_is_created_and_dropped(pg_dsn, admin):
     tables = admin.execute(
         "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (db.schema,)
     ).fetchall()
-    assert tables == [("ledger",), ("payment_jobs",), ("processed_events",)]
+    assert tables == [
+        ("ledger",),
+        ("payment_jobs",),
+        ("processed_events",),
+        ("worker_processes",),
+    ]
     db.close()
     db.close()  # idempotent
     assert db.schema not in schemas(admin)
