@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -86,7 +87,10 @@ SHORTEST_WHY = (
     "below 1 s, scheduling jitter and connection hiccups that this model leaves out would decide "
     "(set min_ttl to a floor you trust)"
 )
-LONGEST_WHY = "a lease of more than a day leaves a crashed job waiting a day; split the job or add a heartbeat"
+LONGEST_WHY = (
+    "a lease of more than a day leaves a crashed job waiting a day; split the job or add a "
+    "heartbeat"
+)
 MAX_SAMPLES = 20_000  # longer duration lists are represented by this many quantiles
 SAMPLE_SEED = 20260515
 
@@ -98,7 +102,8 @@ def sample_durations_path() -> Path:
 
 def sample_durations(n: int = 2000, seed: int = SAMPLE_SEED) -> pd.DataFrame:
     """Synthetic payment processing times: 96% card payments, lognormal (median 1.2 s, p99 6 s);
-    4% slow paths (3-D Secure challenge, PSP retry), lognormal (median 12 s, p99 90 s); ms resolution."""
+    4% slow paths (3-D Secure challenge, PSP retry), lognormal (median 12 s, p99 90 s); ms
+    resolution."""
     rng = np.random.default_rng(seed)
     slow = rng.random(n) < 0.04
     fast_sigma = math.log(6.0 / 1.2) / 2.326348
@@ -122,8 +127,9 @@ def write_sample_durations(path: str | Path) -> Path:
 
 
 def read(durations, column: str | None = None, unit: str = "s") -> Durations:
-    """Observed durations as sim.durations.Durations (seconds + how they were read): from a CSV path
-    ("sample" is the bundled example), an array-like in `unit`, or a Durations; ConfigError if bad."""
+    """Observed durations as sim.durations.Durations (seconds + how they were read): from a CSV
+    path ("sample" is the bundled example), an array-like in `unit`, or a Durations; ConfigError
+    if bad."""
     if isinstance(durations, Durations):
         if column is not None:
             raise ConfigError("column: only applies when durations is a CSV path")
@@ -162,7 +168,7 @@ def _positive(name: str, value, *, zero_ok: bool = False, whole: bool = False) -
 def _ladder(name: str, values, *, allow_none: bool = False) -> list:
     if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
         raise ConfigError(f"candidates.{name}: expected a list of seconds, got {values!r}")
-    out = []
+    out: list[float | None] = []
     for v in values:
         if v is None and allow_none:
             out.append(None)
@@ -174,7 +180,7 @@ def _ladder(name: str, values, *, allow_none: bool = False) -> list:
     return sorted(set(out), key=lambda v: (v is not None, v or 0.0))
 
 
-# ---- the advice -----------------------------------------------------------------------------------
+# ---- the advice ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -247,7 +253,7 @@ class Advice:
         rate = arrival_rate or inputs["jobs_per_s"]
         horizon = jobs / rate + tail * self.durations.quantile(0.999)
         h = self.heartbeat_interval
-        stalls = (
+        stalls: dict[str, Any] = (
             {}
             if not a.db_stall_rate
             else {
@@ -301,10 +307,11 @@ class Advice:
     def headline(self) -> str:
         simulated = " (simulated)" if self.recovery_source == "simulated" else ""
         return (
-            f"{_setting(self.ttl, self.heartbeat_interval, self.watcher_interval)}: predicted false "
-            f"expiry {percent(self.predicted_false_expiry)} per job (95% upper bound "
+            f"{_setting(self.ttl, self.heartbeat_interval, self.watcher_interval)}: predicted "
+            f"false expiry {percent(self.predicted_false_expiry)} per job (95% upper bound "
             f"{percent(self.predicted_false_expiry_high)}; {self.target_text()}), recovery ~ "
-            f"{duration(self.recovery_mean)}{simulated}, {amount(self.db_load)} heartbeat + watcher statements/s"
+            f"{duration(self.recovery_mean)}{simulated}, {amount(self.db_load)} heartbeat + "
+            "watcher statements/s"
         )
 
     def target_text(self) -> str:
@@ -312,8 +319,8 @@ class Advice:
         if self.target_per_day is None:
             return f"target {percent(self.target_false_expiry)}"
         return (
-            f"target {amount(self.target_per_day)} a day = {percent(self.target_false_expiry)} per job "
-            f"at {self.inputs['jobs_per_s']:.3g} jobs/s"
+            f"target {amount(self.target_per_day)} a day = {percent(self.target_false_expiry)} per "
+            f"job at {self.inputs['jobs_per_s']:.3g} jobs/s"
         )
 
     def load_line(self) -> str:
@@ -331,7 +338,8 @@ class Advice:
         )
 
     def risk_lines(self) -> list[str]:
-        """The false-expiry risk per job, per day and per year at the queue's rate, with 95% upper bounds."""
+        """The false-expiry risk per job, per day and per year at the queue's rate, with 95%
+        upper bounds."""
         i = self.inputs
         rate = i["jobs_per_s"]
         where = (
@@ -345,21 +353,23 @@ class Advice:
         )
         return [
             f"risk {where}: {percent(self.predicted_false_expiry)} of jobs (95% upper bound "
-            f"{percent(self.predicted_false_expiry_high)}) = {amount(self.false_expiries_per_day)} false expiries a day "
-            f"(upper bound {amount(self.false_expiries_per_day_high)})",
-            f"  duplicate external effects: up to {amount(per_year)} a year (upper bound {amount(per_year_high)}); "
-            "each false expiry lets a second worker repeat the PSP call, harmless only with an idempotency key",
+            f"{percent(self.predicted_false_expiry_high)}) = {amount(self.false_expiries_per_day)} "
+            f"false expiries a day (upper bound {amount(self.false_expiries_per_day_high)})",
+            f"  duplicate external effects: up to {amount(per_year)} a year (upper bound "
+            f"{amount(per_year_high)}); each false expiry lets a second worker repeat the PSP "
+            "call, harmless only with an idempotency key",
             "  " + self.slack_line(),
         ]
 
     def slack_line(self) -> str:
-        """What a lease survives, against the declared tails (the review's item 2, before any run)."""
+        """What a lease survives, against the declared tails (the review's item 2, before any
+        run)."""
         a, h = self.assumptions, self.heartbeat_interval
         if h is None:
             over = float(np.mean(np.asarray(self.durations.samples) > self.ttl))
             return (
-                f"slack: no heartbeat, so the lease must outlast the whole job; {percent(over)} of the observed "
-                f"jobs took longer than the {duration(self.ttl)} TTL"
+                f"slack: no heartbeat, so the lease must outlast the whole job; {percent(over)} of "
+                f"the observed jobs took longer than the {duration(self.ttl)} TTL"
             )
         slack = self.ttl - h - a.statement_latency
         longer = [
@@ -372,12 +382,13 @@ class Advice:
             if declared
         ]
         return (
-            f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval - statement "
-            f"latency); of the declared tails, longer than that: {', '.join(longer)}"
+            f"slack: a lease survives a stall of up to {duration(slack)} (TTL - heartbeat interval "
+            f"- statement latency); of the declared tails, longer than that: {', '.join(longer)}"
         )
 
     def tradeoff_lines(self) -> list[str]:
-        """The choice beside the best setting one TTL step either side: risk and recovery side by side."""
+        """The choice beside the best setting one TTL step either side: risk and recovery side by
+        side."""
         if self.neighbours is None or not len(self.neighbours):
             return []
         lowest = f"; the lowest is {_lowest_scored(self)}" if self.met else ""
@@ -388,9 +399,11 @@ class Advice:
             scored = f"score {duration(row.score)}" if row.feasible else "not feasible"
             lines.append(
                 f" {mark} {_setting(row.ttl, h, row.watcher_interval)}: false expiry "
-                f"{percent(row.predicted_false_expiry)} (upper bound {percent(row.predicted_false_expiry_high)}), "
-                f"{amount(row.false_expiries_per_day)} a day; recovery {duration(row.predicted_recovery_mean)}; "
-                f"{amount(row.db_load)} statements/s; {scored}"
+                f"{percent(row.predicted_false_expiry)} (upper bound "
+                f"{percent(row.predicted_false_expiry_high)}), "
+                f"{amount(row.false_expiries_per_day)} a day; recovery "
+                f"{duration(row.predicted_recovery_mean)}; {amount(row.db_load)} statements/s; "
+                f"{scored}"
             )
         return lines
 
@@ -403,8 +416,8 @@ class Advice:
         if len(feasible):
             first = feasible.loc[feasible["ttl"].idxmin()]
             without = (
-                f"without a heartbeat the lease must outlast nearly every job: the shortest feasible TTL "
-                f"is {duration(first['ttl'])}, and a crash then waits about "
+                "without a heartbeat the lease must outlast nearly every job: the shortest "
+                f"feasible TTL is {duration(first['ttl'])}, and a crash then waits about "
                 f"{duration(first['predicted_recovery_mean'])}"
             )
         elif len(bare):
@@ -418,9 +431,9 @@ class Advice:
                 else ""
             )
             without = (
-                f"without a heartbeat no TTL searched is feasible: the lowest false-expiry upper bound "
-                f"is {percent(safest['predicted_false_expiry_high'])} per job{why}, over target / margin "
-                f"({percent(allowed)})"
+                "without a heartbeat no TTL searched is feasible: the lowest false-expiry upper "
+                f"bound is {percent(safest['predicted_false_expiry_high'])} per job{why}, over "
+                f"target / margin ({percent(allowed)})"
             )
         else:
             without = "no TTL without a heartbeat was searched"
@@ -429,9 +442,9 @@ class Advice:
             return f"{without}; the recommendation needs no heartbeat"
         return (
             f"{without}; with a heartbeat every {duration(h)} the TTL only has to outlast the gap "
-            f"between renewals: {duration(self.ttl)}, recovering in about {duration(self.recovery_mean)}, "
-            f"for {amount(self.heartbeat_load)} heartbeat statements/s at "
-            f"{self.inputs['jobs_per_s']:.3g} jobs/s"
+            f"between renewals: {duration(self.ttl)}, recovering in about "
+            f"{duration(self.recovery_mean)}, for {amount(self.heartbeat_load)} heartbeat "
+            f"statements/s at {self.inputs['jobs_per_s']:.3g} jobs/s"
         )
 
     def choice_rule(self) -> str:
@@ -439,15 +452,16 @@ class Advice:
         return prefer_rule(self.prefer, self.inputs["recovery_tolerance"])
 
     def shortfall(self) -> str | None:
-        """'NOT MET: ...' when no candidate met the target (the headline's figure is then the lowest found); else None."""
+        """'NOT MET: ...' when no candidate met the target (the headline's figure is then the
+        lowest found); else None."""
         if self.met:
             return None
         floor = self.inputs.get("min_ttl")
         above = f" with TTL >= the {duration(floor)} floor (min_ttl)" if floor is not None else ""
         return (
             f"NOT MET: no candidate{above} has a false-expiry upper bound below "
-            f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this is the "
-            f"lowest found{' at or above the floor' if floor is not None else ''}."
+            f"{percent(self.target_false_expiry / self.inputs['margin'])} (target / margin); this "
+            f"is the lowest found{' at or above the floor' if floor is not None else ''}."
         )
 
     def verdict(self) -> str | None:
@@ -480,10 +494,10 @@ class Advice:
         )
         return (
             f"recovery after a crash: mean {duration(self.recovery_mean)} ({source}), p95 "
-            f"{duration(self.predicted_recovery_p95)} (predicted); {count(i['workers'], 'worker')} polling "
-            f"every {duration(i['poll_interval'])}, {percent(self.utilisation)} busy: a crashed job waits for "
-            f"an idle worker's poll or a busy one's next free moment, the crashed worker back after "
-            f"{duration(self.assumptions.restart_delay)}; {step}"
+            f"{duration(self.predicted_recovery_p95)} (predicted); {count(i['workers'], 'worker')} "
+            f"polling every {duration(i['poll_interval'])}, {percent(self.utilisation)} busy: a "
+            "crashed job waits for an idle worker's poll or a busy one's next free moment, the "
+            f"crashed worker back after {duration(self.assumptions.restart_delay)}; {step}"
         )
 
     def counts_line(self) -> str:
@@ -498,17 +512,18 @@ class Advice:
             rules.append(f"TTL at least {duration(i['min_ttl'])}")
         met, feasible = int(table["meets_target"].sum()), int(table["feasible"].sum())
         return (
-            f"chosen from {count(len(table), 'candidate')}: {met} meet the target (95% upper bound within "
-            f"{percent(self.target_false_expiry)}), {feasible} {'is' if feasible == 1 else 'are'} feasible "
-            f"({', '.join(rules)})"
+            f"chosen from {count(len(table), 'candidate')}: {met} meet the target (95% upper bound "
+            f"within {percent(self.target_false_expiry)}), {feasible} "
+            f"{'is' if feasible == 1 else 'are'} feasible ({', '.join(rules)})"
         )
 
     def __str__(self) -> str:
         i = self.inputs
         floor = i.get("min_ttl")
         lines = [self.headline()]
-        if not self.met:
-            lines.append("  " + self.shortfall())
+        shortfall = self.shortfall()  # None when met
+        if shortfall is not None:
+            lines.append("  " + shortfall)
         lines += [f"  warning: {w}" for w in self.warnings()]
         lines.append("  " + self.load_line())
         lines += ["  " + line for line in self.risk_lines()]
@@ -518,7 +533,8 @@ class Advice:
         lines += [
             f"  durations: {read['echo']}"
             if read.get("echo")
-            else f"  durations: {count(i['durations_n'], 'job')}, median {duration(i['durations_median'])}, "
+            else f"  durations: {count(i['durations_n'], 'job')}, "
+            f"median {duration(i['durations_median'])}, "
             f"p99 {duration(i['durations_p99'])}, max {duration(i['durations_max'])}"
         ]
         lines += ["  assumptions: " + self.assumptions.lines()[0]]
@@ -526,14 +542,15 @@ class Advice:
         rate = f"at {i['jobs_per_s']:.3g} jobs/s"
         lines += [
             "  " + self.recovery_line(),
-            f"  DB load {rate}: {amount(self.heartbeat_load)} heartbeats/s + {amount(self.watcher_load)} watcher ticks/s",
+            f"  DB load {rate}: {amount(self.heartbeat_load)} heartbeats/s + "
+            f"{amount(self.watcher_load)} watcher ticks/s",
             "  " + self.counts_line(),
         ]
         if floor is not None:
             below = int((self.candidates["ttl"] < floor).sum())
             lines.append(
-                f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a shorter TTL "
-                f"{'was' if below == 1 else 'were'} ruled out"
+                f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a "
+                f"shorter TTL {'was' if below == 1 else 'were'} ruled out"
             )
         if self.evidence is not None and len(self.evidence):
             lines.append("  evidence (simulated, 95% intervals):")
@@ -571,7 +588,8 @@ def _setting(ttl: float, h: float | None, w: float) -> str:
 
 
 def evidence_lines(evidence: pd.DataFrame) -> list[str]:
-    """One line per simulated TTL: false expiry and recovery with their 95% intervals and predictions."""
+    """One line per simulated TTL: false expiry and recovery with their 95% intervals and
+    predictions."""
     lines = []
     for row in evidence.itertuples():
         mark = "*" if row.recommended else " "
@@ -582,9 +600,10 @@ def evidence_lines(evidence: pd.DataFrame) -> list[str]:
         )
         lines.append(
             f"{mark} TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
-            f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of {count(row.leases, 'lease')} "
-            f"(predicted {percent(row.predicted_false_expiry)}); recovery {duration(row.recovery_mean)} "
-            f"{interval} over {count(row.recoveries, 'crash', 'crashes')} (predicted "
+            f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of "
+            f"{count(row.leases, 'lease')} (predicted {percent(row.predicted_false_expiry)}); "
+            f"recovery {duration(row.recovery_mean)} {interval} over "
+            f"{count(row.recoveries, 'crash', 'crashes')} (predicted "
             f"{duration(row.predicted_recovery_mean)}); {percent(row.utilisation)} busy with "
             f"{count(row.crash_rate, 'crash', 'crashes')} per worker-hour"
         )
@@ -691,7 +710,8 @@ def advise(
     unknown = set(candidates) - {"ttl", "heartbeat_interval", "watcher_interval"}
     if unknown:
         raise ConfigError(
-            f"candidates: unknown key {sorted(unknown)[0]!r}; use ttl, heartbeat_interval, watcher_interval"
+            f"candidates: unknown key {sorted(unknown)[0]!r}; use ttl, heartbeat_interval, "
+            "watcher_interval"
         )
     ttls = _ladder("ttl", candidates.get("ttl", DEFAULT_TTLS))
     heartbeats = _ladder(
@@ -753,8 +773,9 @@ def advise(
                 "watcher_interval": _merge(watchers, SHORT_WATCHERS),
             }
             extended.append(
-                f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were searched because "
-                f"the best setting sat at {duration(min(ttls))}, the end of the default ladder"
+                f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were "
+                f"searched because the best setting sat at {duration(min(ttls))}, the end of the "
+                "default ladder"
             )
         elif chosen["ttl"] == max(allowed):
             searched = {
@@ -763,8 +784,8 @@ def advise(
                 "heartbeat_interval": _merge(heartbeats, LONG_HEARTBEATS),
             }
             extended.append(
-                f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best setting sat "
-                f"at {duration(max(ttls))}, the end of the default ladder"
+                f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best "
+                f"setting sat at {duration(max(ttls))}, the end of the default ladder"
             )
         if extended:
             table, chosen, met = _search(job, searched, target, inputs)
@@ -797,8 +818,9 @@ def advise(
         false_expiries_per_day_high=float(chosen["false_expiries_per_day_high"]),
         target_per_day=None if target_per_day is None else float(target_per_day),
     )
-    advice.neighbours = _neighbours(advice, searched["ttl"])
-    advice.position = extended + _position(advice, searched["ttl"])
+    neighbours = _neighbours(advice, searched["ttl"])
+    advice.neighbours = neighbours
+    advice.position = extended + _position(advice, neighbours, searched["ttl"])
     if verify:
         floored = [t for t in searched["ttl"] if min_ttl is None or t >= min_ttl]
         advice.evidence = advice_evidence.simulate(
@@ -831,8 +853,8 @@ def _load(job: Dist, workers: int, arrival_rate, assumptions: Assumptions, targe
     pool = pool_of(job, workers, assumptions)
     if arrival_rate is None and target_per_day is not None:
         raise ConfigError(
-            "target_per_day: needs arrival_rate (jobs/s), since how many jobs a day there are decides "
-            "what a per-day target asks of each job"
+            "target_per_day: needs arrival_rate (jobs/s), since how many jobs a day there are "
+            "decides what a per-day target asks of each job"
         )
     if arrival_rate is not None:
         pool.refuse_overload(float(arrival_rate))
@@ -863,7 +885,8 @@ def _merge(ladder: list, extra) -> list:
 def _search(
     job: Dist, ladders: dict, target: float, inputs: dict
 ) -> tuple[pd.DataFrame, pd.Series, bool]:
-    """(the candidate table with feasibility and scores, the chosen row, whether the target was met)."""
+    """(the candidate table with feasibility and scores, the chosen row, whether the target was
+    met)."""
     table = candidate_table(
         job,
         ttls=ladders["ttl"],
@@ -919,8 +942,9 @@ def _row_of(advice: Advice) -> pd.Series:
     return table[same].iloc[0]
 
 
-def _position(advice: Advice, ttls: list[float]) -> list[str]:
-    """Where the recommended TTL sits in the searched range, and why not one step either side."""
+def _position(advice: Advice, neighbours: pd.DataFrame, ttls: list[float]) -> list[str]:
+    """Where the recommended TTL sits in the searched range, and why not one step either side
+    (`neighbours`: the advice's NEIGHBOUR_COLUMNS table)."""
     inputs, table, ttl = advice.inputs, advice.candidates, advice.ttl
     floor = inputs["min_ttl"]
     rules = feasibility_rules(table, advice.target_false_expiry, inputs)
@@ -933,15 +957,15 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
         )
         if free["ttl"] < ttl:
             return [
-                f"at your floor: min_ttl {duration(floor)}; without it the advisor would choose TTL {duration(free['ttl'])} "
-                "(of the TTLs searched), which the floor rules out"
+                f"at your floor: min_ttl {duration(floor)}; without it the advisor would choose "
+                f"TTL {duration(free['ttl'])} (of the TTLs searched), which the floor rules out"
             ]
     if ttl == min(ttls):
         return [f"at the range's end: TTL {duration(ttl)} is the shortest searched; {SHORTEST_WHY}"]
     if ttl == max(ttls):
         return [f"at the range's end: TTL {duration(ttl)} is the longest searched; {LONGEST_WHY}"]
     lines = ["interior: the search went past it on both sides"]
-    for row in advice.neighbours.itertuples():
+    for row in neighbours.itertuples():
         if row.step != "chosen":
             lines.append(
                 f"one step {row.step}, TTL {duration(row.ttl)}: {_why_not(advice, row, rules)}"
@@ -950,7 +974,8 @@ def _position(advice: Advice, ttls: list[float]) -> list[str]:
 
 
 def _why_not(advice: Advice, row, rules: pd.DataFrame) -> str:
-    """Why the best setting at a neighbouring TTL lost to the recommendation, with both sides' figures."""
+    """Why the best setting at a neighbouring TTL lost to the recommendation, with both sides'
+    figures."""
     if not row.feasible:
         at = advice.candidates.index[
             (advice.candidates["ttl"] == row.ttl)
@@ -965,9 +990,11 @@ def _why_not(advice: Advice, row, rules: pd.DataFrame) -> str:
     risk = _ratio(advice.predicted_false_expiry, row.predicted_false_expiry)
     slower = row.predicted_recovery_mean / advice.predicted_recovery_mean - 1
     sides = (
-        f"false expiry {percent(row.predicted_false_expiry)} against {percent(advice.predicted_false_expiry)} "
-        f"({risk}), recovery {duration(row.predicted_recovery_mean)} against "
-        f"{duration(advice.predicted_recovery_mean)} ({percent(abs(slower))} {'slower' if slower >= 0 else 'faster'})"
+        f"false expiry {percent(row.predicted_false_expiry)} against "
+        f"{percent(advice.predicted_false_expiry)} ({risk}), recovery "
+        f"{duration(row.predicted_recovery_mean)} against "
+        f"{duration(advice.predicted_recovery_mean)} ({percent(abs(slower))} "
+        f"{'slower' if slower >= 0 else 'faster'})"
     )
     lowest = _lowest_score(advice)
     tolerance = advice.inputs["recovery_tolerance"]
@@ -979,7 +1006,10 @@ def _why_not(advice: Advice, row, rules: pd.DataFrame) -> str:
         )
     near = f"feasible, {sides}; {score} is within {tolerance:.0%} of the lowest, {duration(lowest)}"
     if row.db_load > advice.db_load + 1e-12:
-        return f"{near}, but it costs {amount(row.db_load)} statements/s against {amount(advice.db_load)}"
+        return (
+            f"{near}, but it costs {amount(row.db_load)} statements/s against "
+            f"{amount(advice.db_load)}"
+        )
     return f"{near}, at the same DB load, and the recommendation's is no higher"
 
 
@@ -1009,7 +1039,8 @@ def _ratio(mine: float, theirs: float) -> str:
 
 
 def infeasible_reasons(row: pd.Series, advice) -> list[str]:
-    """The feasibility rules a candidate (a row of advice.candidates) breaks, in words with numbers."""
+    """The feasibility rules a candidate (a row of advice.candidates) breaks, in words with
+    numbers."""
     inputs = advice.inputs
     passed = feasibility_rules(row.to_frame().T, advice.target_false_expiry, inputs).iloc[0]
     hb, per_ttl, latency = (
@@ -1019,18 +1050,19 @@ def infeasible_reasons(row: pd.Series, advice) -> list[str]:
     )
     words = {
         "target": lambda: (
-            f"its false-expiry upper bound {percent(row['predicted_false_expiry_high'])} per job (predicted "
-            f"{percent(row['predicted_false_expiry'])}) is over the target / margin "
+            f"its false-expiry upper bound {percent(row['predicted_false_expiry_high'])} per job "
+            f"(predicted {percent(row['predicted_false_expiry'])}) is over the target / margin "
             f"({percent(advice.target_false_expiry)} / {inputs['margin']:g} = "
             f"{percent(advice.target_false_expiry / inputs['margin'])})"
         ),
         "heartbeats_per_ttl": lambda: (
             f"a TTL must last at least {per_ttl:g} heartbeat intervals plus statement latency "
-            f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} s), so "
-            "that one lost heartbeat does not lapse the lease"
+            f"({per_ttl:g} x ({hb:g} s + {1000 * latency:g} ms) = {per_ttl * (hb + latency):.6g} "
+            "s), so that one lost heartbeat does not lapse the lease"
         ),
         "max_db_load": lambda: (
-            f"its {row['db_load']:.3g} statements/s are over max_db_load ({inputs['max_db_load']:g})"
+            f"its {row['db_load']:.3g} statements/s are over max_db_load "
+            f"({inputs['max_db_load']:g})"
         ),
         "min_ttl": lambda: f"it is below the TTL floor of {inputs['min_ttl']:g} s",
     }

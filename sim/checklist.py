@@ -27,7 +27,8 @@ from sim.wording import count, duration, percent, plural
 
 PASS, FAIL, RISK, UNTESTED = "pass", "fail", "risk", "untested"
 STATUSES = (PASS, RISK, FAIL, UNTESTED)
-STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
+# status -> (symbol, face colour, text colour): Okabe-Ito, symbol and word for greyscale
+STATUS_STYLE = {
     PASS: ("\u2713", "#009E73", "white"),
     RISK: ("!", "#E69F00", "black"),
     FAIL: ("\u2717", "#D55E00", "white"),
@@ -35,8 +36,8 @@ STATUS_STYLE = {  # status -> (symbol, face colour, text colour): Okabe-Ito, sym
 }
 ITEMS = {  # check key -> checklist item (1-6 are the seed's checklist)
     "claim": "1. The claim is one atomic UPDATE ... WHERE, not read-then-write",
-    "ttl": "2. The lease TTL really exceeds the longest expected processing (with a heartbeat: the longest stall "
-    "between renewals)",
+    "ttl": "2. The lease TTL really exceeds the longest expected processing (with a heartbeat: the "
+    "longest stall between renewals)",
     "heartbeat": "3. A heartbeat renews the lease of long jobs",
     "watcher": "4. A watcher runs periodically: expired jobs do not stay Processing",
     "owner": "5. lease_owner is stored",
@@ -147,7 +148,10 @@ def _basis(name: str | None, runs) -> str:
         else f"t = 0-{horizons[0]:.5g} s to 0-{horizons[-1]:.5g} s"
     )
     head = f"{name}: " if name else ""
-    return f"{head}{plural(len(runs), 'seed')} {seeds}; {count(_total(runs, 'leases'), 'lease')} observed; simulated {interval}"
+    return (
+        f"{head}{plural(len(runs), 'seed')} {seeds}; {count(_total(runs, 'leases'), 'lease')} "
+        f"observed; simulated {interval}"
+    )
 
 
 def renewal_count(run) -> int:
@@ -217,7 +221,8 @@ class Checker:
         )
 
     def basis(self, key: str) -> str:
-        """What an item's verdict rests on: scenario (and variants), seeds, leases observed, interval."""
+        """What an item's verdict rests on: scenario (and variants), seeds, leases observed,
+        interval."""
         parts = [_basis(self.scenario.name, self.runs)]
         for name in self.used.get(key, []):
             runs = self.variants.get(name) or []
@@ -338,7 +343,8 @@ class Checker:
 
     @staticmethod
     def _guarded(text: str, bad: int, exercised: int, unexercised: str):
-        """An item whose guard is on: FAIL on any bad count, else PASS if exercised, else UNTESTED."""
+        """An item whose guard is on: FAIL on any bad count, else PASS if exercised, else
+        UNTESTED."""
         if bad:
             return FAIL, text + "."
         return (PASS, text + ".") if exercised else (UNTESTED, f"{text}: {unexercised}.")
@@ -352,7 +358,10 @@ class Checker:
         handed = self.caused(self.runs, "double_claim", "watcher", "worker")
         numbers = {"double_claims": doubles, "leases": leases}
         how = "the queue's statements" if self.on else CLAIMS[p.claim]
-        text = f"{p.claim} ({how}): {count(doubles, 'double claim')} in {count(leases, 'lease')} over {self.n_runs}"
+        text = (
+            f"{p.claim} ({how}): {count(doubles, 'double claim')} in {count(leases, 'lease')} over "
+            f"{self.n_runs}"
+        )
         if doubles:
             text += f" ({percent(doubles / leases)} of leases)"
         contention = self.variant("contention")
@@ -363,7 +372,8 @@ class Checker:
             numbers.update(variant_double_claims=vd, variant_leases=vl)
             workers = contention[0].scenario.policy.workers
             text += (
-                f"; under contention ({count(workers, 'worker')}, 200 jobs at once): {count(vd, 'double claim')} in {count(vl, 'lease')}"
+                f"; under contention ({count(workers, 'worker')}, 200 jobs at once): "
+                f"{count(vd, 'double claim')} in {count(vl, 'lease')}"
                 + (f" ({percent(vd / vl)})" if vd else "")
             )
         numbers["handed_double_claims"] = handed
@@ -413,7 +423,8 @@ class Checker:
         }
 
     def _stall_tail(self) -> tuple[float, str] | None:
-        """The longest stall between renewals the scenario declares: (seconds, words); None if none."""
+        """The longest stall between renewals the scenario declares: (seconds, words); None if
+        none."""
         f = self.scenario.faults
         tails = []
         if f.pause_rate > 0:
@@ -443,15 +454,16 @@ class Checker:
         low, high = wilson_interval(fe, leases, 0.95)  # NaN, NaN without leases
         m.update(false_expiry_ci_low=low, false_expiry_ci_high=high)
         lost = (
-            f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to {percent(high)}); "
-            f"{m['double_processed_jobs']} of {m['jobs']} leased jobs ({percent(m['double_processed_share'])}) "
-            "were processed twice"
+            f"{fe} of {leases} leases expired under a live owner (95% interval {percent(low)} to "
+            f"{percent(high)}); {m['double_processed_jobs']} of {m['jobs']} leased jobs "
+            f"({percent(m['double_processed_share'])}) were processed twice"
         )
         if not np.isfinite(p999):
             return UNTESTED, f"no job finished in {self.n_runs}: processing time not measured.", m
         processing = (
-            f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, {m['finished_jobs']} jobs "
-            f"finished): {percent(m['over_ttl_share'])} of jobs outlived the TTL"
+            f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, "
+            f"{m['finished_jobs']} jobs finished): {percent(m['over_ttl_share'])} of jobs outlived "
+            "the TTL"
         )
         stalls = stall_durations(self.runs)
         m.update(
@@ -471,8 +483,8 @@ class Checker:
                 return (
                     RISK,
                     (
-                        f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and nothing "
-                        "renews a slow job."
+                        f"{head}; {lost}, but the TTL leaves under 25% margin over p99.9 and "
+                        "nothing renews a slow job."
                     ),
                     m,
                 )
@@ -480,8 +492,8 @@ class Checker:
                 return (
                     RISK,
                     (
-                        f"{head}; {lost}, but p99.9 processing plus the {tail[1]} ({duration(p999 + tail[0])}) "
-                        f"outlasts the TTL; {seen}."
+                        f"{head}; {lost}, but p99.9 processing plus the {tail[1]} "
+                        f"({duration(p999 + tail[0])}) outlasts the TTL; {seen}."
                     ),
                     m,
                 )
@@ -495,8 +507,8 @@ class Checker:
             declared_stall_tail=tail[0] if tail else np.nan,
         )
         head = (
-            f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 {duration(latency)} = "
-            f"{duration(slack)} of slack between renewals"
+            f"heartbeat every {h:g} s: TTL {ttl:g} s - {h:g} s - statement latency p99 "
+            f"{duration(latency)} = {duration(slack)} of slack between renewals"
         )
         kept = f"{processing}, kept alive by {count(m['renewals'], 'renewal')}"
         if h >= ttl:
@@ -512,8 +524,8 @@ class Checker:
             return (
                 UNTESTED,
                 (
-                    f"{head}; no pause, partition or heartbeat delay was declared or observed, so it was "
-                    f"never tested; {lost}; {kept}."
+                    f"{head}; no pause, partition or heartbeat delay was declared or observed, so "
+                    f"it was never tested; {lost}; {kept}."
                 ),
                 m,
             )
@@ -521,8 +533,8 @@ class Checker:
             return (
                 RISK,
                 (
-                    f"{head} {'<' if slack < tail[0] else '='} the {tail[1]}: such a stall lapses the lease under a live owner; {lost} "
-                    f"({seen}); {kept}."
+                    f"{head} {'<' if slack < tail[0] else '='} the {tail[1]}: such a stall lapses "
+                    f"the lease under a live owner; {lost} ({seen}); {kept}."
                 ),
                 m,
             )
@@ -538,9 +550,10 @@ class Checker:
                 return (
                     FAIL,
                     (
-                        f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the {ttl:g} s TTL; "
-                        f"{count(m['false_expiries'], 'lease')} expired under a live owner and {m['double_processed_jobs']} of "
-                        f"{m['jobs']} leased jobs ({percent(m['double_processed_share'])}) were processed twice."
+                        f"no heartbeat: {percent(m['over_ttl_share'])} of jobs outlived the "
+                        f"{ttl:g} s TTL; {count(m['false_expiries'], 'lease')} expired under a "
+                        f"live owner and {m['double_processed_jobs']} of {m['jobs']} leased jobs "
+                        f"({percent(m['double_processed_share'])}) were processed twice."
                     ),
                     m,
                 )
@@ -554,24 +567,24 @@ class Checker:
                 return (
                     RISK,
                     (
-                        f"no heartbeat: the longest job took {duration(m['max_processing'])}, over half the {ttl:g} s "
-                        "TTL; nothing renews a slow one."
+                        f"no heartbeat: the longest job took {duration(m['max_processing'])}, over "
+                        f"half the {ttl:g} s TTL; nothing renews a slow one."
                     ),
                     m,
                 )
             return (
                 PASS,
                 (
-                    f"no heartbeat, and no long job to renew: the longest took {duration(m['max_processing'])}, "
-                    f"at most half the {ttl:g} s TTL."
+                    "no heartbeat, and no long job to renew: the longest took "
+                    f"{duration(m['max_processing'])}, at most half the {ttl:g} s TTL."
                 ),
                 m,
             )
         h = p.heartbeat_interval
         long_jobs = m["jobs_over_interval"]
         text = (
-            f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} for "
-            f"{count(long_jobs, 'job')} that ran longer than the interval; "
+            f"heartbeat every {h:g} s (TTL {ttl:g} s): {count(beats, 'renewal')} in {self.n_runs} "
+            f"for {count(long_jobs, 'job')} that ran longer than the interval; "
             f"{count(m['false_expiries'], 'false expiry', 'false expiries')}"
         )
         if long_jobs == 0:
@@ -608,8 +621,10 @@ class Checker:
                 variant_double_processed_jobs=twice,
             )
             text += (
-                f"; without it (variant): {count(fe, 'lease')} ({percent(fe / leases if leases else np.nan)}) would expire under a "
-                f"live owner and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) would be processed twice"
+                f"; without it (variant): {count(fe, 'lease')} "
+                f"({percent(fe / leases if leases else np.nan)}) would expire under a live owner "
+                f"and {twice} of {jobs} leased jobs ({percent(twice / jobs if jobs else np.nan)}) "
+                "would be processed twice"
             )
         return status, text + ".", m
 
@@ -671,8 +686,8 @@ class Checker:
             for n, text in (
                 (
                     overwrote,
-                    f"its write overwrote {count(overwrote, 'finished job')} (terminal_overwritten: "
-                    "made Pending or Dead after Completed or Dead)",
+                    f"its write overwrote {count(overwrote, 'finished job')} "
+                    "(terminal_overwritten: made Pending or Dead after Completed or Dead)",
                 ),
                 (
                     handed,
@@ -690,8 +705,9 @@ class Checker:
             else ""
         )
         moved = (
-            f"{expired - never} of {expired} expired leases{variant} moved out of Processing ({by_watcher} by the "
-            f"watcher, {by_claim} taken by a claim{back}, {finished} finished by their owner)"
+            f"{expired - never} of {expired} expired leases{variant} moved out of Processing "
+            f"({by_watcher} by the watcher, {by_claim} taken by a claim{back}, {finished} finished "
+            "by their owner)"
             if expired
             else f"no lease expired{variant}"
         )
@@ -706,13 +722,14 @@ class Checker:
                 )
         if p.watcher:
             head = (
-                f"watcher every {p.watcher_interval:g} s: {count(n_ticks, 'tick')} in {self.n_runs}, "
-                f"largest gap {duration(gap)}"
+                f"watcher every {p.watcher_interval:g} s: {count(n_ticks, 'tick')} in "
+                f"{self.n_runs}, largest gap {duration(gap)}"
             )
             if p.watcher_action == "dead":
                 return (
                     RISK,
-                    f"{head}; it marks every expired job Dead instead of retrying: {count(dead, 'job')} failed; {moved}.",
+                    f"{head}; it marks every expired job Dead instead of retrying: "
+                    f"{count(dead, 'job')} failed; {moved}.",
                     m,
                 )
             if stuck or never or harm:
@@ -730,7 +747,8 @@ class Checker:
             if stuck or never:
                 return (
                     RISK,
-                    f"{head}; {moved}; {count(stuck, 'stuck_processing violation')} (no idle worker to take them).",
+                    f"{head}; {moved}; {count(stuck, 'stuck_processing violation')} (no idle "
+                    "worker to take them).",
                     m,
                 )
             if not expired:
@@ -739,12 +757,14 @@ class Checker:
         why = "" if never else ", but nothing would move an expired lease out of Processing"
         return (
             FAIL,
-            f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed Processing{why}.",
+            f"no watcher and the claim skips expired leases: {moved}; {count(never, 'job')} stayed "
+            f"Processing{why}.",
             m,
         )
 
     def _expired(self, run) -> int:
-        """Leases that ran out without being finished, early enough for recovery to fit in the horizon."""
+        """Leases that ran out without being finished, early enough for recovery to fit in the
+        horizon."""
         leases = run.leases
         late = run.scenario.horizon - recovery_allowance(run.scenario)
         return int(
@@ -781,8 +801,8 @@ class Checker:
         gone = sum(len(deleted_jobs(r)) for r in self.runs)
         m = {"leased_jobs": leased, "owner_mismatches": bad, "deleted_jobs": gone}
         text = (
-            f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and equal to the "
-            f"job's last claimer in the event log ({self.n_runs})"
+            f"lease_owner set in the final table on {leased - bad} of {leased} leased jobs and "
+            f"equal to the job's last claimer in the event log ({self.n_runs})"
         ) + _deleted(gone)
         return (
             (PASS if bad == 0 and leased else FAIL if bad else UNTESTED),
@@ -810,8 +830,9 @@ class Checker:
             "max_attempts_seen": most,
         }
         text = (
-            f"attempts in the final table == leases per job in the event log, numbered 1, 2, ... on {jobs - bad} of "
-            f"{jobs} jobs; {count(multi, 'job')} leased more than once (at most {count(most, 'attempt')})"
+            "attempts in the final table == leases per job in the event log, numbered 1, 2, ... "
+            f"on {jobs - bad} of {jobs} jobs; {count(multi, 'job')} leased more than once (at most "
+            f"{count(most, 'attempt')})"
         ) + _deleted(sum(len(deleted_jobs(r)) for r in self.runs))
         if not multi:
             crashed = self.variant("crashes")
@@ -844,8 +865,8 @@ class Checker:
                 pause = zombies[0].scenario.faults.pauses[-1].duration
                 lost = _total(zombies, "false_expiries")
                 variant = (
-                    f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: {lost} lost "
-                    "their lease and carried on)"
+                    f" (zombie variant: owners paused {pause:.0f} s mid-job, random crashes off: "
+                    f"{lost} lost their lease and carried on)"
                 )
         undone = refused_effects(used) if p.completion == "background" else 0
         m = {
@@ -870,14 +891,17 @@ class Checker:
         if p.fencing:
             head = "complete_fenced" if self.on else "completion checks owner + attempt"
             text = (
-                f"{head}: {count(refused, 'late completion')} refused, {count(stolen, 'completion')} by a "
-                f"non-owner{variant}{harm}"
+                f"{head}: {count(refused, 'late completion')} refused, "
+                f"{count(stolen, 'completion')} by a non-owner{variant}{harm}"
             )
             status, text = self._guarded(text, stolen + late, refused, "fencing never exercised")
             if status == PASS and undone:
                 return RISK, text[:-1] + ": the fence guards the job's row, not the effect.", m
             return status, text, m
-        text = f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the job{variant}{harm}"
+        text = (
+            f"unfenced completion: {count(stolen, 'completion')} by a worker that had lost the "
+            f"job{variant}{harm}"
+        )
         if (stolen or late) and not variant:
             return FAIL, text + ": late completions went through.", m
         return RISK, text + ("; a zombie's completion would go through." if not stolen else "."), m
@@ -893,7 +917,8 @@ class Checker:
         return refused, stolen, late
 
     def _duplicates(self, item: str, key: str):
-        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs, variant runs)."""
+        """(count in the runs, count in the duplicates variant or None, jobs, variant jobs,
+        variant runs)."""
         found = _total(self.runs, key)
         jobs = _total(self.runs, "jobs")
         dup = self.variant("duplicates")
@@ -918,15 +943,17 @@ class Checker:
             "dedup_skips": skipped,
         }
         variant = (
-            f"; duplicates variant (20% of events delivered twice, crashes after the PSP call): {vfound} extra "
-            f"ledger rows in {count(vjobs, 'job')}"
+            "; duplicates variant (20% of events delivered twice, crashes after the PSP call): "
+            f"{vfound} extra ledger rows in {count(vjobs, 'job')}"
             if vfound is not None
             else ""
         )
         if p.dedup:
             text = (
-                f"marker and ledger row commit together: {found} extra ledger rows in {count(jobs, 'job')}{variant}; "
-                f"{count(skipped, 'repeated delivery or retry', 'repeated deliveries or retries')} found the marker and skipped the effect"
+                f"marker and ledger row commit together: {found} extra ledger rows in "
+                f"{count(jobs, 'job')}{variant}; "
+                f"{count(skipped, 'repeated delivery or retry', 'repeated deliveries or retries')} "
+                "found the marker and skipped the effect"
             )
             return (
                 *self._guarded(
@@ -934,7 +961,10 @@ class Checker:
                 ),
                 m,
             )
-        text = f"no dedup marker: {found} extra ledger rows (a payment booked again) in {count(jobs, 'job')}{variant}"
+        text = (
+            f"no dedup marker: {found} extra ledger rows (a payment booked again) in "
+            f"{count(jobs, 'job')}{variant}"
+        )
         return (FAIL if found else RISK), text + ".", m
 
     def psp(self):
@@ -961,8 +991,9 @@ class Checker:
         )
         if p.idempotency_key:
             text = (
-                f"the event id is the PSP idempotency key: {found} extra charges in {count(jobs, 'job')}{variant}; "
-                f"the PSP replayed {count(replays, 'repeated call')} instead of charging again"
+                f"the event id is the PSP idempotency key: {found} extra charges in "
+                f"{count(jobs, 'job')}{variant}; the PSP replayed "
+                f"{count(replays, 'repeated call')} instead of charging again"
             )
             return (
                 *self._guarded(
@@ -971,8 +1002,9 @@ class Checker:
                 m,
             )
         text = (
-            f"no idempotency key: {twice} of {charged} charged payments ({percent(twice / charged if charged else np.nan)}) "
-            f"were charged more than once, {found} extra charges in all{variant}"
+            f"no idempotency key: {twice} of {charged} charged payments "
+            f"({percent(twice / charged if charged else np.nan)}) were charged more than once, "
+            f"{found} extra charges in all{variant}"
         )
         return (FAIL if found else RISK), text + ".", m
 

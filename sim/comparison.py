@@ -59,7 +59,8 @@ COLUMNS = [
 
 
 def quantile_ci(values, q: float, confidence: float = 0.95) -> tuple[float, float, float]:
-    """(quantile, low, high): the sample quantile and its distribution-free order-statistic interval."""
+    """(quantile, low, high): the sample quantile and its distribution-free order-statistic
+    interval."""
     x = np.sort(np.asarray(values, dtype=float))
     x = x[np.isfinite(x)]
     n = len(x)
@@ -225,7 +226,8 @@ class Comparison:
         return written
 
     def figure(self, ax=None):
-        """Recovery latency distributions (live vs simulated) and the parts of the mean, side by side."""
+        """Recovery latency distributions (live vs simulated) and the parts of the mean, side by
+        side."""
         import matplotlib.pyplot as plt
 
         if ax is None:
@@ -295,10 +297,16 @@ def _table_text(table: pd.DataFrame, confidence: float, row_confidence: float) -
         rows.append(
             {
                 "": name,
-                f"live [{confidence:.0%}]": f"{figure_text(r.live)} [{figure_text(r.live_low)}, {figure_text(r.live_high)}]",
-                f"simulated [{confidence:.0%}]": f"{figure_text(r.simulated)} [{figure_text(r.sim_low)}, {figure_text(r.sim_high)}]",
+                f"live [{confidence:.0%}]": (
+                    f"{figure_text(r.live)} [{figure_text(r.live_low)}, {figure_text(r.live_high)}]"
+                ),
+                f"simulated [{confidence:.0%}]": (
+                    f"{figure_text(r.simulated)} [{figure_text(r.sim_low)}, "
+                    f"{figure_text(r.sim_high)}]"
+                ),
                 f"compared [{row_confidence:.2%}]": (
-                    f"{r.compared} {figure_text(r.estimate)} [{figure_text(r.low)}, {figure_text(r.high)}]"
+                    f"{r.compared} {figure_text(r.estimate)} [{figure_text(r.low)}, "
+                    f"{figure_text(r.high)}]"
                     if r.compared
                     else ""
                 ),
@@ -401,7 +409,8 @@ def compare(
         not isinstance(simulated, bool) and 0 <= simulated <= MAX_COMPARE_SEEDS
     ):
         raise ConfigError(
-            f"--compare-seeds: must be a whole number from 0 to {MAX_COMPARE_SEEDS:,}, got {simulated!r}"
+            f"--compare-seeds: must be a whole number from 0 to {MAX_COMPARE_SEEDS:,}, got "
+            f"{simulated!r}"
         )
     if isinstance(simulated, int):
         runs, simulated_with = _simulate(live_run, simulated, sql, dsn)

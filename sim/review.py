@@ -1,7 +1,8 @@
 """Design review: the seed's lease checklist, plus fencing and idempotency, with measured evidence.
 
     from sim.review import review
-    r = review("baseline")          # or a Scenario, with dotted overrides: review("x", **{"policy.lease_ttl": 20})
+    r = review("baseline")          # or a Scenario, with dotted overrides:
+                                    # review("x", **{"policy.lease_ttl": 20})
     print(r)                        # item, status (pass / risk / fail / untested), evidence
     r.table                         # the same as a DataFrame, indexed by check key
     r.figure().savefig("review.png")
@@ -98,9 +99,9 @@ class Review:
         if self.queue_settings:
             queue = queue[:-1] + f"; its queue.toml sets {self.queue_settings})"
         return (
-            f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} {seeds}), "
-            f"{s.horizon:g} s each; "
-            f"{count(p.workers, 'worker')}, claim={p.claim}, TTL {p.lease_ttl:g} s, {beat}, {watch}"
+            f"Design review of {s.name}{queue}: {runs} ({plural(len(self.seeds), 'seed')} "
+            f"{seeds}), {s.horizon:g} s each; {count(p.workers, 'worker')}, claim={p.claim}, TTL "
+            f"{p.lease_ttl:g} s, {beat}, {watch}"
         )
 
     def __str__(self) -> str:
@@ -160,8 +161,8 @@ class Review:
         return fig
 
     def showcase(self) -> tuple:
-        """The run to draw: the first with trouble (crash, expiry, double claim, pause), preferring the
-        scenario's own runs, then the zombie, crash and duplicates variants."""
+        """The run to draw: the first with trouble (crash, expiry, double claim, pause),
+        preferring the scenario's own runs, then the zombie, crash and duplicates variants."""
         sources = [("the scenario", self.runs)] + [
             (f"{name} variant", self.variants.get(name, []))
             for name in ("zombie", "crashes", "duplicates")
@@ -320,9 +321,10 @@ def _decided(finding, numbers: dict, bad: int) -> str:
             f"in {count(numbers['leases'], 'lease')}); no contention variant ran."
         )
     return (
-        f" Decided by the runs under contention: {count(numbers['variant_double_claims'], 'double claim')} "
-        f"in {count(leases, 'lease')} (8+ workers on 200 jobs at once), "
-        f"{count(numbers['double_claims'], 'double claim')} in the scenario's {count(numbers['leases'], 'lease')}."
+        " Decided by the runs under contention: "
+        f"{count(numbers['variant_double_claims'], 'double claim')} in {count(leases, 'lease')} "
+        f"(8+ workers on 200 jobs at once), {count(numbers['double_claims'], 'double claim')} in "
+        f"the scenario's {count(numbers['leases'], 'lease')}."
     )
 
 

@@ -65,7 +65,7 @@ def _stopped(item: str, exc: ProbeError) -> Finding:
     return Finding(item, None, f"the probes stopped: {exc}")
 
 
-# ---- the claim ------------------------------------------------------------------------------------
+# ---- the claim -----------------------------------------------------------------------------------
 
 
 def _claim(lab: Lab) -> Finding:
@@ -135,7 +135,7 @@ def _claim(lab: Lab) -> Finding:
     )
 
 
-# ---- fencing: every write by a worker -------------------------------------------------------------
+# ---- fencing: every write by a worker ------------------------------------------------------------
 
 
 def _fencing(lab: Lab, scenario) -> Finding:
@@ -305,7 +305,7 @@ def fence_text(lab: Lab, name: str, cases: dict) -> str:
     return text
 
 
-# ---- the watcher ----------------------------------------------------------------------------------
+# ---- the watcher ---------------------------------------------------------------------------------
 
 
 def _watcher_statements(lab: Lab) -> tuple[str, ...] | None:
@@ -333,7 +333,10 @@ def _no_watcher(lab: Lab, names) -> Finding:
         head = f"this queue has no watcher ({missing} left out)"
     else:
         verb = "exists" if len(names) == 1 else "exist"
-        head = f"{' and '.join(_where(lab, n) for n in names)} {verb} but policy.watcher = false does not run {'it' if len(names) == 1 else 'them'}"
+        head = (
+            f"{' and '.join(_where(lab, n) for n in names)} {verb} but policy.watcher = false does "
+            f"not run {'it' if len(names) == 1 else 'them'}"
+        )
     with lab.trial():
         lab.enqueue(1)
         lab.claim("w0", T0)

@@ -2,16 +2,16 @@
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
 close (or at interpreter exit if never closed). With `queue=` (a user's queue directory, see
-sim.db.queue_dir) the job table and the statements are the user's, checked on the server first,
-and every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox);
-Lease Lab's bookkeeping tables are created beside them as always. Each simulated client owns one connection,
-opened on first use. Everything runs on the driving (SimPy) thread through psycopg's low-level
-libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its parameters
-bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the
-connection's socket. If the statement has not finished within a short poll, the monitor
-connection asks pg_blocking_pids() which client's transaction holds the lock it waits for, and
-`execute` returns `Blocked` naming that client; `resume` later collects the statement's real
-outcome. BEGIN travels with the transaction's first statement (one pipeline, one round trip).
+sim.db.queue_dir) the job table and the statements are the user's, checked on the server first, and
+every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox); Lease
+Lab's bookkeeping tables are created beside them as always. Each simulated client owns one
+connection, opened on first use. Everything runs on the driving (SimPy) thread through psycopg's
+low-level libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its
+parameters bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the
+connection's socket. If the statement has not finished within a short poll, the monitor connection
+asks pg_blocking_pids() which client's transaction holds the lock it waits for, and `execute`
+returns `Blocked` naming that client; `resume` later collects the statement's real outcome. BEGIN
+travels with the transaction's first statement (one pipeline, one round trip).
 
 Determinism. The driver runs one statement at a time, so a wait is reported only once its holder
 waits for the driver (idle in its transaction, or blocked itself), and a statement that would
@@ -45,6 +45,7 @@ import signal
 import time
 
 import psycopg
+from psycopg import abc as psycopg_abc
 from psycopg import pq, sql
 from psycopg.adapt import Transformer
 
@@ -91,7 +92,8 @@ CLIENT_DEADLOCK_TIMEOUT = "10min"
 
 # Server administration, not simulation queries (those all come from sql/queries.sql).
 _BLOCKERS = """
-WITH w AS (SELECT locktype, relation, page, tuple FROM pg_locks WHERE pid = %(pid)s AND NOT granted LIMIT 1)
+WITH w AS (SELECT locktype, relation, page, tuple FROM pg_locks
+           WHERE pid = %(pid)s AND NOT granted LIMIT 1)
 SELECT b.pid, coalesce(a.state, ''), coalesce(a.wait_event_type, ''), (SELECT locktype FROM w),
        EXISTS (SELECT FROM pg_locks l JOIN w ON w.locktype = 'tuple' AND l.relation = w.relation
                AND l.page = w.page AND l.tuple = w.tuple
@@ -146,11 +148,11 @@ class _Client:
         "order",
     )
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.conn: psycopg.Connection | None = None
         self.pg: pq.abc.PGconn | None = None
         self.fd = -1
-        self.tx: Transformer | None = None
+        self.tx: psycopg_abc.Transformer | None = None
         self.pid = 0
         self.prepared: set[bytes] = set()
         self.in_tx = False  # BEGIN issued by the model
@@ -165,6 +167,16 @@ class _Client:
         self.signals = False  # we may pause its server process
         self.since = 0.0  # when the statement in flight was sent (time.monotonic)
         self.order = 0  # when it began to wait: waiters are settled in this order
+
+    def libpq(self) -> pq.abc.PGconn:
+        """The connection's libpq interface; the client is connected (PostgresBackend._open)."""
+        assert self.pg is not None, "the client is not connected"
+        return self.pg
+
+    def transformer(self) -> psycopg_abc.Transformer:
+        """The connection's psycopg Transformer (dumps parameters, loads rows)."""
+        assert self.tx is not None, "the client is not connected"
+        return self.tx
 
 
 READER_TIMEOUT_MS = 10_000  # run_sql(read_only=True): a reader's statement may take this long
@@ -211,12 +223,10 @@ class PostgresBackend(ClientTable):
         self._closed = False
         self.sandbox: Sandbox | None = None  # the run's schema and the role the user's SQL runs as
         try:
-            self._superuser = (
-                self._monitor.execute(
-                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
-                ).fetchone()[0]
-                is True
-            )
+            [(rolsuper,)] = self._monitor.execute(
+                "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+            ).fetchall()
+            self._superuser = rolsuper is True
             if _existing:
                 self._find_schema()
             else:
@@ -250,10 +260,10 @@ class PostgresBackend(ClientTable):
 
     def _find_schema(self) -> None:
         try:
-            found = self._monitor.execute(
+            [(found,)] = self._monitor.execute(
                 "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = 'ledger'",
                 (self.schema,),
-            ).fetchone()[0]
+            ).fetchall()
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
         if not found:
@@ -377,8 +387,9 @@ class PostgresBackend(ClientTable):
         state.begun = False
         self._freeze_waiters_of(client)
         try:
-            state.pg.send_query(command)
-            state.pg.flush()
+            pg = state.libpq()
+            pg.send_query(command)
+            pg.flush()
             self._await_control(client, state, command.decode())
         except psycopg.OperationalError as exc:
             raise self._lost(client, command.decode(), exc) from None
@@ -477,7 +488,8 @@ class PostgresBackend(ClientTable):
             self._await_exit(pids)
         for state in opened:
             with contextlib.suppress(Exception):
-                state.conn.close()
+                if state.conn is not None:  # an opened client's, always
+                    state.conn.close()
             self._pids.pop(state.pid, None)
             state.conn, state.pg, state.tx, state.pid, state.fd = None, None, None, 0, -1
         for state in states:
@@ -506,11 +518,12 @@ class PostgresBackend(ClientTable):
     def run_sql(
         self, text: str, params=None, *, read_only: bool = False
     ) -> tuple[list[str], list[tuple]]:
-        """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema on
-        its monitor connection: (column names, rows), times as timestamptz. It runs in a transaction
-        of its own, rolled back if it fails. read_only (a reader's answer to an exercise): the text
-        must be one statement (it is prepared on the server), runs in a READ ONLY transaction with
-        a statement timeout, and is rolled back whatever it did; PostgreSQL refuses a write (25006)."""
+        """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema
+        on its monitor connection: (column names, rows), times as timestamptz. It runs in a
+        transaction of its own, rolled back if it fails. read_only (a reader's answer to an
+        exercise): the text must be one statement (it is prepared on the server), runs in a READ
+        ONLY transaction with a statement timeout, and is rolled back whatever it did; PostgreSQL
+        refuses a write (25006)."""
         with self._monitor.transaction(force_rollback=read_only):
             if read_only:
                 self._monitor.execute("SET TRANSACTION READ ONLY")
@@ -540,11 +553,11 @@ class PostgresBackend(ClientTable):
         )
         if self._adapter is not None:
             params = self._adapter.bind(client, query, params)
-        pg = state.pg
+        pg = state.libpq()
         try:
             if st.name not in state.prepared:
                 self._prepare(state, st, query)
-            dumped = state.tx.dump_sequence(wire.values(st, params), st.formats)
+            dumped = state.transformer().dump_sequence(wire.values(st, params), st.formats)
             if state.in_tx and state.begun:
                 self._freeze_waiters_of(client)  # an error would end the transaction
             state.piped = state.in_tx and not state.begun
@@ -564,12 +577,12 @@ class PostgresBackend(ClientTable):
 
     def _adapted(self, client: str, state: _Client, outcome: Rows | Blocked) -> Rows | Blocked:
         """A user's queue's rows in the model's terms (sim.db.queue_adapter)."""
-        if self._adapter is None or outcome.__class__ is Blocked:
+        if self._adapter is None or isinstance(outcome, Blocked):
             return outcome
         return self._adapter.rows(client, outcome, state.in_tx)
 
     def _prepare(self, state: _Client, st: wire.Statement, query: str) -> None:
-        result = state.pg.prepare(st.name, st.text, st.oids)
+        result = state.libpq().prepare(st.name, st.text, st.oids)
         if result.status != pq.ExecStatus.COMMAND_OK:
             raise self._error(query, result, False)
         state.prepared.add(st.name)
@@ -605,8 +618,9 @@ class PostgresBackend(ClientTable):
         if result.status in _OK:
             if result.ntuples == 0:
                 return []
-            state.tx.set_pgresult(result, format=pq.Format.BINARY)
-            return state.tx.load_rows(0, result.ntuples, tuple)
+            tx = state.transformer()
+            tx.set_pgresult(result, format=pq.Format.BINARY)
+            return tx.load_rows(0, result.ntuples, tuple)
         error = self._error(query, result, deadlock)
         if state.in_tx:
             self._holder_gone(client)  # the failed statement ended its transaction's locks
@@ -616,7 +630,7 @@ class PostgresBackend(ClientTable):
         """Has the statement in flight finished? Waits up to `timeout` seconds for it: first
         polling the socket (a typical statement answers within tens of microseconds, sooner than
         the scheduler would wake a sleeping process), then sleeping in select()."""
-        pg = state.pg
+        pg = state.libpq()
         pg.consume_input()
         if not pg.is_busy():
             return True
@@ -639,7 +653,7 @@ class PostgresBackend(ClientTable):
 
     def _collect(self, state: _Client) -> pq.abc.PGresult:
         """The statement's result (after its BEGIN's, when piped); the connection is idle after."""
-        pg = state.pg
+        pg = state.libpq()
         if state.piped:
             results, gaps = [], 0
             while True:
@@ -668,7 +682,8 @@ class PostgresBackend(ClientTable):
         return result
 
     def _wait(self, client: str, state: _Client, query: str) -> str | None:
-        """Wait until the statement finishes (None) or waits on a lock of an idle holder (its name)."""
+        """Wait until the statement finishes (None) or waits on a lock of an idle holder (its
+        name)."""
         pause = FIRST_WAIT_S
         while not self._poll(state, pause):
             found = self._lock_holder(state.pid)
@@ -682,7 +697,7 @@ class PostgresBackend(ClientTable):
             if time.monotonic() - state.since > self._stuck_after:
                 self.crash(client)
                 if self._sandboxed is not None:  # the user's SQL: past its time limit
-                    raise past_limit(f"{self.queue.where(query)}: {query}")
+                    raise past_limit(self._where(query))
                 raise StatementStuckError(
                     f"client {client}: {query} neither finished nor waited on another client's "
                     f"lock within {STATEMENT_TIMEOUT_S:.0f} s at {describe_dsn(self.dsn)}; "
@@ -840,7 +855,9 @@ class PostgresBackend(ClientTable):
             self.dsn, f"lost the connection of client {client} during {query} ({message})"
         )
 
-    def _error(self, query: str, result: pq.abc.PGresult, deadlock: bool) -> DatabaseError:
+    def _error(
+        self, query: str, result: pq.abc.PGresult, deadlock: bool
+    ) -> DatabaseError | ConfigError:
         sqlstate = (result.error_field(_SQLSTATE) or b"").decode()
         message = (result.error_field(_PRIMARY) or result.error_message or b"").decode().strip()
         if sqlstate == "40P01" or (deadlock and sqlstate == "57014"):
@@ -853,21 +870,29 @@ class PostgresBackend(ClientTable):
             return UniqueViolationError(query, message)
         if not sqlstate:
             return unavailable(self.dsn, f"lost the connection during {query} ({message})")
-        if self._sandboxed is not None and (sqlstate == "42501" or timed_out(sqlstate)):
-            return self._sandbox_error(query, message, sqlstate)
+        sandbox = self._sandboxed
+        if sandbox is not None and (sqlstate == "42501" or timed_out(sqlstate)):
+            return self._sandbox_error(sandbox, query, message, sqlstate)
         return ServerStatementError(query, message, sqlstate)
 
-    def _sandbox_error(self, query: str, message: str, sqlstate: str) -> ConfigError:
+    def _sandbox_error(
+        self, sandbox: Sandbox, query: str, message: str, sqlstate: str
+    ) -> ConfigError:
         """The user's SQL hit the sandbox (a privilege the run's role lacks, or the time limit):
         a ConfigError, which the model does not take for a database failure it lives through."""
-        where = f"{self.queue.where(query)}: {query}"
+        where = self._where(query)
         if sqlstate == "42501":
             return SandboxRefused(
-                f"{where}: PostgreSQL refused it to the run's role {self.sandbox.role}: {message}; "
+                f"{where}: PostgreSQL refused it to the run's role {sandbox.role}: {message}; "
                 "a queue's SQL (its statements, and the triggers and functions they call) may "
                 "touch only the run's own schema"
             )
         return past_limit(where)
+
+    def _where(self, query: str) -> str:
+        """'file:line: name' of a statement of the user's queue, for a sandbox error."""
+        assert self.queue is not None, "only a user's queue runs in a sandbox"
+        return f"{self.queue.where(query)}: {query}"
 
     @property
     def _sandboxed(self) -> Sandbox | None:
@@ -877,6 +902,7 @@ class PostgresBackend(ClientTable):
     @property
     def _stuck_after(self) -> float:
         """Seconds a statement may run without waiting on another client's lock."""
-        if self._sandboxed is not None and self.sandbox.limit is not None:
-            return self.sandbox.limit + 1.0  # the server's statement_timeout speaks first
+        sandbox = self._sandboxed
+        if sandbox is not None and sandbox.limit is not None:
+            return sandbox.limit + 1.0  # the server's statement_timeout speaks first
         return STATEMENT_TIMEOUT_S

@@ -3,12 +3,16 @@ whose optional schema.sql replaces the job table's schema and whose optional que
 queue's own policy settings (sim.db.queue_settings). It runs on real PostgreSQL only.
 
     from sim.db.queue_dir import load_queue
-    queue = load_queue("myqueue/")   # parse + check the text; QueueDefinitionError: one line, file:line
-    queue.check_on(dsn)              # PREPARE every statement against the schema; check returned columns
+    queue = load_queue("myqueue/")   # parse + check the text; QueueDefinitionError: one line,
+                                     # file:line
+    queue.check_on(dsn)              # PREPARE every statement against the schema; check returned
+                                     # columns
     scenario, queue = queue.settle(scenario)  # queue.toml's settings over the scenario's
     queue.require(scenario)          # refuse a scenario that calls a statement the queue lacks
-    queue.queries                    # name -> Query: the project's statements, the user's in their place
-    queue.schema_sql                 # the DDL of a run's schema: Lease Lab's bookkeeping + the job schema
+    queue.queries                    # name -> Query: the project's statements, the user's in
+                                     # their place
+    queue.schema_sql                 # the DDL of a run's schema: Lease Lab's bookkeeping + the
+                                     # job schema
     queue.where("heartbeat")         # 'myqueue/queries.sql:31', or "Lease Lab's sql/queries.sql"
 
 queries.sql uses the block format of sql/queries.sql: `-- name: NAME`, a one-line description,
@@ -131,7 +135,7 @@ class QueueDefinition:
         o = self.overrides.get(name)
         return (o.sql or None) if o is not None else load_queries()[name].sql
 
-    # ---- on a server ------------------------------------------------------------------------------
+    # ---- on a server -----------------------------------------------------------------------------
 
     def check_on(self, dsn: str) -> None:
         """PREPARE the schema and every statement on the server at `dsn`, in a transaction that is
@@ -155,12 +159,13 @@ class QueueDefinition:
         self._checked.add(dsn)
 
     def check_jobs_table(self, rows: list[tuple]) -> None:
-        """dump_jobs must speak Lease Lab's words: a status it does not know is the queue's mistake."""
+        """dump_jobs must speak Lease Lab's words: a status it does not know is the queue's
+        mistake."""
         found = sorted({row[3] for row in rows} - set(STATUSES), key=str)
         if found:
             raise QueueDefinitionError(
-                f"{self.where('dump_jobs')}: dump_jobs: returned status {found[0]!r}; Lease Lab reads "
-                f"{', '.join(STATUSES)} (map your states with CASE ... END)"
+                f"{self.where('dump_jobs')}: dump_jobs: returned status {found[0]!r}; Lease Lab "
+                f"reads {', '.join(STATUSES)} (map your states with CASE ... END)"
             )
 
     def absent(self, name: str) -> QueueDefinitionError:

@@ -1,4 +1,5 @@
-"""The one clock of a live run: CLOCK_MONOTONIC seconds since a common start, divided by the time scale.
+"""The one clock of a live run: CLOCK_MONOTONIC seconds since a common start, divided by the time
+scale.
 
 Why this clock. The named statements bind the clock as %(now)s (so PostgreSQL's now() is not used),
 and every process must bind the same one or leases would stretch and shrink between workers.
@@ -14,7 +15,8 @@ import time
 
 
 class LiveClock:
-    """Scenario seconds from a shared monotonic start `t0`, played `scale` wall seconds per second."""
+    """Scenario seconds from a shared monotonic start `t0`, played `scale` wall seconds per
+    second."""
 
     def __init__(self, t0: float, scale: float = 1.0):
         self.t0 = t0

@@ -1,12 +1,14 @@
-"""One live client's connection: runs named statements (text from the query loader) on the wall clock.
+"""One live client's connection: runs named statements (text from the query loader) on the wall
+clock.
 
-The statement texts come from one place, a `{name: Query}` mapping (sim.db.queries.load_queries()
-by default), so a user's own queue directory only has to supply another mapping. `now` (and
+The statement texts come from one place, a `{name: Query}` mapping (sim.db.queries.load_queries() by
+default), so a user's own queue directory only has to supply another mapping. `now` (and
 `lease_until` = now + ttl) are bound from the shared LiveClock, as timestamptz = EPOCH + scenario
 seconds, exactly as the simulated and the real-Postgres backends bind them; time values that come
-back are turned into scenario seconds. A server error becomes a StatementError naming the
-statement, a lost connection DbUnavailable (sim.db.errors), as the simulation sees them. A partition (the runner writes its end into the worker's
-slot) drops the connection: statements fail until it heals (partition_mode fail) or wait for it (hang).
+back are turned into scenario seconds. A server error becomes a StatementError naming the statement,
+a lost connection DbUnavailable (sim.db.errors), as the simulation sees them. A partition (the
+runner writes its end into the worker's slot) drops the connection: statements fail until it heals
+(partition_mode fail) or wait for it (hang).
 """
 
 from __future__ import annotations
@@ -110,7 +112,8 @@ class LiveConnection:
     def run(
         self, name: str, params: dict, *, ttl: float | None = None, at: float | None = None
     ) -> list[tuple]:
-        """Execute the named statement; its rows, times as scenario seconds (`at` overrides the clock)."""
+        """Execute the named statement; its rows, times as scenario seconds (`at` overrides the
+        clock)."""
         self._cross_partition()
         conn = self.open()
         query = self.queries[name]

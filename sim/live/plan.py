@@ -1,4 +1,5 @@
-"""What every live process must agree on, drawn from the scenario's seeded streams as the model does.
+"""What every live process must agree on, drawn from the scenario's seeded streams as the model
+does.
 
 The job catalog (event, amount and work of each job, in enqueue order) is drawn exactly as the
 model's producer draws it, so a worker process knows how long a job takes without asking anyone.
@@ -23,5 +24,6 @@ def job_plan(scenario) -> tuple[list[tuple[float, int, int]], JobCatalog]:
 
 
 def stream_name(base: str, incarnation: int) -> str:
-    """A restarted worker process draws from fresh streams (the first one from the model's names)."""
+    """A restarted worker process draws from fresh streams (the first one from the model's
+    names)."""
     return base if incarnation == 0 else f"{base}/restart-{incarnation}"

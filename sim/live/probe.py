@@ -1,14 +1,15 @@
 """The time-scale guard's measurement, taken once the table is loaded and before the run starts.
 
 One probe client per worker plays a worker's cycle of sim.protocol (claim, one heartbeat, the
-completion transaction) on a connection of its own, and one more client plays the watcher's
-tick, all at once: the run's concurrency on its loaded table, with the statements its queue
-runs, at the rate the run sends them (a worker's cycle every poll interval or job, whichever is
-shorter, the watcher's every watcher interval, at the time scale; at least every MAX_PACE_S). Each cycle is one transaction, rolled back, so nothing stays (a sequence may
-advance). A statement that would wait for another probe client's row lock is cut off
-(lock_timeout) and not timed: who waits for whom is the protocol's business, which the simulation
-plays; the guard asks how fast the database answers. Meanwhile the runner starts replacement
-worker processes and times them (the load of a running pool, as a replacement meets it).
+completion transaction) on a connection of its own, and one more client plays the watcher's tick,
+all at once: the run's concurrency on its loaded table, with the statements its queue runs, at the
+rate the run sends them (a worker's cycle every poll interval or job, whichever is shorter, the
+watcher's every watcher interval, at the time scale; at least every MAX_PACE_S). Each cycle is one
+transaction, rolled back, so nothing stays (a sequence may advance). A statement that would wait for
+another probe client's row lock is cut off (lock_timeout) and not timed: who waits for whom is the
+protocol's business, which the simulation plays; the guard asks how fast the database answers.
+Meanwhile the runner starts replacement worker processes and times them (the load of a running pool,
+as a replacement meets it).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ after a kill, imports only the modules of its role.
 Protocol with the runner: one JSON line of configuration (on stdin, so that a DSN's password never
 appears in a process listing); the child imports, connects and prints `ready`; then one JSON line
 with the shared start t0 (time.monotonic()), its incarnation and when to start, and it runs until
-the runner kills it. Importing takes a second or more on a busy machine, so the runner keeps a
-spare worker process ready for each worker and starts it when the worker is killed. On Linux the child asks
-the kernel to SIGKILL it if the runner dies, so no orphan outlives a run.
+the runner kills it. Importing takes a second or more on a busy machine, so the runner keeps a spare
+worker process ready for each worker and starts it when the worker is killed. On Linux the child
+asks the kernel to SIGKILL it if the runner dies, so no orphan outlives a run.
 """
 
 from __future__ import annotations

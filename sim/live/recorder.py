@@ -70,7 +70,8 @@ def read_records(folder: str | Path) -> tuple[list[list], list[tuple[float, str,
 
 
 def event_log(records: list[list]):
-    """The records as the EventLog type a simulated run has (imported here: children never need it)."""
+    """The records as the EventLog type a simulated run has (imported here: children never need
+    it)."""
     from sim.model.events import EventLog
 
     log = EventLog()

@@ -33,7 +33,8 @@ def repair(records: list[list], tables: dict) -> tuple[list[list], list[str]]:
             done = row[9]
             added.append([done, "complete", worker, job, attempt, None])
             notes.append(
-                f"completion of job {job} (attempt {attempt}) by {worker} at {done:.3f}s, from the jobs table"
+                f"completion of job {job} (attempt {attempt}) by {worker} at {done:.3f}s, from the "
+                "jobs table"
             )
             _unhold(records, worker, job, done)
     records = sorted(records + added, key=lambda r: r[0])

@@ -33,8 +33,8 @@ class LiveRun(Run):
 
     def __repr__(self) -> str:
         return (
-            f"LiveRun({self.scenario.name!r}, horizon={self.scenario.horizon:g}s, scale={self.time_scale:g}, "
-            f"events={len(self.log)})"
+            f"LiveRun({self.scenario.name!r}, horizon={self.scenario.horizon:g}s, "
+            f"scale={self.time_scale:g}, events={len(self.log)})"
         )
 
     @property

@@ -1,11 +1,13 @@
-"""sim.live(): run a scenario with real worker processes, a watcher and a producer on real PostgreSQL.
+"""sim.live(): run a scenario with real worker processes, a watcher and a producer on real
+PostgreSQL.
 
 The runner creates the run's schema (through PostgresBackend: embedded server or a DSN), checks the
-time scale against the measured statement latency, starts every child (`python -m sim.live.process`),
-hands them one start instant t0, then plays the fault schedule as signals until the horizon. It then
-kills every child, waits until their server backends are gone (PostgreSQL rolled back whatever they
-left open), reads the final tables and the per-process record files, and returns a LiveRun: the same
-event log, metrics, plots and invariant checks as a simulated run.
+time scale against the measured statement latency, starts every child
+(`python -m sim.live.process`), hands them one start instant t0, then plays the fault schedule as
+signals until the horizon. It then kills every child, waits until their server backends are gone
+(PostgreSQL rolled back whatever they left open), reads the final tables and the per-process record
+files, and returns a LiveRun: the same event log, metrics, plots and invariant checks as a
+simulated run.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ class _Process(subprocess.Popen[bytes]):
 
 
 class _Child:
-    """One role's process (for a worker: the one running now, and its spare, started and waiting)."""
+    """One role's process (for a worker: the one running now, and its spare, started and
+    waiting)."""
 
     def __init__(self, name: str, role: str, proc: _Process, index: int | None = None):
         self.name, self.role, self.proc, self.index = name, role, proc, index
@@ -303,7 +306,8 @@ class LiveRunner:
         schedule.push(restart_at, "restart", worker=i)
 
     def _replenish(self) -> None:
-        """A spare for each worker whose spare went into service (started outside the fault actions)."""
+        """A spare for each worker whose spare went into service (started outside the fault
+        actions)."""
         for child in self.children.values():
             if child.role == "worker" and child.spare is None:
                 child.spare = self._spawn(child.name, "worker", child.index)
@@ -358,7 +362,8 @@ class LiveRunner:
                     child.stopping = None
                     t = self.clock.now()
                     self.incidents.append(
-                        f"{child.name} did not shut down within {STOP_GRACE_S:g} s: killed at {t:.3f}s"
+                        f"{child.name} did not shut down within {STOP_GRACE_S:g} s: killed at "
+                        f"{t:.3f}s"
                     )
                     self._crashed(child.worker, t, schedule)
                 continue
@@ -378,7 +383,8 @@ class LiveRunner:
                 self._crashed(child.worker, t, schedule)
             elif child.role != "worker" or code != -signal.SIGKILL:
                 raise LiveError(
-                    f"live {child.name} process exited with code {code}: {_last_line(child.proc.stderr_path)}"
+                    f"live {child.name} process exited with code {code}: "
+                    f"{_last_line(child.proc.stderr_path)}"
                 )
 
     def _located(self, line: str) -> str:
@@ -450,9 +456,10 @@ class LiveRunner:
 
         (self.folder / "records").mkdir(exist_ok=True)
         self.backend = PostgresBackend(self.dsn, queue=self.queue)
+        # run.json: what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
         (self.folder / "run.json").write_text(
             json.dumps(
-                {  # what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
+                {
                     "schema": self.backend.schema,
                     "scenario": self.scenario.name,
                     "horizon": self.scenario.horizon,
@@ -624,7 +631,8 @@ def server_backends(backend, schema: str) -> list[tuple[int, str]]:
     """(pid, state letter when local, '' otherwise) of the server backends of a live run's clients
     still connected."""
     _, rows = backend.run_sql(
-        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
+        "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> "
+        "pg_backend_pid()",
         (f"{APP_PREFIX}{schema}:%",),
     )
     return [(pid, process_state(pid)) for (pid,) in rows]
@@ -646,9 +654,10 @@ def live(
     sql=None,
     **overrides,
 ) -> LiveRun:
-    """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale scenario
-    seconds). `sql`: a queue directory whose statements replace Lease Lab's (as sim.run(sql=...)).
-    Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for sim.run."""
+    """Run `scenario` live for `duration` wall seconds (the horizon is duration / time_scale
+    scenario seconds). `sql`: a queue directory whose statements replace Lease Lab's (as
+    sim.run(sql=...)). Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for
+    sim.run."""
     scenario = as_scenario(scenario)
     if sql is not None:
         from sim.runner import with_queue

@@ -112,7 +112,8 @@ class LiveWorker:
         return db
 
     def _streams(self, incarnation: int) -> None:
-        """This process's random sources: the model's streams for the first process, fresh ones after a restart."""
+        """This process's random sources: the model's streams for the first process, fresh ones
+        after a restart."""
         streams = Streams(self.scenario.seed)
 
         def stream(base: str):
@@ -175,7 +176,8 @@ class LiveWorker:
             self.slots.release(self.index)
 
     def _heartbeat(self, lease: LiveLease) -> None:
-        """Thread: renew the lease every heartbeat_interval until the job is done or the lease lost."""
+        """Thread: renew the lease every heartbeat_interval until the job is done or the lease
+        lost."""
         wait = self.clock.wall(self.policy.heartbeat_interval)
         while not lease.finished.wait(wait):
             try:

@@ -22,7 +22,8 @@ CLAIM = """\
 -- My claim.
 -- params: id int, owner text, now time, lease_until time
 UPDATE payment_jobs
-SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s, attempts = attempts + 1
+SET status = 'Processing', lease_owner = %(owner)s, lease_until = %(lease_until)s, \
+attempts = attempts + 1
 WHERE id = %(id)s AND (status = 'Pending' OR lease_until < %(now)s)
 RETURNING id, attempts;
 """
@@ -65,12 +66,15 @@ def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
     "queries, expected",
     [
         (
-            "-- name: claim_conditonal\n-- x\n-- params: id int\nUPDATE t SET a = 1 WHERE id = %(id)s RETURNING id, a;\n",
-            "queries.sql:1: claim_conditonal: unknown statement name (did you mean claim_conditional?); a queue can define ",
+            "-- name: claim_conditonal\n-- x\n-- params: id int\nUPDATE t SET a = 1 WHERE id = "
+            "%(id)s RETURNING id, a;\n",
+            "queries.sql:1: claim_conditonal: unknown statement name (did you mean "
+            "claim_conditional?); a queue can define ",
         ),
         (
             "-- name: insert_ledger_entry\n-- x\n-- params:\nSELECT 1;\n",
-            "queries.sql:1: insert_ledger_entry: is Lease Lab's bookkeeping (dedup markers and ledger stay Lease Lab's); remove it",
+            "queries.sql:1: insert_ledger_entry: is Lease Lab's bookkeeping (dedup markers and "
+            "ledger stay Lease Lab's); remove it",
         ),
         (
             CLAIM.replace("-- params: id int, owner text, now time, lease_until time\n", ""),
@@ -78,17 +82,18 @@ def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
         ),
         (
             CLAIM.replace("lease_until time", "lease_until time, queue text"),
-            "queries.sql:3: claim_conditional: declares queue, which Lease Lab does not bind to claim_conditional; it binds "
-            "id int, owner text, now time, lease_until time",
+            "queries.sql:3: claim_conditional: declares queue, which Lease Lab does not bind to "
+            "claim_conditional; it binds id int, owner text, now time, lease_until time",
         ),
         (
             CLAIM.replace(", lease_until time", ""),
-            "queries.sql:5: claim_conditional: uses %(lease_until)s, which its -- params: line does not declare (Lease Lab "
-            "binds it as time: add 'lease_until time')",
+            "queries.sql:5: claim_conditional: uses %(lease_until)s, which its -- params: line "
+            "does not declare (Lease Lab binds it as time: add 'lease_until time')",
         ),
         (
             CLAIM.replace("owner text", "owner int"),
-            "queries.sql:3: claim_conditional: declares owner int, but Lease Lab binds owner as text",
+            "queries.sql:3: claim_conditional: declares owner int, but Lease Lab binds owner as "
+            "text",
         ),
         (
             CLAIM.replace("lease_owner = %(owner)s, ", ""),
@@ -96,11 +101,13 @@ def test_a_good_override_replaces_the_statement_and_keeps_the_rest(tmp_path):
         ),
         (
             CLAIM.replace("id int, ", "").replace("WHERE id = %(id)s AND", "WHERE"),
-            "queries.sql:4: claim_conditional: must use %(id)s (the job Lease Lab means); it uses lease_until, now, owner",
+            "queries.sql:4: claim_conditional: must use %(id)s (the job Lease Lab means); it uses "
+            "lease_until, now, owner",
         ),
         (
             CLAIM.replace("owner text", "owner string"),
-            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, bool, time or interval)",
+            "queries.sql:3: claim_conditional: parameter owner has unknown type string (int, text, "
+            "bool, time or interval)",
         ),
         (CLAIM + "\n" + CLAIM, "queries.sql:9: claim_conditional: defined twice (first at line 1)"),
         (
@@ -192,7 +199,7 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
         assert "backend memory" in out.stderr
 
 
-# ---- on a server: PREPARE against the schema, returned columns ------------------------------------
+# ---- on a server: PREPARE against the schema, returned columns -----------------------------------
 
 
 @pytest.mark.postgres
@@ -202,25 +209,27 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
         (
             CLAIM.replace("WHERE id", "WHERE idd"),
             None,
-            "queries.sql:6: claim_conditional: PostgreSQL cannot PREPARE it against Lease Lab's job table (sql/schema.sql): "
+            "queries.sql:6: claim_conditional: PostgreSQL cannot PREPARE it against Lease Lab's "
+            "job table (sql/schema.sql): "
             'column "idd" does not exist',
         ),
         (
             CLAIM.replace("RETURNING id, attempts", "RETURNING id"),
             None,
-            "queries.sql:4: claim_conditional: returns 1 column(s) (id); Lease Lab reads exactly 2: id bigint, attempts bigint",
+            "queries.sql:4: claim_conditional: returns 1 column(s) (id); Lease Lab reads exactly "
+            "2: id bigint, attempts bigint",
         ),
         (
             CLAIM.replace("RETURNING id, attempts;", ";"),
             None,
-            "queries.sql:4: claim_conditional: returns 0 column(s) (no columns); Lease Lab reads exactly 2: id bigint, "
-            "attempts bigint (add RETURNING ...)",
+            "queries.sql:4: claim_conditional: returns 0 column(s) (no columns); Lease Lab reads "
+            "exactly 2: id bigint, attempts bigint (add RETURNING ...)",
         ),
         (
             CLAIM.replace("RETURNING id, attempts", "RETURNING id, lease_owner"),
             None,
-            "queries.sql:4: claim_conditional: column 2 (lease_owner) is text; Lease Lab reads it as attempts bigint "
-            "(cast it: ...::bigint)",
+            "queries.sql:4: claim_conditional: column 2 (lease_owner) is text; Lease Lab reads it "
+            "as attempts bigint (cast it: ...::bigint)",
         ),
         (
             CLAIM,
@@ -235,7 +244,8 @@ def test_the_memory_backend_refuses_a_queue_in_one_line(tmp_path):
         (
             "-- name: heartbeat\n-- none\n-- params:\n",
             "CREATE TABLE jobs (id bigint PRIMARY KEY);\n",
-            "queries.sql: insert_job: not in queries.sql, and Lease Lab's text does not fit schema.sql: relation "
+            "queries.sql: insert_job: not in queries.sql, and Lease Lab's text does not fit "
+            "schema.sql: relation "
             '"payment_jobs" does not exist; every run needs it: define it in queries.sql',
         ),
         (
@@ -306,11 +316,11 @@ def test_every_missing_statement_is_named_in_one_error_before_anything_runs(pg_d
     )
     assert str(info.value) == (
         f"{d}/queries.sql: the runs call 6 statements this queue lacks: select_candidates "
-        "(policy.claim = conditional_update), claim_conditional (policy.claim = conditional_update), "
-        f"complete_fenced (policy.fencing = true), reject_job_fenced (policy.dedup = true), "
-        f"requeue_expired (policy.watcher = true): {misfit}; heartbeat (policy.heartbeat = true): "
-        "left out by an empty block; define them in queries.sql or change policy.claim, "
-        "policy.dedup, policy.fencing, policy.heartbeat, policy.watcher"
+        "(policy.claim = conditional_update), claim_conditional (policy.claim = "
+        "conditional_update), complete_fenced (policy.fencing = true), reject_job_fenced "
+        f"(policy.dedup = true), requeue_expired (policy.watcher = true): {misfit}; heartbeat "
+        "(policy.heartbeat = true): left out by an empty block; define them in queries.sql or "
+        "change policy.claim, policy.dedup, policy.fencing, policy.heartbeat, policy.watcher"
     )
     with pytest.raises(QueueDefinitionError) as info:
         sim.sweep(
@@ -358,8 +368,9 @@ PASTED = "UPDATE payment_jobs SET status = 'Completed' WHERE {} RETURNING id;\n"
     [
         (
             "id = $1",
-            "queries.sql:4: complete_unfenced: uses $1, a positional placeholder; Lease Lab binds by "
-            "name, as %(name)s: complete_unfenced binds id int, now time: write %(id)s and the like",
+            "queries.sql:4: complete_unfenced: uses $1, a positional placeholder; Lease Lab binds "
+            "by name, as %(name)s: complete_unfenced binds id int, now time: write %(id)s and the "
+            "like",
         ),
         (
             "id = @id",
@@ -384,8 +395,9 @@ PASTED = "UPDATE payment_jobs SET status = 'Completed' WHERE {} RETURNING id;\n"
         ),
         (
             "id = %s",
-            "queries.sql:4: complete_unfenced: uses %s, a positional placeholder; Lease Lab binds by "
-            "name, as %(name)s: complete_unfenced binds id int, now time: write %(id)s and the like",
+            "queries.sql:4: complete_unfenced: uses %s, a positional placeholder; Lease Lab binds "
+            "by name, as %(name)s: complete_unfenced binds id int, now time: write %(id)s and the "
+            "like",
         ),
     ],
 )

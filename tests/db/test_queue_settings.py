@@ -54,11 +54,13 @@ def test_the_queues_settings_replace_the_scenarios():
         ),
         (
             "[policy]\nwatcher_intervall = 3\n",
-            "queue.toml: policy.watcher_intervall: unknown key; did you mean policy.watcher_interval?",
+            "queue.toml: policy.watcher_intervall: unknown key; did you mean "
+            "policy.watcher_interval?",
         ),
         (
             '[policy]\nclaim = "pop"\n',
-            "queue.toml: policy.claim: must be one of read_then_write, conditional_update, skip_locked, select_for_update",
+            "queue.toml: policy.claim: must be one of read_then_write, conditional_update, "
+            "skip_locked, select_for_update",
         ),
         ("[policy]\nlease_ttl = -1\n", "queue.toml: policy.lease_ttl: must be > 0 seconds"),
         ("policy = 3\n", "queue.toml: policy: expected a [policy] table, got int"),

@@ -69,7 +69,8 @@ def test_wrong_password_advice():
     )
     message = str(connection_error("postgresql://u:hunter2@10.0.0.5/db", exc))
     assert message == (
-        'PostgreSQL at host 10.0.0.5 database db user u: password authentication failed for user "u"; '
+        "PostgreSQL at host 10.0.0.5 database db user u: password authentication failed for user "
+        '"u"; '
         "check the user and password in LEASELAB_DSN"
     )
 

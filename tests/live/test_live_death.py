@@ -56,7 +56,8 @@ def _live(env, *extra) -> subprocess.Popen:
 
 
 def _await_running(env, proc, timeout: float = 120) -> Path:
-    """The live run's temporary folder, once every child has started (the runner's records exist)."""
+    """The live run's temporary folder, once every child has started (the runner's records
+    exist)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = list(Path(env["TMPDIR"]).glob("leaselab-live-*/records/runner.jsonl"))
@@ -140,10 +141,10 @@ def test_sigterm_of_the_runner_cleans_up_like_ctrl_c(own_server, tmp_path):
     assert _postmaster(pgdata) is None  # the runner held the server alone and stopped it
     assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
     look = (
-        "from sim.db.server import embedded_server; import psycopg; "
-        "c = psycopg.connect(embedded_server().get_uri()); "
-        "print(c.execute(\"SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab%'\").fetchone()[0], "
-        "c.execute(\"SELECT count(*) FROM pg_roles WHERE rolname LIKE 'leaselab%'\").fetchone()[0])"
+        "from sim.db.server import embedded_server; import psycopg; c = "
+        'psycopg.connect(embedded_server().get_uri()); print(c.execute("SELECT count(*) FROM '
+        "pg_namespace WHERE nspname LIKE 'leaselab%'\").fetchone()[0], c.execute(\"SELECT count(*) "
+        "FROM pg_roles WHERE rolname LIKE 'leaselab%'\").fetchone()[0])"
     )
     seen = subprocess.run(
         [sys.executable, "-c", look], env=own_server, capture_output=True, text=True, timeout=120

@@ -52,7 +52,8 @@ def _leftover_backends(pg_dsn) -> list:
         (
             SLEEPY_HEARTBEAT,
             "queries.sql:4: heartbeat: cancelled by PostgreSQL (canceling statement due to "
-            "statement timeout) at the statement time limit of 1 s (set LEASELAB_STATEMENT_TIMEOUT)",
+            "statement timeout) at the statement time limit of 1 s (set "
+            "LEASELAB_STATEMENT_TIMEOUT)",
         ),
         (
             TIMEOUT_OFF_THEN_SLEEP,

@@ -169,7 +169,8 @@ def test_pause_is_sigstop_and_a_partition_drops_the_connection(pg_dsn):
 
 
 def test_children_die_with_a_killed_runner(pg_dsn, tmp_path):
-    """SIGKILL of the runner itself: the kernel kills its children (PR_SET_PDEATHSIG), no orphan runs on."""
+    """SIGKILL of the runner itself: the kernel kills its children (PR_SET_PDEATHSIG), no orphan
+    runs on."""
     code = (
         "import sim; from sim.live.settings import hand_check; "
         f"sim.live(hand_check(), duration=60.0, dsn={pg_dsn!r}, folder={str(tmp_path)!r})"

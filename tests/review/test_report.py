@@ -1,5 +1,6 @@
-"""The HTML report: one self-contained file (parsed here: sections, verdicts, inline figures, nothing
-fetched, print CSS) that a real browser renders (headless Chromium screenshot, pixels checked)."""
+"""The HTML report: one self-contained file (parsed here: sections, verdicts, inline figures,
+nothing fetched, print CSS) that a real browser renders (headless Chromium screenshot, pixels
+checked)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The design-review checklist: statuses follow the scenarios, evidence numbers are the runs' own."""
+"""The design-review checklist: statuses follow the scenarios, evidence numbers are the runs'
+own."""
 
 from __future__ import annotations
 
@@ -249,7 +250,7 @@ def test_watcher_evidence_with_a_watcher_says_how_fast(baseline):
     assert "after expiry" in text and "after the crash on average" in text
 
 
-# ---- item 2 and 3: the rule matches the label ------------------------------------------------------
+# ---- item 2 and 3: the rule matches the label ----------------------------------------------------
 
 PAUSES = {
     "faults.pause_rate": 0.5,
@@ -274,15 +275,16 @@ PAUSES = {
         (
             {},
             UNTESTED,
-            "20 s of slack between renewals; no pause, partition or heartbeat delay was declared or observed, "
-            "so it was never tested",
+            "20 s of slack between renewals; no pause, partition or heartbeat delay was declared "
+            "or observed, so it was never tested",
         ),
     ],
 )
 def test_item_2_with_a_heartbeat_compares_the_slack_between_renewals_with_the_stall_tail(
     overrides, status, slack
 ):
-    """baseline: statement latency p99 0.01 s; slack = TTL - interval - 0.01 s against the declared pause p99."""
+    """baseline: statement latency p99 0.01 s; slack = TTL - interval - 0.01 s against the
+    declared pause p99."""
     r = review("baseline", seeds=(1,), variants=False, **overrides)
     row, m = r.table.loc["ttl"], r.measured["ttl"]
     assert row["status"] == status and slack in row["evidence"], row["evidence"]

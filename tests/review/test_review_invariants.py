@@ -22,7 +22,8 @@ def violations(runs, invariant: str) -> int:
 
 def test_a_finished_job_overwritten_fails_the_review_with_its_count():
     """`run no-heartbeat-long-jobs --set policy.watcher_gap=2` reports terminal_overwritten twice
-    (seed 1): the review of the same scenario fails item 4 and the invariants item with that count."""
+    (seed 1): the review of the same scenario fails item 4 and the invariants item with that
+    count."""
     run = sim.run("no-heartbeat-long-jobs", **GAP)
     assert run.check().counts()["terminal_overwritten"] == 2
     r = review("no-heartbeat-long-jobs", seeds=(1,), variants=False, **GAP)

@@ -83,7 +83,8 @@ def test_a_read_then_write_rescue_is_a_watcher_judged_on_its_write(pg_dsn, tmp_p
     text = river["watcher"].text
     assert text.startswith(
         f"select_stuck_jobs ({EXAMPLES / 'river-like'}/queries.sql:57), then rescue_job "
-        f"({EXAMPLES / 'river-like'}/queries.sql:64) moves a job out of Processing 30 s after its claim"
+        f"({EXAMPLES / 'river-like'}/queries.sql:64) moves a job out of Processing 30 s after its "
+        "claim"
     )
     assert "its write overwrites a finished job" in text
     assert "a job taken again in between goes back to Pending" in text
@@ -108,7 +109,8 @@ def test_a_read_then_write_rescue_is_a_watcher_judged_on_its_write(pg_dsn, tmp_p
     after = found(d, str(EXAMPLES / "river-like" / "scenario.toml"), pg_dsn)["watcher"]
     assert after.safe is True
     assert after.text.endswith(
-        "leaves a live lease alone, leaves a finished job alone, its write re-checks the job it read"
+        "leaves a live lease alone, leaves a finished job alone, its write re-checks the job it "
+        "read"
     )
 
 
@@ -131,10 +133,10 @@ def test_a_claim_in_data_changing_steps_is_one_claim(pg_dsn):
     claim = got["claim"]
     assert claim.safe is True
     assert claim.text == (
-        f"claim_skip_locked ({EXAMPLES / 'solid-queue-like'}/queries.sql:22) is data-changing steps "
-        "(Insert on solid_queue_processes, Insert on solid_queue_claimed_executions, Delete on "
-        "solid_queue_ready_executions), locking the rows it reads; a second claim while the first "
-        "lease ran got nothing"
+        f"claim_skip_locked ({EXAMPLES / 'solid-queue-like'}/queries.sql:22) is data-changing "
+        "steps (Insert on solid_queue_processes, Insert on solid_queue_claimed_executions, Delete "
+        "on solid_queue_ready_executions), locking the rows it reads; a second claim while the "
+        "first lease ran got nothing"
     )
 
 
@@ -159,7 +161,8 @@ def test_fencing_covers_every_write_by_a_worker(pg_dsn):
         "the attempt"
     ) in graphile["fencing"].text
     assert (
-        f"complete_unfenced ({EXAMPLES / 'graphile-like'}/queries.sql:33) checks neither owner nor attempt"
+        f"complete_unfenced ({EXAMPLES / 'graphile-like'}/queries.sql:33) checks neither owner nor "
+        "attempt"
     ) in graphile["fencing"].text
     solid = found(
         EXAMPLES / "solid-queue-like",

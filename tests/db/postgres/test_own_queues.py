@@ -35,9 +35,9 @@ def test_seed_is_clean_and_runs_exactly_like_the_project(pg_dsn):
     assert statuses(r) == {"claim": PASS, "fencing": PASS, "watcher": PASS}
     assert all(f.safe for f in r.findings.values())
     assert r.table.loc["fencing", "evidence"].startswith(
-        f"SQL, asked of the server: complete_fenced ({QUEUES / 'seed'}/queries.sql:27) checks owner "
-        "and attempt, refuses a late write once the watcher took the job back, and leaves a finished "
-        f"job alone; heartbeat ({QUEUES / 'seed'}/queries.sql:19) checks owner and attempt"
+        f"SQL, asked of the server: complete_fenced ({QUEUES / 'seed'}/queries.sql:27) checks "
+        "owner and attempt, refuses a late write once the watcher took the job back, and leaves a "
+        f"finished job alone; heartbeat ({QUEUES / 'seed'}/queries.sql:19) checks owner and attempt"
     )
     assert r.table.loc["fencing", "evidence"].endswith(
         "the runs confirm it. Runs: complete_fenced: 3 late completions refused, 0 completions by "
@@ -88,7 +88,8 @@ def test_unfenced_completion_lets_the_zombie_complete(pg_dsn):
     r = review("unfenced-completion", "gc-pause-zombie", pg_dsn)
     assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
     assert r.findings["fencing"].text.startswith(
-        f"complete_fenced ({QUEUES / 'unfenced-completion'}/queries.sql:7) checks neither owner nor attempt"
+        f"complete_fenced ({QUEUES / 'unfenced-completion'}/queries.sql:7) checks neither owner "
+        "nor attempt"
     )
     assert (
         r.measured["fencing"]["refused_completions"],
@@ -113,8 +114,8 @@ def test_river_like_runs_long_jobs_twice_and_commits_the_late_completion(pg_dsn)
     assert r.findings["watcher"].safe is False  # the probes show the rescue's blind write...
     assert r.measured["watcher"]["watcher_overwrites"] == 0  # ...the runs did not hit it
     assert (
-        "returns a finished job's row to a late write (nothing written: the worker takes it as done and commits)"
-        in r.findings["fencing"].text
+        "returns a finished job's row to a late write (nothing written: the worker takes it as "
+        "done and commits)" in r.findings["fencing"].text
     )
     ttl = r.measured["ttl"]
     assert (ttl["false_expiries"], ttl["double_processed_jobs"], ttl["jobs"]) == (53, 20, 71)
@@ -135,7 +136,8 @@ def test_graphile_like_deletes_finished_jobs_and_never_fences_completion(pg_dsn)
     r = review("graphile-like", example("graphile-like"), pg_dsn)
     assert statuses(r) == {"claim": PASS, "fencing": FAIL, "watcher": PASS}
     assert r.findings["fencing"].text.startswith(
-        f"complete_unfenced ({QUEUES / 'graphile-like'}/queries.sql:33) checks neither owner nor attempt"
+        f"complete_unfenced ({QUEUES / 'graphile-like'}/queries.sql:33) checks neither owner nor "
+        "attempt"
     )
     assert r.measured["watcher"]["moved_by_watcher"] == 3
     assert r.measured["fencing"]["non_owner_completions"] == 3
