@@ -29,7 +29,7 @@ from sim.db.base import to_micros
 from sim.db.contracts import BOOKKEEPING_TABLES
 from sim.db.queue_adapter import QueueAdapter
 from sim.db.queue_check import execute, message, ok, scratch
-from sim.model.producer import payload_hash, payload_json
+from sim.payload import payload_hash, payload_json
 
 CLIENT = "probe"
 _WRITTEN = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.live.connection import LiveConnection
 from sim.live.plan import job_plan
-from sim.model.producer import payload_json
+from sim.payload import payload_json
 
 
 class LiveProducer:

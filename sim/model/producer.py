@@ -3,7 +3,6 @@ jobs."""
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 from array import array
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from typing import NamedTuple
 
 from sim.dists import Dist, blocks
 from sim.model.session import DbSession
+from sim.payload import payload_hash, payload_json
 from sim.protocol import bind_clock
 
 
@@ -53,16 +53,6 @@ class JobCatalog:
 
 def event_name(event_no: int) -> str:
     return f"evt-{event_no}"
-
-
-def payload_hash(payload: str) -> str:
-    """The hash stored with a dedup marker: a redelivery with another payload has another hash."""
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def payload_json(event_id: str, amount_cents: int) -> str:
-    """The job's payload as the producer stores it (its hash is what dedup compares)."""
-    return f'{{"event_id":"{event_id}","amount_cents":{amount_cents},"currency":"EUR"}}'
 
 
 def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:

@@ -36,7 +36,7 @@ PostgreSQL by hand: `sql_frame()` and `sim_seconds()` come from sim.db.inspect.
 """
 
 from sim.db.inspect import sim_seconds, sql_frame
-from sim.model.producer import payload_hash
+from sim.payload import payload_hash
 from sim.plots.advice import ADVICE_AXES, advice_frame  # notebook 06: the advice charted
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock

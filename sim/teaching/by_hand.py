@@ -11,7 +11,7 @@ from sim.db.base import Backend, Blocked
 from sim.db.inspect import TABLE_COLUMNS
 from sim.db.queries import QUERY_DEFAULTS, get_query
 from sim.errors import ConfigError
-from sim.model.producer import payload_hash
+from sim.payload import payload_hash
 from sim.protocol import bind_clock
 from sim.wording import count
 

@@ -11,7 +11,8 @@ from sim import protocol
 from sim.db.errors import DbUnavailable, StatementError
 from sim.db.queries import load_queries
 from sim.live.driver import LiveDriver
-from sim.model.producer import JobCatalog, payload_hash, payload_json
+from sim.model.producer import JobCatalog
+from sim.payload import payload_hash, payload_json
 from sim.protocol import Lease, WatcherProtocol, WorkerProtocol, bind_clock
 from sim.scenario import CrashPoint, Faults
 
