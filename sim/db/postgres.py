@@ -484,7 +484,7 @@ class PostgresBackend(ClientTable):
                     os.kill(state.pid, signal.SIGCONT)
         pids = [s.pid for s in opened]
         if pids:
-            self._admin(_TERMINATE, (pids,))
+            self.admin(_TERMINATE, (pids,))
             self._await_exit(pids)
         for state in opened:
             with contextlib.suppress(Exception):
@@ -499,7 +499,7 @@ class PostgresBackend(ClientTable):
     def _await_exit(self, pids: list[int]) -> None:
         """Return once the server processes are gone: their transactions have been rolled back."""
         deadline = time.monotonic() + TERMINATE_TIMEOUT_S
-        while self._admin(_ALIVE, (pids,))[0][0]:
+        while self.admin(_ALIVE, (pids,))[0][0]:
             if time.monotonic() > deadline:
                 raise StatementStuckError(
                     f"server processes {pids} at {describe_dsn(self.dsn)} did not exit "
@@ -507,8 +507,9 @@ class PostgresBackend(ClientTable):
                 )
             time.sleep(0.0005)
 
-    def _admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
-        """Run a server administration statement on the monitor connection."""
+    def admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
+        """Run a server administration statement (a catalog read, pg_terminate_backend) on the
+        monitor connection: its rows. Live mode watches and sizes the server through it."""
         try:
             cur = self._monitor.execute(statement, params)
         except psycopg.OperationalError as exc:
@@ -711,7 +712,7 @@ class PostgresBackend(ClientTable):
         leaving PostgreSQL's detector to pick a victim by wall-clock wait time."""
         if not state.cancelled:
             state.cancelled = True
-            self._admin(_CANCEL, (state.pid,))
+            self.admin(_CANCEL, (state.pid,))
 
     def _lock_holder(self, pid: int) -> tuple[int, bool] | None:
         """(backend pid, is it waiting itself) of the transaction holding the lock `pid` waits
@@ -722,7 +723,7 @@ class PostgresBackend(ClientTable):
         seen = set()
         while pid not in seen:
             seen.add(pid)
-            rows = self._admin(_BLOCKERS, {"pid": pid})
+            rows = self.admin(_BLOCKERS, {"pid": pid})
             if len(seen) == 1:
                 self._locktype = rows[0][3] or "" if rows else ""
             if not rows and len(seen) > 1:

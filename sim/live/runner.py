@@ -403,13 +403,13 @@ class LiveRunner:
             return
         self._next_watch = now + 1.0
         limit = statement_timeout()
-        rows = self.backend._monitor.execute(
+        rows = self.backend.admin(
             "SELECT pid, application_name, query FROM pg_stat_activity WHERE application_name "
             "LIKE %s AND state = 'active' AND now() - query_start > %s * interval '1 second'",
             (f"{APP_PREFIX}{self.backend.schema}:%", limit + 2.0),
-        ).fetchall()
+        )
         if rows:
-            self.backend._monitor.execute(
+            self.backend.admin(
                 "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)",
                 ([pid for pid, _, _ in rows],),
             )
@@ -605,11 +605,11 @@ def check_connections(backend, scenario) -> None:
     per_worker = CONNECTIONS_PER_WORKER + (1 if scenario.policy.deadline else 0)
     probing = 2 * workers + workers + 1 + 2 * min(REPLACEMENT_SAMPLES, workers)
     needed = max(workers * per_worker, probing) + 4  # producer, watcher, runner, inspector
-    total, reserved, used = backend._monitor.execute(
+    [(total, reserved, used)] = backend.admin(
         "SELECT current_setting('max_connections')::int, "
         "current_setting('superuser_reserved_connections')::int, "
         "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
-    ).fetchone()
+    )
     free = total - reserved - used
     if needed > free:
         raise ConfigError(

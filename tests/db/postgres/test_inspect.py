@@ -92,4 +92,4 @@ def test_attach_reads_what_another_backend_wrote(pg_dsn):
         assert query_state(pg_dsn, schema=schema, now=60.0).stuck["id"].tolist() == [1]
     finally:
         with PostgresBackend.attach(pg_dsn, schema) as db:
-            db._admin(f'DROP SCHEMA "{schema}" CASCADE')
+            db.admin(f'DROP SCHEMA "{schema}" CASCADE')
