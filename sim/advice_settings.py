@@ -434,8 +434,9 @@ def _celery_rules(f: _Facts, default: float) -> list[Rule]:
             f"the default {duration(default)}",
             default >= b.ttl,
             (
-                f"it is {default / b.ttl:.3g}x what these durations need: raising it (as projects "
-                "do after a duplicate) only makes every crash wait longer, up to "
+                f"it covers the observed tasks, at {default / b.ttl:.3g}x what these durations "
+                "need: raising it (as projects do after a duplicate) only makes every crash wait "
+                "longer, up to "
                 f"{duration(default)}"
             )
             if default >= b.ttl
