@@ -8,6 +8,16 @@ from .scripts import mechanism_scenarios, timeline
 
 MECHANISMS = mechanism_scenarios()
 
+# w0 claims at 0.002 and renews every 8 s; from 16.004 on its renewals reach only the 25.002 cap
+RENEWED_UP_TO_THE_CAP = [
+    (0.002, "claim", "w0", 1, 1),
+    (0.002, "claim_lost", "w1", 1, None),
+    (8.003, "heartbeat", "w0", 1, 1),
+    (16.004, "heartbeat", "w0", 1, 1),
+    (20.002, "psp_charge", "w0", 1, 1),
+    (24.005, "heartbeat", "w0", 1, 1),
+]
+
 
 def test_the_retry_runs_beside_the_still_running_original():
     """Claimed at 0.002 with a 10 s lease (capped at 25.002), renewed at 8.003 to 18.003, at 16.004
@@ -16,12 +26,7 @@ def test_the_retry_runs_beside_the_still_running_original():
     at 32.006, rejected, and gives the job up at its next checkpoint, 40.002."""
     r = run(MECHANISMS["execution timeout"])
     assert timeline(r)[:10] == [
-        (0.002, "claim", "w0", 1, 1),
-        (0.002, "claim_lost", "w1", 1, None),
-        (8.003, "heartbeat", "w0", 1, 1),
-        (16.004, "heartbeat", "w0", 1, 1),
-        (20.002, "psp_charge", "w0", 1, 1),
-        (24.005, "heartbeat", "w0", 1, 1),
+        *RENEWED_UP_TO_THE_CAP,
         (25.026, "requeue", "watcher", 1, 1),
         (25.029, "claim", "w1", 1, 2),
         (32.006, "heartbeat_rejected", "w0", 1, 1),
@@ -63,12 +68,7 @@ def test_a_heartbeat_past_the_cap_tells_the_worker_the_attempt_is_over():
     gives the job up at 40.002, the very instant the watcher requeues it."""
     r = run(MECHANISMS["execution timeout seen by a heartbeat"])
     assert timeline(r)[:9] == [
-        (0.002, "claim", "w0", 1, 1),
-        (0.002, "claim_lost", "w1", 1, None),
-        (8.003, "heartbeat", "w0", 1, 1),
-        (16.004, "heartbeat", "w0", 1, 1),
-        (20.002, "psp_charge", "w0", 1, 1),
-        (24.005, "heartbeat", "w0", 1, 1),
+        *RENEWED_UP_TO_THE_CAP,
         (32.006, "heartbeat", "w0", 1, 1),
         (32.006, "execution_timeout", "w0", 1, 1),
         (40.002, "abandon", "w0", 1, 1),
