@@ -587,36 +587,33 @@ def validate(scenario: Scenario) -> Scenario:
         )
         if value
     ]
-    if worker_clock and p.clock != "worker":
-        warnings.warn(
-            f"{worker_clock[0]} has no effect with policy.clock = {p.clock}: workers bind the "
-            "database's time; set policy.clock = worker",
-            LeaseWarning,
-            stacklevel=2,
-        )
-    if p.process_heartbeat_interval and p.process_heartbeat_interval >= p.process_stale_after:
-        warnings.warn(
+    doubts = [  # settings that run but likely do not do what was meant: a warning each
+        (
+            bool(worker_clock) and p.clock != "worker",
+            f"{worker_clock[0] if worker_clock else ''} has no effect with policy.clock = "
+            f"{p.clock}: workers bind the database's time; set policy.clock = worker",
+        ),
+        (
+            bool(p.process_heartbeat_interval)
+            and p.process_heartbeat_interval >= p.process_stale_after,
             f"policy.process_heartbeat_interval {p.process_heartbeat_interval:g} s >= "
             f"policy.process_stale_after {p.process_stale_after:g} s: "
             "live processes will be pruned",
-            LeaseWarning,
-            stacklevel=2,
-        )
-    if p.process_heartbeat_interval and not p.watcher:
-        warnings.warn(
+        ),
+        (
+            bool(p.process_heartbeat_interval) and not p.watcher,
             "policy.process_heartbeat_interval > 0 without policy.watcher: nothing prunes a dead "
             "process, so its jobs stay Processing",
-            LeaseWarning,
-            stacklevel=2,
-        )
-    if p.heartbeat and p.heartbeat_interval >= p.lease_ttl:
-        warnings.warn(
+        ),
+        (
+            p.heartbeat and p.heartbeat_interval >= p.lease_ttl,
             f"policy.heartbeat_interval {p.heartbeat_interval:g} s >= "
-            f"policy.lease_ttl {p.lease_ttl:g} s: "
-            "leases will lapse between heartbeats",
-            LeaseWarning,
-            stacklevel=2,
-        )
+            f"policy.lease_ttl {p.lease_ttl:g} s: leases will lapse between heartbeats",
+        ),
+    ]
+    for doubtful, message in doubts:
+        if doubtful:
+            warnings.warn(message, LeaseWarning, stacklevel=2)
     return scenario
 
 
