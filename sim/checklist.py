@@ -1049,7 +1049,8 @@ class Checker:
                 for v in self.report(r).violations:
                     counts = found.setdefault(v.invariant, {})
                     counts[where] = counts.get(where, 0) + 1
-                    example.setdefault(v.invariant, v)
+                    run_of = "the scenario's run" if runs is self.runs else f"{where}'s run"
+                    example.setdefault(v.invariant, (v, f"{run_of} of seed {r.scenario.seed}"))
         n_runs = sum(len(runs) for _, runs in sets)
         m = {name: sum(found.get(name, {}).values()) for name in INVARIANTS}
         m["runs"] = n_runs
@@ -1066,10 +1067,11 @@ class Checker:
                 continue
             where = ", ".join(f"{n} in {w}" for w, n in found[name].items())
             expected = " (the scenario expects it)" if name in self.scenario.expect else ""
-            v = example[name]
-            job = f"job {v.job}: " if v.job is not None else ""
+            v, seen_in = example[name]
+            job = f"job {v.job} " if v.job is not None else ""
             parts.append(
-                f"{name} {sum(found[name].values())}: {where}{expected}; e.g. {job}{v.detail}"
+                f"{name} {sum(found[name].values())}: {where}{expected}; e.g. {job}in {seen_in}: "
+                f"{v.detail}"
             )
         return (
             FAIL,

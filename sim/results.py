@@ -44,6 +44,9 @@ class Run:
     # each worker's own clock (policy.clock = worker; sim.model.clock.WorkerClock): worker_skews
     # holds its constant offset, this also its drift and steps
     worker_clocks: dict = field(default_factory=dict)
+    # the queue directory's own settings (its queue.toml, {"policy.NAME": value}) applied to the
+    # scenario before any override
+    queue_settings: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (

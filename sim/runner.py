@@ -152,4 +152,5 @@ def run(
         kept,
         queue=str(queue.path) if queue is not None else None,
         worker_clocks={name: clock for name, clock in clocks.items() if clock is not None},
+        queue_settings=dict(queue.settings) if queue is not None else {},
     )

@@ -134,9 +134,9 @@ def test_a_claim_in_data_changing_steps_is_one_claim(pg_dsn):
     assert claim.safe is True
     assert claim.text == (
         f"claim_skip_locked ({EXAMPLES / 'solid-queue-like'}/queries.sql:22) is data-changing "
-        "steps (Insert on solid_queue_processes, Insert on solid_queue_claimed_executions, Delete "
-        "on solid_queue_ready_executions), locking the rows it reads; a second claim while the "
-        "first lease ran got nothing"
+        "steps (Update on solid_queue_processes, Insert on solid_queue_processes, Insert on "
+        "solid_queue_claimed_executions, Delete on solid_queue_ready_executions), locking the rows "
+        "it reads; a second claim while the first lease ran got nothing"
     )
 
 
@@ -150,7 +150,7 @@ def test_fencing_covers_every_write_by_a_worker(pg_dsn):
     assert set(boss["fencing"].numbers) == {"complete_unfenced", "heartbeat", "fail_job_fenced"}
     assert boss["fencing"].numbers["fail_job_fenced"]["expired"] == "written"
     assert (
-        f"fail_job_fenced ({EXAMPLES / 'pg-boss-like'}/queries.sql:48) checks neither owner nor "
+        f"fail_job_fenced ({EXAMPLES / 'pg-boss-like'}/queries.sql:49) checks neither owner nor "
         "attempt, lets a late write through on a job the watcher requeued"
     ) in boss["fencing"].text
     graphile = found(
@@ -285,3 +285,45 @@ def test_the_claim_says_which_evidence_decided_it(pg_dsn):
         "Decided by the server probe, and the runs' double claims."
         in race.table.loc["claim", "evidence"]
     )
+
+
+def test_the_solid_queue_like_worker_registers_once_not_at_every_claim(pg_dsn):
+    """Issue 31 item 4: the claim inserted a process row at every poll; Solid Queue registers a
+    process once (Process.register). Two claims of w0 and one of w1 leave two process rows; w0's
+    second claim refreshes its row's heartbeat instead."""
+    scenario, queue = with_queue(
+        resolve(str(EXAMPLES / "solid-queue-like" / "scenario.toml")), EXAMPLES / "solid-queue-like"
+    )
+    with lab_on(queue, scenario.policy, pg_dsn) as lab, lab.trial():
+        for job in (1, 2, 3):
+            lab.enqueue(job)
+        assert lab.claim("w0", 1.0)[0] == 1 and lab.claim("w0", 2.0)[0] == 2
+        assert lab.claim("w1", 3.0)[0] == 3
+        rows = lab.conn.execute(
+            "SELECT name, count(*) FROM solid_queue_processes GROUP BY name ORDER BY name"
+        ).fetchall()
+    assert rows == [("w0", 1), ("w1", 1)]
+
+
+def test_the_pg_boss_like_heartbeat_returns_the_expiry_its_monitor_honours(pg_dsn):
+    """Issue 31 item 4: touchJobs moves heartbeat_on only, never started_on + expire_seconds, so
+    the lease a heartbeat returns must be the one the monitor (failJobsByTimeout, and from 12.12
+    failJobsByHeartbeat) enforces: the earlier of the two expiries. Without heartbeat_seconds the
+    job still expires 30 s after it started, however often it heartbeats; with 10 s it expires 10
+    s after its last heartbeat."""
+    root = EXAMPLES / "pg-boss-like"
+    scenario, queue = with_queue(resolve(str(root / "scenario.toml")), load_queue(root))
+    queue.check_on(pg_dsn)  # its ids are uuids: the catalog tells
+    with lab_on(queue, scenario.policy, pg_dsn) as lab:
+        for beat_seconds, beat_at, expiry in ((None, 20.0, 31.0), (10, 5.0, 15.0)):
+            with lab.trial():
+                lab.enqueue(1)
+                job, attempt = lab.claim("w0", 1.0)
+                lab.conn.execute("UPDATE job SET heartbeat_seconds = %s", (beat_seconds,))
+                [(_, until)] = lab.run(
+                    "heartbeat", id=job, owner="w0", attempt=attempt, now=beat_at
+                )
+                assert until == pytest.approx(expiry)
+                assert lab.run("requeue_expired", now=expiry - 0.5) == []
+                moved = lab.run("requeue_expired", now=expiry + 0.5)
+                assert [row[:2] for row in moved] == [(1, "Pending")]
