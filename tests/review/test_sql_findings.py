@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import sim
+
 from sim.db.probes import lab_on
 from sim.db.queries import load_queries
 from sim.db.queue_dir import load_queue
@@ -327,3 +329,69 @@ def test_the_pg_boss_like_heartbeat_returns_the_expiry_its_monitor_honours(pg_ds
                 assert lab.run("requeue_expired", now=expiry - 0.5) == []
                 moved = lab.run("requeue_expired", now=expiry + 0.5)
                 assert [row[:2] for row in moved] == [(1, "Pending")]
+
+
+def _river_with_its_own_backoff(tmp_path: Path, delay_sql: str) -> Path:
+    """river-like with the retry delay computed by its rescue's SQL (`delay_sql`, in seconds),
+    as River's own translation does, not bound from policy.retry_backoff (queue.toml sets none)."""
+    d = tmp_path / "river-own-backoff"
+    d.mkdir(parents=True)
+    (d / "schema.sql").write_text((EXAMPLES / "river-like" / "schema.sql").read_text())
+    text = (EXAMPLES / "river-like" / "queries.sql").read_text()
+    bound = (
+        "(%(retry_backoff)s * j.attempt * j.attempt * j.attempt * j.attempt) "
+        "* interval '1 microsecond'"
+    )
+    assert bound in text
+    text = text.replace(bound, f"({delay_sql}) * interval '1 second'")
+    text = text.replace(
+        "-- params: id int, now time, retry_backoff int", "-- params: id int, now time"
+    )
+    (d / "queries.sql").write_text(text)
+    toml = (EXAMPLES / "river-like" / "queue.toml").read_text()
+    (d / "queue.toml").write_text(
+        "\n".join(line for line in toml.splitlines() if not line.startswith("retry_backoff"))
+    )
+    return d
+
+
+def test_a_retry_delay_the_queue_s_sql_computes_is_seen_by_the_probes(pg_dsn, tmp_path):
+    """Issue 31 item 2: River's rescue schedules a job attempt^4 seconds later in its own SQL.
+    The fencing probe used to claim the requeued job half a second after the tick, find nothing
+    and say that nothing hands an expired job on; the watcher item now measures the delay the
+    write gives (1 s, then 16 s) and says it is not the policy's (0), as the stuck age is."""
+    queue = _river_with_its_own_backoff(tmp_path, "j.attempt * j.attempt * j.attempt * j.attempt")
+    got = found(queue, "no-heartbeat-long-jobs", pg_dsn)
+    watcher, fencing = got["watcher"], got["fencing"]
+    assert watcher.numbers["retry_delays"] == {
+        1: pytest.approx(1.0, rel=2e-3),
+        2: pytest.approx(16.0, rel=2e-3),
+    }
+    assert watcher.numbers["retry_delay_disagrees"] is True
+    assert watcher.text.endswith(
+        "; it makes a requeued job due again 1 s after its tick at a first attempt and 16 s at a "
+        "second, while policy.retry_backoff (0 s x attempts^4) says 0 s and 0 s (set "
+        "retry_backoff = 1 in queue.toml)"
+    )
+    assert "nothing in this queue hands an expired job" not in fencing.text
+    assert fencing.numbers["complete_unfenced"]["other"] == "written"
+    fixed = found(queue, "no-heartbeat-long-jobs", pg_dsn, **{"policy.retry_backoff": 1})
+    assert "retry_delay_disagrees" not in fixed["watcher"].numbers
+
+
+def test_a_job_waiting_out_the_queue_s_own_retry_delay_is_not_lost(pg_dsn, tmp_path):
+    """Issue 31 item 2: with River's attempt^4 in its SQL, job 11 of no-heartbeat-long-jobs (seed
+    2) is rescued at its 5th attempt near the horizon and due 625 s later; the run used to report
+    it lost ("still Pending ... although workers found nothing to claim"). The delay its rescue
+    wrote is measured on the server, and the job is waiting, not lost. A rescue that makes a job
+    due only after 1e8 s (never, within any run) still loses it."""
+    queue = _river_with_its_own_backoff(tmp_path, "j.attempt * j.attempt * j.attempt * j.attempt")
+    r = sim.run("no-heartbeat-long-jobs", sql=queue, seed=2, dsn=pg_dsn)
+    assert "lost_job" not in r.check().counts()
+    assert r.retry_delays == {("requeue", 5): pytest.approx(625.0, rel=2e-3)}
+    job = r.jobs.set_index("job").loc[11]
+    assert (job["status"], job["attempts"]) == ("Pending", 5)
+    never = _river_with_its_own_backoff(tmp_path / "never", "1e8")
+    r = sim.run("no-heartbeat-long-jobs", sql=never, seed=2, dsn=pg_dsn)
+    lost = r.check().counts().get("lost_job", 0)
+    assert lost >= 1 and set(r.retry_delays.values()) == {None}
