@@ -173,7 +173,9 @@ def judged_by_the_queue(run: Run, queue, dsn: str | None) -> Run:
     events = run.events
     moves = events[events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")]
     last = moves[moves["job"].isin(waiting)].groupby("job").tail(1)
-    wanted = {(kind, int(attempt)) for kind, attempt in zip(last["kind"], last["attempt"])}
+    wanted = {
+        (kind, int(attempt)) for kind, attempt in zip(last["kind"], last["attempt"], strict=True)
+    }
     if not wanted:
         return run
     return dataclasses.replace(run, retry_delays=retry_delays(queue, run.scenario, dsn, wanted))

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import sim
-
 from sim.db.probes import lab_on
 from sim.db.queries import load_queries
 from sim.db.queue_dir import load_queue
