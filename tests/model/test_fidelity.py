@@ -301,7 +301,7 @@ def test_a_worker_side_deadline_retries_the_job_and_drops_the_late_result():
 def test_a_deadline_that_completes_late_lets_the_first_handler_complete_the_retry():
     """deadline_action = complete: the handler past its deadline completes the job its retry now
     holds (unfenced), and both commit their effects."""
-    r = run(fidelity_scenarios()["deadline"].with_overrides({"policy.deadline_action": "complete"}))
+    r = run(fidelity_scenarios()["deadline, completed late"])
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
@@ -325,7 +325,7 @@ def test_a_deadline_that_completes_late_lets_the_first_handler_complete_the_retr
 def test_a_deadline_that_cancels_stops_the_handler_before_it_fails_the_job():
     """deadline_action = cancel (River's JobTimeout cancels the job's context): the handler stops
     at the deadline, after its PSP call (that charge stays made), and nothing of it comes later."""
-    r = run(fidelity_scenarios()["deadline"].with_overrides({"policy.deadline_action": "cancel"}))
+    r = run(fidelity_scenarios()["deadline, cancelled"])
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
@@ -348,10 +348,7 @@ def test_a_cancelled_handler_s_open_transaction_rolls_back():
     """A deadline reached while the handler's completing transaction is open (its ledger row
     written at 5.002, the completion not yet sent) leaves no ledger row: cancelling closes the
     handler's connection, and the server rolls the transaction back."""
-    scenario = with_deadline(work=5.0, deadline=5.0015, max_attempts=1, horizon=12).with_overrides(
-        {"policy.deadline_action": "cancel", "workload.psp_call": 0.0}
-    )
-    r = run(scenario)
+    r = run(fidelity_scenarios()["deadline, cancelled mid-transaction"])
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (2.501, "psp_charge", "w0", 1, 1),
@@ -404,7 +401,7 @@ def test_a_handler_past_its_deadline_is_not_mistaken_for_the_later_lease_of_its_
     """The worker holds attempt 2 of job 1 when its first handler completes attempt 1 (8.004):
     that record belongs to attempt 1's lease, long released by the deadline, so attempt 2's lease
     ends at its own deadline (10.004), and no lease ends before it starts."""
-    r = run(fidelity_scenarios()["deadline"].with_overrides({"policy.deadline_action": "complete"}))
+    r = run(fidelity_scenarios()["deadline, completed late"])
     leases = r.leases[["worker", "attempt", "start", "end", "end_reason", "outcome"]].round(6)
     assert leases.values.tolist() == [
         ["w0", 1, 0.001, 5.002, "released", "deadline"],
