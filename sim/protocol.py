@@ -299,7 +299,7 @@ class WorkerProtocol:
         transaction commits its effect and the completion is not sent."""
         lease.finish()  # no heartbeats while the completion transaction holds the row
         name, job, attempt = self.name, lease.job, lease.attempt
-        if not self.background and self._dropped(lease):
+        if lease.past_deadline and self.drops_late and not self.background:
             yield (RECORD, "late_result", name, job, attempt, "dropped")
             return
         try:
@@ -319,7 +319,7 @@ class WorkerProtocol:
             yield (RECORD, "db_error", name, job, attempt, "complete")
             return
         yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
-        if self.background and self._dropped(lease):
+        if lease.past_deadline and self.drops_late and self.background:
             yield (RECORD, "late_result", name, job, attempt, "dropped")
             return
         if self.background:
@@ -332,10 +332,6 @@ class WorkerProtocol:
                 yield (RECORD, "complete_rejected", name, job, attempt, lease.until)
                 return
         yield (RECORD, "complete", name, job, attempt, lease.until)
-
-    def _dropped(self, lease: Lease) -> bool:
-        """Is this result past the worker-side deadline, with policy.deadline_action = drop?"""
-        return lease.past_deadline and self.drops_late
 
     def apply_effect(self, lease: Lease, spec):
         """Inside the open transaction: the dedup marker (if used), then the ledger row unless the
