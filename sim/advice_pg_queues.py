@@ -318,10 +318,26 @@ def pg_boss(f: Facts) -> QueueAdvice:
         out.cannot.append(no_beat_text)
         out.worst_wait = no_beat_worst
         return out
+    _pg_boss_heartbeat(f, out, beat, supervise, expire)
+    out.others.append(
+        OtherVersion(
+            "pg-boss before 12.12 (no per-job heartbeat)",
+            [],
+            [no_beat_text.removeprefix("renew a lease: ")],
+            worst_wait=no_beat_worst,
+            overrides=base,
+        )
+    )
+    return out
+
+
+def _pg_boss_heartbeat(f: Facts, out: QueueAdvice, beat: int, supervise: int, expire: int):
+    """pg-boss 12.12+'s per-job heartbeat lines, their worst wait and Lease Lab settings, into
+    `out` (heartbeatSeconds at least 10)."""
     raised = beat > ceil_s(f.ttl)
-    refresh = beat / 2 if raised else f.heartbeat
+    refresh = beat / 2 if raised else float(f.heartbeat or 0.0)
     out.worst_wait = beat + supervise
-    settings += [
+    out.settings += [
         Setting(
             "heartbeatSeconds",
             beat,
@@ -346,7 +362,7 @@ def pg_boss(f: Facts) -> QueueAdvice:
         ),
     ]
     out.overrides = {
-        **base,
+        **out.overrides,
         "policy.heartbeat": True,
         "policy.heartbeat_interval": float(refresh),
         "policy.lease_ttl": float(beat),
@@ -358,16 +374,6 @@ def pg_boss(f: Facts) -> QueueAdvice:
             f"becomes {beat} s, so a crash waits up to {duration(out.worst_wait)}"
         )
     out.rules.append(f.half_rule(refresh, beat, "heartbeatRefreshSeconds / heartbeatSeconds"))
-    out.others.append(
-        OtherVersion(
-            "pg-boss before 12.12 (no per-job heartbeat)",
-            [],
-            [no_beat_text.removeprefix("renew a lease: ")],
-            worst_wait=no_beat_worst,
-            overrides=base,
-        )
-    )
-    return out
 
 
 def graphile(f: Facts) -> QueueAdvice:

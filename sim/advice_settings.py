@@ -246,43 +246,47 @@ def _temporal(f: Facts) -> QueueAdvice:
         }
         out.rules.append(f.half_rule(sent, timeout, "heartbeats sent / HeartbeatTimeout"))
         slow = ceil_s(temporal_heartbeat_timeout(f.ttl, h))
-        slow_sent = max(h, min(TEMPORAL_THROTTLE * slow, TEMPORAL_MAX_THROTTLE))
         if slow < close:
-            out.others.append(
-                OtherVersion(
-                    "MaxHeartbeatThrottleInterval left at its 60 s default (or a Go SDK before "
-                    "v1.13.0)",
-                    [
-                        Setting(
-                            "HeartbeatTimeout",
-                            slow,
-                            go_duration(slow),
-                            f"the SDK sends one heartbeat per 0.8 x the timeout, "
-                            f"{duration(slow_sent)}, so the timeout must be {go_duration(slow)} to "
-                            f"leave the advised {duration(f.ttl - h)} for a late one",
-                        )
-                    ],
-                    [
-                        f"a crash is then found {duration(slow - slow_sent)} to "
-                        f"{duration(slow)} after it (the retry up to "
-                        f"{duration(slow + TEMPORAL_RETRY)}), against the advised "
-                        f"{duration(f.recovery)} on average"
-                    ],
-                    worst_wait=slow + TEMPORAL_RETRY,
-                    overrides={
-                        **base,
-                        "policy.heartbeat": True,
-                        "policy.heartbeat_interval": slow_sent,
-                        "policy.lease_ttl": float(slow),
-                    },
-                )
-            )
+            out.others.append(_temporal_default_cap(f, slow, base))
     out.cannot.append(
         "stop an attempt at StartToCloseTimeout unless it honours its context: its retry runs "
         "beside it, and its late result is dropped (the SDK logs 'Activity complete after "
         "timeout', internal/internal_task_handlers.go:2480)"
     )
     return out
+
+
+def _temporal_default_cap(f: Facts, slow: int, base: dict) -> OtherVersion:
+    """The heartbeat lines with MaxHeartbeatThrottleInterval left at 60 s: the SDK sends one
+    heartbeat per 0.8 x HeartbeatTimeout, so the timeout `slow` is lengthened to keep the advised
+    slack, and a crash is found later."""
+    h = f.heartbeat or 0.0
+    slow_sent = max(h, min(TEMPORAL_THROTTLE * slow, TEMPORAL_MAX_THROTTLE))
+    return OtherVersion(
+        "MaxHeartbeatThrottleInterval left at its 60 s default (or a Go SDK before v1.13.0)",
+        [
+            Setting(
+                "HeartbeatTimeout",
+                slow,
+                go_duration(slow),
+                f"the SDK sends one heartbeat per 0.8 x the timeout, {duration(slow_sent)}, so "
+                f"the timeout must be {go_duration(slow)} to leave the advised "
+                f"{duration(f.ttl - h)} for a late one",
+            )
+        ],
+        [
+            f"a crash is then found {duration(slow - slow_sent)} to {duration(slow)} after it "
+            f"(the retry up to {duration(slow + TEMPORAL_RETRY)}), against the advised "
+            f"{duration(f.recovery)} on average"
+        ],
+        worst_wait=slow + TEMPORAL_RETRY,
+        overrides={
+            **base,
+            "policy.heartbeat": True,
+            "policy.heartbeat_interval": slow_sent,
+            "policy.lease_ttl": float(slow),
+        },
+    )
 
 
 def _celery_rules(f: Facts, default: float) -> list[Rule]:

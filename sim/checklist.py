@@ -449,19 +449,12 @@ class Checker:
             f"{percent(high)}); {m['double_processed_jobs']} of {m['jobs']} leased jobs "
             f"({percent(m['double_processed_share'])}) were processed twice"
         )
-        times = self._times
-        if not len(times):
-            return UNTESTED, f"no job was leased in {self.n_runs}: processing time not measured.", m
         processing = (
             f"{self._p999_words(m)}: {percent(m['over_ttl_share'])} of jobs outlived the TTL"
         )
-        if not np.isfinite(p999) and not (fe or m["over_ttl_share"] > 0):
-            return (
-                UNTESTED,
-                f"{processing}, so whether the {ttl:g} s TTL covers the tail is not measured; "
-                f"{lost}.",
-                m,
-            )
+        untested = self._ttl_untested(m, processing, lost)
+        if untested:
+            return UNTESTED, untested, m
         stalls = stall_durations(self.runs)
         m.update(
             stalls_observed=len(stalls),
@@ -537,6 +530,18 @@ class Checker:
                 m,
             )
         return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
+
+    def _ttl_untested(self, m, processing: str, lost: str) -> str | None:
+        """Item 2's evidence when the runs cannot judge the TTL (no job leased, or a tail the
+        estimate never reaches with nothing outliving the TTL); else None."""
+        if not len(self._times):
+            return f"no job was leased in {self.n_runs}: processing time not measured."
+        if np.isfinite(m["p999_processing"]) or m["false_expiries"] or m["over_ttl_share"] > 0:
+            return None
+        return (
+            f"{processing}, so whether the {m['lease_ttl']:g} s TTL covers the tail is not "
+            f"measured; {lost}."
+        )
 
     @staticmethod
     def _p999_words(m) -> str:
