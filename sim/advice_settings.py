@@ -5,23 +5,59 @@
 
 The advisor (sim.advisor) recommends a TTL L, a heartbeat interval h (or none) and a watcher
 interval W. Each queue names and bounds these differently, and some cannot renew a lease at all:
-for those, the timeout must outlast the longest job, and this module takes that timeout from the
-advisor's own candidates without a heartbeat (`no_renewal`), and says what a crash then costs.
-Published rules of thumb (a heartbeat at most half the TTL; SQS's visibility timeout at least 6x
-a Lambda's timeout; Celery's timeout above the longest task) are checked against the durations.
+for those, the timeout must outlast the longest job, and it is chosen from the durations
+(sim.advice_facts.no_renewal), with what a crash then costs. Published rules of thumb (a heartbeat
+at most half the TTL; SQS's visibility timeout at least 6x a Lambda's timeout; Celery's timeout
+above the longest task) are checked against the durations.
+
+Each translation names the release its lines are for, cites the source of every mechanism it
+relies on beside the value (repository, version, file:line), gives another version's lines apart
+where they differ, and states the longest a crashed job waits to be found with the advised
+settings; QueueAdvice.preset and .overrides say what those settings are in Lease Lab's words, so
+that tests simulate the queue with them and check that figure. This module holds the broker and
+workflow queues; sim.advice_pg_queues the PostgreSQL ones.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
-
-from sim import files
+from sim.advice_facts import (
+    Facts,
+    NoRenewal,
+    OtherVersion,
+    QueueAdvice,
+    Rule,
+    Setting,
+    ceil_s,
+    go_duration,
+    ms,
+    no_renewal,
+)
+from sim.advice_pg_queues import (
+    PG_QUEUES,
+    graphile,
+    oban,
+    pg_boss,
+    procrastinate,
+    procrastinate_cron,
+    river,
+    solid_queue,
+)
 from sim.errors import ConfigError
-from sim.wording import amount, duration, percent
+from sim.wording import duration, percent
+
+__all__ = [
+    "QUEUES",
+    "NoRenewal",
+    "QueueAdvice",
+    "Rule",
+    "Setting",
+    "check_queue",
+    "go_duration",
+    "in_queue_terms",
+    "no_renewal",
+    "procrastinate_cron",
+    "temporal_heartbeat_timeout",
+]
 
 QUEUES = {  # --as name -> display name
     "bullmq": "BullMQ 6 (PostgreSQL backend)",
@@ -30,22 +66,26 @@ QUEUES = {  # --as name -> display name
     "celery-sqs": "Celery on SQS",
     "sqs": "Amazon SQS",
     "hatchet": "Hatchet",
-    "procrastinate": "procrastinate 3",
-    "river": "River",
-    "oban": "Oban (Lifeline plugin)",
-    "pg-boss": "pg-boss",
-    "graphile": "graphile-worker",
-    "solid-queue": "Solid Queue",
+    **PG_QUEUES,
 }
-FLOOR_TOLERANCE = 0.01  # no_renewal: within 1% of the lowest upper bound any timeout reaches
-TEMPORAL_THROTTLE, TEMPORAL_MAX_THROTTLE = 0.8, 60.0  # sdk-go internal_task_handlers.go:2594, :46
+# Temporal Go SDK v1.48.0, internal/internal_task_handlers.go:2594 (0.8 x HeartbeatTimeout) and
+# :46 (defaultMaxHeartbeatThrottleInterval 60 s); WorkerOptions.MaxHeartbeatThrottleInterval
+# (internal/worker.go:340) sets that cap, since v1.13.0 (PR #660)
+TEMPORAL_THROTTLE, TEMPORAL_MAX_THROTTLE = 0.8, 60.0
+TEMPORAL_RETRY = 1.0  # RetryPolicy.InitialInterval default 1 s (internal/activity.go:155)
 SQS_MAX_VISIBILITY = 43_200  # seconds (12 h), the SQS API's ceiling
 LAMBDA_FACTOR = 6  # AWS: a queue's visibility timeout at least 6x its function's timeout
-CELERY_SWEEP = 100.0  # kombu redis: restore every 10 s, scanning every 10th call
+# kombu 5.6.2 kombu/transport/redis.py:1382 (call_repeatedly(10, maybe_restore_messages)) and
+# :410 (restore_visible scans on every 10th call): the restore sweep runs about every 100 s,
+# fixed; unacked_restore_interval / unacked_restore_throttle exist on kombu's main branch only
+# (celery/kombu PR #2558, after 5.6.2)
+CELERY_SWEEP = 100.0
+KOMBU_RELEASE = "kombu 5.6.2, the latest release, with Celery 5.6"
+KOMBU_MAIN = "kombu's main branch (PR #2558, unreleased after 5.6.2)"
+# hatchet-dev/hatchet@89d130f3: pkg/client/action_listener.go:62 (worker heartbeat 4 s),
+# pkg/repository/sqlcv1/tasks.sql:471 (stale after 30 s), internal/services/controllers/task/
+# controller.go:277-282 (the reassignment polls every 1 s, backing off to 30 s when idle)
 HATCHET_BEAT, HATCHET_STALE, HATCHET_REASSIGN = 4.0, 30.0, (1.0, 30.0)
-RIVER_RESCUER, RIVER_JOB_TIMEOUT = 30.0, 60.0
-GRAPHILE_STALE, GRAPHILE_RESET = 4 * 3600.0, (480.0, 600.0)
-PG_BOSS_MIN_HEARTBEAT = 10
 
 
 def check_queue(name: str) -> str:
@@ -55,276 +95,45 @@ def check_queue(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One of the queue's settings: its name, the value in the queue's own unit, and why."""
-
-    name: str
-    value: object
-    text: str  # the value as the queue's configuration spells it
-    why: str
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A published rule of thumb, whether the recommendation keeps it, and what that means here."""
-
-    name: str
-    holds: bool
-    text: str
-
-
-@dataclass(frozen=True)
-class NoRenewal:
-    """The advisor's best timeout without a heartbeat, at its watcher interval."""
-
-    ttl: float
-    watcher_interval: float
-    risk: float  # predicted false expiry per job
-    risk_high: float  # its 95% upper bound
-    per_day: float
-    recovery: float  # mean predicted recovery after a crash (s)
-    feasible: bool
-
-
-@dataclass
-class QueueAdvice:
-    """The advice in one queue's own settings, what the queue cannot do, and the rules checked."""
-
-    queue: str
-    settings: list[Setting]
-    cannot: list[str] = field(default_factory=list)
-    rules: list[Rule] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return QUEUES[self.queue]
-
-    def value(self, name: str):
-        """The value of the setting called `name` (KeyError if the advice sets no such setting)."""
-        for s in self.settings:
-            if s.name == name:
-                return s.value
-        raise KeyError(name)
-
-    def rule(self, name: str) -> Rule:
-        return next(r for r in self.rules if r.name == name)
-
-    def lines(self) -> list[str]:
-        out = [f"in {self.label}'s own settings:"]
-        out += [f"  {s.name} = {s.text}: {s.why}" for s in self.settings] or [
-            "  none: it has no lease, heartbeat or rescue setting to change"
-        ]
-        if self.cannot:
-            out.append(f"what {self.label} cannot do:")
-            out += [f"  {line}" for line in self.cannot]
-        if self.rules:
-            out.append("rules of thumb:")
-            out += [
-                f"  {r.name}: {'holds' if r.holds else 'DOES NOT HOLD'}; {r.text}"
-                for r in self.rules
-            ]
-        return out
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
-    def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
-        """Write settings-QUEUE.txt (as printed) into `directory` (sim.files.directory's rules)."""
-        path = files.directory(directory, overwrite) / f"settings-{self.queue}.txt"
-        path.write_text(str(self) + "\n", encoding="utf-8")
-        return [path]
-
-
 def in_queue_terms(advice, queue: str) -> QueueAdvice:
     """`advice` (sim.advisor.Advice) in `queue`'s own setting names and units (see QUEUES)."""
-    return _TRANSLATORS[check_queue(queue)](_Facts.of(advice))
+    out = _TRANSLATORS[check_queue(queue)](Facts.of(advice))
+    out.label = QUEUES[queue]
+    return out
 
 
-def no_renewal(advice) -> NoRenewal:
-    """The advice itself when it has no heartbeat; else the shortest timeout without one that the
-    advisor finds feasible at its watcher interval, or, when none is (a sample of n durations
-    cannot show a share below about 3/n), the shortest whose false-expiry upper bound is within
-    FLOOR_TOLERANCE of the lowest any reaches."""
-    if advice.heartbeat_interval is None:
-        return NoRenewal(
-            ttl=float(advice.ttl),
-            watcher_interval=float(advice.watcher_interval),
-            risk=float(advice.predicted_false_expiry),
-            risk_high=float(advice.predicted_false_expiry_high),
-            per_day=float(advice.false_expiries_per_day),
-            recovery=float(advice.predicted_recovery_mean),
-            feasible=bool(advice.met),
-        )
-    table = advice.candidates
-    bare = table[table["heartbeat_interval"].isna()]
-    at_w = bare[bare["watcher_interval"] == advice.watcher_interval]
-    bare = at_w if len(at_w) else bare
-    feasible = bare[bare["feasible"]]
-    if len(feasible):
-        row = feasible.loc[feasible["ttl"].idxmin()]
-    else:
-        floor = bare["predicted_false_expiry_high"].min()
-        near = bare[bare["predicted_false_expiry_high"] <= floor * (1 + FLOOR_TOLERANCE)]
-        row = near.sort_values(["ttl", "predicted_false_expiry"]).iloc[0]
-    return NoRenewal(
-        ttl=float(row["ttl"]),
-        watcher_interval=float(row["watcher_interval"]),
-        risk=float(row["predicted_false_expiry"]),
-        risk_high=float(row["predicted_false_expiry_high"]),
-        per_day=float(row["false_expiries_per_day"]),
-        recovery=float(row["predicted_recovery_mean"]),
-        feasible=bool(len(feasible)),
-    )
-
-
-@dataclass(frozen=True)
-class _Facts:
-    """What every translation reads from an Advice."""
-
-    ttl: float
-    heartbeat: float | None
-    watcher: float
-    recovery: float
-    bare: NoRenewal
-    p99: float
-    longest: float
-    n: int
-    samples: np.ndarray
-    crashes_per_day: float  # jobs whose worker crashes under them, a day
-
-    @classmethod
-    def of(cls, advice) -> _Facts:
-        i = advice.inputs
-        a = advice.assumptions
-        return cls(
-            ttl=float(advice.ttl),
-            heartbeat=advice.heartbeat_interval,
-            watcher=float(advice.watcher_interval),
-            recovery=float(advice.recovery_mean),
-            bare=no_renewal(advice),
-            p99=float(i["durations_p99"]),
-            longest=float(i["durations_max"]),
-            n=int(i["durations_n"]),
-            samples=np.asarray(advice.durations.samples, dtype=float),
-            crashes_per_day=a.crash_rate * i["workers"] * 24 * i["utilisation"],
-        )
-
-    def longer_than(self, seconds: float) -> float:
-        """The share of the observed durations longer than `seconds`."""
-        return float(np.mean(self.samples > seconds))
-
-    def bare_words(self) -> str:
-        b = self.bare
-        if self.heartbeat is None:
-            return "the advised TTL (the advice renews nothing)"
-        if b.feasible:
-            return (
-                "the shortest timeout without renewal that meets the target: predicted false "
-                f"expiry {percent(b.risk)} per job (95% upper bound {percent(b.risk_high)})"
-            )
-        return (
-            f"no timeout without renewal meets the target provably ({self.n} durations "
-            f"cannot show a share below {percent(b.risk_high)}); this is the shortest at that "
-            f"floor: predicted {percent(b.risk)} per job, {amount(b.per_day)} false expiries a "
-            f"day; the longest observed job took {duration(self.longest)}"
-        )
-
-    def crash_cost(self, sweep: float, name: str, finder: str = "until the sweep finds it") -> str:
-        """What a crash costs when nothing renews the no_renewal timeout, found by a sweep every
-        `sweep` s (0: the timeout's end makes the job claimable): the worst and mean wait, and the
-        day's extra waiting against the advised renewable lease."""
-        b = self.bare
-        found = b.ttl + sweep
-        mean = self.bare_recovery(sweep)
-        by = f" ({name} + {duration(sweep)} {finder})" if sweep else ""
-        text = (
-            f"renew a lease: a crashed job waits out the whole {name}: it is found up to "
-            f"{duration(found)} after the crash{by} and claimed again about {duration(mean)} after "
-            f"it on average"
-        )
-        if self.heartbeat is None:  # the advice renews nothing either
-            return f"{text}; at {amount(self.crashes_per_day)} crashed jobs a day"
-        extra = max(mean - self.recovery, 0.0)
-        return (
-            f"{text}, against {duration(self.recovery)} with the advised renewable lease; at "
-            f"{amount(self.crashes_per_day)} crashed jobs a day that is "
-            f"{duration(extra * self.crashes_per_day)} more waiting a day"
-        )
-
-    def bare_recovery(self, sweep: float) -> float:
-        """The advisor's mean recovery without renewal, its watcher's mean wait (W/2) replaced by
-        the queue's sweep's (sweep/2)."""
-        return self.bare.recovery - self.bare.watcher_interval / 2 + sweep / 2
-
-    def watcher_words(self, whole: float, unit: str = "seconds") -> str:
-        """'the advised watcher interval', saying so when the queue's whole units round it up."""
-        if whole == self.watcher:
-            return "the advised watcher interval"
-        return f"the advised watcher interval, {duration(self.watcher)}, rounded up to whole {unit}"
-
-    def half_rule(self, interval: float, ttl: float, names: str) -> Rule:
-        holds = interval <= ttl / 2
-        return Rule(
-            "heartbeat at most half the TTL",
-            holds,
-            f"{names}: {duration(interval)} against {duration(ttl)}, "
-            + (
-                "so one late renewal does not lose the lease"
-                if holds
-                else f"so a renewal {duration(ttl - interval)} late loses the lease"
-            ),
-        )
-
-
-def _ceil(seconds: float) -> int:
-    return int(math.ceil(seconds - 1e-9))
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
-
-
-def go_duration(seconds: float) -> str:
-    """A Go time.Duration literal: 90 -> '1m30s', 0.5 -> '500ms', 3600 -> '1h0m0s'."""
-    ms = _ms(seconds)
-    if ms < 1000:
-        return f"{ms}ms"
-    h, rest = divmod(ms, 3_600_000)
-    m, rest = divmod(rest, 60_000)
-    s = f"{rest / 1000:g}s"
-    if h:
-        return f"{h}h{m}m{s}"
-    return f"{m}m{s}" if m else s
+def _queue(queue: str, settings: list[Setting], **fields) -> QueueAdvice:
+    return QueueAdvice(queue, QUEUES[queue], settings, **fields)
 
 
 # ---- the queues ----------------------------------------------------------------------------------
 
 
-def _bullmq(f: _Facts) -> QueueAdvice:
+def _bullmq(f: Facts) -> QueueAdvice:
     renew = f.heartbeat if f.heartbeat is not None else f.ttl / 2
-    worst_wait = f.watcher * (2 if f.ttl < f.watcher else 1)
+    lock, renew_at, stall = ms(f.ttl) / 1000, ms(renew) / 1000, ms(f.watcher) / 1000
+    # the two-phase check (0002_functions.sql:2274): a pass marks every active job, the next
+    # reclaims a marked one whose lock is gone; a job crashed right after a renewal, just after a
+    # pass, is marked one interval later and reclaimed at the first pass after its lock ends
+    worst = max(lock, stall) + stall
     passes = (
         "two stalledIntervals: the lock is shorter than one"
-        if f.ttl < f.watcher
-        else "one stalledInterval"
+        if lock < stall
+        else "its lock, then one stalledInterval"
     )
     settings = [
-        Setting("lockDuration", _ms(f.ttl), f"{_ms(f.ttl)} ms", "the advised TTL"),
+        Setting("lockDuration", ms(f.ttl), f"{ms(f.ttl)} ms", "the advised TTL"),
         Setting(
             "lockRenewTime",
-            _ms(renew),
-            f"{_ms(renew)} ms",
+            ms(renew),
+            f"{ms(renew)} ms",
             "the advised heartbeat interval"
             if f.heartbeat is not None
             else "BullMQ always renews; the advice needs no heartbeat, so keep its default, half "
             "the lock",
         ),
         Setting(
-            "stalledInterval",
-            _ms(f.watcher),
-            f"{_ms(f.watcher)} ms",
-            "the advised watcher interval",
+            "stalledInterval", ms(f.watcher), f"{ms(f.watcher)} ms", "the advised watcher interval"
         ),
         Setting(
             "maxStalledCount",
@@ -335,43 +144,68 @@ def _bullmq(f: _Facts) -> QueueAdvice:
     ]
     cannot = [
         f"reclaim a stalled job in one pass: the check marks on one pass and reclaims on the next, "
-        f"so a crashed job waits its lock out and then up to {duration(worst_wait)} "
-        f"({passes})",
+        f"so a crashed job is found up to {duration(worst)} after the crash ({passes})",
         f"stamp lock expiry with the database's clock: the PostgreSQL backend binds the worker's "
         f"Date.now(), so a worker clock {duration(f.ttl - renew)} behind (lockDuration - "
         f"lockRenewTime) loses its locks between renewals; keep clock skew well below that",
     ]
-    return QueueAdvice(
-        "bullmq", settings, cannot, [f.half_rule(renew, f.ttl, "lockRenewTime / lockDuration")]
+    return _queue(
+        "bullmq",
+        settings,
+        cannot=cannot,
+        rules=[f.half_rule(renew, f.ttl, "lockRenewTime / lockDuration")],
+        version="BullMQ 6.2, taskforcesh/bullmq v6.2.0",
+        worst_wait=worst,
+        preset="bullmq",
+        overrides={
+            "policy.lease_ttl": lock,
+            "policy.heartbeat": True,
+            "policy.heartbeat_interval": renew_at,
+            "policy.watcher_interval": stall,
+        },
     )
 
 
 def temporal_heartbeat_timeout(ttl: float, heartbeat: float) -> float:
-    """The HeartbeatTimeout T whose SDK-throttled heartbeats (every min(0.8 T, 60 s)) leave at
-    least the advised slack ttl - heartbeat before the timeout."""
+    """The HeartbeatTimeout T whose SDK-throttled heartbeats (every min(0.8 T, 60 s), the
+    throttle's cap left at its default) leave at least the advised slack ttl - heartbeat."""
     slack = ttl - heartbeat
     short = slack / (1 - TEMPORAL_THROTTLE)  # 0.8 T <= 60 s: T - 0.8 T >= slack
     timeout = short if TEMPORAL_THROTTLE * short <= TEMPORAL_MAX_THROTTLE else slack + 60
     return max(ttl, timeout)
 
 
-def _temporal(f: _Facts) -> QueueAdvice:
+def _temporal(f: Facts) -> QueueAdvice:
     b = f.bare
+    close = ceil_s(b.ttl)
     settings = [
         Setting(
             "StartToCloseTimeout",
-            _ceil(b.ttl),
-            go_duration(_ceil(b.ttl)),
+            close,
+            go_duration(close),
             "it ends an attempt whatever its heartbeats, so it must outlast the longest job: "
             + f.bare_words(),
         )
     ]
-    rules = []
-    cannot = []
-    # Temporal resolves its timeouts in whole seconds, rounding up (internal/activity.go:101)
+    base = {
+        "policy.execution_timeout": float(close),
+        "policy.watcher_interval": TEMPORAL_RETRY,
+        "policy.lease_ttl": float(close),
+        "policy.heartbeat": False,
+    }
+    out = _queue(
+        "temporal",
+        settings,
+        version="Go SDK v1.48.0; WorkerOptions.MaxHeartbeatThrottleInterval since v1.13.0, "
+        "max_heartbeat_throttle_interval in Python, maxHeartbeatThrottleInterval in TypeScript "
+        "and Java",
+        preset="temporal",
+        overrides=base,
+    )
     h = f.heartbeat
-    timeout = None if h is None else _ceil(temporal_heartbeat_timeout(f.ttl, h))
-    if h is None or timeout is None or timeout >= b.ttl:
+    # Temporal resolves its timeouts in whole seconds, rounding up (internal/activity.go:101)
+    timeout = None if h is None else ceil_s(f.ttl)
+    if h is None or timeout is None or timeout >= close:
         why = (
             "the advice needs no heartbeat"
             if timeout is None
@@ -379,49 +213,83 @@ def _temporal(f: _Facts) -> QueueAdvice:
             "StartToCloseTimeout ends the attempt"
         )
         settings.append(Setting("HeartbeatTimeout", 0.0, "0 (unset)", why))
-        cannot.append(f.crash_cost(1.0, "StartToCloseTimeout", "the retry's InitialInterval"))
+        text, out.worst_wait = f.crash_cost(
+            TEMPORAL_RETRY, "StartToCloseTimeout", "the retry's InitialInterval"
+        )
+        out.cannot.append(text)
     else:
-        sent = max(h, min(TEMPORAL_THROTTLE * timeout, TEMPORAL_MAX_THROTTLE))
-        at_ttl = f.ttl - min(TEMPORAL_THROTTLE * f.ttl, TEMPORAL_MAX_THROTTLE)
-        settings.append(
+        sent = h  # min(0.8 x timeout, h) <= h: every RecordHeartbeat call goes through
+        out.worst_wait = timeout + TEMPORAL_RETRY
+        settings += [
             Setting(
                 "HeartbeatTimeout",
                 timeout,
                 go_duration(timeout),
-                f"call RecordHeartbeat every {duration(h)}; the SDK sends one every "
-                f"{duration(sent)} (at most one per 0.8 x the timeout, capped at 60 s), which "
-                f"leaves {duration(timeout - sent)} for a late one, the advised "
-                f"{duration(f.ttl - h)}"
-                + (
-                    f" (the advised {duration(f.ttl)} TTL would leave only {duration(at_ttl)})"
-                    if timeout > f.ttl
-                    else ""
-                ),
-            )
-        )
-        rules.append(
-            Rule(
-                "heartbeat at most half the TTL",
-                sent <= timeout / 2,
-                f"the SDK's heartbeat / HeartbeatTimeout: {duration(sent)} against "
-                f"{duration(timeout)}; "
-                + (
-                    "one late heartbeat does not time the activity out"
-                    if sent <= timeout / 2
-                    else "Temporal's throttle sends at 0.8x by design, so the rule cannot hold; "
-                    "the timeout above is lengthened until a heartbeat may be "
-                    f"{duration(timeout - sent)} late, the slack the advice asked for"
-                ),
-            )
-        )
-    cannot.append(
-        "stop an attempt that timed out: the worker hears of it only through a heartbeat, so "
-        "without one the first attempt runs on beside its retry (its late completion is refused)"
+                f"the advised TTL in whole seconds; call RecordHeartbeat every {duration(h)}",
+            ),
+            Setting(
+                "MaxHeartbeatThrottleInterval",
+                h,
+                go_duration(h),
+                f"a worker option: the SDK sends at most one heartbeat per min(0.8 x "
+                f"HeartbeatTimeout, this), 60 s by default, so heartbeats reach the server every "
+                f"{duration(sent)}: a crash is found {duration(timeout - sent)} to "
+                f"{duration(timeout)} after it, and the retry starts up to "
+                f"{duration(out.worst_wait)} after it",
+            ),
+        ]
+        out.overrides = {
+            **base,
+            "policy.heartbeat": True,
+            "policy.heartbeat_interval": sent,
+            "policy.lease_ttl": float(timeout),
+        }
+        out.rules.append(f.half_rule(sent, timeout, "heartbeats sent / HeartbeatTimeout"))
+        slow = ceil_s(temporal_heartbeat_timeout(f.ttl, h))
+        if slow < close:
+            out.others.append(_temporal_default_cap(f, slow, base))
+    out.cannot.append(
+        "stop an attempt at StartToCloseTimeout unless it honours its context: its retry runs "
+        "beside it, and its late result is dropped (the SDK logs 'Activity complete after "
+        "timeout', internal/internal_task_handlers.go:2480)"
     )
-    return QueueAdvice("temporal", settings, cannot, rules)
+    return out
 
 
-def _celery_rules(f: _Facts, default: float) -> list[Rule]:
+def _temporal_default_cap(f: Facts, slow: int, base: dict) -> OtherVersion:
+    """The heartbeat lines with MaxHeartbeatThrottleInterval left at 60 s: the SDK sends one
+    heartbeat per 0.8 x HeartbeatTimeout, so the timeout `slow` is lengthened to keep the advised
+    slack, and a crash is found later."""
+    h = f.heartbeat or 0.0
+    slow_sent = max(h, min(TEMPORAL_THROTTLE * slow, TEMPORAL_MAX_THROTTLE))
+    return OtherVersion(
+        "MaxHeartbeatThrottleInterval left at its 60 s default (or a Go SDK before v1.13.0)",
+        [
+            Setting(
+                "HeartbeatTimeout",
+                slow,
+                go_duration(slow),
+                f"the SDK sends one heartbeat per 0.8 x the timeout, {duration(slow_sent)}, so "
+                f"the timeout must be {go_duration(slow)} to leave the advised "
+                f"{duration(f.ttl - h)} for a late one",
+            )
+        ],
+        [
+            f"a crash is then found {duration(slow - slow_sent)} to {duration(slow)} after it "
+            f"(the retry up to {duration(slow + TEMPORAL_RETRY)}), against the advised "
+            f"{duration(f.recovery)} on average"
+        ],
+        worst_wait=slow + TEMPORAL_RETRY,
+        overrides={
+            **base,
+            "policy.heartbeat": True,
+            "policy.heartbeat_interval": slow_sent,
+            "policy.lease_ttl": float(slow),
+        },
+    )
+
+
+def _celery_rules(f: Facts, default: float) -> list[Rule]:
     b = f.bare
     return [
         Rule(
@@ -436,8 +304,7 @@ def _celery_rules(f: _Facts, default: float) -> list[Rule]:
             (
                 f"it covers the observed tasks, at {default / b.ttl:.3g}x what these durations "
                 "need: raising it (as projects do after a duplicate) only makes every crash wait "
-                "longer, up to "
-                f"{duration(default)}"
+                f"longer, up to {duration(default)}"
             )
             if default >= b.ttl
             else f"too short: {percent(f.longer_than(default))} of the observed tasks outlast it "
@@ -446,7 +313,7 @@ def _celery_rules(f: _Facts, default: float) -> list[Rule]:
     ]
 
 
-def _celery_settings(f: _Facts, acked: str, renewed: str) -> list[Setting]:
+def _celery_settings(f: Facts, acked: str, renewed: str) -> list[Setting]:
     """acks_late, the visibility timeout and the prefetch, on either broker."""
     return [
         Setting(
@@ -454,8 +321,8 @@ def _celery_settings(f: _Facts, acked: str, renewed: str) -> list[Setting]:
         ),
         Setting(
             "broker_transport_options['visibility_timeout']",
-            _ceil(f.bare.ttl),
-            f"{_ceil(f.bare.ttl)}",
+            ceil_s(f.bare.ttl),
+            f"{ceil_s(f.bare.ttl)}",
             f"seconds, never {renewed}: " + f.bare_words(),
         ),
         Setting(
@@ -467,43 +334,79 @@ def _celery_settings(f: _Facts, acked: str, renewed: str) -> list[Setting]:
     ]
 
 
-def _celery_redis(f: _Facts) -> QueueAdvice:
-    sweep = _ceil(f.watcher)
-    settings = _celery_settings(f, "acked", "renewed")
-    settings.insert(
-        2,
-        Setting(
-            "broker_transport_options['unacked_restore_interval']",
-            sweep,
-            f"{sweep}",
-            f"with unacked_restore_throttle = 1, the restore sweeps every {duration(sweep)} "
-            f"({f.watcher_words(sweep)}) instead of about every {duration(CELERY_SWEEP)}",
-        ),
+def _celery_redis(f: Facts) -> QueueAdvice:
+    visibility = float(ceil_s(f.bare.ttl))
+    sweep = ceil_s(f.watcher)
+    text, worst = f.crash_cost(
+        CELERY_SWEEP, "visibility_timeout", "until the restore sweep finds it"
     )
-    cannot = [
-        f.crash_cost(sweep, "visibility_timeout"),
-        "with task_acks_late = False (the default) a crash loses the running task: no "
-        "timeout helps",
-    ]
-    return QueueAdvice("celery-redis", settings, cannot, _celery_rules(f, 3600.0))
+    base = {"policy.lease_ttl": visibility, "policy.prefetch": 1}
+    main_text, main_worst = f.crash_cost(float(sweep), "visibility_timeout")
+    main = OtherVersion(
+        KOMBU_MAIN,
+        [
+            Setting(
+                "broker_transport_options['unacked_restore_interval']",
+                sweep,
+                f"{sweep}",
+                f"seconds between restore sweeps, {f.watcher_words(sweep)}",
+            ),
+            Setting(
+                "broker_transport_options['unacked_restore_throttle']",
+                1,
+                "1",
+                "a scan on every sweep (the default 10 scans on every 10th)",
+            ),
+        ],
+        [f"with them, {main_text.removeprefix('renew a lease: ')}"],
+        worst_wait=main_worst,
+        overrides={**base, "policy.watcher_interval": float(sweep)},
+    )
+    return _queue(
+        "celery-redis",
+        _celery_settings(f, "acked", "renewed"),
+        cannot=[
+            text,
+            f"restore sooner: the sweep runs about every {duration(CELERY_SWEEP)} in the released "
+            "kombu (every 10th of its 10 s calls, redis.py:1382 and :410); kombu's main branch "
+            "makes it a setting (below)",
+            "with task_acks_late = False (the default) a crash loses the running task: no "
+            "timeout helps",
+        ],
+        rules=_celery_rules(f, 3600.0),
+        version=KOMBU_RELEASE,
+        worst_wait=worst,
+        preset="celery-redis",
+        overrides={**base, "policy.watcher_interval": CELERY_SWEEP},
+        others=[main],
+    )
 
 
-def _celery_sqs(f: _Facts) -> QueueAdvice:
+def _celery_sqs(f: Facts) -> QueueAdvice:
     b = f.bare
-    settings = _celery_settings(f, "deleted", "extended")
-    cannot = [f.crash_cost(0.0, "visibility_timeout")]
+    text, worst = f.crash_cost(0.0, "visibility_timeout")
+    cannot = [text]
     if b.ttl > SQS_MAX_VISIBILITY:
         cannot.append(
             f"hold a message longer than 12 h: SQS caps the visibility timeout at "
-            f"{SQS_MAX_VISIBILITY} s, below the {_ceil(b.ttl)} s these durations need"
+            f"{SQS_MAX_VISIBILITY} s, below the {ceil_s(b.ttl)} s these durations need"
         )
-    return QueueAdvice("celery-sqs", settings, cannot, _celery_rules(f, 1800.0))
+    return _queue(
+        "celery-sqs",
+        _celery_settings(f, "deleted", "extended"),
+        cannot=cannot,
+        rules=_celery_rules(f, 1800.0),
+        version=KOMBU_RELEASE,
+        worst_wait=worst,
+        preset="celery-sqs",
+        overrides={"policy.lease_ttl": float(ceil_s(b.ttl)), "policy.prefetch": 1},
+    )
 
 
-def _sqs(f: _Facts) -> QueueAdvice:
+def _sqs(f: Facts) -> QueueAdvice:
     b = f.bare
     if f.heartbeat is not None:
-        visibility = _ceil(f.ttl)
+        visibility = ceil_s(f.ttl)
         settings = [
             Setting("VisibilityTimeout", visibility, f"{visibility}", "seconds, the advised TTL"),
             Setting(
@@ -513,16 +416,26 @@ def _sqs(f: _Facts) -> QueueAdvice:
                 "the advised heartbeat: each call restarts the timeout from now",
             ),
         ]
-        cannot = []
+        cannot = [
+            f"hold a crashed consumer's message past its timeout: it is visible again up to "
+            f"{duration(visibility)} after the crash (the last extension, then the timeout)"
+        ]
         rules = [f.half_rule(f.heartbeat, visibility, "extension interval / VisibilityTimeout")]
+        worst = float(visibility)
+        overrides = {
+            "policy.lease_ttl": float(visibility),
+            "policy.heartbeat": True,
+            "policy.heartbeat_interval": f.heartbeat,
+        }
     else:
-        visibility = _ceil(b.ttl)
+        visibility = ceil_s(b.ttl)
         settings = [
             Setting("VisibilityTimeout", visibility, f"{visibility}", "seconds: " + f.bare_words())
         ]
-        cannot = [f.crash_cost(0.0, "VisibilityTimeout")]
-        rules = []
-    function = _ceil(b.ttl)  # a Lambda's timeout must outlast the longest job
+        text, worst = f.crash_cost(0.0, "VisibilityTimeout")
+        cannot, rules = [text], []
+        overrides = {"policy.lease_ttl": float(visibility)}
+    function = ceil_s(b.ttl)  # a Lambda's timeout must outlast the longest job
     lambda_visibility = LAMBDA_FACTOR * function
     rules.append(
         Rule(
@@ -537,18 +450,28 @@ def _sqs(f: _Facts) -> QueueAdvice:
     )
     if visibility > SQS_MAX_VISIBILITY:
         cannot.append(f"hold a message longer than {SQS_MAX_VISIBILITY} s (12 h)")
-    return QueueAdvice("sqs", settings, cannot, rules)
+    return _queue(
+        "sqs",
+        settings,
+        cannot=cannot,
+        rules=rules,
+        version="SQS API 2012-11-05",
+        worst_wait=worst,
+        preset="sqs-visibility",
+        overrides=overrides,
+    )
 
 
-def _hatchet(f: _Facts) -> QueueAdvice:
+def _hatchet(f: Facts) -> QueueAdvice:
     b = f.bare
     low, high = HATCHET_REASSIGN
     typical = HATCHET_STALE - HATCHET_BEAT / 2 + low / 2
+    worst = HATCHET_STALE + high
     settings = [
         Setting(
             "execution_timeout",
-            _ceil(b.ttl),
-            f'"{_ceil(b.ttl)}s"',
+            ceil_s(b.ttl),
+            f'"{ceil_s(b.ttl)}s"',
             "a hard limit per attempt: " + f.bare_words() + "; ctx.refresh_timeout() extends it "
             "from inside a longer task",
         )
@@ -556,224 +479,23 @@ def _hatchet(f: _Facts) -> QueueAdvice:
     cannot = [
         f"tune crash detection: workers heartbeat every {duration(HATCHET_BEAT)} and are declared "
         f"dead after {duration(HATCHET_STALE)} (fixed in the client and the server's SQL), and the "
-        f"reassignment polls every {duration(low)} to {duration(high)}: a crashed task waits about "
-        f"{duration(typical)} (at most {duration(HATCHET_STALE + high)}), against the advised "
-        f"{duration(f.recovery)}"
+        f"reassignment polls every {duration(low)} to {duration(high)}: a crashed task is found "
+        f"about {duration(typical)} after the crash when the tenant is busy, up to "
+        f"{duration(worst)} when it is idle, against the advised {duration(f.recovery)}"
     ]
     rules = [f.half_rule(HATCHET_BEAT, HATCHET_STALE, "process heartbeat / stale age (fixed)")]
-    return QueueAdvice("hatchet", settings, cannot, rules)
-
-
-def procrastinate_cron(seconds: float) -> str:
-    """A periodic task's cron every `seconds` (procrastinate takes a 6th column for seconds)."""
-    s = _ceil(seconds)
-    if s < 60:
-        return f"* * * * * */{s}"
-    return f"*/{_ceil(s / 60)} * * * *"
-
-
-def _procrastinate(f: _Facts) -> QueueAdvice:
-    beat = f.heartbeat if f.heartbeat is not None else f.ttl / 2
-    stale = f.ttl
-    cron = _ceil(f.watcher) if f.watcher < 60 else 60 * _ceil(f.watcher / 60)
-    settings = [
-        Setting(
-            "update_heartbeat_interval",
-            beat,
-            f"{beat:g}",
-            "seconds (Worker option), the advised heartbeat: liveness is per worker process"
-            if f.heartbeat is not None
-            else "seconds: liveness is per process and always on; half the stale age",
-        ),
-        Setting("stalled_worker_timeout", stale, f"{stale:g}", "seconds, the advised TTL"),
-        Setting(
-            "get_stalled_jobs(seconds_since_heartbeat=...)",
-            stale,
-            f"{stale:g}",
-            "the same age, in the retry_stalled_jobs task",
-        ),
-        Setting(
-            "retry_stalled_jobs cron",
-            cron,
-            f'"{procrastinate_cron(f.watcher)}"',
-            f"every {duration(cron)}: "
-            + f.watcher_words(cron, "seconds" if f.watcher < 60 else "minutes"),
-        ),
-    ]
-    cannot = [
-        "rescue without your task: nothing retries stalled jobs unless retry_stalled_jobs is "
-        "scheduled, and it runs as a job in the same queue, so a backlog delays the rescue too",
-        "see a hung job in a live process: liveness is per process, so a job stuck inside a "
-        "process that still heartbeats is never rescued",
-    ]
-    return QueueAdvice(
-        "procrastinate",
+    return _queue(
+        "hatchet",
         settings,
-        cannot,
-        [f.half_rule(beat, stale, "update_heartbeat_interval / stalled_worker_timeout")],
-    )
-
-
-def _no_renewal_queue(
-    queue: str, f: _Facts, timeout_setting: Setting, sweep: float, name: str, extra=()
-) -> QueueAdvice:
-    return QueueAdvice(
-        queue,
-        [timeout_setting, *extra],
-        [f.crash_cost(sweep, name)],
-        [],
-    )
-
-
-def _river(f: _Facts) -> QueueAdvice:
-    b = f.bare
-    timeout = Setting(
-        "RescueStuckJobsAfter",
-        b.ttl,
-        f"{go_duration(b.ttl)} (time.Duration)",
-        "no heartbeat in River: " + f.bare_words(),
-    )
-    job_timeout = Setting(
-        "JobTimeout",
-        b.ttl,
-        go_duration(b.ttl),
-        "River cancels a job's context after it (default 1 min, which "
-        f"{percent(f.longer_than(RIVER_JOB_TIMEOUT))} "
-        "of the observed jobs outlast); at most RescueStuckJobsAfter",
-    )
-    out = _no_renewal_queue("river", f, timeout, RIVER_RESCUER, "RescueStuckJobsAfter")
-    out.settings.append(job_timeout)
-    out.rules.append(
-        Rule(
-            "JobTimeout above the longest job",
-            RIVER_JOB_TIMEOUT >= f.longest,
-            f"the default 1 min against the longest observed {duration(f.longest)}",
-        )
-    )
-    return out
-
-
-def _oban(f: _Facts) -> QueueAdvice:
-    b = f.bare
-    rescue = _ceil(b.ttl)
-    interval = _ms(f.watcher)
-    return _no_renewal_queue(
-        "oban",
-        f,
-        Setting(
-            "Lifeline rescue_after",
-            rescue,
-            f":timer.seconds({rescue})",
-            "no heartbeat in open-source Oban: " + f.bare_words(),
-        ),
-        f.watcher,
-        "rescue_after",
-        [
-            Setting(
-                "Lifeline interval",
-                interval,
-                f"{interval}",
-                "milliseconds, the advised watcher interval",
-            )
-        ],
-    )
-
-
-def _pg_boss(f: _Facts) -> QueueAdvice:
-    b = f.bare
-    monitor = _ceil(f.watcher)
-    settings = [
-        Setting(
-            "expireInSeconds",
-            _ceil(b.ttl),
-            f"{_ceil(b.ttl)}",
-            "a hard limit: the job fails at it even while it heartbeats, so it must outlast the "
-            "longest job: " + f.bare_words(),
-        ),
-        Setting("monitorIntervalSeconds", monitor, f"{monitor}", f.watcher_words(monitor)),
-    ]
-    cannot, rules = [], []
-    beat = max(PG_BOSS_MIN_HEARTBEAT, _ceil(f.ttl))
-    if f.heartbeat is None or beat >= _ceil(b.ttl):
-        if f.heartbeat is not None:
-            settings.append(
-                Setting(
-                    "heartbeatSeconds",
-                    None,
-                    "unset",
-                    f"a heartbeat timeout of {beat} s would never fire before expireInSeconds",
-                )
-            )
-        cannot.append(f.crash_cost(monitor, "expireInSeconds", "until the monitor finds it"))
-    else:
-        raised = beat > _ceil(f.ttl)
-        refresh = beat / 2 if raised else f.heartbeat
-        settings += [
-            Setting(
-                "heartbeatSeconds",
-                beat,
-                f"{beat}",
-                f"the advised TTL, {duration(f.ttl)}, raised to pg-boss's minimum"
-                if raised
-                else "the advised TTL in whole seconds",
-            ),
-            Setting(
-                "heartbeatRefreshSeconds",
-                refresh,
-                f"{refresh:g}",
-                "half of heartbeatSeconds, pg-boss's default"
-                if raised
-                else "the advised heartbeat",
-            ),
-        ]
-        if beat > _ceil(f.ttl):
-            cannot.append(
-                f"a heartbeat timeout below {PG_BOSS_MIN_HEARTBEAT} s: the advised "
-                f"{duration(f.ttl)} "
-                f"becomes {beat} s, so a crash waits up to {duration(beat + monitor)}"
-            )
-        rules.append(f.half_rule(refresh, beat, "heartbeatRefreshSeconds / heartbeatSeconds"))
-    return QueueAdvice("pg-boss", settings, cannot, rules)
-
-
-def _graphile(f: _Facts) -> QueueAdvice:
-    low, high = GRAPHILE_RESET
-    return QueueAdvice(
-        "graphile",
-        [],
-        [
-            "set a lease: a job's lock counts as stale after a fixed "
-            f"{duration(GRAPHILE_STALE)} and the reset runs every {duration(low)} to "
-            f"{duration(high)}, so a crashed job waits up to "
-            f"{duration(GRAPHILE_STALE + high)}, against the advised {duration(f.recovery)}; there "
-            f"is no heartbeat, so the {duration(f.ttl)} TTL advised cannot be expressed",
-            "a graceful shutdown releases its jobs at once: stop workers with SIGTERM, not SIGKILL",
-        ],
-    )
-
-
-def _solid_queue(f: _Facts) -> QueueAdvice:
-    beat = f.heartbeat if f.heartbeat is not None else f.ttl / 2
-    settings = [
-        Setting(
-            "process_heartbeat_interval",
-            beat,
-            f"{beat:g}.seconds",
-            "the advised heartbeat (per process)"
-            if f.heartbeat is not None
-            else "liveness is per process and always on; half the alive threshold",
-        ),
-        Setting("process_alive_threshold", f.ttl, f"{f.ttl:g}.seconds", "the advised TTL"),
-    ]
-    cannot = [
-        "re-run a crashed job: the jobs of a pruned process fail, so a crash costs a retry by hand "
-        "(or Active Job's retry_on) after the threshold, however short it is"
-    ]
-    return QueueAdvice(
-        "solid-queue",
-        settings,
-        cannot,
-        [f.half_rule(beat, f.ttl, "process_heartbeat_interval / process_alive_threshold")],
+        cannot=cannot,
+        rules=rules,
+        version="hatchet-dev/hatchet@89d130f3, Python SDK 1.37.5",
+        worst_wait=worst,
+        preset="hatchet",
+        overrides={
+            "policy.execution_timeout": float(ceil_s(b.ttl)),
+            "policy.watcher_interval": high,  # the idle tenant's reassignment: the worst case
+        },
     )
 
 
@@ -784,10 +506,10 @@ _TRANSLATORS = {
     "celery-sqs": _celery_sqs,
     "sqs": _sqs,
     "hatchet": _hatchet,
-    "procrastinate": _procrastinate,
-    "river": _river,
-    "oban": _oban,
-    "pg-boss": _pg_boss,
-    "graphile": _graphile,
-    "solid-queue": _solid_queue,
+    "procrastinate": procrastinate,
+    "river": river,
+    "oban": oban,
+    "pg-boss": pg_boss,
+    "graphile": graphile,
+    "solid-queue": solid_queue,
 }

@@ -13,6 +13,7 @@ import pandas as pd
 from sim.dists import Dist
 from sim.invariants import deleted_jobs, keeps_attempts
 from sim.model.events import STATUS_MOVES
+from sim.processing_times import processing_times
 from sim.results import owner_crashes
 from sim.scenario import (
     INVARIANTS,
@@ -53,25 +54,7 @@ CLAIMS = {
     "select_for_update": "SELECT ... FOR UPDATE, then UPDATE, in one transaction",
     "read_then_write": "SELECT, then an unconditional UPDATE",
 }
-FINISHED = (
-    "completed",
-    "rejected",
-    "rejected_payload",
-)  # lease outcomes after which the work was done
-
-
 # ---- measurements --------------------------------------------------------------------------------
-
-
-def processing_times(runs) -> np.ndarray:
-    """Per job: claim -> its owner finished the work (completed, or refused at completion), taken
-    from the job's first lease that got that far (every attempt does the same work)."""
-    values = []
-    for r in runs:
-        leases = r.leases[r.leases["outcome"].isin(FINISHED)]
-        first = leases.groupby("job").head(1)
-        values.append((first["released_at"] - first["start"]).to_numpy(float))
-    return np.concatenate(values) if values else np.array([])
 
 
 def refused_effects(runs) -> int:
@@ -173,6 +156,12 @@ def stall_durations(runs) -> np.ndarray:
         starts = events[events["kind"].isin(["pause_start", "partition_start"])]
         values.extend(float(d) for d in starts["detail"] if d is not None and np.isfinite(float(d)))
     return np.asarray(values, dtype=float)
+
+
+def _longest(m) -> str:
+    """'took 30 s', or 'ran at least 30 s' when the longest work seen was cut off."""
+    words = duration(m["max_processing"])
+    return f"took {words}" if m["longest_finished"] else f"ran at least {words}"
 
 
 def _deleted(n: int) -> str:
@@ -398,23 +387,25 @@ class Checker:
         return PASS, text + ".", numbers
 
     def _ttl_numbers(self):
+        """The TTL against the processing times (finished work observed, cut-off work censored:
+        sim.processing_times), and what the leases show."""
         ttl = self.policy.lease_ttl
-        durations = processing_times(self.runs)
-        p999 = float(np.quantile(durations, 0.999)) if len(durations) else np.nan
-        longest = float(durations.max()) if len(durations) else np.nan
-        over = float((durations > ttl).mean()) if len(durations) else np.nan
+        times = self._times = processing_times(self.runs)
+        p999 = times.quantile(0.999)
         jobs = sum(leased_jobs(r) for r in self.runs)
         twice = sum(double_processed(r) for r in self.runs)
         renewals = sum(renewal_count(r) for r in self.runs)
         interval = self.policy.heartbeat_interval if self.policy.heartbeat else np.inf
         return {
             "lease_ttl": ttl,
-            "p999_processing": p999,
-            "max_processing": longest,
-            "finished_jobs": len(durations),
+            "p999_processing": np.nan if p999 is None else p999,
+            "max_processing": times.longest,
+            "longest_finished": bool(len(times)) and times.longest in times.times[times.finished],
+            "finished_jobs": times.n_finished,
+            "cut_off_jobs": times.n_cut,
             "renewals": renewals,
-            "jobs_over_interval": int((durations > interval).sum()),
-            "over_ttl_share": over,
+            "jobs_over_interval": int((times.times > interval).sum()),
+            "over_ttl_share": times.share_longer(ttl),
             "false_expiries": _total(self.runs, "false_expiries"),
             "leases": _total(self.runs, "leases"),
             "jobs": jobs,
@@ -458,13 +449,12 @@ class Checker:
             f"{percent(high)}); {m['double_processed_jobs']} of {m['jobs']} leased jobs "
             f"({percent(m['double_processed_share'])}) were processed twice"
         )
-        if not np.isfinite(p999):
-            return UNTESTED, f"no job finished in {self.n_runs}: processing time not measured.", m
         processing = (
-            f"p99.9 processing {duration(p999)} (max {duration(m['max_processing'])}, "
-            f"{m['finished_jobs']} jobs finished): {percent(m['over_ttl_share'])} of jobs outlived "
-            "the TTL"
+            f"{self._p999_words(m)}: {percent(m['over_ttl_share'])} of jobs outlived the TTL"
         )
+        untested = self._ttl_untested(m, processing, lost)
+        if untested:
+            return UNTESTED, untested, m
         stalls = stall_durations(self.runs)
         m.update(
             stalls_observed=len(stalls),
@@ -475,7 +465,8 @@ class Checker:
         )
         tail = self._stall_tail()
         if not p.heartbeat:
-            cmp = "<" if p999 > ttl else "=" if p999 == ttl else ">"
+            known = np.isfinite(p999)
+            cmp = "<" if not known or p999 > ttl else "=" if p999 == ttl else ">"
             head = f"no heartbeat: TTL {ttl:g} s {cmp} {processing}"
             if fe or m["over_ttl_share"] > 0:
                 return FAIL, f"{head}; {lost}.", m
@@ -540,6 +531,40 @@ class Checker:
             )
         return PASS, f"{head} > the {tail[1]}; {lost} ({seen}); {kept}.", m
 
+    def _ttl_untested(self, m, processing: str, lost: str) -> str | None:
+        """Item 2's evidence when the runs cannot judge the TTL (no job leased, or a tail the
+        estimate never reaches with nothing outliving the TTL); else None."""
+        if not len(self._times):
+            return f"no job was leased in {self.n_runs}: processing time not measured."
+        if np.isfinite(m["p999_processing"]) or m["false_expiries"] or m["over_ttl_share"] > 0:
+            return None
+        return (
+            f"{processing}, so whether the {m['lease_ttl']:g} s TTL covers the tail is not "
+            f"measured; {lost}."
+        )
+
+    @staticmethod
+    def _p999_words(m) -> str:
+        """'p99.9 processing 12 s (max 30 s, 47 jobs finished)', or with work cut off (a
+        deadline, a crash, a lost lease): the Kaplan-Meier estimate and what it rests on."""
+        p999, longest = m["p999_processing"], m["max_processing"]
+        jobs, cut = m["finished_jobs"] + m["cut_off_jobs"], m["cut_off_jobs"]
+        if not cut:
+            return (
+                f"p99.9 processing {duration(p999)} (max {duration(longest)}, "
+                f"{m['finished_jobs']} jobs finished)"
+            )
+        basis = (
+            f"Kaplan-Meier over {count(jobs, 'job')}: {m['finished_jobs']} finished, {cut} cut off "
+            "before the end of their work, which ran at least as long"
+        )
+        if np.isfinite(p999):
+            return f"p99.9 processing {duration(p999)} ({basis}; the longest {_longest(m)})"
+        return (
+            f"p99.9 processing beyond {duration(longest)}, where the estimate stops ({basis}; "
+            f"the longest {_longest(m)})"
+        )
+
     def heartbeat(self):
         p, m = self.policy, self._ttl_numbers()
         ttl = p.lease_ttl
@@ -557,19 +582,26 @@ class Checker:
                     ),
                     m,
                 )
-            if not np.isfinite(m["p999_processing"]):
+            if not np.isfinite(m["max_processing"]):
                 return (
                     UNTESTED,
-                    f"no heartbeat, and no job finished in {self.n_runs}: job length not measured.",
+                    f"no heartbeat, and no job was leased in {self.n_runs}: job length not "
+                    "measured.",
                     m,
                 )
             if m["max_processing"] > ttl / 2:
                 return (
                     RISK,
                     (
-                        f"no heartbeat: the longest job took {duration(m['max_processing'])}, over "
-                        f"half the {ttl:g} s TTL; nothing renews a slow one."
+                        f"no heartbeat: the longest job {_longest(m)}, over half the {ttl:g} s "
+                        "TTL; nothing renews a slow one."
                     ),
+                    m,
+                )
+            if not np.isfinite(m["p999_processing"]):
+                return (
+                    UNTESTED,
+                    f"no heartbeat, and the jobs' length is not measured: {self._p999_words(m)}.",
                     m,
                 )
             return (
@@ -1022,7 +1054,8 @@ class Checker:
                 for v in self.report(r).violations:
                     counts = found.setdefault(v.invariant, {})
                     counts[where] = counts.get(where, 0) + 1
-                    example.setdefault(v.invariant, v)
+                    run_of = "the scenario's run" if runs is self.runs else f"{where}'s run"
+                    example.setdefault(v.invariant, (v, f"{run_of} of seed {r.scenario.seed}"))
         n_runs = sum(len(runs) for _, runs in sets)
         m = {name: sum(found.get(name, {}).values()) for name in INVARIANTS}
         m["runs"] = n_runs
@@ -1039,10 +1072,11 @@ class Checker:
                 continue
             where = ", ".join(f"{n} in {w}" for w, n in found[name].items())
             expected = " (the scenario expects it)" if name in self.scenario.expect else ""
-            v = example[name]
-            job = f"job {v.job}: " if v.job is not None else ""
+            v, seen_in = example[name]
+            job = f"job {v.job} " if v.job is not None else ""
             parts.append(
-                f"{name} {sum(found[name].values())}: {where}{expected}; e.g. {job}{v.detail}"
+                f"{name} {sum(found[name].values())}: {where}{expected}; e.g. {job}in {seen_in}: "
+                f"{v.detail}"
             )
         return (
             FAIL,

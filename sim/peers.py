@@ -144,17 +144,42 @@ def settings_table(names: Iterable[str] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["queue", *SETTINGS]).set_index("queue")
 
 
+def detection_waits(run, *, claimable: bool = False) -> np.ndarray:
+    """Per crash of a job's owner (owner_crashes): crash -> the job was found, i.e. left
+    Processing (the watcher or a prune requeued or failed it, or a claim took it); NaN if never.
+    `claimable`: where the claim itself takes expired leases, the job is found when its lease ran
+    out (the crashed owner's last renewal + TTL), not at the next poll. The longest is the worst
+    wait an `advise --as` translation prints (sim.advice_settings)."""
+    crashes = owner_crashes(run)
+    events = run.events
+    moves = events[events["kind"].isin(["requeue", "claim"])]
+    by_job = {job: g["t"].to_numpy() for job, g in moves.groupby("job")}
+    dying = events[events["kind"].isin(["crash", "drop", "release_lost"]) & events["job"].notna()]
+    ends = {
+        (t, worker, job): until
+        for t, worker, job, until in zip(
+            dying["t"], dying["worker"], dying["job"], dying["detail"], strict=True
+        )
+    }
+    waits = []
+    for crash in crashes.itertuples():
+        later = by_job.get(crash.job, np.array([]))
+        later = later[later > crash.crash_at]
+        found = later.min() if len(later) else np.nan
+        if claimable and run.scenario.policy.claim_takes_expired:
+            until = ends.get((crash.crash_at, crash.worker, crash.job))
+            if isinstance(until, float):
+                found = min(found, until)
+        waits.append(found - crash.crash_at)
+    return np.asarray(waits, dtype=float)
+
+
 def peer_metrics(run) -> dict[str, float]:
     """The comparison's metrics of one run (see METRICS), all from its event log."""
     s = run.summary
     crashes = owner_crashes(run)
     leases = run.leases
-    events = run.events
-    moves = events[events["kind"].isin(["requeue", "claim"])]
-    first_move = []
-    for crash in crashes.itertuples():
-        later = moves.loc[(moves["job"] == crash.job) & (moves["t"] > crash.crash_at), "t"]
-        first_move.append(later.min() - crash.crash_at if len(later) else np.nan)
+    first_move = detection_waits(run)
     latency = crashes["latency"].dropna()
     per_job = leases.groupby("job").size()
     expired_jobs = leases.loc[leases["false_expiry"], "job"].unique()

@@ -64,7 +64,7 @@ def bind_clock(params: dict, now: float, ttl: float | tuple[float, float] | None
 class Lease:
     """The worker's own view of the lease it holds (the heartbeat renews `until`)."""
 
-    __slots__ = ("job", "attempt", "until", "lost", "done", "renewal", "cap")
+    __slots__ = ("job", "attempt", "until", "lost", "done", "renewal", "cap", "past_deadline")
 
     def __init__(self, job: int, attempt: int, until: float):
         self.job = job
@@ -72,6 +72,7 @@ class Lease:
         self.until = until
         self.lost = False  # a heartbeat found it gone (or could not renew it in time)
         self.done = False  # the job is finished or given up: no more heartbeats
+        self.past_deadline = False  # the worker-side deadline passed with the handler running
         self.renewal: tuple | None = None  # the heartbeat statement's step, built at the first beat
         self.cap: float | None = None  # claim + execution_timeout: no renewal goes past it
 
@@ -112,6 +113,8 @@ class WorkerProtocol:
         self.abandon = policy.abandon_on_lost_lease
         self.idempotency_key = policy.idempotency_key
         self.background = policy.completion == "background"  # the effect commits before completion
+        self.drops_late = policy.deadline_action == "drop"  # a result past the deadline is dropped
+        self.cancels = policy.deadline_action == "cancel"
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
         self.release_loss = scenario.faults.release_loss
         if self.release_loss and release_loss is None:
@@ -288,9 +291,17 @@ class WorkerProtocol:
         error inside it rolls it back and is recorded. policy.completion = background: the
         transaction commits the effect alone and the completion follows in a statement of its own
         (the background completer of River, pg-boss, graphile-worker, Oban; its batching delay is
-        not modelled), so a refused completion undoes nothing: the effect was committed."""
+        not modelled), so a refused completion undoes nothing: the effect was committed.
+
+        A result that comes after the worker-side deadline with policy.deadline_action = drop is
+        dropped where the worker would send it: the completing transaction is not run (the
+        effect commits with the completion), or, in the background, the handler's own
+        transaction commits its effect and the completion is not sent."""
         lease.finish()  # no heartbeats while the completion transaction holds the row
         name, job, attempt = self.name, lease.job, lease.attempt
+        if lease.past_deadline and self.drops_late and not self.background:
+            yield (RECORD, "late_result", name, job, attempt, "dropped")
+            return
         try:
             yield BEGIN
             applied = yield from self.apply_effect(lease, spec)
@@ -308,6 +319,9 @@ class WorkerProtocol:
             yield (RECORD, "db_error", name, job, attempt, "complete")
             return
         yield (RECORD, "effect" if applied else "dedup_skip", name, job, attempt, spec.event_id)
+        if lease.past_deadline and self.drops_late and self.background:
+            yield (RECORD, "late_result", name, job, attempt, "dropped")
+            return
         if self.background:
             try:
                 done = yield self.completion(lease)
@@ -468,9 +482,13 @@ class WorkerProtocol:
         yield (RECORD, "release", self.name, lease.job, lease.attempt, rows[0][1] if rows else None)
 
     def fail_at_deadline(self, lease: Lease):
-        """The worker-side deadline: fail the job for a retry (fenced), the handler running on."""
+        """The worker-side deadline: fail the job for a retry (fenced), the handler running on, or
+        stopped first (policy.deadline_action = cancel: the driver has stopped it, its open
+        transaction rolled back)."""
         params = self._give_back(lease, retry_backoff=to_micros(self.policy.retry_backoff))
         name, job, attempt = self.name, lease.job, lease.attempt
+        if self.cancels:
+            yield (RECORD, "cancel", name, job, attempt, None)
         try:
             rows = yield (STATEMENT, "fail_job_fenced", params, job, None)
         except DbUnavailable:

@@ -44,6 +44,14 @@ class Run:
     # each worker's own clock (policy.clock = worker; sim.model.clock.WorkerClock): worker_skews
     # holds its constant offset, this also its drift and steps
     worker_clocks: dict = field(default_factory=dict)
+    # the queue directory's own settings (its queue.toml, {"policy.NAME": value}) applied to the
+    # scenario before any override
+    queue_settings: dict = field(default_factory=dict)
+    # {(move, attempt): seconds}: how long after a requeue (or a deadline's failure) of a job's
+    # attempt-th lease the queue's own SQL makes it due again (None: never), measured for the
+    # jobs a queue's run left unfinished (sim.sql_findings.retry_delays); else the policy's
+    # retry_backoff x attempts^4
+    retry_delays: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
@@ -372,9 +380,10 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     were due.
 
     A job is due when enqueued, or once its last lease has expired plus the recovery allowance,
-    and not before the retry backoff of its last requeue (retry_backoff x attempts^4) has run out;
-    an idle poll after that moment means the claimers could not see it: the job is lost, not merely
-    queued.
+    and not before the retry delay of its last requeue (or failure at a deadline) has run out: the
+    delay the queue's own SQL wrote, where it was measured (Run.retry_delays; never due if it
+    never is), else the policy's retry_backoff x attempts^4. An idle poll after that moment means
+    the claimers could not see it: the job is lost, not merely queued.
     """
     jobs = run.jobs
     idle = run.log_arrays.t[run.log_arrays.rows("idle")]
@@ -386,19 +395,33 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
     backoff = run.scenario.policy.retry_backoff
-    if backoff:
-        events = run.events
-        moves = events[
-            events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")
-        ]
+    if backoff or run.retry_delays:
         # job -> when its last requeue for a retry makes it claimable again (+ a poll's slack)
         retried = {
-            int(job): t + backoff * float(attempt) ** 4 + 1.0
-            for t, job, attempt in zip(moves["t"], moves["job"], moves["attempt"], strict=True)
+            job: t + delay + 1.0
+            for job, (t, delay) in retry_moves(run).items()
+            if delay is not None and np.isfinite(delay)
         }
         due = np.maximum(due, [retried.get(job, -np.inf) for job in jobs["job"].tolist()])
     unfinished = ~jobs["status"].isin(TERMINAL).to_numpy()
     return jobs[unfinished & (due < float(idle.max()))]
+
+
+def retry_moves(run) -> dict[int, tuple[float, float | None]]:
+    """job -> (when its last move for a retry happened (a watcher's requeue, or its owner's
+    failure at a deadline), the retry delay that move gave it: Run.retry_delays' measure of the
+    queue's SQL, else retry_backoff x attempts^4; None: the job is never due again)."""
+    events = run.events
+    moves = events[events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")]
+    backoff = run.scenario.policy.retry_backoff
+    out: dict[int, tuple[float, float | None]] = {}
+    for t, kind, job, attempt in zip(
+        moves["t"], moves["kind"], moves["job"], moves["attempt"], strict=True
+    ):
+        key = (kind, int(attempt))
+        delay = run.retry_delays[key] if key in run.retry_delays else backoff * float(attempt) ** 4
+        out[int(job)] = (float(t), delay)
+    return out
 
 
 def owner_crashes(run) -> pd.DataFrame:

@@ -56,7 +56,28 @@ def format_summary(run) -> str:
         f"{scenario.horizon:g} s {played} in {run.wall_seconds:.2f} s; {p.workers} workers, "
         f"claim={p.claim}, TTL {p.lease_ttl:g} s"
     )
-    return "\n".join([head, *(f"  {label:<{width}}  {value}" for label, value in rows)])
+    lines = [head, *(f"  {label:<{width}}  {value}" for label, value in rows)]
+    if run.queue_settings:
+        lines.insert(1, f"  queue.toml settings applied: {applied_settings(run)}")
+    return "\n".join(lines)
+
+
+def applied_settings(run) -> str:
+    """'claim = skip_locked, lease_ttl = 30 (60 by override)': the queue's own settings
+    (queue.toml) the run applied, each with the value the run used where an override replaced it."""
+    parts = []
+    for key, value in run.queue_settings.items():
+        name = key.removeprefix("policy.")
+        used = getattr(run.scenario.policy, name, value)
+        part = f"{name} = {_setting(value)}"
+        if used != value:
+            part += f" ({_setting(used)} by override)"
+        parts.append(part)
+    return ", ".join(parts)
+
+
+def _setting(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value}"
 
 
 def format_report(report, examples: int = 5) -> str:

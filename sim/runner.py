@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from sim.db.base import Backend
@@ -141,7 +142,7 @@ def run(
     clocks = {name: w.db.clock for w in world.workers for name in w.names}
     skews = {name: clock.offset if clock else 0.0 for name, clock in clocks.items()}
     kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
-    return Run(
+    done = Run(
         scenario,
         world.log,
         dict(world.statement_counts),
@@ -152,4 +153,29 @@ def run(
         kept,
         queue=str(queue.path) if queue is not None else None,
         worker_clocks={name: clock for name, clock in clocks.items() if clock is not None},
+        queue_settings=dict(queue.settings) if queue is not None else {},
     )
+    if queue is not None and len(done.lost):
+        done = judged_by_the_queue(done, queue, dsn or getattr(db, "dsn", None))
+    return done
+
+
+def judged_by_the_queue(run: Run, queue, dsn: str | None) -> Run:
+    """`run`, its unfinished jobs judged by when the queue's own SQL makes them due again (a retry
+    delay its statements compute, not policy.retry_backoff): the delay each last move gave,
+    measured on the server (sim.sql_findings.retry_delays), so that a job waiting out a long
+    retry is not reported lost."""
+    if dsn is None:
+        return run
+    from sim.sql_findings import retry_delays
+
+    waiting = set(run.lost["job"].tolist())
+    events = run.events
+    moves = events[events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")]
+    last = moves[moves["job"].isin(waiting)].groupby("job").tail(1)
+    wanted = {
+        (kind, int(attempt)) for kind, attempt in zip(last["kind"], last["attempt"], strict=True)
+    }
+    if not wanted:
+        return run
+    return dataclasses.replace(run, retry_delays=retry_delays(queue, run.scenario, dsn, wanted))

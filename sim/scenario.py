@@ -36,6 +36,7 @@ PARTITION_MODES = ("fail", "hang")
 SHUTDOWNS = ("crash", "graceful")
 RESCUES = ("watcher", "job")
 COMPLETIONS = ("transaction", "background")
+DEADLINE_ACTIONS = ("drop", "complete", "cancel")
 CRASH_POINTS = ("after_psp", "after_marker")
 CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
@@ -130,6 +131,14 @@ class Policy:
     )
     # > 0: the worker fails its job for a retry after this long and moves on; the handler runs on
     deadline: float = 0.0
+    # what the worker does with a handler still running at its deadline (policy.deadline > 0):
+    # drop: it fails the attempt, the handler runs on (its PSP call, its own transaction) and its
+    # late result is dropped, no completion sent (pg-boss's work() races the handler against
+    # expireInSeconds; Temporal's SDK logs "Activity complete after timeout" and reports nothing) |
+    # complete: the handler runs on and completes the job late, as if nothing happened | cancel:
+    # the handler is stopped at the deadline (a context or signal it honours: River cancels the
+    # job's context at JobTimeout), its open transaction rolled back, and the attempt failed
+    deadline_action: str = "drop"
     # > 0: no lease outlives its claim by more than this, heartbeats or not (Temporal's
     # StartToClose, Hatchet's step timeout): an execution timeout apart from the renewable lease
     execution_timeout: float = 0.0
@@ -421,6 +430,11 @@ def validate(scenario: Scenario) -> Scenario:
             "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s",
         ),
         (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
+        (
+            p.deadline_action in DEADLINE_ACTIONS,
+            "policy.deadline_action",
+            f"must be one of {', '.join(DEADLINE_ACTIONS)}",
+        ),
         (
             p.execution_timeout >= 0,
             "policy.execution_timeout",

@@ -223,26 +223,30 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
         with lab.trial():
             lab.enqueue(1)
             attempt = _claimed(lab, name)[1]
-            late = T0 + lab.ttl + 1
-            again = _reclaim(lab, taker, late)
+            again, at = _reclaim(lab, taker, T0 + lab.ttl + 1)
             if again is None:
                 cases[case] = None
                 continue
-            if case == "done" and not lab.complete(1, taker, again[1], late + 1):
+            if case == "done" and not lab.complete(1, taker, again[1], at + 1):
                 cases[case] = None
                 continue
-            cases[case] = _outcome(lab, _write(lab, name, "w0", attempt, late + 2))
+            cases[case] = _outcome(lab, _write(lab, name, "w0", attempt, at + 2))
     return cases
 
 
-def _reclaim(lab: Lab, owner: str, now: float):
+def _reclaim(lab: Lab, owner: str, now: float) -> tuple[tuple[int, int] | None, float]:
     """`owner` claims job 1 after its lease expired: by the claim itself, else after a watcher
-    tick and the retry backoff of a first attempt; None if neither hands it on."""
+    tick, once the job is due again as the watcher's own write decides (a retry delay its SQL
+    computes, whatever policy.retry_backoff says); (None, now) if neither hands it on. Also
+    when that claim happened."""
     got = lab.claim(owner, now)
     if got is None and lab.policy.watcher and _watcher_statements(lab):
         lab.watch(now)
-        got = lab.claim(owner, now + lab.policy.retry_backoff + 0.5)
-    return got if got is not None and got[0] == 1 else None
+        delay = lab.ready_after(1, now)
+        if delay is not None:
+            now += delay
+            got = lab.claim(owner, now)
+    return (got if got is not None and got[0] == 1 else None), now
 
 
 _CHECKS = {
@@ -391,6 +395,77 @@ def stuck_age(lab: Lab) -> float | None:
     return high
 
 
+def retry_delay(lab: Lab, attempt: int, move: str = "watcher", age: float | None = None):
+    """How long after the move that makes it Pending again the policy's claim takes a job whose
+    `attempt`-th lease ended: the watcher's tick `age` (the stuck age; the TTL if None) after the
+    claim, or (move = "deadline") its owner's failure at a worker-side deadline a second after
+    the claim. As the queue's own statements write it, whatever policy.retry_backoff says; None
+    if the job cannot be brought there (the move leaves it Dead, or it is never due again)."""
+    age = lab.ttl if age is None else age
+    with lab.trial():
+        lab.enqueue(1)
+        t = T0
+        for k in range(1, attempt + 1):
+            got = lab.claim("w0", t)
+            if got is None or got[0] != 1:
+                return None
+            moved_at = t + (age * 1.001 + 1e-3 if move == "watcher" else 1.0)
+            if move == "watcher":
+                lab.watch(moved_at)
+            else:
+                lab.run("fail_job_fenced", id=1, owner="w0", attempt=got[1], now=moved_at)
+            state = lab.state(1)
+            if state is None or state[3] != "Pending":
+                return None
+            delay = lab.ready_after(1, moved_at, precise=k == attempt)
+            if delay is None or k == attempt:
+                return delay
+            t = moved_at + delay
+    return None
+
+
+def retry_delays(queue, scenario, dsn: str, wanted) -> dict[tuple[str, int], float | None]:
+    """{(move, attempt): retry_delay(...)} for each ("requeue" or "deadline", attempt) in
+    `wanted`: when a job a run left Pending is due again, as the queue's SQL writes it."""
+    with lab_on(queue, scenario.policy, dsn) as lab:
+        age = stuck_age(lab) if any(move == "requeue" for move, _ in wanted) else None
+        return {
+            (move, attempt): retry_delay(
+                lab, attempt, "watcher" if move == "requeue" else "deadline", age
+            )
+            for move, attempt in sorted(wanted)
+        }
+
+
+def _retry_delay_text(lab: Lab, age: float, numbers: dict) -> str:
+    """A warning when the delay the watcher's own write gives a requeued job (measured at a first
+    and a second attempt) is not the policy's retry_backoff x attempts^4: the runs would judge
+    when a job is due by the policy; else ''."""
+    if lab.policy.watcher_action != "requeue":
+        return ""
+    backoff = lab.policy.retry_backoff
+    delays = {k: retry_delay(lab, k, age=age) for k in (1, 2)}
+    numbers["retry_delays"] = delays
+    if any(d is None for d in delays.values()):
+        return ""
+    expected = {k: backoff * k**4 for k in delays}
+    if all(abs(delays[k] - expected[k]) <= max(0.01 * expected[k], 0.1) for k in delays):
+        return ""
+    numbers["retry_delay_disagrees"] = True
+    first, second = delays[1], delays[2]
+    law = (
+        f"set retry_backoff = {first:.3g} in queue.toml"
+        if first > 0 and abs(second / first - 16) <= 0.16
+        else "its delay does not grow as attempts^4: the runs judge when a job is due by what "
+        "its statements write"
+    )
+    return (
+        f"; it makes a requeued job due again {duration(first)} after its tick at a first attempt "
+        f"and {duration(second)} at a second, while policy.retry_backoff ({backoff:g} s x "
+        f"attempts^4) says {duration(expected[1])} and {duration(expected[2])} ({law})"
+    )
+
+
 def _watches(lab: Lab, names) -> Finding:
     ttl = lab.ttl
     age = stuck_age(lab)
@@ -463,6 +538,7 @@ def _watches(lab: Lab, names) -> Finding:
     text = f"{what} " + ", ".join(fine)
     if problems:
         text += "; but " + "; ".join(problems)
+    text += _retry_delay_text(lab, age, numbers)
     if abs(age - ttl) > max(1e-2 * ttl, 1.0):
         numbers["stuck_age_disagrees"] = True
         text += (

@@ -16,6 +16,7 @@ transaction that is rolled back; each probe runs in a savepoint of its own.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,8 @@ from sim.db.queue_check import execute, message, ok, scratch
 from sim.payload import payload_hash, payload_json
 
 CLIENT = "probe"
+READY_LIMIT = 1e7  # seconds: a requeued job not claimable this long after its move never is
+READY_CLAIMS = 50  # claims a readiness probe makes before it gives up on reaching the job
 _WRITTEN = """
 SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
 FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND NOT relname = ANY($2::text[])
@@ -209,14 +212,62 @@ class Lab:
     @contextmanager
     def trial(self) -> Iterator[None]:
         """A probe of its own: a savepoint rolled back afterwards, fresh id and lease counts."""
+        with self._savepoint():
+            self.adapter = QueueAdapter(self.queue)
+            yield
+
+    @contextmanager
+    def what_if(self) -> Iterator[None]:
+        """Inside a trial: try something and undo it (a savepoint rolled back), the jobs' ids and
+        lease counts as they were."""
+        adapter = copy.deepcopy(self.adapter)
+        try:
+            with self._savepoint():
+                yield
+        finally:
+            self.adapter = adapter
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
         self._savepoints += 1
         name = f"leaselab_probe_{self._savepoints}"
         ok(execute(self.pg, f"SAVEPOINT {name}"), "start a probe")
-        self.adapter = QueueAdapter(self.queue)
         try:
             yield
         finally:
             execute(self.pg, f"ROLLBACK TO SAVEPOINT {name}")
+
+    # ---- when a requeued job is due again --------------------------------------------------------
+
+    def takes(self, job: int, now: float) -> bool:
+        """Would the policy's claim hand `job` out at `now`? Tried and undone; other claimable jobs
+        taken first (oldest first) are claimed on the way, up to READY_CLAIMS of them."""
+        with self.what_if():
+            for _ in range(READY_CLAIMS):
+                got = self.claim(CLIENT, now)
+                if got is None:
+                    return False
+                if got[0] == job:
+                    return True
+        return False
+
+    def ready_after(
+        self, job: int, now: float, limit: float = READY_LIMIT, *, precise: bool = True
+    ) -> float | None:
+        """How long after `now` the policy's claim first takes `job` (to 0.1%, or 1 ms; without
+        `precise`, a time by which it does, within 4x), as the row the queue's own statements
+        wrote decides (its run-after, scheduled_at, ...); None if not within `limit` seconds."""
+        if self.takes(job, now):
+            return 0.0
+        low, high = 0.0, 0.5
+        while not self.takes(job, now + high):
+            if high >= limit:
+                return None
+            low, high = high, min(high * 4, limit)
+        while precise and high - low > max(1e-3 * high, 1e-3):
+            middle = (low + high) / 2
+            low, high = (low, middle) if self.takes(job, now + middle) else (middle, high)
+        return high
 
 
 def _nodes(node: dict):

@@ -15,6 +15,11 @@ import os
 from sim import protocol
 
 
+class HandlerCancelled(Exception):
+    """A handler's steps stop: its worker cancelled it at the deadline (deadline_action =
+    cancel). Nothing more of it is sent or recorded."""
+
+
 class LiveDriver:
     """Runs protocol generators on the wall clock; `psp_dir` holds the PSP's idempotency keys;
     `crash_point(point)` (if given) ends the process when a scripted crash fires there."""
@@ -23,9 +28,11 @@ class LiveDriver:
         self.clock, self.recorder, self.psp_dir = clock, recorder, psp_dir
         self.crash_point = crash_point
 
-    def run(self, steps, db):
+    def run(self, steps, db, cancelled=None):
         """Play `steps` with statements on connection `db`; returns what they return. An error a
-        step meets is thrown into the protocol at that step, as `yield from` would."""
+        step meets is thrown into the protocol at that step, as `yield from` would. `cancelled`
+        (a threading.Event): once set, the steps stop at once with HandlerCancelled (a sleep is
+        cut short; a statement's error is the cancellation's, not the protocol's to record)."""
         clock, add = self.clock, self.recorder.add
         value = error = None
         while True:
@@ -34,6 +41,9 @@ class LiveDriver:
             except StopIteration as done:
                 return done.value
             value = error = None
+            if cancelled is not None and cancelled.is_set():
+                steps.close()
+                raise HandlerCancelled
             op = step[0]
             try:
                 if op == protocol.STATEMENT:
@@ -41,7 +51,11 @@ class LiveDriver:
                 elif op == protocol.RECORD:
                     add(clock.now(), step[1], step[2], step[3], step[4], step[5])
                 elif op in (protocol.WORK, protocol.WAIT, protocol.DELAY):
-                    clock.sleep(step[1])
+                    if cancelled is None:
+                        clock.sleep(step[1])
+                    elif cancelled.wait(clock.wall(max(step[1], 0.0))):
+                        steps.close()
+                        raise HandlerCancelled
                 elif op == protocol.BEGIN_OP:
                     db.control("BEGIN")
                 elif op == protocol.COMMIT_OP:
@@ -57,7 +71,12 @@ class LiveDriver:
                         self.crash_point(step[1])
                 else:
                     raise ValueError(f"unknown protocol step {step!r}")
+            except HandlerCancelled:
+                raise
             except Exception as exc:  # a lost connection, a server error
+                if cancelled is not None and cancelled.is_set():
+                    steps.close()
+                    raise HandlerCancelled from None
                 error = exc
 
     def charge(self, key: str | None) -> str:

@@ -10,7 +10,8 @@ drop). Heartbeat loss and delay, and whether a crash point fires, it draws itsel
 
 With a worker-side deadline (pg-boss's expireIn) the job's handler runs on a thread of its own:
 at the deadline the worker fails the job for a retry on a fresh connection and takes the next,
-the handler running on with its own connection to its end (a pause holds the deadline too).
+the handler running on with its own connection to its end (a pause holds the deadline too), its
+late result dropped or completed, or cancelled first (policy.deadline_action).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import psycopg
 
 from sim.db.errors import StatementError
 from sim.live.connection import CRASH_POINT_EXIT, SHUTDOWN_EXIT, LiveConnection
-from sim.live.driver import LiveDriver
+from sim.live.driver import HandlerCancelled, LiveDriver
 from sim.live.plan import job_plan, stream_name
 from sim.model.faults import CrashPoints, clock_offset
 from sim.protocol import Lease, WorkerProtocol
@@ -190,12 +191,17 @@ class LiveWorker:
 
     def _handle_within_deadline(self, lease: LiveLease) -> None:
         """Run the handler on a thread; at the deadline fail the job for a retry on a fresh
-        connection and move on, the handler keeping its own connection until it ends."""
+        connection and move on, the handler keeping its own connection until it ends (its late
+        result dropped or completed), or cancelled first (deadline_action = cancel: its steps stop
+        and its server backend is ended, so its open transaction rolls back)."""
         db, done, orphaned = self.db, threading.Event(), threading.Event()
+        cancelled = threading.Event() if self.policy.deadline_action == "cancel" else None
 
         def handler() -> None:
             try:
-                self.driver.run(self.steps.handle(lease), db)
+                self.driver.run(self.steps.handle(lease), db, cancelled)
+            except HandlerCancelled:
+                pass
             finally:
                 lease.finish()
                 done.set()
@@ -206,12 +212,17 @@ class LiveWorker:
         threading.Thread(target=handler, daemon=True).start()
         if done.wait(self.clock.wall(self.policy.deadline)):
             return
+        lease.past_deadline = True
         orphaned.set()
         if done.is_set():  # it ended in the same instant (and may not have seen `orphaned`)
             return
         self.lease = None
         self.slots.release(self.index)
         self.db = self._connect(f"{self.name}/{len(self.connections)}")
+        if cancelled is not None:
+            cancelled.set()
+            if db.pid is not None:
+                self.db.terminate([db.pid])
         self.driver.run(self.steps.fail_at_deadline(lease), self.db)
 
     # ---- deaths of its own --------------------------------------------------------------------

@@ -37,6 +37,9 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   rescue_lost        the worker died running that tick; detail = the task's due time
   deadline           the worker-side deadline failed the job for a retry while its handler runs on;
                      detail = new status (Pending/Dead), None if the worker no longer owned it
+  cancel             ... after stopping the handler (policy.deadline_action = cancel)
+  late_result        a handler past its deadline finished and the worker dropped its result (policy.
+                     deadline_action = drop): no completion was sent; detail = "dropped"
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ progress and its heartbeat (both resume when the pause ends). A rejected heartbe
 worker its lease is gone; it abandons the job at its next checkpoint (or, as a zombie with
 abandon_on_lost_lease off, goes on and relies on fencing). With a worker-side deadline the job's
 handler runs as a process of its own: at the deadline the worker fails the job for a retry and
-moves on, the handler keeping its connection and running to its end (pg-boss #555); the deadline
-is a timer of the worker's own process, so a pause holds it until the pause ends. A graceful
+moves on, the handler keeping its connection and running to its end (pg-boss #555) with its late
+result dropped or completed, or stopped at once (policy.deadline_action); the deadline is a timer
+of the worker's own process, so a pause holds it until the pause ends. A graceful
 shutdown releases the job before the worker stops (Solid Queue); a crash leaves it leased. With
 policy.rescue = job the worker also runs the watcher's tick when one is due (sim.model.rescue).
 """
@@ -225,7 +226,9 @@ class Worker:
 
     def _process_within_deadline(self, lease: Lease):
         """Run the handler as a process; at the deadline fail the job for a retry and move on,
-        leaving the handler running on its own connection (the slot is freed, the work is not)."""
+        leaving the handler running on its own connection (the slot is freed, the work is not;
+        its late result dropped or completed, policy.deadline_action), or stopping it first
+        (cancel: its connection closes, so its open transaction rolls back)."""
         self.handler = handler = self.env.process(self._handler(lease, self.db))
         yield handler | self.env.timeout(self.policy.deadline)
         if handler.is_alive:  # the deadline's timer fired; in a pause it runs once the pause ends
@@ -233,7 +236,13 @@ class Worker:
         self.lease = self.handler = None
         if not handler.is_alive:
             return
-        self.orphans.append((handler, lease, self.db))
+        lease.past_deadline = True
+        if self.policy.deadline_action == "cancel":
+            lease.done = True
+            handler.interrupt("cancel")
+            self.db.crash()
+        else:
+            self.orphans.append((handler, lease, self.db))
         self._sessions += 1
         self.db = DbSession(
             self.world,

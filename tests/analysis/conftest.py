@@ -23,3 +23,26 @@ def bimodal_csv(tmp_path_factory):
     path = tmp_path_factory.mktemp("issue22") / "bimodal.csv"
     bimodal_ms().to_csv(path, index=False)
     return path
+
+
+NO_HEARTBEAT = {
+    "ttl": [60, 120, 180, 300],
+    "heartbeat_interval": [None],
+    "watcher_interval": [5, 30],
+}
+
+
+@pytest.fixture(scope="session")
+def sample_advice():
+    """The bundled sample at 1 job/s: TTL 3 s, heartbeat 1 s, watcher 0.5 s (advise --as tests)."""
+    import sim
+
+    return sim.advise("sample", arrival_rate=1, verify=False)
+
+
+@pytest.fixture(scope="session")
+def no_heartbeat_advice():
+    """The same, restricted to settings without a heartbeat: TTL 300 s, watcher 5 s."""
+    import sim
+
+    return sim.advise("sample", arrival_rate=1, verify=False, candidates=NO_HEARTBEAT)

@@ -34,6 +34,7 @@ from sim.scenario import (
     COMPLETIONS,
     CRASH_POINTS,
     CRASH_TARGETS,
+    DEADLINE_ACTIONS,
     IDENTITIES,
     INVARIANTS,
     PARTITION_MODES,
@@ -230,6 +231,7 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
     "policy.poll_interval": st.one_of(negative, st.just(0.0), too_long, too_often),
     "policy.claim": enum(CLAIM_STRATEGIES),
     "policy.completion": enum(COMPLETIONS),
+    "policy.deadline_action": enum(DEADLINE_ACTIONS),
     "policy.candidates": st.one_of(
         st.integers(max_value=0), st.integers(limits.MAX_CANDIDATES + 1, 2**62)
     ),

@@ -307,3 +307,30 @@ def test_module_entry_point_unknown_scenario():
     assert len(lines) == 1 and lines[0].startswith("error: scenario 'nonexistent'")
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_run_on_a_queue_prints_the_queue_toml_settings_it_applied():
+    """Issue 31 item 4: `run --sql DIR` printed nothing of the queue's own settings (queue.toml);
+    the summary names each, and the value an override replaced it with."""
+    import dataclasses
+
+    import sim
+    from sim.run_text import format_summary
+
+    run = sim.run("baseline", **{"policy.lease_ttl": 60, "workload.jobs": 5, "horizon": 20})
+    run = dataclasses.replace(
+        run,
+        queue="q/",
+        queue_settings={
+            "policy.claim": "conditional_update",
+            "policy.heartbeat": True,
+            "policy.lease_ttl": 30.0,
+        },
+    )
+    lines = format_summary(run).splitlines()
+    assert lines[0].startswith("baseline: seed 1, memory backend (queue q/), 20 s simulated")
+    assert lines[1] == (
+        "  queue.toml settings applied: claim = conditional_update, heartbeat = true, "
+        "lease_ttl = 30.0 (60.0 by override)"
+    )
+    assert not any("queue.toml" in line for line in format_summary(sim.run("baseline")).split("\n"))

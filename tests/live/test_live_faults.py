@@ -76,7 +76,7 @@ def test_crash_points_a_gapped_watcher_and_worker_clocks_live(pg_dsn):
 @pytest.mark.timeout(240)
 def test_the_deadline_and_graceful_shutdown_live(pg_dsn):
     """3 s jobs and a 1.5 s worker-side deadline (pg-boss): each lease is failed for a retry
-    1.5 s after its claim, the handler running on to a completion fencing refuses; w0 is asked
+    1.5 s after its claim, the handler running on to a result the worker drops; w0 is asked
     to stop at 1 s (faults.shutdown = graceful): it logs the shutdown, releases its job and is
     back a second later, with no crash anywhere."""
     scenario = with_deadline(
@@ -115,9 +115,38 @@ def test_the_deadline_and_graceful_shutdown_live(pg_dsn):
             continue
         failed = deadlines[key]  # failed for a retry at its deadline, not before
         assert claim.t + 1.5 <= failed.t < claim.t + 1.5 + SLACK and failed.detail == "Pending"
-    assert _records(r, "complete") == []  # every completion comes after a deadline...
-    rejected = _records(r, "complete_rejected")
-    assert rejected and all((e.worker, e.job, e.attempt) in deadlines for e in rejected)
+    # every handler outlives its deadline: its result is dropped (deadline_action = drop), no
+    # completion is sent
+    assert _records(r, "complete") == [] == _records(r, "complete_rejected")
+    late = _records(r, "late_result")
+    assert late and all((e.worker, e.job, e.attempt) in deadlines for e in late)
     assert r.statement_counts["fail_job_fenced"] >= 2
     assert r.statement_counts["release_job_fenced"] == 1
+    assert _children() == [] and _live_backends(pg_dsn) == 0
+
+
+@pytest.mark.timeout(240)
+def test_a_deadline_that_cancels_stops_the_handler_live(pg_dsn):
+    """deadline_action = cancel: at the deadline the handler's steps stop (nothing of it is
+    recorded after its cancel, no result comes late) and its server backend is ended, so nothing
+    it had open commits; the job is failed for a retry right after."""
+    scenario = with_deadline(work=3, deadline=1.5, workers=2, jobs=2, horizon=4).with_overrides(
+        {"policy.deadline_action": "cancel"}
+    )
+    r = sim.live(scenario, duration=scenario.horizon, dsn=pg_dsn)
+    assert r.incidents == []
+    cancels = _records(r, "cancel")
+    deadlines = {(e.worker, e.job, e.attempt): e for e in _records(r, "deadline")}
+    assert cancels and all((e.worker, e.job, e.attempt) in deadlines for e in cancels)
+    for cancel in cancels:
+        later = [
+            e
+            for e in r.log
+            if (e.worker, e.job, e.attempt) == (cancel.worker, cancel.job, cancel.attempt)
+            and e.t > cancel.t
+            and e.kind != "deadline"
+        ]
+        assert later == []
+    assert _records(r, "late_result") == [] == _records(r, "complete")
+    assert r.table_ledger.empty
     assert _children() == [] and _live_backends(pg_dsn) == 0

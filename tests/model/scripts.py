@@ -134,6 +134,16 @@ def fidelity_scenarios() -> dict[str, Scenario]:
             horizon=10,
         ),
         "deadline": with_deadline(workers=2, fencing=False, max_attempts=3),
+        "deadline, completed late": with_deadline(
+            workers=2, fencing=False, max_attempts=3, deadline_action="complete"
+        ),
+        "deadline, cancelled": with_deadline(
+            workers=2, fencing=False, max_attempts=3, deadline_action="cancel"
+        ),
+        # the deadline falls while the completing transaction is open: cancelling rolls it back
+        "deadline, cancelled mid-transaction": with_deadline(
+            work=5.0, deadline=5.0015, max_attempts=1, horizon=12, deadline_action="cancel"
+        ),
         "retry backoff": scripted(
             workers=2,
             work=4,

@@ -270,15 +270,43 @@ def test_the_one_statement_watcher_never_touches_a_completed_job():
 # ---- 5. a worker-side deadline that frees the slot but not the work ------------------------------
 
 
-def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
+def test_a_worker_side_deadline_retries_the_job_and_drops_the_late_result():
     """pg-boss #555: work() fails the job at expireIn and fetches again; the handler keeps running,
-    so the retry runs in parallel with it and both charge the card and complete."""
+    so the retry runs in parallel with it and both charge the card; a handler past its deadline
+    has lost the race, so pg-boss never calls complete() for it (manager.ts #processJobs): its
+    result is dropped. Every attempt takes 8 s against a 5 s deadline: the third fails for good."""
     r = run(fidelity_scenarios()["deadline"])  # two workers, unfenced, 3 attempts
+    assert r.scenario.policy.deadline_action == "drop"  # the default
     assert timeline(r) == [
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
         (5.002, "deadline", "w0", 1, 1),  # failed for a retry on a fresh connection
         (5.003, "claim", "w0", 1, 2),  # the freed slot fetches the retry at once
+        (8.001, "late_result", "w0", 1, 1),  # the first handler did not stop; nothing is sent
+        (9.003, "psp_charge", "w0", 1, 2),
+        (10.004, "deadline", "w0", 1, 2),
+        (10.005, "claim", "w0", 1, 3),
+        (13.003, "late_result", "w0", 1, 2),
+        (14.005, "psp_charge", "w0", 1, 3),
+        (15.006, "deadline", "w0", 1, 3),  # out of attempts: Dead
+        (18.005, "late_result", "w0", 1, 3),
+    ]
+    assert [e.detail for e in r.log if e.kind == "deadline"] == ["Pending", "Pending", "Dead"]
+    assert r.check().counts() == {"duplicate_external_effect": 1}  # the card, charged 3 times
+    assert r.table_ledger.empty
+    assert preset("pg-boss").policy.deadline == preset("pg-boss").policy.lease_ttl == 900
+    assert preset("pg-boss").policy.deadline_action == "drop"
+
+
+def test_a_deadline_that_completes_late_lets_the_first_handler_complete_the_retry():
+    """deadline_action = complete: the handler past its deadline completes the job its retry now
+    holds (unfenced), and both commit their effects."""
+    r = run(fidelity_scenarios()["deadline, completed late"])
+    assert timeline(r) == [
+        (0.001, "claim", "w0", 1, 1),
+        (4.001, "psp_charge", "w0", 1, 1),
+        (5.002, "deadline", "w0", 1, 1),
+        (5.003, "claim", "w0", 1, 2),
         (8.004, "effect", "w0", 1, 1),  # the first handler did not stop
         (8.004, "complete", "w0", 1, 1),
         (9.003, "psp_charge", "w0", 1, 2),
@@ -292,7 +320,42 @@ def test_a_worker_side_deadline_retries_the_job_while_its_handler_still_runs():
         "duplicate_db_effect": 1,
         "duplicate_external_effect": 1,
     }
-    assert preset("pg-boss").policy.deadline == preset("pg-boss").policy.lease_ttl == 900
+
+
+def test_a_deadline_that_cancels_stops_the_handler_before_it_fails_the_job():
+    """deadline_action = cancel (River's JobTimeout cancels the job's context): the handler stops
+    at the deadline, after its PSP call (that charge stays made), and nothing of it comes later."""
+    r = run(fidelity_scenarios()["deadline, cancelled"])
+    assert timeline(r) == [
+        (0.001, "claim", "w0", 1, 1),
+        (4.001, "psp_charge", "w0", 1, 1),
+        (5.001, "cancel", "w0", 1, 1),
+        (5.002, "deadline", "w0", 1, 1),
+        (5.003, "claim", "w0", 1, 2),
+        (9.003, "psp_charge", "w0", 1, 2),
+        (10.003, "cancel", "w0", 1, 2),
+        (10.004, "deadline", "w0", 1, 2),
+        (10.005, "claim", "w0", 1, 3),
+        (14.005, "psp_charge", "w0", 1, 3),
+        (15.005, "cancel", "w0", 1, 3),
+        (15.006, "deadline", "w0", 1, 3),
+    ]
+    assert r.check().counts() == {"duplicate_external_effect": 1}
+    assert r.table_jobs["status"].tolist() == ["Dead"] and r.table_ledger.empty
+
+
+def test_a_cancelled_handler_s_open_transaction_rolls_back():
+    """A deadline reached while the handler's completing transaction is open (its ledger row
+    written at 5.002, the completion not yet sent) leaves no ledger row: cancelling closes the
+    handler's connection, and the server rolls the transaction back."""
+    r = run(fidelity_scenarios()["deadline, cancelled mid-transaction"])
+    assert timeline(r) == [
+        (0.001, "claim", "w0", 1, 1),
+        (2.501, "psp_charge", "w0", 1, 1),
+        (5.0025, "cancel", "w0", 1, 1),  # BEGIN and the ledger insert (5.002) are in flight
+        (5.0035, "deadline", "w0", 1, 1),
+    ]
+    assert r.table_ledger.empty and r.table_jobs["status"].tolist() == ["Dead"]
 
 
 def test_a_crash_takes_the_handlers_past_their_deadline_with_it():
@@ -322,7 +385,7 @@ def test_a_paused_worker_does_nothing_until_its_pause_ends_not_even_its_deadline
         (16.002, "psp_charge", "w0", 1, 2),
         (17.003, "deadline", "w0", 1, 2),
         (17.004, "claim", "w0", 1, 3),
-        (18.004, "complete_rejected", "w0", 1, 1),  # fenced: attempt 3 holds the job now
+        (18.001, "late_result", "w0", 1, 1),  # past its deadline: the result is dropped
     ]
     assert [e.detail for e in r.log if e.kind == "deadline"] == ["Pending", "Pending"]
     leases = r.leases[["attempt", "start", "end", "end_reason", "outcome"]].round(6)
@@ -338,7 +401,7 @@ def test_a_handler_past_its_deadline_is_not_mistaken_for_the_later_lease_of_its_
     """The worker holds attempt 2 of job 1 when its first handler completes attempt 1 (8.004):
     that record belongs to attempt 1's lease, long released by the deadline, so attempt 2's lease
     ends at its own deadline (10.004), and no lease ends before it starts."""
-    r = run(fidelity_scenarios()["deadline"])
+    r = run(fidelity_scenarios()["deadline, completed late"])
     leases = r.leases[["worker", "attempt", "start", "end", "end_reason", "outcome"]].round(6)
     assert leases.values.tolist() == [
         ["w0", 1, 0.001, 5.002, "released", "deadline"],
@@ -355,7 +418,7 @@ def test_a_job_its_deadline_failed_for_good_is_not_reported_stuck():
         (0.001, "claim", "w0", 1, 1),
         (4.001, "psp_charge", "w0", 1, 1),
         (5.002, "deadline", "w0", 1, 1),
-        (8.004, "complete_rejected", "w0", 1, 1),
+        (8.001, "late_result", "w0", 1, 1),
     ]
     assert [e.detail for e in r.log if e.kind == "deadline"] == ["Dead"]
     assert r.table_jobs["status"].tolist() == ["Dead"]

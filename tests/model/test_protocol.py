@@ -290,6 +290,30 @@ def test_a_refused_fenced_completion_rolls_the_effect_back():
     assert fake.trace[-2:] == [("ROLLBACK",), ("record", "complete_rejected", "w0", 2, 1, 130.0)]
 
 
+@pytest.mark.parametrize("completion", ["transaction", "background"])
+def test_a_result_past_the_deadline_is_dropped_where_the_worker_would_send_it(completion):
+    """deadline_action = drop: in a transaction nothing of the completing transaction is sent; in
+    the background the handler's own transaction commits its effect, the completion is not sent."""
+    protocol, lease = worker(completion=completion, deadline=5.0), Lease(2, 1, 130.0)
+    lease.past_deadline = True
+    effect = [("insert_ledger_entry", [(1,)])] if completion == "background" else []
+    fake = Fake(*effect)
+    fake.play(protocol.complete(lease, protocol.catalog[2]))
+    dropped = ("record", "late_result", "w0", 2, 1, "dropped")
+    if completion == "transaction":
+        assert fake.trace == [dropped]
+    else:
+        steps = [t[0] for t in fake.trace]
+        assert steps == ["BEGIN", "insert_ledger_entry", "COMMIT", "record", "record"]
+        assert fake.trace[-2][1] == "effect" and fake.trace[-1] == dropped
+    late = worker(completion=completion, deadline=5.0, deadline_action="complete")
+    lease = Lease(2, 1, 130.0)
+    lease.past_deadline = True
+    fake = Fake(("insert_ledger_entry", [(1,)]), ("complete_fenced", [(2,)]))
+    fake.play(late.complete(lease, late.catalog[2]))
+    assert fake.trace[-1] == ("record", "complete", "w0", 2, 1, 130.0)  # completes late
+
+
 def test_a_server_error_in_the_completion_rolls_back_and_is_recorded():
     fake = Fake(
         ("insert_ledger_entry", [(1,)]),
@@ -432,6 +456,13 @@ def test_release_and_deadline_failure_are_fenced_and_record_the_new_status():
             },
         ),
         ("record", "deadline", "w0", 2, 1, None),  # no longer the owner: nothing failed
+    ]
+    cancel = Fake(("fail_job_fenced", [(2, "Pending")]))
+    cancel.play(worker(deadline=5.0, deadline_action="cancel").fail_at_deadline(lease))
+    assert [t[:2] for t in cancel.trace] == [
+        ("record", "cancel"),  # the driver stopped the handler first
+        ("fail_job_fenced", cancel.trace[1][1]),
+        ("record", "deadline"),
     ]
 
 

@@ -37,7 +37,8 @@ def test_a_finished_job_overwritten_fails_the_review_with_its_count():
     assert row["status"] == FAIL and r.measured["invariants"]["terminal_overwritten"] == 2
     assert row["evidence"].startswith("2 of 9 invariants broken in 1 run: ")
     assert (
-        "terminal_overwritten 2: 2 in the scenario's runs; e.g. job 52: w0 made it Completed at "
+        "terminal_overwritten 2: 2 in the scenario's runs; e.g. job 52 in the scenario's run of "
+        "seed 1: w0 made it Completed at "
         "708.306s; watcher made it Pending at 708.742s"
     ) in row["evidence"]
     for name, n in run.check().counts().items():
@@ -45,6 +46,8 @@ def test_a_finished_job_overwritten_fails_the_review_with_its_count():
 
 
 def test_every_invariant_broken_in_any_run_is_counted():
+    """... and each example names the run it comes from: the scenario's or a variant's, and its
+    seed (issue 31 item 4: examples from different seeds, unnamed)."""
     r = review("read-then-write-race", seeds=(1, 2))
     counted = {}
     for runs in [r.runs, *r.variants.values()]:
@@ -56,6 +59,11 @@ def test_every_invariant_broken_in_any_run_is_counted():
         and {k: v for k, v in r.measured["invariants"].items() if v and k != "runs"} == counted
     )
     assert r.table.loc["invariants", "status"] == FAIL
+    evidence = r.table.loc["invariants", "evidence"]
+    for part in evidence.split("; e.g. ")[1:]:
+        run_of = part.split(": ", 1)[0]
+        assert " of seed 1" in run_of or " of seed 2" in run_of, run_of
+        assert "in the scenario's run" in run_of or "variant's run" in run_of, run_of
 
 
 def test_no_violation_passes_the_invariants_item():

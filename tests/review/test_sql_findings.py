@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import sim
 from sim.db.probes import lab_on
 from sim.db.queries import load_queries
 from sim.db.queue_dir import load_queue
@@ -134,9 +135,9 @@ def test_a_claim_in_data_changing_steps_is_one_claim(pg_dsn):
     assert claim.safe is True
     assert claim.text == (
         f"claim_skip_locked ({EXAMPLES / 'solid-queue-like'}/queries.sql:22) is data-changing "
-        "steps (Insert on solid_queue_processes, Insert on solid_queue_claimed_executions, Delete "
-        "on solid_queue_ready_executions), locking the rows it reads; a second claim while the "
-        "first lease ran got nothing"
+        "steps (Update on solid_queue_processes, Insert on solid_queue_processes, Insert on "
+        "solid_queue_claimed_executions, Delete on solid_queue_ready_executions), locking the rows "
+        "it reads; a second claim while the first lease ran got nothing"
     )
 
 
@@ -150,7 +151,7 @@ def test_fencing_covers_every_write_by_a_worker(pg_dsn):
     assert set(boss["fencing"].numbers) == {"complete_unfenced", "heartbeat", "fail_job_fenced"}
     assert boss["fencing"].numbers["fail_job_fenced"]["expired"] == "written"
     assert (
-        f"fail_job_fenced ({EXAMPLES / 'pg-boss-like'}/queries.sql:48) checks neither owner nor "
+        f"fail_job_fenced ({EXAMPLES / 'pg-boss-like'}/queries.sql:49) checks neither owner nor "
         "attempt, lets a late write through on a job the watcher requeued"
     ) in boss["fencing"].text
     graphile = found(
@@ -285,3 +286,111 @@ def test_the_claim_says_which_evidence_decided_it(pg_dsn):
         "Decided by the server probe, and the runs' double claims."
         in race.table.loc["claim", "evidence"]
     )
+
+
+def test_the_solid_queue_like_worker_registers_once_not_at_every_claim(pg_dsn):
+    """Issue 31 item 4: the claim inserted a process row at every poll; Solid Queue registers a
+    process once (Process.register). Two claims of w0 and one of w1 leave two process rows; w0's
+    second claim refreshes its row's heartbeat instead."""
+    scenario, queue = with_queue(
+        resolve(str(EXAMPLES / "solid-queue-like" / "scenario.toml")), EXAMPLES / "solid-queue-like"
+    )
+    with lab_on(queue, scenario.policy, pg_dsn) as lab, lab.trial():
+        for job in (1, 2, 3):
+            lab.enqueue(job)
+        assert lab.claim("w0", 1.0)[0] == 1 and lab.claim("w0", 2.0)[0] == 2
+        assert lab.claim("w1", 3.0)[0] == 3
+        rows = lab.conn.execute(
+            "SELECT name, count(*) FROM solid_queue_processes GROUP BY name ORDER BY name"
+        ).fetchall()
+    assert rows == [("w0", 1), ("w1", 1)]
+
+
+def test_the_pg_boss_like_heartbeat_returns_the_expiry_its_monitor_honours(pg_dsn):
+    """Issue 31 item 4: touchJobs moves heartbeat_on only, never started_on + expire_seconds, so
+    the lease a heartbeat returns must be the one the monitor (failJobsByTimeout, and from 12.12
+    failJobsByHeartbeat) enforces: the earlier of the two expiries. Without heartbeat_seconds the
+    job still expires 30 s after it started, however often it heartbeats; with 10 s it expires 10
+    s after its last heartbeat."""
+    root = EXAMPLES / "pg-boss-like"
+    scenario, queue = with_queue(resolve(str(root / "scenario.toml")), load_queue(root))
+    queue.check_on(pg_dsn)  # its ids are uuids: the catalog tells
+    with lab_on(queue, scenario.policy, pg_dsn) as lab:
+        for beat_seconds, beat_at, expiry in ((None, 20.0, 31.0), (10, 5.0, 15.0)):
+            with lab.trial():
+                lab.enqueue(1)
+                job, attempt = lab.claim("w0", 1.0)
+                lab.conn.execute("UPDATE job SET heartbeat_seconds = %s", (beat_seconds,))
+                [(_, until)] = lab.run(
+                    "heartbeat", id=job, owner="w0", attempt=attempt, now=beat_at
+                )
+                assert until == pytest.approx(expiry)
+                assert lab.run("requeue_expired", now=expiry - 0.5) == []
+                moved = lab.run("requeue_expired", now=expiry + 0.5)
+                assert [row[:2] for row in moved] == [(1, "Pending")]
+
+
+def _river_with_its_own_backoff(tmp_path: Path, delay_sql: str) -> Path:
+    """river-like with the retry delay computed by its rescue's SQL (`delay_sql`, in seconds),
+    as River's own translation does, not bound from policy.retry_backoff (queue.toml sets none)."""
+    d = tmp_path / "river-own-backoff"
+    d.mkdir(parents=True)
+    (d / "schema.sql").write_text((EXAMPLES / "river-like" / "schema.sql").read_text())
+    text = (EXAMPLES / "river-like" / "queries.sql").read_text()
+    bound = (
+        "(%(retry_backoff)s * j.attempt * j.attempt * j.attempt * j.attempt) "
+        "* interval '1 microsecond'"
+    )
+    assert bound in text
+    text = text.replace(bound, f"({delay_sql}) * interval '1 second'")
+    text = text.replace(
+        "-- params: id int, now time, retry_backoff int", "-- params: id int, now time"
+    )
+    (d / "queries.sql").write_text(text)
+    toml = (EXAMPLES / "river-like" / "queue.toml").read_text()
+    (d / "queue.toml").write_text(
+        "\n".join(line for line in toml.splitlines() if not line.startswith("retry_backoff"))
+    )
+    return d
+
+
+def test_a_retry_delay_the_queue_s_sql_computes_is_seen_by_the_probes(pg_dsn, tmp_path):
+    """Issue 31 item 2: River's rescue schedules a job attempt^4 seconds later in its own SQL.
+    The fencing probe used to claim the requeued job half a second after the tick, find nothing
+    and say that nothing hands an expired job on; the watcher item now measures the delay the
+    write gives (1 s, then 16 s) and says it is not the policy's (0), as the stuck age is."""
+    queue = _river_with_its_own_backoff(tmp_path, "j.attempt * j.attempt * j.attempt * j.attempt")
+    got = found(queue, "no-heartbeat-long-jobs", pg_dsn)
+    watcher, fencing = got["watcher"], got["fencing"]
+    assert watcher.numbers["retry_delays"] == {
+        1: pytest.approx(1.0, rel=2e-3),
+        2: pytest.approx(16.0, rel=2e-3),
+    }
+    assert watcher.numbers["retry_delay_disagrees"] is True
+    assert watcher.text.endswith(
+        "; it makes a requeued job due again 1 s after its tick at a first attempt and 16 s at a "
+        "second, while policy.retry_backoff (0 s x attempts^4) says 0 s and 0 s (set "
+        "retry_backoff = 1 in queue.toml)"
+    )
+    assert "nothing in this queue hands an expired job" not in fencing.text
+    assert fencing.numbers["complete_unfenced"]["other"] == "written"
+    fixed = found(queue, "no-heartbeat-long-jobs", pg_dsn, **{"policy.retry_backoff": 1})
+    assert "retry_delay_disagrees" not in fixed["watcher"].numbers
+
+
+def test_a_job_waiting_out_the_queue_s_own_retry_delay_is_not_lost(pg_dsn, tmp_path):
+    """Issue 31 item 2: with River's attempt^4 in its SQL, job 11 of no-heartbeat-long-jobs (seed
+    2) is rescued at its 5th attempt near the horizon and due 625 s later; the run used to report
+    it lost ("still Pending ... although workers found nothing to claim"). The delay its rescue
+    wrote is measured on the server, and the job is waiting, not lost. A rescue that makes a job
+    due only after 1e8 s (never, within any run) still loses it."""
+    queue = _river_with_its_own_backoff(tmp_path, "j.attempt * j.attempt * j.attempt * j.attempt")
+    r = sim.run("no-heartbeat-long-jobs", sql=queue, seed=2, dsn=pg_dsn)
+    assert "lost_job" not in r.check().counts()
+    assert r.retry_delays == {("requeue", 5): pytest.approx(625.0, rel=2e-3)}
+    job = r.jobs.set_index("job").loc[11]
+    assert (job["status"], job["attempts"]) == ("Pending", 5)
+    never = _river_with_its_own_backoff(tmp_path / "never", "1e8")
+    r = sim.run("no-heartbeat-long-jobs", sql=never, seed=2, dsn=pg_dsn)
+    lost = r.check().counts().get("lost_job", 0)
+    assert lost >= 1 and set(r.retry_delays.values()) == {None}

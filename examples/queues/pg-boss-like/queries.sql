@@ -29,11 +29,12 @@ WHERE j.id = next.id
 RETURNING j.id, j.retry_count + 1;
 
 -- name: heartbeat
--- touchJobs (opt-in, off in queue.toml): renews any active job with this id, whoever runs it.
+-- touchJobs (pg-boss 12.12+, opt-in, off in queue.toml): renews any active job with this id, whoever runs it. It moves heartbeat_on only: the job still expires expire_seconds after it started, so the lease it returns ends at the earlier of the two (LEAST skips a NULL heartbeat_seconds).
 -- params: id int, now time
 UPDATE job SET heartbeat_on = %(now)s
 WHERE id = %(id)s AND state = 'active'
-RETURNING id, heartbeat_on + coalesce(heartbeat_seconds, expire_seconds) * interval '1 second';
+RETURNING id, LEAST(started_on + expire_seconds * interval '1 second',
+                    heartbeat_on + heartbeat_seconds * interval '1 second');
 
 -- name: complete_unfenced
 -- completeJobs: completes the job if it is active, whoever holds it.
@@ -62,12 +63,13 @@ WITH deleted_jobs AS (
 SELECT id, CASE state WHEN 'failed' THEN 'Dead' ELSE 'Pending' END FROM retried_jobs;
 
 -- name: requeue_expired
--- failJobsByTimeout, the supervisor's monitor: active jobs started over expire_seconds ago are deleted and inserted again, for a retry or as failed. It reads each job's own expire_seconds, not a parameter.
+-- failJobsByTimeout and failJobsByHeartbeat, the supervisor's monitor: active jobs started over expire_seconds ago, or whose heartbeat is older than heartbeat_seconds (12.12+), are deleted and inserted again, for a retry or as failed. It reads each job's own expire_seconds and heartbeat_seconds, not a parameter.
 -- params: now time
 WITH deleted_jobs AS (
     DELETE FROM job
     WHERE name = 'payments' AND state = 'active'
-      AND started_on + expire_seconds * interval '1 second' < %(now)s
+      AND (started_on + expire_seconds * interval '1 second' < %(now)s
+           OR heartbeat_on + heartbeat_seconds * interval '1 second' < %(now)s)
     RETURNING *
 ), retried_jobs AS (
     INSERT INTO job (id, name, data, state, retry_limit, retry_count, retry_delay, expire_seconds,
@@ -89,7 +91,8 @@ FROM retried_jobs ORDER BY id;
 SELECT id, data->>'event_id', (data->'payment')::text,
        CASE WHEN state IN ('created', 'retry') THEN 'Pending' WHEN state = 'active' THEN 'Processing'
             WHEN state = 'completed' THEN 'Completed' ELSE 'Dead' END,
-       NULL::text, started_on + expire_seconds * interval '1 second',
+       NULL::text, LEAST(started_on + expire_seconds * interval '1 second',
+                         heartbeat_on + heartbeat_seconds * interval '1 second'),
        CASE WHEN started_on IS NULL THEN 0 ELSE retry_count + 1 END::bigint,
        heartbeat_on, created_on, completed_on, output->>'message'
 FROM job ORDER BY created_on, id;

@@ -17,11 +17,17 @@ INSERT INTO solid_queue_ready_executions (job_id, queue_name, priority, created_
 SELECT id, 'payments', 0, %(now)s FROM job;
 
 -- name: claim_skip_locked
--- ReadyExecution.claim: lock the next ready execution (skipping locked ones), insert its claimed execution for this process, delete the ready one. A Lease Lab worker is a single-job process that registers as it claims (a restarted worker is a new process under the same name). No attempts column: NULL.
+-- ReadyExecution.claim: lock the next ready execution (skipping locked ones), insert its claimed execution for this process, delete the ready one. A Lease Lab worker is a single-job process: it registers once (Process.register, at its first claim; again only if the prune deleted its row) and a claim is a sign of life; a restarted worker is a new process under a new name (worker_identity = fresh). No attempts column: NULL.
 -- params: owner text, now time
-WITH process AS (
-    INSERT INTO solid_queue_processes (name, last_heartbeat_at) VALUES (%(owner)s, %(now)s)
+WITH alive AS (
+    UPDATE solid_queue_processes SET last_heartbeat_at = %(now)s WHERE name = %(owner)s
     RETURNING id
+), registered AS (
+    INSERT INTO solid_queue_processes (name, last_heartbeat_at)
+    SELECT %(owner)s, %(now)s WHERE NOT EXISTS (SELECT 1 FROM alive)
+    RETURNING id
+), process AS (
+    SELECT id FROM alive UNION ALL SELECT id FROM registered
 ), candidate AS (
     SELECT id, job_id FROM solid_queue_ready_executions
     WHERE queue_name = 'payments'

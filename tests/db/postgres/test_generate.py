@@ -1,7 +1,8 @@
 """The equivalence suite's generator reaches the fidelity settings of issue #16: in 150
 derandomized examples (as many as test_equivalence runs on both backends, though hypothesis seeds
 each test function its own way), each setting is drawn and its mechanism actually acts: the
-watcher's gap requeues, a backoff delays a requeued job, a deadline fires, a graceful stop releases,
+watcher's gap requeues, a backoff delays a requeued job, a deadline fires (a late result dropped,
+a handler cancelled: issue #31), a graceful stop releases,
 a claim reaches the attempts cap, a background completion's effect commits before its completion;
 and issue #25's: a worker clock's offset, drift or step changes the run, and so does an execution
 timeout; the two-phase stall check reclaims and its stall budget kills a job; a process prune moves
@@ -40,6 +41,8 @@ def _tally(scenario):
     SEEN["gap watcher requeued"] += bool(p.watcher and p.watcher_gap and kinds["requeue"])
     SEEN["backoff requeued"] += bool(p.retry_backoff and kinds["requeue"])
     SEEN["deadline fired"] += bool(kinds["deadline"])
+    SEEN["late result dropped"] += bool(kinds["late_result"])
+    SEEN["handler cancelled"] += bool(kinds["cancel"])
     SEEN["graceful release"] += bool(f.shutdown == "graceful" and kinds["release"])
     SEEN["claim at the cap"] += any(
         e.kind == "claim" and e.attempt == p.max_attempts for e in run.log
@@ -103,6 +106,8 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
                 "gap watcher requeued",
                 "backoff requeued",
                 "deadline fired",
+                "late result dropped",
+                "handler cancelled",
                 "graceful release",
                 "claim at the cap",
                 "worker clock changed the run",
