@@ -17,67 +17,6 @@ from sim.stats import add_rates
 from sim.teaching import cheatsheet, live_lesson
 from sim.teaching.exercises import recovery_mistakes, ttl_quantile_mistakes
 
-# ---- 08: the stuck-jobs SQL is run read-only and judged on a state it cannot see ---------------
-
-
-@pytest.mark.postgres
-def test_the_stuck_query_checker_runs_answers_read_only_on_a_hidden_second_state(pg_dsn):
-    db = sim.make_backend("postgres", dsn=pg_dsn)
-    try:
-        fixture = teaching.stuck_jobs_fixture(db)
-        tables = "SELECT * FROM payment_jobs ORDER BY id"
-        before = teaching.sql_frame(db, tables)
-        schemas = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab%'"
-        schemas_before = int(teaching.sql_frame(db, schemas).iloc[0, 0])
-        # the defect: an UPDATE was marked right and changed the tables
-        for write in (
-            "UPDATE payment_jobs SET status = 'Pending' WHERE status = 'Processing' "
-            "AND lease_until < %(now)s RETURNING id",
-            "WITH gone AS (DELETE FROM payment_jobs WHERE status = 'Processing' RETURNING id) "
-            "SELECT id FROM gone",
-            "SELECT id FROM payment_jobs WHERE status = 'Processing' FOR UPDATE",
-        ):
-            verdict = teaching.check_stuck_query(write, db, fixture)
-            assert verdict.ok is False
-            assert "tries to change the tables" in verdict.message
-            assert "nothing changed" in verdict.message
-        # two statements in one answer (the second could escape the transaction): refused
-        both = "SELECT id FROM payment_jobs; UPDATE payment_jobs SET status = 'Dead'"
-        assert "one statement" in teaching.check_stuck_query(both, db, fixture).message
-        pd.testing.assert_frame_equal(teaching.sql_frame(db, tables), before)
-        right = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < %(now)s"
-        verdict = teaching.check_stuck_query(right, db, fixture)
-        assert verdict.ok is True and "second table state" in verdict.message
-        assert teaching.check_stuck_query(right + ";", db, fixture).ok is True
-        # the defect: a hard-coded answer passed; now the hidden state (other ids, clock) fails it
-        for guessed in (
-            "SELECT unnest(ARRAY[1, 2])",
-            "SELECT id FROM payment_jobs WHERE id IN (1, 2)",
-            "SELECT id FROM payment_jobs WHERE status = 'Processing' "
-            "AND lease_until < '2026-01-01 00:01:40+00'",
-        ):
-            verdict = teaching.check_stuck_query(guessed, db, fixture)
-            assert verdict.ok is False, guessed
-            assert "second state of them that the checker keeps hidden" in verdict.message
-        not_ids = teaching.check_stuck_query("SELECT 'x' AS job, 1", db, fixture)
-        assert not_ids.ok is False and "first column must be the job id" in not_ids.message
-        assert int(teaching.sql_frame(db, schemas).iloc[0, 0]) == schemas_before
-    finally:
-        db.close()
-
-
-def test_the_hidden_state_differs_in_ids_clock_and_layout():
-    script = teaching.Script(sim.make_backend("memory"))
-    hidden = teaching.stuck_jobs_fixture(script.db, jobs=9, now=260.0, first_id=41, shuffle=26)
-    jobs = script.table("jobs").set_index("id")
-    assert list(jobs.index) == list(range(41, 50))
-    assert hidden["now"] == 260.0 and len(hidden["stuck"]) >= 2 and len(hidden["alive"]) == 1
-    stuck = jobs.loc[hidden["stuck"]]
-    assert (stuck["status"] == "Processing").all() and (stuck["lease_until"] < 260.0).all()
-    assert jobs.loc[hidden["alive"][0], "lease_until"] > 260.0
-    assert {"Pending", "Completed"} <= set(jobs["status"])
-
-
 # ---- 04 and 03: tolerance tighter than every common slip, and the slip named ---------------------
 
 QUESTION = dict(ttl=30.0, heartbeat_interval=10.0, watcher_interval=60.0, poll_interval=2.0)
