@@ -548,10 +548,10 @@ def validate(scenario: Scenario) -> Scenario:
         rules.append((step.at >= 0, f"faults.clock_steps[{i}].at", "must be >= 0 seconds"))
         times[f"faults.clock_steps[{i}].at"] = step.at
         times[f"faults.clock_steps[{i}].by"] = abs(step.by)
-    for i, step in enumerate(f.db_clock_steps):
-        rules.append((step.at >= 0, f"faults.db_clock_steps[{i}].at", "must be >= 0 seconds"))
-        times[f"faults.db_clock_steps[{i}].at"] = step.at
-        times[f"faults.db_clock_steps[{i}].by"] = abs(step.by)
+    for i, db_step in enumerate(f.db_clock_steps):
+        rules.append((db_step.at >= 0, f"faults.db_clock_steps[{i}].at", "must be >= 0 seconds"))
+        times[f"faults.db_clock_steps[{i}].at"] = db_step.at
+        times[f"faults.db_clock_steps[{i}].by"] = abs(db_step.by)
     times["faults.db_clock_steps (all steps together)"] = sum(abs(s.by) for s in f.db_clock_steps)
     for i, cp in enumerate(f.crash_points):
         rules.append(

@@ -4,6 +4,7 @@ side by side with what its SQL text shows, and judge the reader's fenced complet
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -28,12 +29,21 @@ def example(name: str) -> Path:
     return path
 
 
+def shareable(text: str, folder: str | Path) -> str:
+    """`text` (a review, a file:line) with the queue folder's local path said as its name only, so
+    that a page made of the notebook (make html) publishes no local path."""
+    folder = Path(folder)
+    for spelled in {str(folder), str(folder.resolve())}:
+        text = text.replace(spelled + os.sep, "").replace(spelled, folder.name)
+    return text
+
+
 def overrides_frame(queue: QueueDefinition) -> pd.DataFrame:
     """One row per statement the queue defines: where, what it declares, its description."""
     rows = [
         {
             "statement": name,
-            "where": queue.where(name),
+            "where": shareable(queue.where(name), queue.path),
             "params": ", ".join(f"{p} {t}" for p, t in o.declared) or "-",
             "description": o.description if o.sql else f"(left out) {o.description}",
         }

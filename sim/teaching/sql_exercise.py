@@ -18,8 +18,8 @@ import psycopg
 from psycopg import sql
 
 from sim.errors import ConfigError
+from sim.teaching.answers import Verdict, unanswered
 from sim.teaching.by_hand import Script
-from sim.teaching.exercises import Verdict, _unanswered
 from sim.wording import count
 
 TTL = 30.0  # the exercise's lease TTL
@@ -220,7 +220,7 @@ def check_stuck_query(answer: str | None, db, fixture: dict, *, seed: int | None
     reader sees, then on a second state drawn at random for this check (hidden_state; `seed`
     fixes it, for tests), in a schema of its own on the same server."""
     if answer is None or not str(answer).strip():
-        return _unanswered(
+        return unanswered(
             "status = 'Processing' AND lease_until < %(now)s; the clock is a bound parameter."
         )
     answer = str(answer)
