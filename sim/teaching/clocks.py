@@ -185,6 +185,12 @@ def skewed_queue(*, jobs: int = 200, seed: int = 1) -> Scenario:
     )
 
 
+def _totals(runs) -> dict[str, int]:
+    """What the clock experiments count, summed over their runs."""
+    metrics = ("leases", "double_claims", "false_expiries", "duplicate_external_effects")
+    return {metric: sum(int(r.summary[metric]) for r in runs) for metric in metrics}
+
+
 def skew_experiment(
     skews: Iterable[float], *, jobs: int = 200, seeds: Iterable[int] = (1, 2, 3)
 ) -> pd.DataFrame:
@@ -203,15 +209,7 @@ def skew_experiment(
                 {
                     "clock_skew": float(skew),
                     "clock": clock,
-                    **{
-                        metric: sum(int(r.summary[metric]) for r in runs)
-                        for metric in (
-                            "leases",
-                            "double_claims",
-                            "false_expiries",
-                            "duplicate_external_effects",
-                        )
-                    },
+                    **_totals(runs),
                 }
             )
     return pd.DataFrame(rows)
@@ -300,15 +298,7 @@ def db_step_experiment(
             {
                 "db_clock_step": by,
                 "steps": len(steps),
-                **{
-                    metric: sum(int(r.summary[metric]) for r in runs)
-                    for metric in (
-                        "leases",
-                        "double_claims",
-                        "false_expiries",
-                        "duplicate_external_effects",
-                    )
-                },
+                **_totals(runs),
             }
         )
     return pd.DataFrame(rows)
