@@ -11,6 +11,7 @@ that recognises the visible tables passes.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 
 import numpy as np
@@ -114,8 +115,9 @@ def run_sandboxed(db, statement: str, params: dict | None) -> tuple[list[str], l
             with box.connect("leaselab:exercise") as conn:
                 try:
                     return _read_only(conn, db.schema, statement, params)
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock_all()")
+                finally:  # a statement that broke the session (COPY) has its locks ended below
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("SELECT pg_advisory_unlock_all()")
         finally:
             box.drop(admin)  # ends the role's sessions, drops it (and its grants)
     finally:
@@ -123,14 +125,19 @@ def run_sandboxed(db, statement: str, params: dict | None) -> tuple[list[str], l
 
 
 def _read_only(conn, schema: str, statement: str, params) -> tuple[list[str], list[tuple]]:
-    with conn.transaction(force_rollback=True):
-        conn.execute("SET TRANSACTION READ ONLY")
+    """One statement in a READ ONLY transaction that is rolled back whatever happened (an error
+    of the rollback itself, on a session the statement broke, never hides the statement's)."""
+    conn.execute("BEGIN READ ONLY")
+    try:
         conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(READER_TIMEOUT_MS),))
         conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
         cur = conn.execute(statement, params, prepare=True)
         if cur.description is None:
             return [], []
         return [d.name for d in cur.description], cur.fetchall()
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
 
 
 class _NotIds(ValueError):
@@ -143,6 +150,8 @@ def _stuck_ids(db, answer: str, fixture: dict) -> list[int]:
 
     params = {"now": to_timestamp(fixture["now"])} if "%(now)s" in answer else None
     columns, rows = run_sandboxed(db, answer, params)
+    if rows and not columns:
+        raise _NotIds("Your statement returns rows without a column; the first must be the job id.")
     first = [row[0] for row in rows]
     wrong = [v for v in first if isinstance(v, bool) or not isinstance(v, int)]
     if wrong:
@@ -164,6 +173,8 @@ def _reader_error(exc: Exception) -> str:
             f"({first}): in a statement that binds %(now)s, write a literal % as %% (LIKE "
             "'Proc%%'). PostgreSQL never saw the statement."
         )
+    if isinstance(exc, psycopg.ProgrammingError) and state is None:
+        return f"psycopg, the Python driver, refused it before PostgreSQL saw it: {first}"
     if isinstance(exc, ConfigError):
         return f"The checker could not run your statement (this is not about your SQL): {first}"
     if state == "25006":  # read_only_sql_transaction

@@ -146,6 +146,8 @@ ALWAYS_THE_VISIBLE_IDS = (
         (RIGHT.replace("= 'Processing'", "LIKE 'Proc%'"), "write a literal % as %%"),
         ("SELECT status = 'Processing', id FROM payment_jobs", "holds False."),
         ("SELECT 'x' AS job, 1", "yours (job) holds 'x'"),
+        ("SELECT FROM payment_jobs", "rows without a column"),
+        ("COPY (SELECT 1) TO STDOUT", "psycopg, the Python driver, refused it"),
     ],
 )
 def test_wrong_answers_get_the_reason_and_change_nothing(exercise, answer, says):
@@ -213,7 +215,9 @@ def test_the_statement_cannot_run_a_program_or_read_a_server_file(exercise, role
     finally:
         other.close()
     assert outside.ok is False and "PostgreSQL refused it" in outside.message
-    assert len(roles) == 3 and _gone(db, roles)
+    stdout = teaching.check_stuck_query("COPY (SELECT 1) TO STDOUT", db, fixture)
+    assert stdout.ok is False and "the Python driver" in stdout.message  # the session it broke
+    assert len(roles) == 4 and _gone(db, roles)  # ... is ended, the role dropped all the same
 
 
 @pytest.mark.postgres
