@@ -5,6 +5,7 @@ side by side with what its SQL text shows, and judge the reader's fenced complet
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -34,7 +35,10 @@ def shareable(text: str, folder: str | Path) -> str:
     that a page made of the notebook (make html) publishes no local path."""
     folder = Path(folder)
     for spelled in {str(folder), str(folder.resolve())}:
-        text = text.replace(spelled + os.sep, "").replace(spelled, folder.name)
+        # a wrapped text (a review) may break the path after a hyphen, onto an indented line
+        path = "".join(re.escape(c) + (r"(?:\n[ \t]*)?" if c == "-" else "") for c in spelled)
+        text = re.sub(path + re.escape(os.sep), "", text)
+        text = re.sub(path, folder.name, text)
     return text
 
 

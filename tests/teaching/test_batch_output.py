@@ -177,6 +177,11 @@ def test_a_review_of_a_queue_names_its_folder_not_its_path(tmp_path):
     assert queue_lab.shareable(text, folder) == (
         "Design review on the queue in myqueue (PostgreSQL): queries.sql:4 ..."
     )
+    hyphened = tmp_path / "unfenced-completion"  # a review wraps its lines after a hyphen
+    wrapped = f"SQL: complete_fenced ({str(hyphened).replace('-', '-' + chr(10) + '       ')}"
+    assert queue_lab.shareable(wrapped + "/queries.sql:7)", hyphened) == (
+        "SQL: complete_fenced (queries.sql:7)"
+    )
     definition = sim.db.queue_dir.load_queue(queue_lab.example("unfenced-completion"))
     where = queue_lab.overrides_frame(definition)["where"]
     assert where.tolist() == ["queries.sql:7"] and str(tmp_path) not in where.iloc[0]
