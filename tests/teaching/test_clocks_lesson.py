@@ -3,6 +3,8 @@ fencing token, the lock-delay's trade, a worker's conservative deadline, clocks 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -281,3 +283,35 @@ def test_the_cheat_sheet_measures_lesson_12s_takeaways(seed):
     assert all(p.notebook == "12" for p in proofs)
     assert "](12-clocks-and-fencing.ipynb)" in cheatsheet.table(proofs)
     assert cheatsheet.table(proofs).startswith("| the sources say |")
+
+
+# ---- notebook 12's text (issue 34, items 4 to 6) ------------------------------------------------
+
+
+def _lesson_text() -> str:
+    import nbformat
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "12-clocks-and-fencing.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    return "\n".join(c.source for c in cells if c.cell_type == "markdown")
+
+
+def test_the_lesson_names_redlock_its_two_flaws_and_the_conclusion():
+    text = " ".join(_lesson_text().split())
+    section = text[text.index("## Redlock") :]
+    section = section[: section.index("## ", 3)]
+    for said in (
+        "**No fencing token.**",
+        "**Safety rests on timing.**",
+        "a single node (here, one database) is enough",
+        "a lock service built on consensus (ZooKeeper, etcd) that gives a fencing token",
+    ):
+        assert said in section, said
+
+
+def test_the_lesson_qualifies_one_clock_and_says_what_monotonic_misses():
+    text = " ".join(_lesson_text().split())
+    assert "`faults.db_clock_steps`" in text and "moves it, and with it every deadline" in text
+    assert "`CLOCK_MONOTONIC` stops while the system is suspended" in text
+    assert "`CLOCK_BOOTTIME` does not" in text
+    assert "peers issue" not in text  # no internal reference left for the reader
