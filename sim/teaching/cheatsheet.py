@@ -411,7 +411,10 @@ def clocks_and_fencing(
     )
     sizes = fencing.lock_delay_sizes(True, seed)
     delays = fencing.lock_delay_experiment(
-        lock_delays, jobs=sizes["jobs"], seeds=sizes["seeds"][:lock_delay_seeds]
+        lock_delays,
+        jobs=sizes["jobs"],
+        seeds=sizes["seeds"][:lock_delay_seeds],
+        crash_seeds=(seed,),
     )
     none, longest = delays.iloc[0], delays.iloc[-1]
     delay = Proof(
