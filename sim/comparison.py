@@ -351,7 +351,10 @@ def _recovery_rows(live: np.ndarray, sim: np.ndarray, confidence: float, row_con
     rows = {}
     for row, q in ((MEAN, None), (P50, 0.5), (P90, 0.9)):
         if q is None:
-            sides = (*mean_ci(live, confidence)[:3], *mean_ci(sim, confidence)[:3])
+            sides = (
+                *_mean_of_nonnegative(live, confidence),
+                *_mean_of_nonnegative(sim, confidence),
+            )
             judged = two_sample.mean_difference(live, sim, row_conf)
         else:
             sides = (*quantile_ci(live, q, confidence), *quantile_ci(sim, q, confidence))
@@ -362,6 +365,13 @@ def _recovery_rows(live: np.ndarray, sim: np.ndarray, confidence: float, row_con
             verdict = DIFFER if two_sample.excludes(judged[1], judged[2], 0.0) else AGREE
         rows[row] = (*sides, "live - simulated", *judged, verdict)
     return rows
+
+
+def _mean_of_nonnegative(values, confidence: float) -> tuple[float, float, float]:
+    """(mean, low, high) of values that cannot be negative (latencies, counts): the t interval,
+    cut at zero where a few spread values would take it below."""
+    mean, low, high, _ = mean_ci(values, confidence)
+    return mean, max(low, 0.0) if np.isfinite(low) else low, high
 
 
 def _count_row(live_value: float, sim_values: list[float], confidence: float, row_conf: float):
@@ -375,7 +385,7 @@ def _count_row(live_value: float, sim_values: list[float], confidence: float, ro
     return (
         live_value,
         *poisson_interval(live_value, confidence),
-        *mean_ci(sim_values, confidence)[:3],
+        *_mean_of_nonnegative(sim_values, confidence),
         "live / simulated",
         *judged,
         verdict,

@@ -21,6 +21,7 @@ from sim import files
 from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.errors import ConfigError
 from sim.invariants import Report, check
+from sim.model.clock import db_clock
 from sim.model.events import STATUS_MOVES, EventLog, LogArrays
 from sim.scenario import Scenario, dumps, recovery_allowance
 
@@ -178,6 +179,11 @@ _CRASHES = ("crash", "drop", "release_lost")
 
 
 def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd.DataFrame:
+    """The leases of a run. `until` is when the database lets the lease go, in true time: the
+    stamp written, unless the database's clock steps (faults.db_clock_steps). An owner judges its
+    lease by its own clock: a worker clock reads the stamp; on the database's clock the owner
+    counts the TTL from its renewal, which a later step of the database's clock does not move."""
+    db = db_clock(scenario)
     open_by_job: dict[int, list[dict]] = {}
     held_by_worker: dict[str, dict[int, dict]] = {}  # worker -> job -> lease (prefetch: several)
     rows: list[dict] = []
@@ -198,8 +204,11 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
         if kind == "claim":
             for other in open_by_job.get(job, []):
                 clock = clocks.get(other["worker"]) if clocks else None
-                view = clock.at(t) if clock is not None else t + skews.get(other["worker"], 0.0)
-                if view < other["until"] and other["revoked_at"] is None:
+                if clock is not None:
+                    held = clock.at(t) < other["stamp"]
+                else:
+                    held = t + skews.get(other["worker"], 0.0) < other["own_until"]
+                if held and other["revoked_at"] is None:
                     other["revoked_at"] = t
                     other["revoked_by"] = worker
             lease = {
@@ -208,6 +217,8 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
                 "attempt": attempt,
                 "start": t,
                 "until": detail,
+                "stamp": detail,
+                "own_until": detail,
                 "heartbeats": 0,
                 "lapsed": False,
                 "released_at": np.nan,
@@ -215,6 +226,8 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
                 "revoked_at": None,
                 "revoked_by": None,
             }
+            if db is not None:
+                _stamp(lease, detail, t, db)
             rows.append(lease)
             open_by_job.setdefault(job, []).append(lease)
             held_by_worker.setdefault(worker, {})[job] = lease
@@ -227,14 +240,18 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
             attempt is not None and lease["attempt"] != attempt
         ):  # a record of another lease: a handler past its deadline finishing an earlier attempt
             continue
-        if kind in _RELEASES and isinstance(detail, float):
-            lease["until"] = (
-                detail  # the owner's last renewal, even when heartbeats are not recorded
-            )
+        if kind in _RELEASES and isinstance(detail, float) and detail != lease["stamp"]:
+            # the owner's last renewal, when heartbeats are not recorded (record_heartbeats off:
+            # under a stepped database clock its instant is unknown, taken as now)
+            lease["until"] = lease["stamp"] = lease["own_until"] = detail
+            if db is not None:
+                _stamp(lease, detail, t, db)
         if kind == "heartbeat":
             if lease["until"] < t:
                 lease["lapsed"] = True
-            lease["until"] = detail
+            lease["until"] = lease["stamp"] = lease["own_until"] = detail
+            if db is not None:
+                _stamp(lease, detail, t, db)
             lease["heartbeats"] += 1
         elif kind == "complete":
             release(lease, t, "completed")
@@ -286,6 +303,13 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
     frame = pd.DataFrame(rows, columns=columns)
     frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
     return frame
+
+
+def _stamp(lease: dict, stamp: float, written: float, db) -> None:
+    """A lease stamped `stamp` at `written` under a stepped database clock: the true time the
+    database lets it go, and the end of its owner's own count of the TTL."""
+    lease["until"] = db.reaches(stamp, written)
+    lease["own_until"] = stamp - db.offset_at(written)
 
 
 def _recoveries(log) -> pd.DataFrame:

@@ -224,6 +224,19 @@ class ClockStep:
 
 
 @dataclass(frozen=True)
+class DbClockStep:
+    """The database's clock jumps by `by` seconds at `at` (an NTP step on its host, a failover to a
+    replica whose clock differs; negative: backwards): the bound now of every statement that reads
+    the database's time jumps with it, and so does every deadline compared with it."""
+
+    at: float
+    by: float
+
+    def __post_init__(self):
+        _check_types(self, "db_clock_step.")
+
+
+@dataclass(frozen=True)
 class Faults:
     """What goes wrong: crashes, pauses, heartbeat trouble, partitions, clock skew."""
 
@@ -260,6 +273,9 @@ class Faults:
     clock_offset: float = 0.0
     clock_drift_ppm: float = 0.0
     clock_steps: tuple[ClockStep, ...] = ()
+    # the database's own clock steps (whatever policy.clock): the watcher, the producer and every
+    # worker on the database's clock bind the stepped time
+    db_clock_steps: tuple[DbClockStep, ...] = ()
 
     def __post_init__(self):
         _check_types(self, "faults.")
@@ -546,6 +562,11 @@ def validate(scenario: Scenario) -> Scenario:
         rules.append((step.at >= 0, f"faults.clock_steps[{i}].at", "must be >= 0 seconds"))
         times[f"faults.clock_steps[{i}].at"] = step.at
         times[f"faults.clock_steps[{i}].by"] = abs(step.by)
+    for i, db_step in enumerate(f.db_clock_steps):
+        rules.append((db_step.at >= 0, f"faults.db_clock_steps[{i}].at", "must be >= 0 seconds"))
+        times[f"faults.db_clock_steps[{i}].at"] = db_step.at
+        times[f"faults.db_clock_steps[{i}].by"] = abs(db_step.by)
+    times["faults.db_clock_steps (all steps together)"] = sum(abs(s.by) for s in f.db_clock_steps)
     for i, cp in enumerate(f.crash_points):
         rules.append(
             (

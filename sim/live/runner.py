@@ -584,6 +584,7 @@ _MODEL_ONLY = (
     ("faults.release_loss", lambda p, f: f.release_loss, "0"),
     ("faults.clock_drift_ppm", lambda p, f: f.clock_drift_ppm, "0"),
     ("faults.clock_steps", lambda p, f: f.clock_steps, "[]"),
+    ("faults.db_clock_steps", lambda p, f: f.db_clock_steps, "[]"),
 )
 
 

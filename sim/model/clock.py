@@ -1,5 +1,6 @@
 """A worker's own clock (policy.clock = "worker"): the database's time plus a constant offset, a
 drift rate in parts per million and scripted steps (an NTP step, a VM resumed from a snapshot).
+The database's clock itself may step too (faults.db_clock_steps: DbClock).
 
 Every time the worker binds (`now`, and `lease_until` = now + TTL, a backoff's due time) reads this
 clock; the watcher and the producer read the database's. So an offset or a drift shows up exactly
@@ -10,6 +11,7 @@ expired early or late, a claim that takes another worker's lease before its owne
 from __future__ import annotations
 
 import bisect
+import math
 
 from sim.model.faults import clock_offset
 
@@ -57,3 +59,32 @@ def worker_clock(scenario, index: int, streams) -> WorkerClock | None:
     if not (offset or faults.clock_drift_ppm or steps):
         return None
     return WorkerClock(offset, faults.clock_drift_ppm, steps)
+
+
+class DbClock(WorkerClock):
+    """The database's clock under faults.db_clock_steps: true time plus the steps taken so far.
+    Every client without a clock of its own binds it (the watcher, the producer, workers on
+    policy.clock = "db"), so a step moves every deadline compared with it at once."""
+
+    __slots__ = ()
+
+    def __init__(self, steps):
+        super().__init__(0.0, 0.0, steps)
+
+    def reaches(self, reading: float, after: float) -> float:
+        """The first true time at or after `after` at which this clock reads `reading` or more:
+        when the database finds a lease stamped `reading` expired."""
+        i = bisect.bisect_right(self._step_at, after)
+        t = after
+        while True:
+            due = max(t, reading - self._stepped[i])
+            following = self._step_at[i] if i < len(self._step_at) else math.inf
+            if due < following:
+                return due
+            t, i = following, i + 1
+
+
+def db_clock(scenario) -> DbClock | None:
+    """The database's clock of a run (faults.db_clock_steps), or None: it reads true time."""
+    steps = [(s.at, s.by) for s in scenario.faults.db_clock_steps]
+    return DbClock(steps) if steps else None

@@ -35,6 +35,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   rescue_job         a worker took the watcher's tick as a job (policy.rescue = job); detail = the
                      seconds the task waited for a free worker since it was due
   rescue_lost        the worker died running that tick; detail = the task's due time
+  clock_step         the database's clock jumped (faults.db_clock_steps); worker = "db", detail =
+                     the step in seconds (negative: backwards)
   deadline           the worker-side deadline failed the job for a retry while its handler runs on;
                      detail = new status (Pending/Dead), None if the worker no longer owned it
   cancel             ... after stopping the handler (policy.deadline_action = cancel)

@@ -158,6 +158,13 @@ def log_outages(env, log: EventLog, worker: str, calendar: OutageCalendar, kind:
         log.add(env.now, f"{kind}_end", worker, None, None, None)
 
 
+def log_db_clock_steps(env, log: EventLog, steps):
+    """Process: a `clock_step` record of the database at each of its scripted steps."""
+    for step in sorted(steps, key=lambda s: s.at):
+        yield env.timeout(step.at - env.now)
+        log.add(env.now, "clock_step", "db", None, None, step.by)
+
+
 def inject_crashes(env, worker, times: list[float]):
     """Process: crash `worker` (a SimPy interrupt) at each time it is up."""
     for t in sorted(times):

@@ -100,7 +100,7 @@ def producer(world):
         event_id = event_name(event_no)
         params = {"id": job, "event_id": event_id, "payload": payload_json(event_id, amount)}
         if t == 0.0:  # the initial batch: loaded at once, before the first worker polls
-            bind_clock(params, 0.0)
+            bind_clock(params, 0.0 if world.db_clock is None else world.db_clock.at(0.0))
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
         else:

@@ -52,6 +52,8 @@ class DbSession:
         self.client = client
         self.latency = latency
         self.clock = clock  # the worker's own WorkerClock (policy.clock = worker), or None
+        # the clock its statements bind: its own, else the database's (stepped, or true time)
+        self._binding = clock if clock is not None else world.db_clock
         self.partitions = partitions  # an OutageCalendar, or None
         self.counts: Counter = world.statement_counts
         self.broken = False  # connection lost in a partition; reconnect when healed
@@ -62,7 +64,7 @@ class DbSession:
 
     def now(self) -> float:
         """This client's clock: the DB clock, or the worker's own when worker clocks are used."""
-        clock = self.clock
+        clock = self._binding
         return self.env.now if clock is None else clock.at(self.env.now)
 
     def run(self, query: str, params: dict, job: int | None = None, ttl: float | None = None):
@@ -72,7 +74,7 @@ class DbSession:
         if self.partitions is not None:
             yield from self._cross_partition(query)
         if query in _USES_NOW:
-            clock = self.clock
+            clock = self._binding
             bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
         self.counts[query] += 1
         if self._begin:

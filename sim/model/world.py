@@ -7,7 +7,7 @@ from collections import Counter
 
 import simpy
 
-from sim.model.clock import worker_clock
+from sim.model.clock import db_clock, worker_clock
 from sim.model.events import EventLog
 from sim.model.faults import (
     CrashPoints,
@@ -15,6 +15,7 @@ from sim.model.faults import (
     crash_owner,
     holder_crash_times,
     inject_crashes,
+    log_db_clock_steps,
     log_outages,
     worker_crash_times,
     worker_outages,
@@ -36,6 +37,7 @@ class World:
         self.scenario = scenario
         self.backend = backend
         self.env = simpy.Environment()
+        self.db_clock = db_clock(scenario)  # None: the database reads true time
         self.streams = Streams(scenario.seed)
         self.log = EventLog()
         self.statement_counts: Counter = Counter()
@@ -55,6 +57,8 @@ def build(scenario, backend) -> World:
     world = World(scenario, backend)
     env, policy, faults, horizon = world.env, scenario.policy, scenario.faults, scenario.horizon
     env.process(producer(world))
+    if world.db_clock is not None:
+        env.process(log_db_clock_steps(env, world.log, faults.db_clock_steps))
     for i in range(policy.workers):
         streams = world.streams
         clock = worker_clock(scenario, i, streams)

@@ -16,8 +16,11 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   headless (no widget frontend) it runs once with the defaults and shows a static figure;
 - by_hand: `Script` drives a Backend statement by statement with a transcript, `Delivery` is
   seed 2's dedup transaction;
-- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`); sql_exercise:
-  notebook 08's, SQL typed by the reader run read-only and judged on a hidden second table state;
+- answers: the `Verdict` and how a reader's answer is read (numbers with or without "s", names in
+  any case, sets; right only when closer to the truth than to every common mistake);
+- exercises: `check_*()` tell the reader whether an answer is right (a `Verdict`); ttl_exercises:
+  notebook 03's; sql_exercise: notebook 08's, SQL typed by the reader run as a sandbox role,
+  read-only, judged on a second table state drawn at random;
 - coverage: `REQUIRED_TAGS`, `coverage()` map the seed's concepts and checklist to notebook cells;
 - caveats: sentences that follow their numbers when a reader's values or fast mode's small runs
   cannot support the lesson's sentence (`contention_sentence()`, `recovery_theory_sentence()`,
@@ -41,6 +44,7 @@ from sim.plots.advice import ADVICE_AXES, advice_frame  # notebook 06: the advic
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
 from sim.teaching import cheatsheet, clocks, fencing, rules_of_thumb
+from sim.teaching.answers import Verdict
 from sim.teaching.by_hand import Delivery, Script, deliver, ledger_counts
 from sim.teaching.caveats import (
     contention_sentence,
@@ -62,7 +66,6 @@ from sim.teaching.coverage import (
     coverage_markdown,
 )
 from sim.teaching.exercises import (
-    Verdict,
     check_convoy,
     check_duplicating_peers,
     check_fastest_peer,
@@ -70,17 +73,13 @@ from sim.teaching.exercises import (
     check_lease_end,
     check_ledger_rows,
     check_lock_recovery,
-    check_pause_ttl,
     check_recovery_prediction,
     check_retention,
     check_safe_claims,
     check_smallest_ttl,
-    check_ttl_quantile,
     check_watcher_interval,
     check_watcher_multiples,
-    pause_survival,
     redelivery_puzzle,
-    ttl_for_quantile,
 )
 from sim.teaching.explore import Control, Explorer, explore
 from sim.teaching.fencing import check_refusers
@@ -116,12 +115,19 @@ from sim.teaching.notebook import (
     progress,
     release_workers,
     seconds,
+    server_words,
     setup,
     size,
     sizes,
     widgets_available,
 )
 from sim.teaching.sql_exercise import check_stuck_query, stuck_jobs_fixture  # notebook 08
+from sim.teaching.ttl_exercises import (  # notebook 03
+    check_pause_ttl,
+    check_ttl_quantile,
+    pause_survival,
+    ttl_for_quantile,
+)
 from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
 
 __all__ = [
@@ -206,6 +212,7 @@ __all__ = [
     "retention_curve",
     "retention_experiment",
     "seconds",
+    "server_words",
     "setup",
     "sim_seconds",
     "size",

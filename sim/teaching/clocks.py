@@ -1,20 +1,27 @@
 """Notebook 12, second half: clocks. How long a worker may trust its own lease (conservative by
-the round trip and the drift bound, as Chubby's client is), what drift in parts per million and a
-clock step do to a lease, and why one clock, the database's, is the safe default.
-
-Lease Lab models a worker's clock as the database's plus a constant offset (policy.clock =
-"worker", faults.clock_skew): what a clock step leaves behind. Drift (a rate error) arrives with
-the clock work of the peers issue; until then drift is computed here, not simulated.
+the round trip and the drift bound, as Chubby's client is: arithmetic), what drift in parts per
+million and a clock step do to a lease, why one clock, the database's, is the safe default
+against workers' clocks that disagree, and what a step of that one clock does (simulated:
+faults.db_clock_steps).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
+from sim.errors import ConfigError
 from sim.scenario import Scenario, preset
-from sim.teaching.exercises import Verdict, _named_mistake, _number, _tolerance, _unanswered
+from sim.teaching.answers import (
+    Verdict,
+    accepts,
+    named_mistake,
+    number,
+    tolerance,
+    unanswered,
+)
 
 PPM = 1e-6
 
@@ -60,7 +67,7 @@ def check_safe_deadline(
     """12: until which local time may the worker act on its lease? Within a millisecond, and less
     than half the gap to each common slip (deadline_mistakes), which is named when made."""
     if answer is None:
-        return _unanswered(
+        return unanswered(
             "when did the server start the lease, at the latest? And how much less than the TTL "
             "can a slow local clock show?"
         )
@@ -68,11 +75,11 @@ def check_safe_deadline(
     mistakes = deadline_mistakes(
         sent_at=sent_at, received_at=received_at, ttl=ttl, drift_ppm=drift_ppm
     )
-    tolerance = _tolerance(truth, mistakes, 0.001)
-    value = _number(answer)
+    within = tolerance(truth, mistakes, 0.001)
+    value = number(answer)
     if value is None:
         return Verdict(False, f"Give a local time in seconds; {answer!r} is not a number.")
-    if abs(value - truth) <= tolerance:
+    if accepts(value, truth, mistakes, within):
         return Verdict(
             True,
             f"{truth:.6g} s = sent at {sent_at:g} s + {ttl:g} s x (1 - {drift_ppm:g} ppm): "
@@ -81,7 +88,7 @@ def check_safe_deadline(
             "timeout conservative the same way: the reply's time in flight, and how fast the "
             "master's clock may run.",
         )
-    named = _named_mistake(value, mistakes, tolerance)
+    named = named_mistake(value, mistakes, within)
     if named:
         where = named.strip() + " "
     elif value < truth:
@@ -126,34 +133,30 @@ def drift_table(
     return table
 
 
-def renewal_margins(run, drift_ppm: float) -> pd.DataFrame:
-    """For each renewal of `run` (claims and recorded heartbeats; a constant statement latency d,
-    the time from send to execution), where the lease ends on the database's clock, and where, on
-    the same clock, the worker's own view of it can end at worst when its clock runs slow by
-    `drift_ppm`: counted from the reply with the full TTL (naive), or from the send with
-    TTL x (1 - drift) (conservative). Margin: the database's end minus the worker's."""
-    latency = run.scenario.workload.statement_latency
-    if latency.kind != "constant":
-        raise ValueError("renewal_margins: needs a constant statement latency (the send time)")
-    if run.scenario.policy.clock != "db":
-        raise ValueError("renewal_margins: needs policy.clock = 'db' (one clock judges the lease)")
-    ttl, d, rho = run.scenario.policy.lease_ttl, latency.value, drift_ppm * PPM
-    events = run.events
-    renewals = events[events["kind"].isin(["claim", "heartbeat"])]
-    executed = renewals["t"].to_numpy(float)
-    db_end = renewals["detail"].to_numpy(float)
-    slow = 1 - rho  # a local second lasts 1 / (1 - rho) seconds of database time
-    naive = executed + ttl / slow
-    conservative = executed - d + ttl * (1 - rho) / slow
-    return pd.DataFrame(
+def worst_case_margins(*, ttl: float, round_trip: float, drift_ppm: float) -> pd.DataFrame:
+    """Arithmetic, not a measurement: for each way a worker may count its lease, how long before
+    the database's deadline its own view ends at worst (negative: after it, the worker acts on a
+    lease it lost). At worst the database started the lease as the request left (a round trip
+    before the reply), and a clock slow by `drift_ppm` counts a local second in 1 / (1 - drift)
+    real ones."""
+    slow = 1 - drift_ppm * PPM
+    ways = {  # (counted from, local seconds counted)
+        "from the reply, the full TTL": (round_trip, ttl),
+        "from the reply, TTL x (1 - drift)": (round_trip, ttl * slow),
+        "from the send, the full TTL": (0.0, ttl),
+        "from the send, TTL x (1 - drift)": (0.0, ttl * slow),
+    }
+    frame = pd.DataFrame(
         {
-            "kind": renewals["kind"].to_numpy(),
-            "worker": renewals["worker"].to_numpy(),
-            "db_end": db_end,
-            "naive_margin": db_end - naive,
-            "conservative_margin": db_end - conservative,
-        }
+            "worst margin (ms)": [
+                round(1000 * (ttl - start - local / slow), 6) + 0.0  # to the nanosecond, no -0
+                for start, local in ways.values()
+            ]
+        },
+        index=list(ways),
     )
+    frame.index.name = "the worker counts its lease"
+    return frame
 
 
 # ---- clocks that disagree ------------------------------------------------------------------------
@@ -182,6 +185,12 @@ def skewed_queue(*, jobs: int = 200, seed: int = 1) -> Scenario:
     )
 
 
+def _totals(runs) -> dict[str, int]:
+    """What the clock experiments count, summed over their runs."""
+    metrics = ("leases", "double_claims", "false_expiries", "duplicate_external_effects")
+    return {metric: sum(int(r.summary[metric]) for r in runs) for metric in metrics}
+
+
 def skew_experiment(
     skews: Iterable[float], *, jobs: int = 200, seeds: Iterable[int] = (1, 2, 3)
 ) -> pd.DataFrame:
@@ -200,15 +209,7 @@ def skew_experiment(
                 {
                     "clock_skew": float(skew),
                     "clock": clock,
-                    **{
-                        metric: sum(int(r.summary[metric]) for r in runs)
-                        for metric in (
-                            "leases",
-                            "double_claims",
-                            "false_expiries",
-                            "duplicate_external_effects",
-                        )
-                    },
+                    **_totals(runs),
                 }
             )
     return pd.DataFrame(rows)
@@ -236,3 +237,89 @@ def taken_early(run) -> pd.DataFrame:
     frame["apart"] = frame["taker_offset"] - frame["owner_offset"]
     frame["slack"] = slack
     return frame
+
+
+def taken_early_scene(run, margin: float = 2.0) -> dict:
+    """Where a figure of `run` shows a lease taken early: the first one whose owner, a zombie by
+    then, was refused its completion (else the first taken early), its owner and taker, and a
+    window from its claim to the refusal (or to the owner's letting go), `margin` seconds wider
+    each side; lease_timeline(run, window=..., workers=...) draws it."""
+    leases = run.leases[run.leases["end_reason"] == "revoked"]
+    if leases.empty:
+        raise ConfigError("taken_early_scene: no lease of this run was taken early")
+    events = run.events
+    refused = events[events["kind"] == "complete_rejected"]
+    chosen, refused_at = leases.iloc[0], None
+    for lease in leases.itertuples():
+        hit = refused[
+            (refused["job"] == lease.job)
+            & (refused["worker"] == lease.worker)
+            & (refused["attempt"] == lease.attempt)
+        ]
+        if len(hit):
+            chosen, refused_at = leases.loc[lease.Index], float(hit["t"].iloc[0])
+            break
+    end = refused_at if refused_at is not None else float(chosen["released_at"])
+    if not np.isfinite(end):
+        end = float(chosen["revoked_at"])
+    owner, taker = str(chosen["worker"]), str(chosen["revoked_by"])
+    return {
+        "job": int(chosen["job"]),
+        "owner": owner,
+        "taker": taker,
+        "taken_at": float(chosen["revoked_at"]),
+        "refused_at": refused_at,
+        "window": (float(chosen["start"]) - margin, end + margin),
+        "workers": sorted({owner, taker}, key=lambda w: int(w.lstrip("w"))),
+    }
+
+
+# ---- the database's clock steps ------------------------------------------------------------------
+
+
+def db_step_experiment(
+    step: float, *, jobs: int = 200, seeds: Iterable[int] = (1, 2, 3)
+) -> pd.DataFrame:
+    """skewed_queue() on the database's clock (every statement binds it; no worker clock), without
+    and with two steps of that clock by `step` seconds, at a third and two thirds of the horizon
+    (an NTP step on its host, a failover to a replica whose clock differs: faults.db_clock_steps):
+    leases, leases taken while their owner still renewed them (double claims), false expiries,
+    charges twice."""
+    from sim import runner
+
+    base = skewed_queue(jobs=jobs).with_overrides({"policy.clock": "db"})
+    seeds = tuple(seeds)
+    rows = []
+    for by in (0.0, float(step)):
+        steps = [{"at": base.horizon * k / 3, "by": by} for k in (1, 2)] if by else []
+        stepped = base.with_overrides({"faults.db_clock_steps": steps})
+        runs = [runner.run(stepped, seed=s) for s in seeds]
+        rows.append(
+            {
+                "db_clock_step": by,
+                "steps": len(steps),
+                **_totals(runs),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def step_back_recovery(step: float = -60.0, *, crash_at: float = 12.0, at: float = 14.0) -> dict:
+    """One job (lessons.one_job: TTL 15 s, heartbeat and watcher every 5 s) whose owner crashes at
+    `crash_at`, its lease stamped before the database's clock steps by `step` at `at`: when the
+    job was claimed again, with and without the step. A step back lengthens every lease stamped
+    before it by the step."""
+    from sim import runner
+    from sim.teaching.lessons import one_job
+
+    scene = one_job(crash_at=crash_at)
+    calm = runner.run(scene)
+    stepped = runner.run(scene.with_overrides({"faults.db_clock_steps": [{"at": at, "by": step}]}))
+    return {
+        "crash_at": crash_at,
+        "step_at": at,
+        "step": step,
+        "stamped_until": float(calm.leases.iloc[0]["until"]),
+        "reclaimed": float(calm.recoveries["reclaimed_at"].iloc[0]),
+        "reclaimed_after_step": float(stepped.recoveries["reclaimed_at"].iloc[0]),
+    }

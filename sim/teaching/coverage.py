@@ -63,14 +63,15 @@ CLOCKS_TAGS = {
         "can, a PSP needs an idempotency key"
     ),
     "clocks:sequencer-and-lock-delay": (
-        "Chubby's sequencer is a fencing token; its lock-delay "
-        "shields stores that cannot check, and slows recovery"
+        "Chubby's sequencer is a fencing token; its lock-delay is a timing assumption: fewer late "
+        "writes reach a store that cannot check, never none, and every recovery waits for it"
     ),
     "clocks:conservative-client-lease": (
         "A worker's own lease ends early by the round trip and the clock drift bound"
     ),
     "clocks:one-clock": (
-        "Clocks drift and step; leases compared on one clock (the database's) cannot be taken early"
+        "Clocks drift and step; on one clock (the database's) workers' clocks cannot take a lease "
+        "early, but a step of that clock moves every deadline at once"
     ),
 }
 

@@ -4,7 +4,6 @@ as a `Verdict`; with the fixtures some of them need."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -13,60 +12,31 @@ import pandas as pd
 
 from sim.db.base import Backend
 from sim.errors import ConfigError
+from sim.teaching.answers import (
+    Verdict,
+    accepts,
+    as_set,
+    named_mistake,
+    number,
+    set_mismatch,
+    tolerance,
+    typed_name,
+    unanswered,
+)
 from sim.teaching.by_hand import Delivery, Script, ledger_counts
-from sim.teaching.lessons import STRATEGIES, one_job, retention_experiment
+from sim.teaching.lessons import STRATEGIES, retention_experiment
 from sim.teaching.notebook import seconds
-from sim.wording import count, percent
+from sim.wording import percent
 
 if TYPE_CHECKING:
-    from sim.scenario import Scenario
-
-
-@dataclass
-class Verdict:
-    """The answer to a "try it" exercise: right or not, and why. Shows as Markdown in a notebook."""
-
-    ok: bool | None  # None: not answered yet
-    message: str
-
-    def __bool__(self) -> bool:
-        return bool(self.ok)
-
-    def _repr_markdown_(self) -> str:
-        mark = {True: "**Right.**", False: "**Not quite.**", None: "**Not answered yet.**"}[self.ok]
-        return f"{mark} {self.message}"
-
-    def __repr__(self) -> str:
-        mark = {True: "Right.", False: "Not quite.", None: "Not answered yet."}[self.ok]
-        return f"{mark} {self.message}"
-
-
-def _unanswered(hint: str) -> Verdict:
-    return Verdict(None, f"Replace `None` with your answer and run the cell again. Hint: {hint}")
-
-
-def _set_mismatch(*parts: tuple[set, str]) -> str:
-    """'a, b let two workers win; c is safe too': each non-empty set, sorted, with its remark."""
-    return "; ".join(
-        f"{', '.join(f'{x:g}' if isinstance(x, float) else str(x) for x in sorted(items))} {remark}"
-        for items, remark in parts
-        if items
-    )
-
-
-def _number(answer) -> float | None:
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) or math.isinf(value) else None
+    pass
 
 
 def check_lease_end(answer, run) -> Verdict:
     """01: when does the crashed owner's lease run out in the database? (within half a second)"""
     hint = "the last renewal before the crash set lease_until; the crash does not change it."
     if answer is None:
-        return _unanswered(hint)
+        return unanswered(hint)
     crashed = run.leases[run.leases["end_reason"] == "crashed"]
     if crashed.empty:
         raise ConfigError("check_lease_end: this run has no crashed lease")
@@ -78,7 +48,7 @@ def check_lease_end(answer, run) -> Verdict:
         & run.events["kind"].isin(["claim", "heartbeat"])
     ]
     last = float(renewed["t"].max())
-    value = _number(answer)
+    value = number(answer)
     if value is not None and abs(value - truth) <= 0.5:
         return Verdict(
             True,
@@ -96,13 +66,13 @@ def check_lease_end(answer, run) -> Verdict:
 def check_lock_recovery(answer, run) -> Verdict:
     """01: with a lock (no expiry), when is the crashed owner's job claimed again? ('never')"""
     if answer is None:
-        return _unanswered(
+        return unanswered(
             "what would have to happen for another worker to take a lock nobody releases?"
         )
     recovered = run.recoveries["latency"].notna().any()
     never = (
         isinstance(answer, str) and answer.strip().lower() in ("never", "none", "inf", "infinity")
-    ) or ((number := _number(answer)) is not None and math.isinf(number))
+    ) or ((value := number(answer)) is not None and math.isinf(value))
     if recovered:
         raise ConfigError(
             "check_lock_recovery: in this run the job was claimed again; pass the lock run"
@@ -140,18 +110,14 @@ def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, 
     return out
 
 
-def _strategy(answer) -> str:
-    """A claim strategy as typed by a reader: ' Skip-Locked' -> 'skip_locked'."""
-    return "_".join(str(answer).strip().lower().replace("-", " ").split())
-
-
 def check_safe_claims(answer) -> Verdict:
     """02: which claim strategies never let two workers hold one job? (a set of names)"""
     if answer is None:
-        return _unanswered(f"choose among {', '.join(STRATEGIES)}.")
-    if isinstance(answer, str):
-        answer = {answer}
-    chosen = {_strategy(a) for a in answer}
+        return unanswered(f"choose among {', '.join(STRATEGIES)}.")
+    given = as_set(answer)
+    if given is None:
+        return Verdict(False, f"Give a set of strategy names; {answer!r} is not one.")
+    chosen = {typed_name(a) for a in given}
     unknown = chosen - set(STRATEGIES)
     if unknown:
         return Verdict(
@@ -170,7 +136,7 @@ def check_safe_claims(answer) -> Verdict:
         )
     return Verdict(
         False,
-        _set_mismatch((chosen - safe, "let two workers win"), (safe - chosen, "is safe too"))
+        set_mismatch((chosen - safe, "let two workers win"), (safe - chosen, "is safe too"))
         + f". Measured: {evidence}.",
     )
 
@@ -179,10 +145,10 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
     """02: which strategy makes workers queue behind each other's row locks?
     (from claim_contention)"""
     if answer is None:
-        return _unanswered("look at the middle panel: who spends time waiting on row locks?")
+        return unanswered("look at the middle panel: who spends time waiting on row locks?")
     waits = frame.groupby("claim")["lock_wait_seconds"].sum()
     truth = str(waits.idxmax())
-    chosen = _strategy(answer)
+    chosen = typed_name(answer)
     if chosen == truth:
         return Verdict(
             True,
@@ -200,99 +166,6 @@ def check_convoy(answer, frame: pd.DataFrame) -> Verdict:
         f"{chosen} waited {waits[chosen]:.3g} s on row locks; one strategy "
         "waited far longer. A blocking lock makes the others wait, a skipped one does not.",
     )
-
-
-def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> bool:
-    """Does a lease survive a stop-the-world pause of `pause` s that starts at the worst moment
-    (just before a heartbeat is sent, so the last renewal is a full interval old)? Simulated."""
-    from sim import runner
-
-    probe = runner.run(
-        one_job(
-            ttl=ttl,
-            heartbeat_interval=heartbeat_interval,
-            work=1000.0,
-            workers=1,
-            horizon=60.0,
-            name="pause-probe",
-        )
-    )
-    beats = probe.events.loc[probe.events["kind"] == "heartbeat", "t"].to_numpy(float)
-    wake = (beats[1] if len(beats) > 1 else beats[0]) - 0.002  # the heartbeat statement takes 2 ms
-    run = runner.run(
-        one_job(
-            ttl=ttl,
-            heartbeat_interval=heartbeat_interval,
-            work=1000.0,
-            workers=1,
-            pause=(wake - 0.001, pause),
-            horizon=wake + pause + ttl + 10.0,
-            name="pause-probe",
-        )
-    )
-    return int(run.summary["false_expiries"]) == 0
-
-
-def check_pause_ttl(answer, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> Verdict:
-    """03: the smallest whole-second TTL whose lease survives the worst-placed pause."""
-    if answer is None:
-        return _unanswered(
-            "the pause can start just before a heartbeat, when the lease is already one interval "
-            "old."
-        )
-    value = _number(answer)
-    if value is None or isinstance(answer, bool):
-        return Verdict(
-            False,
-            f"Give the TTL as a whole number of seconds, e.g. 20; {answer!r} is not a number.",
-        )
-    if not value.is_integer():
-        return Verdict(
-            False,
-            f"The exercise asks for whole seconds, and {value:g} s is not a whole number: give "
-            "the shortest TTL, in whole seconds, with which the lease never lapses.",
-        )
-    if value <= heartbeat_interval:
-        return Verdict(
-            False,
-            f"The TTL must at least exceed the heartbeat interval ({heartbeat_interval:g} s), "
-            "or the lease lapses between two renewals even without a pause.",
-        )
-    survives = pause_survival(value, heartbeat_interval=heartbeat_interval, pause=pause)
-    if not survives:
-        return Verdict(
-            False,
-            f"With TTL {value:g} s the lease expired during the {pause:g} s pause: "
-            f"it was already about {heartbeat_interval:g} s old when the pause began.",
-        )
-    smaller = pause_survival(value - 1, heartbeat_interval=heartbeat_interval, pause=pause)
-    if smaller:
-        return Verdict(
-            False,
-            f"TTL {value:g} s survives, but so does {value - 1:g} s: a longer TTL than needed "
-            "delays recovery after a real crash. Try smaller.",
-        )
-    return Verdict(
-        True,
-        f"TTL {value:g} s survives and {value - 1:g} s does not: the TTL must exceed the "
-        f"longest stall ({pause:g} s) plus one heartbeat interval ({heartbeat_interval:g} s).",
-    )
-
-
-def _tolerance(truth: float, mistakes: dict[str, float], cap: float) -> float:
-    """How far from `truth` an answer may be: at most `cap`, and less than half the gap to the
-    nearest common mistake, so that no mistake is ever accepted."""
-    gaps = [abs(x - truth) for x in mistakes.values() if abs(x - truth) > 1e-9]
-    return min([cap] + [gap / 2 for gap in gaps])
-
-
-def _named_mistake(value: float | None, mistakes: dict[str, float], tolerance: float) -> str:
-    """The common mistakes `value` matches (within `tolerance`), as a sentence;
-    '' when none does."""
-    if value is None:
-        return ""
-    matches = [why for why, x in mistakes.items() if abs(value - x) <= tolerance]
-    return f" {value:g} s is {'; or '.join(matches)}." if matches else ""
 
 
 def recovery_mistakes(
@@ -347,7 +220,7 @@ def check_recovery_prediction(
     from sim.analytic import recovery_latency_mean
 
     if answer is None:
-        return _unanswered(
+        return unanswered(
             "lease left at the crash, plus the wait for the watcher, plus the wait for a poller."
         )
     question: dict[str, Any] = dict(
@@ -358,15 +231,19 @@ def check_recovery_prediction(
         idle_pollers=idle_pollers,
     )
     truth, mistakes = recovery_latency_mean(**question), recovery_mistakes(**question)
-    tolerance = _tolerance(truth, mistakes, 0.02 * truth)
-    value = _number(answer)
+    within = tolerance(truth, mistakes, 0.02 * truth)
+    value = number(answer)
+    if value is None:
+        return Verdict(
+            False, f"Give the mean recovery latency in seconds, e.g. 40; {answer!r} is not one."
+        )
     parts = f"L - h/2 = {ttl - heartbeat_interval / 2:g} s"
     if watcher_interval is not None:
         parts += f", + W/2 = {watcher_interval / 2:g} s"
     parts += f", + P/(k+1) = {poll_interval / (idle_pollers + 1):.3g} s"
-    if value is not None and abs(value - truth) <= tolerance:
+    if accepts(value, truth, mistakes, within):
         return Verdict(True, f"The formula gives {truth:.3g} s ({parts}).")
-    named = _named_mistake(value, mistakes, tolerance)
+    named = named_mistake(value, mistakes, within)
     return Verdict(
         False,
         (named.strip() + " " if named else "")
@@ -384,8 +261,8 @@ def check_watcher_interval(
     from sim.analytic import recovery_latency_mean, watcher_load
 
     if answer is None:
-        return _unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
-    value = _number(answer)
+        return unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
+    value = number(answer)
     fixed = recovery_latency_mean(
         ttl=ttl, heartbeat_interval=heartbeat_interval, poll_interval=poll_interval
     )
@@ -402,8 +279,10 @@ def check_watcher_interval(
             f"No watcher interval can reach a {target:g} s target: without any watcher wait the "
             f"recovery already takes {fixed:.3g} s. Shorten the TTL instead (answer 'none').",
         )
-    if value is None or value <= 0:
-        return Verdict(False, "Give a watcher interval in seconds.")
+    if value is None or not 0 < value < math.inf:
+        return Verdict(
+            False, f"Give a watcher interval in seconds, e.g. 20; {answer!r} is not one."
+        )
     mistakes = {
         "what P instead of P/2 gives: one idle poller comes on average half a poll interval "
         "after the scan": 2 * (target - fixed - poll_interval / 2),
@@ -415,8 +294,8 @@ def check_watcher_interval(
         "after the lease runs out": target - fixed,
     }
     mistakes = {why: x for why, x in mistakes.items() if x > 0}
-    tolerance = _tolerance(limit, mistakes, 1.0)
-    named = _named_mistake(value, mistakes, tolerance)
+    within = tolerance(limit, mistakes, 1.0)
+    named = named_mistake(value, mistakes, within)
     predicted = recovery_latency_mean(
         ttl=ttl,
         heartbeat_interval=heartbeat_interval,
@@ -429,7 +308,7 @@ def check_watcher_interval(
             f"W = {value:g} s gives {predicted:.3g} s on average, over the {target:g} s target."
             + named,
         )
-    if value < limit - tolerance:
+    if not accepts(value, limit, mistakes, within):
         return Verdict(
             False,
             f"W = {value:g} s meets the target ({predicted:.3g} s), but a longer interval would "
@@ -466,10 +345,10 @@ def redelivery_puzzle(db: Backend | None = None) -> tuple[pd.Series, pd.DataFram
 def check_ledger_rows(answer) -> Verdict:
     """05: how many ledger rows does evt-7 end with? (computed by redelivery_puzzle())"""
     if answer is None:
-        return _unanswered("what happens to a marker whose transaction never commits?")
+        return unanswered("what happens to a marker whose transaction never commits?")
     counts, _ = redelivery_puzzle()
     truth = int(counts.get("evt-7", 0))
-    value = _number(answer)
+    value = number(answer)
     if value is not None and value == truth:
         return Verdict(
             True,
@@ -495,8 +374,8 @@ def check_retention(
     Retentions more than one purge interval above the window are correct but not the shortest.
     """
     if answer is None:
-        return _unanswered("a redelivery can come as late as the redelivery window allows.")
-    value = _number(answer)
+        return unanswered("a redelivery can come as late as the redelivery window allows.")
+    value = number(answer)
     if value is None or value < 0 or math.isinf(value):
         return Verdict(False, "Give a retention in seconds.")
     frame = retention_experiment(value, window=window, purge_every=purge_every, events=events)
@@ -548,7 +427,7 @@ def check_smallest_ttl(
     latency). A wrong answer on the ladder is told which rule its row breaks.
     """
     if answer is None:
-        return _unanswered(
+        return unanswered(
             "filter advice.candidates on heartbeat_interval, watcher_interval and feasible."
         )
     table = advice.candidates
@@ -566,7 +445,7 @@ def check_smallest_ttl(
             "No TTL is feasible for that heartbeat and watcher interval.",
         )
     truth = float(rows["ttl"].min())
-    value = _number(answer)
+    value = number(answer)
     best = rows.loc[rows["ttl"].idxmin()]
     if value is not None and value == truth:
         return Verdict(
@@ -596,7 +475,7 @@ def check_smallest_ttl(
 def check_fastest_peer(answer, frame: pd.DataFrame) -> Verdict:
     """07: which peer claims a crashed job again soonest? (from compare_peers)"""
     if answer is None:
-        return _unanswered("compare the bars; a missing bar means never.")
+        return unanswered("compare the bars; a missing bar means never.")
     means = frame.set_index("label")["recovery_latency_mean_mean"]
     truth = str(means.idxmin())
     names = {str(x).lower(): str(x) for x in frame["label"]} | {
@@ -639,13 +518,14 @@ def check_fastest_peer(answer, frame: pd.DataFrame) -> Verdict:
 def check_duplicating_peers(answer, frame: pd.DataFrame) -> Verdict:
     """07: which peers ran some job twice because a live owner's lease expired? (set of labels)"""
     if answer is None:
-        return _unanswered("look at the 'jobs run twice' column.")
-    if isinstance(answer, str):
-        answer = {answer}
+        return unanswered("look at the 'jobs run twice' column.")
+    given = as_set(answer)
+    if given is None:
+        return Verdict(False, f"Give a set of peer names; {answer!r} is not one.")
     names = {str(x).lower(): str(x) for x in frame["label"]} | {
         str(x).lower(): str(y) for x, y in zip(frame["peer"], frame["label"], strict=True)
     }
-    chosen = {names.get(str(a).strip().lower(), str(a)) for a in answer}
+    chosen = {names.get(str(a).strip().lower(), str(a)) for a in given}
     twice = frame.set_index("label")["double_processed_jobs_mean"]
     truth = set(twice[twice > 0].index)
     if chosen == truth:
@@ -663,7 +543,7 @@ def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Ve
     """09: the reader's complete_fenced must refuse the zombie's completion
     under gc-pause-zombie."""
     if answer is None or not str(answer).strip():
-        return _unanswered(
+        return unanswered(
             "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s WHERE id = "
             "%(id)s AND ... RETURNING id; which two facts does only the current lease holder "
             "know?"
@@ -671,147 +551,6 @@ def check_fenced_completion(answer: str | None, *, dsn: str | None = None) -> Ve
     from sim.teaching.queue_lab import fenced_completion_verdict
 
     return Verdict(*fenced_completion_verdict(str(answer), dsn=dsn))
-
-
-def ttl_for_quantile(
-    target: float, scenario: str = "no-heartbeat-long-jobs"
-) -> tuple[float, Scenario]:
-    """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast
-    it without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
-    from sim.analytic import sum_quantile
-    from sim.scenario import preset
-
-    s = preset(scenario)
-    w = s.workload
-    return float(
-        math.ceil(sum_quantile(w.processing, w.psp_call, 1 - target, _job_statements(w)))
-    ), s
-
-
-def _job_statements(workload) -> float:
-    """Claim to completion: the time of the job's own statements (at the median latency)."""
-    return 4 * workload.statement_latency.quantile(0.5)
-
-
-def ttl_quantile_mistakes(target: float, scenario) -> dict[str, float]:
-    """03 exercise 2: the TTLs (exact seconds) the usual slips give, by name."""
-    from sim.analytic import sum_quantile
-
-    w = scenario.workload
-    statements = _job_statements(w)
-    exact = sum_quantile(w.processing, w.psp_call, 1 - target, statements)
-    alone = w.processing.quantile(1 - target)
-    psp = w.psp_call.quantile(1 - target)
-    out = {
-        (
-            f"the right quantile, {exact:.5g} s, rounded down: a TTL that must outlast it rounds up"
-        ): exact,
-        f"the quantile of the processing time alone ({alone:.4g} s): the PSP call runs inside "
-        "the lease too": alone,
-        f"each part's own quantile added ({alone:.4g} s + {psp:.3g} s): a slow job and a slow "
-        "PSP call rarely come together, so the sum overstates the tail": alone + psp,
-    }
-    for q, label in ((0.99, "99th"), (0.999, "99.9th")):
-        if q < 1 - target:
-            out[
-                f"the {label} percentile, 1 job in {1 / (1 - q):,.0f}, not the target's 1 in "
-                f"{1 / target:,.0f}"
-            ] = sum_quantile(w.processing, w.psp_call, q, statements)
-    out[
-        f"the quantile for {percent(target / 100)}: the target is a share, {target:g}, not a "
-        "percentage"
-    ] = sum_quantile(w.processing, w.psp_call, 1 - target / 100, statements)
-    return out
-
-
-def _whole_second_mistake(value: float, truth: float, mistakes: dict[str, float]) -> str:
-    """The slips a whole-second TTL matches (their values rounded either way), as a sentence."""
-    if value == truth:
-        return ""
-    matches = [why for why, x in mistakes.items() if value in (math.floor(x), math.ceil(x))]
-    return f" {value:g} s is {'; or '.join(matches)}." if matches else ""
-
-
-def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -> Verdict:
-    """03: the smallest whole-second TTL with which, without a heartbeat, at most `target` of the
-    leases of no-heartbeat-long-jobs expire under a live owner. Judged on the tail (sim.analytic)
-    and on runs of several seeds at that TTL, which must not contradict it; a TTL longer than
-    needed is turned down for what it costs a crashed job. Only the smallest whole TTL
-    is right; the common slips (ttl_quantile_mistakes) are named when made."""
-    from sim import runner
-    from sim.analytic import sum_survival
-    from sim.stats import wilson_interval
-
-    if answer is None:
-        return _unanswered(
-            "the TTL must outlast all but a fraction `target` of the jobs, PSP call included: "
-            "a quantile of the processing time, not the longest job you saw."
-        )
-    value = _number(answer)
-    if value is None or not math.isfinite(value) or value <= 0 or not float(value).is_integer():
-        return Verdict(
-            False, "Give a TTL in whole seconds; no finite TTL is wrong, and infinity is a lock."
-        )
-    truth, scenario = ttl_for_quantile(target)
-    share = sum_survival(
-        scenario.workload.processing,
-        scenario.workload.psp_call,
-        value,
-        _job_statements(scenario.workload),
-    )
-    at_value = scenario.with_overrides({"policy.lease_ttl": value})
-    runs = [runner.run(at_value, seed=s) for s in seeds]
-    leases = sum(int(r.summary["leases"]) for r in runs)
-    lapsed = sum(int(r.summary["false_expiries"]) for r in runs)
-    longest = [float((r.leases["released_at"] - r.leases["start"]).max()) for r in runs]
-    low, high = wilson_interval(lapsed, leases, 0.95)
-    seen = (
-        f"On seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} at TTL {value:g} s: "
-        f"{count(lapsed, 'false expiry', 'false expiries')} in {leases} leases (95% interval "
-        f"{percent(low)} to {percent(high)}"
-        + (
-            f": {leases} leases cannot show a rate of {percent(target)}, the tail can"
-            if high > target
-            else ""
-        )
-        + "); the longest job per seed took "
-        f"{', '.join(f'{x:.0f}' for x in longest)} s"
-        + (", a different maximum every time." if len(set(longest)) == len(longest) > 1 else ".")
-    )
-    named = _whole_second_mistake(value, truth, ttl_quantile_mistakes(target, scenario))
-    if share > target:
-        digits = 2  # enough digits that the share and the target print differently
-        while percent(share, digits) == percent(target, digits) and digits < 6:
-            digits += 1
-        times_over = (
-            f", about {share / target:.2g} times the target" if share > 1.5 * target else ""
-        )
-        return Verdict(
-            False,
-            f"At TTL {value:g} s, {percent(share, digits)} of jobs outlast the lease, more than "
-            f"the target of {percent(target, digits)}{times_over}.{named} {seen}",
-        )
-    if low > target:
-        return Verdict(
-            False,
-            f"The tail says {percent(share)} of jobs outlast a {value:g} s lease, under the target "
-            f"of {percent(target)}, but the runs contradict it: even the low end of their interval "
-            f"is above the target. {seen}",
-        )
-    if value > truth:
-        return Verdict(
-            False,
-            f"That meets the target ({percent(share)} of jobs outlast it), but a TTL of "
-            f"{truth:g} s already does: each crashed job would wait {value - truth:g} s longer "
-            f"before anyone may retry it.{named} {seen}",
-        )
-    return Verdict(
-        True,
-        f"At TTL {value:g} s, {percent(share)} of jobs outlast the lease (target "
-        f"{percent(target)}; the smallest whole TTL that meets it is {truth:g} s). {seen} No "
-        "finite TTL makes a false expiry impossible for an unbounded distribution: you choose "
-        "how rare, and a crash then waits out the whole TTL.",
-    )
 
 
 def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) -> Verdict:
@@ -823,7 +562,7 @@ def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) ->
         if abs(w / heartbeat_interval - round(w / heartbeat_interval)) < 1e-9
     }
     if answer is None:
-        return _unanswered("divide each interval by the heartbeat interval.")
+        return unanswered("divide each interval by the heartbeat interval.")
     try:
         chosen = {
             float(w)
@@ -841,7 +580,7 @@ def check_watcher_multiples(answer, *, heartbeat_interval: float, candidates) ->
         )
     return Verdict(
         False,
-        _set_mismatch(
+        set_mismatch(
             (truth - chosen, f"s also divide by {heartbeat_interval:g} s"),
             (chosen - truth, "s do not"),
         )

@@ -22,7 +22,7 @@ from sim.comparison import (
     recovery_parts,
 )
 from sim.scenario import Scenario
-from sim.teaching.exercises import Verdict, _unanswered
+from sim.teaching.answers import Verdict, typed_name, unanswered
 from sim.wording import count
 
 
@@ -218,14 +218,16 @@ def check_largest_part(answer, scenario: Scenario, *, seeds=(1, 2, 3)) -> Verdic
     """10: which part of a recovery is the largest under `scenario` (exercise(seed)):
     lease_remaining, watcher_wait or poll_wait? Judged on simulated runs of it."""
     if answer is None:
-        return _unanswered(
+        return unanswered(
             "the lease has about L - h/2 left at a crash; the watcher adds W/2 when the claim does "
             "not take expired leases; an idle poller comes P/(k+1) later."
         )
-    if answer not in PARTS:
+    chosen = typed_name(answer) if isinstance(answer, str) else None
+    if chosen not in PARTS:
         return Verdict(
             False, f"Answer with one of {', '.join(map(repr, PARTS))}; {answer!r} is not a part."
         )
+    answer = chosen
     means = recovery_part_means(scenario, seeds)
     largest = str(means.idxmax())
     runs = f"over simulated runs of seeds {', '.join(map(str, seeds))}"

@@ -143,3 +143,22 @@ def widgets_available(headless_override: bool | None = None) -> bool:
     except ImportError:
         return False
     return True
+
+
+def server_words(dsn: str) -> str:
+    """Where a notebook's PostgreSQL is, as a shared page may say it: host, port, database and
+    user (describe_dsn: never a password), a Unix-socket folder (a local path, such as the
+    embedded server's cache folder) said as '(a local socket)'."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from sim.db.server import describe_dsn
+
+    text = describe_dsn(dsn)
+    try:
+        hosts = str(conninfo_to_dict(dsn).get("host") or "").split(",")
+    except Exception:  # a DSN libpq cannot read: describe_dsn has said so without a secret
+        return text
+    for host in hosts:
+        if host.startswith("/"):
+            text = text.replace(host, "(a local socket)")
+    return text

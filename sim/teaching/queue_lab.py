@@ -4,6 +4,8 @@ side by side with what its SQL text shows, and judge the reader's fenced complet
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -28,12 +30,24 @@ def example(name: str) -> Path:
     return path
 
 
+def shareable(text: str, folder: str | Path) -> str:
+    """`text` (a review, a file:line) with the queue folder's local path said as its name only, so
+    that a page made of the notebook (make html) publishes no local path."""
+    folder = Path(folder)
+    for spelled in {str(folder), str(folder.resolve())}:
+        # a wrapped text (a review) may break the path after a hyphen, onto an indented line
+        path = "".join(re.escape(c) + (r"(?:\n[ \t]*)?" if c == "-" else "") for c in spelled)
+        text = re.sub(path + re.escape(os.sep), "", text)
+        text = re.sub(path, folder.name, text)
+    return text
+
+
 def overrides_frame(queue: QueueDefinition) -> pd.DataFrame:
     """One row per statement the queue defines: where, what it declares, its description."""
     rows = [
         {
             "statement": name,
-            "where": queue.where(name),
+            "where": shareable(queue.where(name), queue.path),
             "params": ", ".join(f"{p} {t}" for p, t in o.declared) or "-",
             "description": o.description if o.sql else f"(left out) {o.description}",
         }

@@ -1,97 +1,193 @@
-"""Notebook 08's exercise: the reader writes the SQL that finds stuck jobs. The statement runs
-read-only, in a transaction that is rolled back, on the tables the reader sees and then on a second
-state of them it cannot see, so that neither a write nor a list of ids typed by hand passes."""
+"""Notebook 08's exercise: the reader writes the SQL that finds stuck jobs.
+
+The statement runs as a role of its own (the sandbox the `--sql` runs use, sim.db.sandbox: no
+superuser, no membership of pg_read_server_files or pg_execute_server_program, allowed only to
+read the exercise's tables), read-only, in a transaction that is rolled back, after which its
+advisory locks are released and the role is dropped. It is judged on the tables the reader sees,
+then on a second state of them drawn at random for each check (other ids, another clock, other
+counts of each state), so that neither a write, nor a list of ids typed by hand, nor a statement
+that recognises the visible tables passes.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+import contextlib
+import secrets
 
-from sim.db.inspect import sql_frame
+import numpy as np
+import psycopg
+from psycopg import sql
+
 from sim.errors import ConfigError
+from sim.teaching.answers import Verdict, unanswered
 from sim.teaching.by_hand import Script
-from sim.teaching.exercises import Verdict, _unanswered
 from sim.wording import count
 
-_FIXTURE_STATES = ("stuck", "stuck", "pending", "completed", "alive", "pending")
+TTL = 30.0  # the exercise's lease TTL
+READER_TIMEOUT_MS = 10_000  # a reader's statement may take this long
+# The visible state, one job per entry (ids 1, 2, ...): every kind of row a wrong WHERE clause
+# could return. requeued: Pending again after the watcher found its lease expired; dead: given up
+# by the watcher at max_attempts; both keep their old lease_until.
+VISIBLE = ("stuck", "stuck", "requeued", "pending", "completed", "alive", "dead", "pending")
+STATES = ("stuck", "alive", "requeued", "dead", "completed", "pending")
 
 
 def stuck_jobs_fixture(
-    db, *, jobs: int = 6, now: float = 100.0, first_id: int = 1, shuffle: int | None = None
+    db, *, now: float = 100.0, states=VISIBLE, ids=None, since: float = 0.0
 ) -> dict:
-    """Fill a backend's tables with jobs in every state, some of them stuck (Processing, lease
-    expired at `now`) and one Processing with a lease still valid at `now` (claimed `ttl` / 3
-    before it), so that a query that forgets the lease condition, or reads the server's own
-    now() instead of the bound clock, returns a wrong set. Ids run from `first_id`; `shuffle`
-    (a seed) deals the states to the ids in another order, for a second table state a reader
-    cannot guess. Returns {"now": now, "stuck": [ids], "alive": [ids]} for check_stuck_query()."""
-    if jobs < 5:
-        raise ConfigError(f"stuck_jobs_fixture: need at least 5 jobs for every state, got {jobs}")
-    ttl = 30.0
-    states = list(_FIXTURE_STATES) + ["stuck" if k % 2 else "pending" for k in range(jobs - 6)]
-    states = states[:jobs]
-    if shuffle is not None:
-        states = [states[k] for k in np.random.default_rng(shuffle).permutation(jobs)]
-    ids = list(range(first_id, first_id + jobs))
+    """Fill a backend's tables with one job per entry of `states` (see STATES), ids 1, 2, ... or
+    `ids`, their times counted from `since`, the clock at `now` (at least since + 100):
+
+    - stuck: Processing, lease expired at `now` (what the watcher looks for);
+    - alive: Processing, claimed TTL / 3 before `now`: a query that forgets the lease, or reads
+      the server's own now() instead of the bound clock, returns it;
+    - requeued and dead: moved by the watcher to Pending or Dead, their old lease_until kept: a
+      query that tests lease_until without status = 'Processing' returns them;
+    - completed, pending: finished, and never claimed.
+
+    Returns {"now": now, state: [ids], ...} for check_stuck_query()."""
+    ids = list(range(1, len(states) + 1)) if ids is None else [int(i) for i in ids]
+    unknown = sorted(set(states) - set(STATES))
+    if unknown or len(ids) != len(states) or now < since + 100.0:
+        raise ConfigError(
+            f"stuck_jobs_fixture: states among {', '.join(STATES)} (got {', '.join(unknown)}), "
+            f"one id each, now >= since + 100 s (got {len(ids)} ids for {len(states)} states, "
+            f"now {now:g}, since {since:g})"
+        )
+    by_state = {s: [i for i, st in zip(ids, states, strict=True) if st == s] for s in STATES}
     script = Script(db)
     script.connect("setup")
     for i in ids:
-        script.at(0.0).sql("setup", "insert_job", id=i, event_id=f"evt-{i}", payload="{}")
-    claims = []  # (claimed at, id, state): claimed in time order
-    for position, (i, state) in enumerate(zip(ids, states, strict=True), start=1):
-        if state == "alive":  # its owner is still working: claimed shortly before `now`
-            claims.append((now - ttl / 3, i, state))
-        elif state != "pending":
-            claims.append((min(10.0 * position, now - ttl - 1.0), i, state))
-    for at, i, state in sorted(claims):
-        script.at(at).sql("setup", "claim_conditional", id=i, owner=f"w{i % 2}", ttl=ttl)
-        if state == "completed":
-            script.sql("setup", "complete_fenced", id=i, owner=f"w{i % 2}", attempt=1)
+        script.at(since).sql("setup", "insert_job", id=i, event_id=f"evt-{i}", payload="{}")
+
+    def claim(at: float, job: int) -> None:
+        script.at(at).sql("setup", "claim_conditional", id=job, owner=f"w{job % 2}", ttl=TTL)
+
+    for k, i in enumerate(by_state["completed"]):
+        claim(since + 1.0 + k / 100, i)
+        script.sql("setup", "complete_fenced", id=i, owner=f"w{i % 2}", attempt=1)
+    for k, i in enumerate(by_state["requeued"]):  # expired at since + 31, requeued at + 32
+        claim(since + 1.5 + k / 100, i)
+    script.at(since + TTL + 2).sql("setup", "requeue_expired", limit=len(ids))
+    for k, i in enumerate(by_state["dead"]):  # expired at since + 63, given up at + 64
+        claim(since + TTL + 3 + k / 100, i)
+    script.at(since + 2 * TTL + 4).sql("setup", "requeue_expired", max_attempts=1, limit=len(ids))
+    for k, i in enumerate(by_state["stuck"]):  # expired before now, after the watcher's last tick
+        claim(since + 2 * TTL + 5 + k * (now - since - 3 * TTL - 6) / len(by_state["stuck"]), i)
+    for i in by_state["alive"]:
+        claim(now - TTL / 3, i)
     stuck = [row[0] for row in script.at(now).sql("setup", "select_stuck_jobs")]
-    alive = [i for i, state in zip(ids, states, strict=True) if state == "alive"]
-    return {"now": now, "stuck": sorted(stuck), "alive": alive}
+    return {"now": now, **by_state, "stuck": sorted(stuck)}
 
 
-def _hidden_state(db) -> dict:
-    """The second table state check_stuck_query judges an answer on: other ids, another clock,
-    the states dealt in another order. Not shown to the reader, so an answer cannot be fitted to
-    it."""
-    return stuck_jobs_fixture(db, jobs=9, now=260.0, first_id=41, shuffle=26)
+def hidden_state(db, rng: np.random.Generator) -> dict:
+    """The second table state an answer is judged on, drawn from `rng` (a fresh one for every
+    check): random ids, a clock hours later, one to three jobs of each state in a random order."""
+    most = {"stuck": 3}  # jobs of each state: one to this many (two for the others)
+    states = [s for s in STATES for _ in range(int(rng.integers(1, most.get(s, 2) + 1)))]
+    states = [states[k] for k in rng.permutation(len(states))]
+    ids = np.sort(rng.choice(np.arange(20, 100_000), size=len(states), replace=False))
+    since = float(np.round(rng.uniform(100.0, 20_000.0), 3))
+    now = float(np.round(since + rng.uniform(110.0, 600.0), 3))
+    return stuck_jobs_fixture(db, now=now, states=states, ids=ids.tolist(), since=since)
 
 
-def _stuck_ids(db, answer: str, fixture: dict) -> list[int]:
-    """The ids the reader's statement returns on `db` at the fixture's clock, run read-only."""
-    from sim.db.base import to_timestamp
+# ---- running the reader's statement ----------------------------------------------------------
 
-    params = {"now": to_timestamp(fixture["now"])} if "%(now)s" in answer else None
-    frame = sql_frame(db, answer, params, read_only=True)
-    if not len(frame):
-        return []
-    first = frame.iloc[:, 0]
-    if not pd.api.types.is_integer_dtype(first):
-        raise _NotIds(
-            f"The first column must be the job id; yours ({frame.columns[0]}) holds "
-            f"{first.iloc[0]!r}."
-        )
-    return sorted(int(v) for v in first)
+
+def run_sandboxed(db, statement: str, params: dict | None) -> tuple[list[str], list[tuple]]:
+    """Run one statement typed by a reader on a PostgresBackend's schema as a fresh sandbox role
+    (sim.db.sandbox, as `--sql` runs do) that may only read that schema's tables: one statement,
+    READ ONLY, rolled back; then its advisory locks are released, its sessions ended and the role
+    dropped. (column names, rows)."""
+    from sim.db import sandbox
+    from sim.db.server import open_connection
+
+    admin = open_connection(db.dsn, autocommit=True, application_name="leaselab:admin")
+    try:
+        box = sandbox.create(admin, db.dsn)
+        try:
+            schema, role = sql.Identifier(db.schema), sql.Identifier(str(box.role))
+            admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+            admin.execute(
+                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role)
+            )
+            with box.connect("leaselab:exercise") as conn:
+                try:
+                    return _read_only(conn, db.schema, statement, params)
+                finally:  # a statement that broke the session (COPY) has its locks ended below
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("SELECT pg_advisory_unlock_all()")
+        finally:
+            box.drop(admin)  # ends the role's sessions, drops it (and its grants)
+    finally:
+        admin.close()
+
+
+def _read_only(conn, schema: str, statement: str, params) -> tuple[list[str], list[tuple]]:
+    """One statement in a READ ONLY transaction that is rolled back whatever happened (an error
+    of the rollback itself, on a session the statement broke, never hides the statement's)."""
+    conn.execute("BEGIN READ ONLY")
+    try:
+        conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(READER_TIMEOUT_MS),))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+        cur = conn.execute(statement, params, prepare=True)
+        if cur.description is None:
+            return [], []
+        return [d.name for d in cur.description], cur.fetchall()
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
 
 
 class _NotIds(ValueError):
     """The reader's statement ran, but its first column is not the job ids."""
 
 
+def _stuck_ids(db, answer: str, fixture: dict) -> list[int]:
+    """The ids the reader's statement returns on `db` at the fixture's clock."""
+    from sim.db.base import to_timestamp
+
+    params = {"now": to_timestamp(fixture["now"])} if "%(now)s" in answer else None
+    columns, rows = run_sandboxed(db, answer, params)
+    if rows and not columns:
+        raise _NotIds("Your statement returns rows without a column; the first must be the job id.")
+    first = [row[0] for row in rows]
+    wrong = [v for v in first if isinstance(v, bool) or not isinstance(v, int)]
+    if wrong:
+        raise _NotIds(
+            f"The first column must be the job id; yours ({columns[0]}) holds {wrong[0]!r}."
+        )
+    return sorted(first)
+
+
 def _reader_error(exc: Exception) -> str:
-    """PostgreSQL's refusal of a reader's statement, in a sentence."""
+    """Why a reader's statement did not run, in a sentence: PostgreSQL's refusal, or psycopg's."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     state = getattr(exc, "sqlstate", None)
+    if isinstance(exc, _NotIds):
+        return str(exc)
+    if isinstance(exc, psycopg.ProgrammingError) and state is None and "placeholder" in first:
+        return (
+            "psycopg, the Python driver, read a % in your statement as the start of a parameter "
+            f"({first}): in a statement that binds %(now)s, write a literal % as %% (LIKE "
+            "'Proc%%'). PostgreSQL never saw the statement."
+        )
+    if isinstance(exc, psycopg.ProgrammingError) and state is None:
+        return f"psycopg, the Python driver, refused it before PostgreSQL saw it: {first}"
+    if isinstance(exc, ConfigError):
+        return f"The checker could not run your statement (this is not about your SQL): {first}"
     if state == "25006":  # read_only_sql_transaction
         return (
             f"Your statement tries to change the tables (PostgreSQL: {first}). The checker runs "
             "answers read-only and rolls them back, so nothing changed. Finding stuck jobs is a "
             "question, not an action: write a SELECT."
         )
-    if isinstance(exc, _NotIds):
-        return str(exc)
+    if state == "42501":  # insufficient_privilege
+        return (
+            f"PostgreSQL refused it ({first}): the checker runs your statement as a role that may "
+            "only read the exercise's tables, and finding stuck jobs needs nothing else."
+        )
     if "multiple commands" in first:
         return "Give one statement, a single SELECT (no `;` between statements)."
     if state == "57014":  # query_canceled: the statement timeout
@@ -99,15 +195,43 @@ def _reader_error(exc: Exception) -> str:
     return f"PostgreSQL said: {first}"
 
 
-def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
+# ---- the verdict ---------------------------------------------------------------------------------
+
+
+def _wrong_rows(got: list[int], fixture: dict) -> str:
+    """What is wrong with the ids an answer returned on the visible state, by kind of row."""
+    extra, missed = set(got) - set(fixture["stuck"]), sorted(set(fixture["stuck"]) - set(got))
+    why = {
+        "alive": "Processing, but with a lease still valid at the clock's "
+        f"{fixture['now']:g} s, so its owner may still be working: compare lease_until with the "
+        "bound %(now)s, not with the server's now()",
+        "requeued": "Pending again: the watcher requeued it and left its old lease_until",
+        "dead": "Dead: the watcher gave it up and left its old lease_until",
+        "completed": "Completed: finished, whatever its lease_until says",
+        "pending": "Pending and never claimed",
+    }
+    parts = [
+        f"{', '.join(map(str, ids))} {'is' if len(ids) == 1 else 'are'} {why[state]}"
+        for state in why
+        if (ids := sorted(extra & set(fixture.get(state, []))))
+    ]
+    if missed:
+        parts.append(f"{', '.join(map(str, missed))} {'is' if len(missed) == 1 else 'are'} stuck")
+    return (
+        f"Your query returned ids {got}: "
+        + "; ".join(parts)
+        + ". A stuck job is Processing, with a lease_until before the bound clock."
+    )
+
+
+def check_stuck_query(answer: str | None, db, fixture: dict, *, seed: int | None = None) -> Verdict:
     """08: the reader's SQL for "stuck jobs" (bind %(now)s) must return the stuck ids first column.
 
-    The statement runs read-only, in a transaction that is rolled back (a write is refused with a
-    sentence and changes nothing), first on the tables the reader sees, then on a second table
-    state it cannot see (other ids, another clock): an answer that lists ids or times by hand
-    fails there."""
+    It runs as a sandbox role, read-only, rolled back (run_sandboxed): first on the tables the
+    reader sees, then on a second state drawn at random for this check (hidden_state; `seed`
+    fixes it, for tests), in a schema of its own on the same server."""
     if answer is None or not str(answer).strip():
-        return _unanswered(
+        return unanswered(
             "status = 'Processing' AND lease_until < %(now)s; the clock is a bound parameter."
         )
     answer = str(answer)
@@ -116,39 +240,32 @@ def check_stuck_query(answer: str | None, db, fixture: dict) -> Verdict:
     except Exception as exc:  # the reader's SQL: any server error is the feedback
         return Verdict(False, _reader_error(exc))
     if not got and fixture["stuck"]:
-        return Verdict(False, "Your query returned no rows, but some jobs are stuck.")
-    if got != sorted(fixture["stuck"]):
-        alive = sorted(set(got) & set(fixture.get("alive", [])))
-        if alive:
-            return Verdict(
-                False,
-                f"Your query returned ids {got}, including {alive}: Processing, but with a lease "
-                f"still valid at the clock's {fixture['now']:g} s, so its owner may still be "
-                "working. Compare lease_until with the bound %(now)s, not with the server's now().",
-            )
         return Verdict(
             False,
-            f"Your query returned ids {got}; the stuck ones are Processing jobs whose lease_until "
-            "is before now.",
+            "Your query returned no rows, but some jobs are stuck. (Statuses are compared as "
+            "written: 'Processing', with a capital P.)",
         )
-    hidden_ok, hidden_says = _on_hidden_state(db, answer)
+    if got != sorted(fixture["stuck"]):
+        return Verdict(False, _wrong_rows(got, fixture))
+    hidden_ok, hidden_says = _on_hidden_state(db, answer, seed)
     if not hidden_ok:
         return Verdict(False, hidden_says)
     return Verdict(
         True,
         f"Jobs {got}: Processing with an expired lease, and the right jobs again on a second "
-        "table state you did not see. This is what the watcher looks for; an index on "
-        "lease_until keeps it cheap.",
+        "table state drawn at random for this check. This is what the watcher looks for; an "
+        "index on lease_until keeps it cheap.",
     )
 
 
-def _on_hidden_state(db, answer: str) -> tuple[bool, str]:
-    """Run the reader's statement on _hidden_state, in a schema of its own on the same server."""
+def _on_hidden_state(db, answer: str, seed: int | None) -> tuple[bool, str]:
+    """Run the reader's statement on a hidden_state, in a schema of its own on the same server."""
     from sim import runner
 
+    rng = np.random.default_rng(secrets.randbits(64) if seed is None else seed)
     hidden = runner.make_backend("postgres", dsn=db.dsn)
     try:
-        fixture = _hidden_state(hidden)
+        fixture = hidden_state(hidden, rng)
         try:
             got = _stuck_ids(hidden, answer, fixture)
         except Exception as exc:  # the reader's SQL: any server error is the feedback
@@ -158,9 +275,9 @@ def _on_hidden_state(db, answer: str) -> tuple[bool, str]:
     if got == fixture["stuck"]:
         return True, ""
     return False, (
-        "Right on these tables, but not on a second state of them that the checker keeps hidden "
-        f"(other ids, the clock at {fixture['now']:g} s): your statement returned "
-        f"{count(len(got), 'id')} there where "
+        "Right on these tables, but not on a second state of them that the checker draws at "
+        f"random and keeps hidden (other ids, the clock at {fixture['now']:g} s): your statement "
+        f"returned {count(len(got), 'id')} there where "
         f"{count(len(fixture['stuck']), 'job was', 'jobs were')} stuck. Does it list ids or times "
         "by hand? Let the WHERE clause find them."
     )

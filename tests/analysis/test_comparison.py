@@ -16,10 +16,13 @@ from sim.comparison import (
     MEAN,
     MIN_RECOVERIES,
     TOO_FEW,
+    _count_row,
+    _recovery_rows,
     compare,
     poisson_interval,
 )
 from sim.live.settings import hand_check
+from sim.stats import mean_ci
 
 
 def _race(claim: str, seed: int):
@@ -77,6 +80,22 @@ def test_recovery_rows_below_the_stated_count_are_not_judged():
         f"recovery latency: {TOO_FEW} ({len(c.live_latencies)} live and "
         f"{len(c.simulated_latencies)} simulated; at least {MIN_RECOVERIES} each)"
     ) in c.verdict
+
+
+def test_intervals_of_latencies_and_counts_stop_at_zero():
+    """Issue 34: two live recoveries 3.5 s apart give a t interval that reaches below zero; a
+    latency (or a count per run) cannot, so the table's side intervals stop at zero, while the
+    difference live - simulated keeps its sign."""
+    live, simulated = np.array([0.4, 3.9]), np.array([0.3, 0.5, 4.2])
+    assert mean_ci(live)[1] < 0 and mean_ci(simulated)[1] < 0
+    rows = _recovery_rows(live, simulated, 0.95, 0.99)
+    mean, live_low, live_high, simulated_mean, sim_low, sim_high = rows[MEAN][:6]
+    assert (live_low, sim_low) == (0.0, 0.0)
+    assert (mean, live_high) == pytest.approx(mean_ci(live)[::2][:2])
+    assert (simulated_mean, sim_high) == pytest.approx(mean_ci(simulated)[::2][:2])
+    assert rows[MEAN][8] < 0  # the difference's own interval may well be negative
+    count = _count_row(2.0, [0.0, 0.0, 0.0, 5.0], 0.95, 0.99)
+    assert count[3] == pytest.approx(1.25) and count[4] == 0.0
 
 
 def test_recovery_rows_judge_the_difference_with_its_own_interval():

@@ -65,6 +65,7 @@ LIST_ITEMS = {
     "faults.partitions",
     "faults.crash_points",
     "faults.clock_steps",
+    "faults.db_clock_steps",
 }
 
 
@@ -203,6 +204,13 @@ def bad_items(key: str) -> st.SearchStrategy:
             st.fixed_dictionaries({"worker": st.just(0), "at": st.just(1.0)}),
         ),
     }
+    entry["faults.db_clock_steps"] = st.one_of(
+        st.fixed_dictionaries(
+            {"at": st.one_of(negative, non_finite, too_long), "by": st.just(1.0)}
+        ),
+        st.fixed_dictionaries({"at": st.just(1.0), "by": st.one_of(non_finite, too_long, words)}),
+        st.fixed_dictionaries({"at": st.just(1.0)}),
+    )
     entry["faults.partitions"] = entry["faults.pauses"]
     return st.one_of(
         st.one_of(words, st.integers(), st.booleans()),  # not a list

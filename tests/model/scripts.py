@@ -5,6 +5,7 @@ from sim.scenario import (
     LOCK_TTL,
     ClockStep,
     CrashPoint,
+    DbClockStep,
     Faults,
     Policy,
     Scenario,
@@ -214,6 +215,8 @@ def mechanism_scenarios() -> dict[str, Scenario]:
             horizon=80,
             faults=Faults(clock_steps=(ClockStep(worker=0, at=50.0, by=-40.0),)),
         ),
+        "db clock step forward": db_clock_stepped(60.0),
+        "db clock step back": db_clock_stepped(-60.0),
         "two-phase stall check": stalled_at_5(stall_check="two_phase"),
         "stall budget": scripted(
             work=4,
@@ -260,6 +263,20 @@ def mechanism_scenarios() -> dict[str, Scenario]:
         "prefetch, crash": prefetched(faults=CRASH_AT_5),
         "prefetch, graceful shutdown": prefetched(faults=crashing(5.0, shutdown="graceful")),
     }
+
+
+def db_clock_stepped(by: float) -> Scenario:
+    """The database's clock steps by `by` seconds at 45 s (faults.db_clock_steps), the watcher
+    ticks every second. Forward: w0 renews its 30 s lease every 10 s (last at 40.006) and w1
+    polls. Back: w0 crashes at 42 s, before the step, and is back a second later."""
+    step = Faults(db_clock_steps=(DbClockStep(at=45.0, by=by),))
+    settings = dict(
+        heartbeat_interval=10, watcher=True, watcher_interval=1, claim_takes_expired=False
+    )
+    if by > 0:
+        return scripted(workers=2, work=60, horizon=80, faults=step, **settings)
+    crash = crashing(42.0, back_after=1.0, db_clock_steps=step.db_clock_steps)
+    return scripted(work=100, horizon=150, faults=crash, **settings)
 
 
 def crashing(*at: float, worker: int = 0, back_after: float = 1000, **faults) -> Faults:

@@ -154,3 +154,34 @@ def test_in_a_kernel_a_returned_figure_is_an_image_and_no_bar_is_saved(monkeypat
     outputs = nb.cells[2].outputs
     assert [o["output_type"] for o in outputs] == ["execute_result"]
     assert outputs[0]["data"]["text/plain"] == "20"
+
+
+# ---- issue 34: no local path in a page make html publishes ---------------------------------------
+
+
+def test_the_server_is_said_without_its_socket_folder():
+    from sim.teaching import server_words
+
+    said = server_words("postgresql://postgres:s3cret@/postgres?host=/home/me/.cache/leaselab/pg")
+    assert said == "host (a local socket) database postgres user postgres"
+    assert server_words("host=db.example port=5433 dbname=q user=u password=pw") == (
+        "host db.example port 5433 database q user u"
+    )
+
+
+def test_a_review_of_a_queue_names_its_folder_not_its_path(tmp_path):
+    from sim.teaching import queue_lab
+
+    folder = tmp_path / "myqueue"
+    text = f"Design review on the queue in {folder} (PostgreSQL): {folder}/queries.sql:4 ..."
+    assert queue_lab.shareable(text, folder) == (
+        "Design review on the queue in myqueue (PostgreSQL): queries.sql:4 ..."
+    )
+    hyphened = tmp_path / "unfenced-completion"  # a review wraps its lines after a hyphen
+    wrapped = f"SQL: complete_fenced ({str(hyphened).replace('-', '-' + chr(10) + '       ')}"
+    assert queue_lab.shareable(wrapped + "/queries.sql:7)", hyphened) == (
+        "SQL: complete_fenced (queries.sql:7)"
+    )
+    definition = sim.db.queue_dir.load_queue(queue_lab.example("unfenced-completion"))
+    where = queue_lab.overrides_frame(definition)["where"]
+    assert where.tolist() == ["queries.sql:7"] and str(tmp_path) not in where.iloc[0]

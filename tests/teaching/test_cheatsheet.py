@@ -24,7 +24,7 @@ def repeat():
 
 @pytest.fixture(scope="module")
 def load():
-    return load_recovery((0.1, 0.8), replications=4, jobs=150, seed=1)
+    return load_recovery((0.1, 0.8), replications=8, jobs=150, seed=1)  # 11's fast-mode sizes
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -85,8 +85,35 @@ def test_the_closed_form_holds_at_light_load_and_not_above_it(load):
     assert busy["closed_form_mean"] < busy["mean_ci_low"]
     assert list(load["mean_inside"]) == [True, False]
     assert busy["closed_form_p95"] > busy["closed_form_mean"]
+    assert not busy["p95_ci_low"] <= busy["closed_form_p95"] <= busy["p95_ci_high"]
     proof = load_rule(load)
     assert proof.holds and "the closed form below" in proof.measured
+    assert "half of the rule is not shown" not in proof.measured
+
+
+def test_the_rule_holds_only_when_both_halves_are_shown(load):
+    """Issue 34: the percentile half of the rule was not shown in fast mode, yet the sheet counted
+    the rule as supported ("20 of 20")."""
+    busy = load.index[-1]
+    p95_inside = load.copy()
+    p95_inside.loc[busy, ["p95_ci_low", "p95_ci_high"]] = (0.0, 1e3)
+    proof = load_rule(p95_inside)
+    assert not proof.holds
+    assert proof.measured.endswith(
+        "The percentile half of the rule is not shown by these runs: the interval holds the "
+        "closed form."
+    )
+    mean_inside = load.copy()
+    mean_inside.loc[busy, "mean_inside"] = True
+    assert "The mean half of the rule" in load_rule(mean_inside).measured
+    others = [Proof("checklist:1", "s", "m", "02", True)] * 19
+    assert cheatsheet.support_sentence(others + [load_rule(load)]) == (
+        "In this run 20 of 20 statements are supported by their numbers."
+    )
+    assert cheatsheet.support_sentence(others + [proof]).startswith(
+        "In this run 19 of 20 statements are supported by their numbers: not "
+        "`rule:simulate-percentiles-and-load`. Small runs"
+    )
 
 
 def test_a_rule_the_numbers_do_not_support_is_said_in_words(repeat, load):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -15,68 +16,8 @@ from sim.comparison import own_statements
 from sim.live.settings import read_then_write_race
 from sim.stats import add_rates
 from sim.teaching import cheatsheet, live_lesson
-from sim.teaching.exercises import recovery_mistakes, ttl_quantile_mistakes
-
-# ---- 08: the stuck-jobs SQL is run read-only and judged on a state it cannot see ---------------
-
-
-@pytest.mark.postgres
-def test_the_stuck_query_checker_runs_answers_read_only_on_a_hidden_second_state(pg_dsn):
-    db = sim.make_backend("postgres", dsn=pg_dsn)
-    try:
-        fixture = teaching.stuck_jobs_fixture(db)
-        tables = "SELECT * FROM payment_jobs ORDER BY id"
-        before = teaching.sql_frame(db, tables)
-        schemas = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'leaselab%'"
-        schemas_before = int(teaching.sql_frame(db, schemas).iloc[0, 0])
-        # the defect: an UPDATE was marked right and changed the tables
-        for write in (
-            "UPDATE payment_jobs SET status = 'Pending' WHERE status = 'Processing' "
-            "AND lease_until < %(now)s RETURNING id",
-            "WITH gone AS (DELETE FROM payment_jobs WHERE status = 'Processing' RETURNING id) "
-            "SELECT id FROM gone",
-            "SELECT id FROM payment_jobs WHERE status = 'Processing' FOR UPDATE",
-        ):
-            verdict = teaching.check_stuck_query(write, db, fixture)
-            assert verdict.ok is False
-            assert "tries to change the tables" in verdict.message
-            assert "nothing changed" in verdict.message
-        # two statements in one answer (the second could escape the transaction): refused
-        both = "SELECT id FROM payment_jobs; UPDATE payment_jobs SET status = 'Dead'"
-        assert "one statement" in teaching.check_stuck_query(both, db, fixture).message
-        pd.testing.assert_frame_equal(teaching.sql_frame(db, tables), before)
-        right = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < %(now)s"
-        verdict = teaching.check_stuck_query(right, db, fixture)
-        assert verdict.ok is True and "second table state" in verdict.message
-        assert teaching.check_stuck_query(right + ";", db, fixture).ok is True
-        # the defect: a hard-coded answer passed; now the hidden state (other ids, clock) fails it
-        for guessed in (
-            "SELECT unnest(ARRAY[1, 2])",
-            "SELECT id FROM payment_jobs WHERE id IN (1, 2)",
-            "SELECT id FROM payment_jobs WHERE status = 'Processing' "
-            "AND lease_until < '2026-01-01 00:01:40+00'",
-        ):
-            verdict = teaching.check_stuck_query(guessed, db, fixture)
-            assert verdict.ok is False, guessed
-            assert "second state of them that the checker keeps hidden" in verdict.message
-        not_ids = teaching.check_stuck_query("SELECT 'x' AS job, 1", db, fixture)
-        assert not_ids.ok is False and "first column must be the job id" in not_ids.message
-        assert int(teaching.sql_frame(db, schemas).iloc[0, 0]) == schemas_before
-    finally:
-        db.close()
-
-
-def test_the_hidden_state_differs_in_ids_clock_and_layout():
-    script = teaching.Script(sim.make_backend("memory"))
-    hidden = teaching.stuck_jobs_fixture(script.db, jobs=9, now=260.0, first_id=41, shuffle=26)
-    jobs = script.table("jobs").set_index("id")
-    assert list(jobs.index) == list(range(41, 50))
-    assert hidden["now"] == 260.0 and len(hidden["stuck"]) >= 2 and len(hidden["alive"]) == 1
-    stuck = jobs.loc[hidden["stuck"]]
-    assert (stuck["status"] == "Processing").all() and (stuck["lease_until"] < 260.0).all()
-    assert jobs.loc[hidden["alive"][0], "lease_until"] > 260.0
-    assert {"Pending", "Completed"} <= set(jobs["status"])
-
+from sim.teaching.exercises import recovery_mistakes
+from sim.teaching.ttl_exercises import ttl_quantile_mistakes
 
 # ---- 04 and 03: tolerance tighter than every common slip, and the slip named ---------------------
 
@@ -119,7 +60,9 @@ def test_the_exercise_question_itself():
 def test_the_watcher_interval_refuses_and_names_the_slips():
     kw = dict(target=40.0, ttl=30.0, heartbeat_interval=10.0, poll_interval=2.0)  # limit W = 28
     assert teaching.check_watcher_interval(28, **kw).ok is True
-    assert teaching.check_watcher_interval(27, **kw).ok is True  # whole seconds, rounded down
+    halfway = teaching.check_watcher_interval(27, **kw)  # as close to 26, the P slip, as to 28
+    assert halfway.ok is False and "P instead of P/2" in halfway.message
+    assert teaching.check_watcher_interval(27.5, **kw).ok is True
     p_slip = teaching.check_watcher_interval(26, **kw)  # 10% below the limit was accepted
     assert p_slip.ok is False and "P instead of P/2" in p_slip.message
     w_slip = teaching.check_watcher_interval(14, **kw)
@@ -149,6 +92,89 @@ def test_the_ttl_quantile_accepts_only_the_smallest_whole_ttl_and_names_the_slip
     assert "0.01% of jobs outlast the lease, more than the target of 0.01%" not in down.message
 
 
+# ---- issue 34, item 7: the checkers attacked with wrong, boundary and hostile answers ----------
+
+KW04 = dict(target=40.0, ttl=30.0, heartbeat_interval=10.0, poll_interval=2.0)
+DEADLINE = dict(sent_at=100.0, received_at=100.08, ttl=30.0, drift_ppm=200.0)
+
+
+@pytest.mark.parametrize(
+    ("check", "answer", "ok", "says"),
+    [
+        # 04: exactly halfway to a named slip is not closer to the right answer
+        (
+            lambda a: teaching.check_recovery_prediction(a, **QUESTION),
+            55.5,
+            False,
+            "55.5 s is no closer to the right answer than to 55 s, the formula without the wait",
+        ),
+        (
+            lambda a: teaching.check_recovery_prediction(a, **QUESTION),
+            56.5,
+            False,
+            "than to 57 s, the formula with P instead of P/(k+1)",
+        ),
+        (lambda a: teaching.check_watcher_interval(a, **KW04), 27, False, "P instead of P/2"),
+        # 04: a number with its unit is read; a bool or another unit is not a number
+        (lambda a: teaching.check_recovery_prediction(a, **QUESTION), "56 s", True, "56 s ("),
+        (lambda a: teaching.check_recovery_prediction(a, **QUESTION), "56s", True, "56 s ("),
+        (lambda a: teaching.check_recovery_prediction(a, **QUESTION), "56 seconds", True, "56"),
+        (lambda a: teaching.check_recovery_prediction(a, **QUESTION), "56 ms", False, "not one"),
+        (lambda a: teaching.check_recovery_prediction(a, **QUESTION), True, False, "not one"),
+        (lambda a: teaching.check_watcher_interval(a, **KW04), "28 s", True, "W = 28 s"),
+        (lambda a: teaching.check_watcher_interval(a, **KW04), True, False, "not one"),
+        (lambda a: teaching.check_watcher_interval(a, **KW04), math.inf, False, "not one"),
+        # 03: no TTL at all, a negative one, infinity and a bool each get their own reason
+        (lambda a: teaching.check_ttl_quantile(a, seeds=(1,)), 0, False, "longer than zero"),
+        (lambda a: teaching.check_ttl_quantile(a, seeds=(1,)), -5, False, "-5 s would end"),
+        (lambda a: teaching.check_ttl_quantile(a, seeds=(1,)), math.inf, False, "but a lock"),
+        (lambda a: teaching.check_ttl_quantile(a, seeds=(1,)), "inf", False, "but a lock"),
+        (lambda a: teaching.check_ttl_quantile(a, seeds=(1,)), True, False, "not a number"),
+        (lambda a: teaching.check_ttl_quantile(a, seeds=(1,)), 120.5, False, "whole seconds"),
+        (lambda a: teaching.check_pause_ttl(a), True, False, "not a number"),
+        # 12: a bool is not a time; a set answer that is not a set is told so
+        (lambda a: teaching.check_safe_deadline(a, **DEADLINE), True, False, "not a number"),
+        (lambda a: teaching.check_safe_deadline(a, **DEADLINE), "129.994 s", True, "129.994 s ="),
+    ],
+)
+def test_numeric_checkers_read_answers_as_a_reader_types_them(check, answer, ok, says):
+    verdict = check(answer)
+    assert verdict.ok is ok and says in verdict.message, verdict
+    if not ok:
+        assert "e+0" not in verdict.message
+
+
+def test_the_ttl_quantile_writes_how_many_times_the_target_in_plain_digits():
+    verdict = teaching.check_ttl_quantile(40, seeds=(1,))
+    assert verdict.ok is False and "e+0" not in verdict.message
+    assert re.search(r"about [\d,]+ times the target", verdict.message), verdict.message
+
+
+@pytest.mark.parametrize("answer", [1, True, 0.5, None])
+def test_check_refusers_gives_a_verdict_for_any_answer(protections_small, answer):
+    verdict = teaching.check_refusers(answer, protections_small)
+    if answer is None:
+        assert verdict.ok is None
+    else:
+        assert verdict.ok is False and "Answer with a set of 'ledger' and 'psp'" in verdict.message
+
+
+@pytest.fixture(scope="module")
+def protections_small():
+    from sim.teaching import fencing
+
+    return fencing.protection_runs(fencing.zombie_queue(jobs=120, seed=1), seeds=(1,))
+
+
+def test_set_checkers_refuse_a_number_instead_of_raising():
+    assert teaching.check_safe_claims(3).ok is False
+    frame = pd.DataFrame(
+        {"label": ["River"], "peer": ["river"], "double_processed_jobs_mean": [1.0]}
+    )
+    assert teaching.check_duplicating_peers(7, frame).ok is False
+    assert teaching.check_duplicating_peers({" river "}, frame).ok is True
+
+
 # ---- 10: the exercise's answer depends on its settings -------------------------------------------
 
 
@@ -167,6 +193,10 @@ def test_the_live_exercise_can_be_answered_by_each_part():
     wrong = teaching.check_largest_part("lease_remaining", question)
     assert wrong.ok is False and "but watcher_wait is" in wrong.message
     assert teaching.check_largest_part("ttl", question).ok is False
+    # typed as 02's checker reads a strategy: any case, spaces or dashes
+    for typed in (" Watcher Wait ", "WATCHER-WAIT", "watcher  wait"):
+        assert teaching.check_largest_part(typed, question).ok is True, typed
+    assert teaching.check_largest_part(3, question).ok is False
     assert teaching.check_largest_part(None, question).ok is None
 
 

@@ -407,51 +407,6 @@ def test_sql_frame_needs_postgres():
         teaching.sql_frame(sim.make_backend("memory"), "SELECT 1")
 
 
-@pytest.mark.postgres
-def test_sql_frame_and_stuck_query_on_postgres(pg_dsn):
-    db = sim.make_backend("postgres", dsn=pg_dsn)
-    try:
-        fixture = teaching.stuck_jobs_fixture(db)
-        assert fixture["stuck"] == [1, 2] and fixture["alive"] == [5]
-        jobs = teaching.sql_frame(db, "SELECT id, status, attempts FROM payment_jobs ORDER BY id")
-        assert list(jobs["id"]) == [1, 2, 3, 4, 5, 6]
-        right = "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < %(now)s"
-        assert teaching.check_stuck_query(right, db, fixture).ok is True
-        assert teaching.check_stuck_query("SELECT id FROM payment_jobs", db, fixture).ok is False
-        # forgetting the lease condition, or the server's clock instead of the simulated one, is
-        # wrong
-        no_lease = teaching.check_stuck_query(
-            "SELECT id FROM payment_jobs WHERE status = 'Processing'", db, fixture
-        )
-        assert no_lease.ok is False and "[5]" in no_lease.message
-        server_clock = (
-            "SELECT id FROM payment_jobs WHERE status = 'Processing' AND lease_until < now()"
-        )
-        assert teaching.check_stuck_query(server_clock, db, fixture).ok is False
-        assert teaching.check_stuck_query("SELEC nonsense", db, fixture).ok is False
-        assert teaching.check_stuck_query(None, db, fixture).ok is None
-        until = teaching.sim_seconds(
-            teaching.sql_frame(db, "SELECT lease_until FROM payment_jobs ORDER BY id")[
-                "lease_until"
-            ]
-        )
-        assert until.iloc[0] == pytest.approx(40.0) and math.isnan(until.iloc[2])
-    finally:
-        db.close()
-
-
-def test_stuck_jobs_fixture_on_memory():
-    script = teaching.Script(sim.make_backend("memory"))
-    fixture = teaching.stuck_jobs_fixture(script.db)
-    assert fixture["stuck"] == [1, 2] and fixture["alive"] == [5]
-    jobs = script.table("jobs").set_index("id")
-    # a Processing job whose lease is still valid at `now` tells a right query from a lazy one
-    assert jobs.loc[5, "status"] == "Processing" and jobs.loc[5, "lease_until"] > fixture["now"]
-    assert set(jobs.index[jobs["status"] == "Processing"]) == {1, 2, 5}
-    with pytest.raises(ConfigError):
-        teaching.stuck_jobs_fixture(sim.make_backend("memory"), jobs=4)
-
-
 # ---- exercises -----------------------------------------------------------------------------------
 
 
@@ -540,6 +495,7 @@ def test_pause_survival_threshold_is_pause_plus_one_heartbeat():
     assert teaching.check_pause_ttl(25).ok is False  # works, but wastefully long
     assert teaching.check_pause_ttl(4).ok is False
     assert teaching.check_pause_ttl("18").ok is True
+    assert teaching.check_pause_ttl("18 s").ok is True  # the unit the question uses is read
 
 
 @pytest.mark.parametrize("answer", [17.5, 18.5, 18.000001, "17.5", math.inf])
@@ -552,7 +508,7 @@ def test_check_pause_ttl_wants_whole_seconds(answer):
     )
 
 
-@pytest.mark.parametrize("answer", ["eighteen", "18 s", True, math.nan])
+@pytest.mark.parametrize("answer", ["eighteen", "18 ms", True, math.nan])
 def test_check_pause_ttl_says_when_the_answer_is_no_number(answer):
     verdict = teaching.check_pause_ttl(answer)
     assert (
