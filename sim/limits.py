@@ -45,6 +45,9 @@ CONNECTIONS_PER_WORKER = (
 # Every statement of a user's own SQL (the check, runs, live mode) must finish within this.
 STATEMENT_TIMEOUT_S = 30.0
 STATEMENT_TIMEOUT_ENV = "LEASELAB_STATEMENT_TIMEOUT"
+# ... and all of them together, in one check or one run.
+SQL_TOTAL_TIMEOUT_S = 3600.0
+SQL_TOTAL_TIMEOUT_ENV = "LEASELAB_SQL_TOTAL_TIMEOUT"
 
 
 def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
@@ -136,6 +139,35 @@ def statement_timeout() -> float:
             f"{STATEMENT_TIMEOUT_ENV}={text!r}: must be a number of seconds from 0.1 to 86400"
         )
     return value
+
+
+def sql_total_timeout() -> float:
+    """Seconds all the statements of a user's own SQL may take together, in one check or one run:
+    $LEASELAB_SQL_TOTAL_TIMEOUT, else an hour."""
+    text = os.environ.get(SQL_TOTAL_TIMEOUT_ENV, "").strip()
+    if not text:
+        return SQL_TOTAL_TIMEOUT_S
+    from sim.errors import ConfigError
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 1 <= value <= MAX_LIVE_SECONDS:
+        raise ConfigError(
+            f"{SQL_TOTAL_TIMEOUT_ENV}={text!r}: must be a number of seconds from 1 to "
+            f"{MAX_LIVE_SECONDS}"
+        )
+    return value
+
+
+def sql_total_timeout_words(used: float | None = None) -> str:
+    """The total time limit of a queue's SQL as messages name it, with its setting."""
+    spent = f" (its statements took {used:.3g} s together)" if used is not None else ""
+    return (
+        f"the queue's SQL ran past its total time limit of {sql_total_timeout():g} s{spent}; it "
+        f"was stopped (set {SQL_TOTAL_TIMEOUT_ENV})"
+    )
 
 
 def statement_timeout_words() -> str:

@@ -81,9 +81,17 @@ def format_kept_schema(run, dsn: str | None) -> str:
     dsn = resolve_dsn(dsn)
     server = describe_dsn(dsn) if dsn else f"the embedded PostgreSQL ({embedded_pgdata()})"
     schema = run.kept_schema
+    role = getattr(run, "kept_role", None)
+    if role is None:
+        return (
+            f"kept schema {schema} at {server}; look with SET search_path TO {schema}, "
+            f"drop with DROP SCHEMA {schema} CASCADE"
+        )
     return (
-        f"kept schema {schema} at {server}; look with SET search_path TO {schema}, "
-        f"drop with DROP SCHEMA {schema} CASCADE"
+        f"kept schema {schema} at {server}, owned by its role {role}, which may not log in; look "
+        f"as that role, never as yourself (the queue's views and functions run with the "
+        f"reader's rights): SET ROLE {role}; SET search_path TO {schema}; drop with DROP SCHEMA "
+        f"{schema} CASCADE; DROP ROLE {role}"
     )
 
 

@@ -141,6 +141,8 @@ def run(
     clocks = {name: w.db.clock for w in world.workers for name in w.names}
     skews = {name: clock.offset if clock else 0.0 for name, clock in clocks.items()}
     kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
+    sandbox = getattr(db, "sandbox", None)
+    kept_role = sandbox.role if kept and sandbox is not None else None
     return Run(
         scenario,
         world.log,
@@ -152,4 +154,6 @@ def run(
         kept,
         queue=str(queue.path) if queue is not None else None,
         worker_clocks={name: clock for name, clock in clocks.items() if clock is not None},
+        kept_role=kept_role,
+        statement_errors=list(getattr(db, "statement_errors", [])),
     )

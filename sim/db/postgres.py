@@ -64,7 +64,17 @@ from sim.db.processes import asleep_in_epoll, may_signal, process_state
 from sim.db.queries import bookkeeping_sql, get_query, job_schema_sql, load_queries, schema_sql
 from sim.db.queue_adapter import QueueAdapter
 from sim.db.queue_dir import SCHEMA_FILE, QueueDefinition
-from sim.db.sandbox import Sandbox, SandboxRefused, past_limit, timed_out
+from sim.db.queue_guard import QueueGuard
+from sim.db.sandbox import (
+    Sandbox,
+    SandboxRefused,
+    admin_session,
+    close_reader,
+    create_bookkeeping,
+    kept_reader,
+    past_limit,
+    timed_out,
+)
 from sim.db.sandbox import create as create_sandbox
 from sim.db.server import (
     connect_dsn,
@@ -220,6 +230,10 @@ class PostgresBackend(ClientTable):
         self._monitor = open_connection(
             self.dsn, autocommit=True, application_name="leaselab:monitor"
         )
+        admin_session(self._monitor)
+        # a user's queue: rows per statement capped, total time bounded, errors counted
+        self.guard = QueueGuard(queue) if queue is not None else None
+        self._reader: Sandbox | None = None  # attached to a kept sandbox: its role reads
         self._closed = False
         self.sandbox: Sandbox | None = None  # the run's schema and the role the user's SQL runs as
         try:
@@ -250,7 +264,15 @@ class PostgresBackend(ClientTable):
     def client_dsn(self) -> str:
         """The DSN a client of this run connects with: the run's role for a user's queue
         (sim.db.sandbox), else the DSN itself. It may hold the role's one-run password."""
-        return self.sandbox.dsn if self.sandbox is not None else self.dsn
+        if self.sandbox is not None:
+            return self.sandbox.dsn
+        return self._reader.dsn if self._reader is not None else self.dsn
+
+    @property
+    def statement_errors(self) -> list[dict]:
+        """Every distinct error the server raised for a statement of the user's queue, with its
+        count (sim.db.queue_guard); [] for Lease Lab's own SQL."""
+        return self.guard.report() if self.guard is not None else []
 
     @classmethod
     def attach(cls, dsn: str | None, schema: str) -> PostgresBackend:
@@ -272,6 +294,7 @@ class PostgresBackend(ClientTable):
                 "list the kept ones with SELECT nspname FROM pg_namespace "
                 "WHERE nspname LIKE 'leaselab_%'"
             )
+        self._reader = kept_reader(self._monitor, self.dsn, self.schema)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -289,13 +312,16 @@ class PostgresBackend(ClientTable):
             keep=self.keep_schema,
             role_settings=settings,
         )
+        if self.sandbox.role is not None:  # Lease Lab's own tables: out of the role's reach
+            create_bookkeeping(self._monitor, self.sandbox, bookkeeping_sql())
         conn = self.sandbox.connect(application_name="leaselab:schema")
         try:
             with conn.transaction():
                 if self.queue is None:
                     conn.execute(schema_sql())
                 else:
-                    conn.execute(bookkeeping_sql())
+                    if self.sandbox.role is None:
+                        conn.execute(bookkeeping_sql())
                     if self.queue.job_schema is None:
                         conn.execute(job_schema_sql())
                     else:
@@ -304,6 +330,7 @@ class PostgresBackend(ClientTable):
                             self.queue.job_schema,
                             self.queue.file(SCHEMA_FILE),
                             self.sandbox.limit,
+                            self.guard.budget if self.guard is not None else None,
                         )
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
@@ -451,6 +478,7 @@ class PostgresBackend(ClientTable):
                 self._monitor = open_connection(
                     self.dsn, autocommit=True, application_name="leaselab:monitor"
                 )
+                admin_session(self._monitor)
                 self._release()
         finally:
             self._monitor.close()
@@ -461,6 +489,9 @@ class PostgresBackend(ClientTable):
         self._disconnect(list(self._clients.values()))
         self._clients.clear()
         if self.sandbox is None:  # attached to a kept schema: it stays as it was
+            if self._reader is not None:
+                close_reader(self._monitor, self._reader)
+                self._reader = None
             log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
         else:
             self.sandbox.drop(self._monitor, keep_schema=self.keep_schema)
@@ -554,6 +585,8 @@ class PostgresBackend(ClientTable):
         )
         if self._adapter is not None:
             params = self._adapter.bind(client, query, params)
+        if self.guard is not None and query == "insert_job":
+            self.guard.inserted += 1
         pg = state.libpq()
         try:
             if st.name not in state.prepared:
@@ -570,6 +603,8 @@ class PostgresBackend(ClientTable):
                 state.begun = True
             else:
                 pg.send_query_prepared(st.name, dumped, result_format=1)
+                if self.guard is not None:
+                    pg.set_single_row_mode()
             pg.flush()
         except psycopg.OperationalError as exc:
             raise self._lost(client, query, exc) from None
@@ -612,11 +647,17 @@ class PostgresBackend(ClientTable):
             state.pending, state.holder, state.order = query, holder, self._waits
             return Blocked(client, query, holder)
         deadlock, state.cancelled = state.cancelled, False
+        streamed: list[tuple] | None = [] if self.guard is not None else None
         try:
-            result = self._collect(state)
+            result = self._collect(state, streamed, query)
         except psycopg.OperationalError as exc:
             raise self._lost(client, query, exc) from None
+        finally:
+            if self.guard is not None:
+                self.guard.budget.charge(time.monotonic() - state.since, self._where(query))
         if result.status in _OK:
+            if streamed:
+                return streamed
             if result.ntuples == 0:
                 return []
             tx = state.transformer()
@@ -652,35 +693,80 @@ class PostgresBackend(ClientTable):
             if not pg.is_busy():
                 return True
 
-    def _collect(self, state: _Client) -> pq.abc.PGresult:
-        """The statement's result (after its BEGIN's, when piped); the connection is idle after."""
+    def _collect(
+        self, state: _Client, streamed: list[tuple] | None = None, query: str = ""
+    ) -> pq.abc.PGresult:
+        """The statement's result (after its BEGIN's, when piped); the connection is idle after.
+        `streamed` (a user's queue): the statement runs in single-row mode and its rows are
+        loaded into that list as they come, up to the guard's cap."""
         pg = state.libpq()
         if state.piped:
-            results, gaps = [], 0
+            results: list[pq.abc.PGresult] = []
+            gaps = 0
             while True:
-                result = pg.get_result()
+                if streamed is not None:
+                    result = self._next_result(state, query)
+                else:
+                    result = pg.get_result()
                 if result is None:  # one between the results of two statements; more: trouble
                     gaps += 1
                     if gaps > 2 or pg.status == pq.ConnStatus.BAD:
                         raise psycopg.OperationalError(
                             pg.error_message.decode(errors="replace") or "connection lost"
                         )
+                    if streamed is not None and gaps == 1 and len(results) == 1:
+                        pg.set_single_row_mode()  # BEGIN's results are read: the statement's next
                     continue
                 gaps = 0
                 if result.status == pq.ExecStatus.PIPELINE_SYNC:
                     break
+                if result.status == pq.ExecStatus.SINGLE_TUPLE and streamed is not None:
+                    self._stream_row(state, result, streamed, query)
+                    continue
                 results.append(result)
             pg.exit_pipeline_mode()
             state.piped = False
             failed = [r for r in results if r.status not in _OK]
             return failed[0] if failed else results[-1]
-        result = pg.get_result()
+        if streamed is not None:
+            result = self._next_result(state, query)
+            while result is not None and result.status == pq.ExecStatus.SINGLE_TUPLE:
+                self._stream_row(state, result, streamed, query)
+                result = self._next_result(state, query)
+        else:
+            result = pg.get_result()
         while pg.get_result() is not None:
             pass
         if result is None or pg.status == pq.ConnStatus.BAD:
             message = result.error_message if result is not None else pg.error_message
             raise psycopg.OperationalError(message.decode(errors="replace") or "connection lost")
         return result
+
+    def _next_result(self, state: _Client, query: str) -> pq.abc.PGresult | None:
+        """The next result of a user's statement, waiting no longer than its time limit (rows in
+        single-row mode come one by one; the server's own timeout may have been turned off)."""
+        pg = state.libpq()
+        pg.consume_input()
+        while pg.is_busy():
+            if time.monotonic() - state.since > self._stuck_after:
+                self.crash(self._pids.get(state.pid, ""))
+                raise past_limit(self._where(query))
+            select.select([state.fd], [], [], MAX_WAIT_S)
+            pg.consume_input()
+        return pg.get_result()
+
+    def _stream_row(
+        self, state: _Client, result: pq.abc.PGresult, rows: list[tuple], query: str
+    ) -> None:
+        """One row of a user's statement in single-row mode; past the guard's cap the statement
+        is cancelled (its connection closed) and TooManyRows names it."""
+        assert self.guard is not None, "rows are streamed for a user's queue only"
+        if len(rows) >= self.guard.row_cap:
+            self.crash(self._pids.get(state.pid, ""))
+            raise self.guard.too_many_rows(query)
+        tx = state.transformer()
+        tx.set_pgresult(result, format=pq.Format.BINARY)
+        rows.append(tx.load_row(0, tuple))
 
     def _wait(self, client: str, state: _Client, query: str) -> str | None:
         """Wait until the statement finishes (None) or waits on a lock of an idle holder (its
@@ -874,6 +960,8 @@ class PostgresBackend(ClientTable):
         sandbox = self._sandboxed
         if sandbox is not None and (sqlstate == "42501" or timed_out(sqlstate)):
             return self._sandbox_error(sandbox, query, message, sqlstate)
+        if self.guard is not None:
+            self.guard.failed(query, sqlstate, message)
         return ServerStatementError(query, message, sqlstate)
 
     def _sandbox_error(
