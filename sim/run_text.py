@@ -10,8 +10,15 @@ import pandas as pd
 
 
 def format_run(run, report) -> str:
-    """The metrics, a blank line, then the invariant report (`report`, run.check())."""
-    return f"{format_summary(run)}\n\n{format_report(report)}"
+    """The metrics, a blank line, then the errors of the queue's statements (if any) and the
+    invariant report (`report`, run.check())."""
+    errors = getattr(run, "statement_errors", None) or []
+    if not errors:
+        return f"{format_summary(run)}\n\n{format_report(report)}"
+    from sim.db.queue_guard import describe_errors
+
+    lines = "\n".join(f"  {line}" for line in describe_errors(errors))
+    return f"{format_summary(run)}\n\nstatement errors:\n{lines}\n\n{format_report(report)}"
 
 
 def format_summary(run) -> str:

@@ -930,14 +930,19 @@ class PostgresBackend(ClientTable):
 
     # ---- errors -------------------------------------------------------------------------------
 
-    def _lost(self, client: str, query: str, exc: psycopg.Error) -> DatabaseError:
-        """The client's connection broke under a statement: it is gone, as after a crash."""
+    def _lost(self, client: str, query: str, exc: psycopg.Error) -> DatabaseError | ConfigError:
+        """The client's connection broke under a statement: it is gone, as after a crash. When
+        the queue's own SQL ended it (pg_terminate_backend), that is named instead."""
         state = self._clients.get(client)
         if state is not None and not state.crashed:
             with contextlib.suppress(DatabaseError):
                 self._disconnect([state])
             state.crashed = True
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if self.guard is not None:
+            ended = self.guard.ended(client, query, message)
+            if ended is not None:
+                return ended
         return unavailable(
             self.dsn, f"lost the connection of client {client} during {query} ({message})"
         )

@@ -128,6 +128,24 @@ class QueueDefinition:
             return f"{self.file()}:{o.sql_line or o.line}"
         return "Lease Lab's sql/queries.sql"
 
+    def calling(self, word: str) -> list[str]:
+        """file:line of every line of the queue's SQL whose text names `word` (e.g. a function),
+        its schema.sql's first: where a refused effect was caused."""
+        found = []
+        if self.job_schema is not None:
+            found += [
+                f"{self.file(SCHEMA_FILE)}:{n}"
+                for n, line in enumerate(self.job_schema.splitlines(), 1)
+                if word in line.lower()
+            ]
+        for o in self.overrides.values():
+            found += [
+                f"{self.file()}:{o.sql_line + n}"
+                for n, line in enumerate(o.sql.splitlines())
+                if word in line.lower()
+            ]
+        return found
+
     def sql_of(self, name: str) -> str | None:
         """The statement's text as it will run, None when the queue leaves it out."""
         if name in self.missing:

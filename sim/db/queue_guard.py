@@ -44,6 +44,20 @@ class QueueGuard:
         key = (query, sqlstate, message)
         self.errors[key] = self.errors.get(key, 0) + 1
 
+    def ended(self, client: str, query: str, message: str) -> ConfigError | None:
+        """The error for a client's connection that an administrator command ended (the server
+        runs on: it answered): the queue's own SQL, calling pg_terminate_backend, is the one
+        that may have done it. Named with the statements whose text calls it, else the one in
+        flight."""
+        if "administrator command" not in message:
+            return None
+        callers = self.queue.calling("pg_terminate_backend") or [self.queue.where(query)]
+        return ConfigError(
+            f"{', '.join(callers)}: the queue's SQL ended the run's own sessions "
+            f"(pg_terminate_backend): client {client}'s connection was ended during {query} "
+            f"({message}); a queue's SQL may not end Lease Lab's connections"
+        )
+
     def report(self) -> list[dict]:
         """Each distinct error, most frequent first: statement, where, sqlstate, message,
         count."""

@@ -167,9 +167,7 @@ def query_kind_problem(text: str) -> str | None:
     return None
 
 
-def run_schema(
-    pg: pq.abc.PGconn, script: str, file: str, limit: float | None, budget=None
-) -> None:
+def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None, budget=None) -> None:
     """Run a schema.sql statement by statement, inside the caller's open transaction, once every
     statement was classified (check_schema); ConfigError naming file:line for a refused kind, a
     failure, a changed setting of the run's role, the statement or the total time limit."""

@@ -1,0 +1,305 @@
+"""Issue 35: a queue's SQL never gets more than its sandbox role, during the run, after it and
+after Lease Lab dies. Each hostile queue runs against a database of its own (fingerprint.py), as
+the server's superuser, as a CREATEROLE-only login and as a plain owner of the database; the
+command exits as it should with one line, the fingerprint of the server (schemas with owners and
+ACLs, functions, roles and memberships, settings, prepared transactions, the sentinel's rows) is
+unchanged afterwards, and no program ran on the host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.__main__ import main
+from sim.db.queries import job_schema_sql
+from tests.db.postgres.fingerprint import fingerprint, hostile_database
+from tests.interface.test_hardening import one_error_line
+
+pytestmark = pytest.mark.postgres
+
+PWNED = Path("/tmp/leaselab-hostile-pwned")
+JOBS = ["--set", "workload.jobs=4", "--set", "horizon=20"]
+HEARTBEAT_HEAD = (
+    "-- name: heartbeat\n-- renew\n-- params: id int, owner text, attempt int, lease_until time\n"
+)
+HEARTBEAT_SQL = (
+    "UPDATE payment_jobs SET lease_until = %(lease_until)s WHERE id = %(id)s "
+    "AND lease_owner = %(owner)s AND attempts = %(attempt)s RETURNING id, lease_until\n"
+)
+HEARTBEAT = HEARTBEAT_HEAD + HEARTBEAT_SQL
+INSERT_HEAD = "-- name: insert_job\n-- enqueue\n-- params: id int\n"
+TOUCH = f"COPY (SELECT 1) TO PROGRAM ''touch {PWNED}''"
+# A function that runs a program on the host whenever a role allowed to can be made to call it.
+PROGRAM = (
+    "CREATE FUNCTION probe() RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN "
+    f"BEGIN EXECUTE '{TOUCH}'; EXCEPTION WHEN others THEN NULL; END; RETURN true; END $$;"
+)
+
+
+@pytest.fixture(scope="module")
+def server(pg_dsn):
+    yield from hostile_database(pg_dsn)
+
+
+@pytest.fixture
+def unchanged(server):
+    """The fingerprint before and after the test, and no program ran."""
+    PWNED.unlink(missing_ok=True)
+    before = fingerprint(server.admin)
+    yield server
+    after = fingerprint(server.admin)
+    assert {k: v for k, v in after.items() if v != before[k]} == {
+        k: v for k, v in before.items() if v != after[k]
+    }
+    assert not PWNED.exists()
+
+
+def queue(tmp_path: Path, queries: str, schema_lines: str | None = None) -> Path:
+    folder = tmp_path / "queue"
+    folder.mkdir(parents=True)
+    (folder / "queries.sql").write_text(queries, encoding="utf-8")
+    if schema_lines is not None:
+        (folder / "schema.sql").write_text(
+            job_schema_sql() + "\n" + schema_lines + "\n", encoding="utf-8"
+        )
+    return folder
+
+
+def cli(folder: Path, dsn: str, *extra: str) -> int:
+    return main(["run", "baseline", "--sql", str(folder), "--dsn", dsn, *JOBS, *extra])
+
+
+def sandboxed(kind: str, server, capsys, code: int) -> None:
+    """A plain owner cannot create roles: every queue is refused before anything runs."""
+    if kind == "owner":
+        assert code == 2
+        assert "cannot create roles (it has neither CREATEROLE nor SUPERUSER)" in one_error_line(
+            capsys
+        )
+
+
+DSNS = ["superuser", "createrole", "owner"]
+# (what, queries.sql, lines added to schema.sql, the one error line says)
+REFUSED_BEFORE_RUNNING = [
+    ("copy to stdout", HEARTBEAT, "COPY payment_jobs TO STDOUT;", "COPY moves data"),
+    ("copy from stdin", HEARTBEAT, "COPY payment_jobs FROM STDIN;", "COPY moves data"),
+    (
+        "copy, in queries.sql",
+        INSERT_HEAD + "COPY (SELECT %(id)s) TO STDOUT\n",
+        None,
+        "is not a query (COPY",
+    ),
+    (
+        "prepare transaction",
+        HEARTBEAT,
+        "CREATE TABLE extra (x int);\nPREPARE TRANSACTION 'leaselab_hostile';",
+        "PREPARE TRANSACTION is transaction control",
+    ),
+    (
+        "two statements on a line",
+        HEARTBEAT,
+        "SELECT 1; PREPARE TRANSACTION 'leaselab_hostile';",
+        "PREPARE TRANSACTION is transaction control",
+    ),
+    ("explain analyze", HEARTBEAT, "EXPLAIN ANALYZE SELECT 1;", "EXPLAIN is not part"),
+    (
+        "listen",
+        HEARTBEAT,
+        "LISTEN leaselab;",
+        "LISTEN is not part of a schema definition",
+    ),
+    (
+        "trigger on the ledger",
+        HEARTBEAT,
+        "CREATE FUNCTION gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;"
+        "\nCREATE TRIGGER gone BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION gone();",
+        "permission denied for table ledger",
+    ),
+    (
+        "role settings through a function",
+        HEARTBEAT,
+        "CREATE FUNCTION ro() RETURNS void LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'ALTER ROLE ' || "
+        "quote_ident(current_user) || ' SET default_transaction_read_only = on'; END $$;\n"
+        "SELECT ro();",
+        "it changed the settings of the run's role",
+    ),
+    (
+        "two queries in one block",
+        INSERT_HEAD + "SELECT %(id)s; COPY (SELECT 1) TO STDOUT\n",
+        None,
+        "holds 2 statements",
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", DSNS)
+@pytest.mark.parametrize(
+    ("what", "queries", "schema", "says"),
+    REFUSED_BEFORE_RUNNING,
+    ids=[c[0] for c in REFUSED_BEFORE_RUNNING],
+)
+def test_refused_in_one_line_and_nothing_changes(
+    unchanged, tmp_path, capsys, kind, what, queries, schema, says
+):
+    folder = queue(tmp_path, queries, schema)
+    code = cli(folder, unchanged.dsn(kind))
+    if kind == "owner":
+        return sandboxed(kind, unchanged, capsys, code)
+    assert code == 2
+    line = one_error_line(capsys)
+    assert says in line, line
+    where = "schema.sql:" if schema is not None else "queries.sql:"
+    assert where in line, line
+
+
+COMPLETE_HEAD = (
+    "-- name: complete_fenced\n-- done\n-- params: id int, owner text, attempt int, now time\n"
+)
+COMPLETE_BODY = (
+    "UPDATE payment_jobs SET status = 'Completed', completed_at = %(now)s, lease_until = NULL "
+    "WHERE id = %(id)s AND lease_owner = %(owner)s AND attempts = %(attempt)s "
+    "AND status = 'Processing' RETURNING id"
+)
+DUMP_HEAD = "-- name: dump_jobs\n-- every job\n-- params:\n"
+DUMP_BODY = (
+    "SELECT id, event_id, payload, status, lease_owner, lease_until, attempts, heartbeat_at, "
+    "created_at, completed_at, last_error FROM payment_jobs"
+)
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_a_failing_statement_is_counted_and_the_run_is_not_clean(unchanged, tmp_path, capsys, kind):
+    """Item 17: a completion that raises on every call is printed with its SQLSTATE, message and
+    file:line and its count; the invariants say so (exit 1), and claims that never finish are a
+    finding."""
+    failing = COMPLETE_HEAD + COMPLETE_BODY.replace("WHERE id", "WHERE 1 / (id - id) = 1 AND id")
+    folder = queue(tmp_path, failing + "\n")
+    assert (
+        cli(folder, unchanged.dsn(kind), "--set", "workload.jobs=10", "--set", "horizon=200") == 1
+    )
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "complete_fenced failed" in x)
+    assert "queries.sql:4: complete_fenced failed" in line
+    assert "SQLSTATE 22012 division by zero" in line
+    count = int(line.split(" failed ")[1].split()[0])
+    assert f"statement_error: {count} (UNEXPECTED)" in out and count >= 10
+    assert "no_completion: 1 (UNEXPECTED)" in out
+    assert "invariants: all hold" not in out
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_rows_past_the_cap_and_stray_ids_are_errors(unchanged, tmp_path, capsys, kind):
+    """Item 7: a statement returning far more rows than the run has jobs is cancelled with the
+    cap and its file:line; a row of a job Lease Lab never inserted is an error."""
+    many = (
+        DUMP_HEAD
+        + DUMP_BODY
+        + (
+            " UNION ALL SELECT -g, '', '', 'Pending', NULL, NULL, 0, NULL, NULL, NULL, NULL "
+            "FROM generate_series(1, 200000) AS g\n"
+        )
+    )
+    assert cli(queue(tmp_path / "a", many), unchanged.dsn(kind)) == 2
+    line = one_error_line(capsys)
+    assert "queries.sql:4: dump_jobs: returned more than 10,040 rows" in line, line
+    stray = (
+        DUMP_HEAD
+        + DUMP_BODY
+        + (" UNION ALL SELECT 424242, '', '', 'Pending', NULL, NULL, 0, NULL, NULL, NULL, NULL\n")
+    )
+    assert cli(queue(tmp_path / "b", stray), unchanged.dsn(kind)) == 2
+    line = one_error_line(capsys)
+    assert "dump_jobs: returned job id 424242, which Lease Lab never inserted" in line, line
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_the_sum_of_the_statements_has_a_limit(unchanged, tmp_path, capsys, monkeypatch, kind):
+    """Item 13: each statement within its limit, their sum past the total limit, which the error
+    names with its setting."""
+    monkeypatch.setenv("LEASELAB_STATEMENT_TIMEOUT", "2")
+    monkeypatch.setenv("LEASELAB_SQL_TOTAL_TIMEOUT", "2")
+    sleeps = "\n".join(["SELECT pg_sleep(0.8);"] * 4)
+    assert cli(queue(tmp_path, HEARTBEAT, sleeps), unchanged.dsn(kind)) == 2
+    line = one_error_line(capsys)
+    assert "schema.sql:" in line and "total time limit of 2 s" in line, line
+    assert "LEASELAB_SQL_TOTAL_TIMEOUT" in line
+
+
+def test_the_role_gets_a_temp_file_limit_where_the_admin_may(unchanged):
+    from sim.db.sandbox import sandbox
+
+    with sandbox(unchanged.superuser) as box, box.connect() as conn:
+        assert conn.execute("SHOW temp_file_limit").fetchone() == ("1GB",)
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_a_replaced_ledger_cannot_hide_duplicates(unchanged, tmp_path, capsys, kind):
+    """Item 6: the queue may not trigger Lease Lab's ledger (refused above); dropping it and
+    making its own, whose trigger swallows every row, is seen: the verdict counts effects from
+    the log, and the ledger's disagreement is a violation of its own."""
+    swallow = (
+        "DROP TABLE ledger;\nCREATE TABLE ledger (entry_id bigint GENERATED ALWAYS AS IDENTITY, "
+        "job_id bigint, event_id text, amount_cents bigint, worker text, attempt integer, "
+        "applied_at timestamptz);\n"
+        "CREATE FUNCTION gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;"
+        "\nCREATE TRIGGER gone BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION gone();"
+    )
+    folder = queue(tmp_path, HEARTBEAT, swallow)
+    assert cli(folder, unchanged.dsn(kind)) == 1
+    out = capsys.readouterr().out
+    assert "ledger_mismatch: 4 (UNEXPECTED)" in out, out
+
+
+def test_public_security_definer_functions_outside_refuse_the_server(unchanged, tmp_path, capsys):
+    """Item 4: a SECURITY DEFINER function anyone may call is a way out of the sandbox: the
+    server is refused, naming it and --own-rights (for every DSN that could sandbox)."""
+    admin = unchanged.admin
+    admin.execute(
+        "CREATE FUNCTION public.log_event(text) RETURNS void LANGUAGE sql SECURITY DEFINER "
+        "AS 'INSERT INTO public.sentinel VALUES (length($1))'"
+    )
+    try:
+        folder = queue(
+            tmp_path,
+            HEARTBEAT,
+            "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1';\n"
+            "SELECT public.log_event('pwned');",
+        )
+        for kind in ("superuser", "createrole"):
+            assert cli(folder, unchanged.dsn(kind)) == 2
+            line = one_error_line(capsys)
+            assert "SECURITY DEFINER function(s) log_event(text)" in line, line
+            assert "--own-rights" in line
+    finally:
+        admin.execute("DROP FUNCTION public.log_event(text)")
+
+
+def test_another_runs_public_grants_do_not_refuse_this_run(unchanged, tmp_path, capsys):
+    """Item 12: a queue that grants CREATE on its own schema to PUBLIC does not make other runs
+    refuse the server: another run's sandbox is not the user's exposure."""
+    from sim.db.sandbox import sandbox
+
+    seed = Path(__file__).resolve().parents[3] / "examples" / "queues" / "seed"
+    with sandbox(unchanged.createrole) as box, box.connect() as conn:
+        conn.execute(f'GRANT CREATE, USAGE ON SCHEMA "{box.schema}" TO PUBLIC')
+        conn.execute("CREATE TABLE t (x int)")
+        conn.execute("GRANT ALL ON t TO PUBLIC")
+        assert cli(seed, unchanged.dsn("createrole")) == 0
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_killing_the_runs_sessions_names_the_statement(unchanged, tmp_path, capsys, kind):
+    """Item 11: pg_terminate_backend of the run's own sessions from the queue's SQL is named with
+    the statement and file:line, not 'start that server'."""
+    killer = (
+        "-- name: insert_job\n-- enqueue\n-- params: id int, event_id text, payload text, now time\n"
+        "INSERT INTO payment_jobs (id, event_id, payload, status, attempts, created_at) "
+        "SELECT %(id)s, %(event_id)s, %(payload)s, 'Pending', 0, %(now)s "
+        "WHERE (SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE usename = current_user AND pid <> pg_backend_pid()) >= 0\n"
+    )
+    assert cli(queue(tmp_path, killer), unchanged.dsn(kind)) == 2
+    line = one_error_line(capsys)
+    assert "start that server" not in line, line
+    assert "queries.sql:4: the queue's SQL ended the run's own sessions" in line, line
