@@ -360,7 +360,7 @@ class PostgresBackend(ClientTable):
             # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
             conn.execute("SET synchronous_commit TO off")
             conn.execute("SET TimeZone TO 'UTC'")  # a queue's timestamp columns hold UTC
-            if self._superuser and self._sandboxed is None:  # a role gets it as its own setting
+            if self._superuser and self._sandboxed is None and self._reader is None:
                 conn.execute(
                     sql.SQL("SET deadlock_timeout TO {}").format(
                         sql.Literal(CLIENT_DEADLOCK_TIMEOUT)
@@ -556,16 +556,26 @@ class PostgresBackend(ClientTable):
         exercise): the text must be one statement (it is prepared on the server), runs in a READ
         ONLY transaction with a statement timeout, and is rolled back whatever it did; PostgreSQL
         refuses a write (25006)."""
-        with self._monitor.transaction(force_rollback=read_only):
+        box = self._sandboxed or self._reader  # a queue's objects: read as its role, never ours
+        if box is None:
+            return self._run_sql_on(self._monitor, text, params, read_only)
+        conn = box.connect(application_name="leaselab:sql")
+        try:
+            return self._run_sql_on(conn, text, params, read_only)
+        finally:
+            conn.close()
+
+    def _run_sql_on(
+        self, conn: psycopg.Connection, text: str, params, read_only: bool
+    ) -> tuple[list[str], list[tuple]]:
+        with conn.transaction(force_rollback=read_only):
             if read_only:
-                self._monitor.execute("SET TRANSACTION READ ONLY")
-                self._monitor.execute(
+                conn.execute("SET TRANSACTION READ ONLY")
+                conn.execute(
                     "SELECT set_config('statement_timeout', %s, true)", (str(READER_TIMEOUT_MS),)
                 )
-            self._monitor.execute(
-                sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema))
-            )
-            cur = self._monitor.execute(text, params, prepare=True if read_only else None)
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
+            cur = conn.execute(text, params, prepare=True if read_only else None)
             if cur.description is None:
                 return [], []
             return [d.name for d in cur.description], cur.fetchall()

@@ -303,3 +303,107 @@ def test_killing_the_runs_sessions_names_the_statement(unchanged, tmp_path, caps
     line = one_error_line(capsys)
     assert "start that server" not in line, line
     assert "queries.sql:4: the queue's SQL ended the run's own sessions" in line, line
+
+
+KEEP_SCHEMA = (
+    "ALTER TABLE payment_jobs RENAME TO payment_jobs_t;\n"
+    + PROGRAM
+    + "\nCREATE VIEW payment_jobs AS SELECT * FROM payment_jobs_t WHERE probe();\n"
+    "CREATE FUNCTION boss() RETURNS text LANGUAGE sql SECURITY DEFINER "
+    "AS 'SELECT current_user::text';\n"
+    "CREATE FUNCTION open_up() RETURNS void LANGUAGE plpgsql AS $$ BEGIN EXECUTE "
+    "format('GRANT USAGE ON SCHEMA %I TO PUBLIC', current_schema()); END $$;\n"
+    "SELECT open_up();\nGRANT SELECT ON payment_jobs, payment_jobs_t TO PUBLIC;"
+)
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_a_kept_schema_never_hands_the_queues_code_to_anyone(unchanged, tmp_path, capsys, kind):
+    """Item 1: --keep-schema leaves the schema with its role (no login, no grants to PUBLIC,
+    EXECUTE revoked), never the DSN user; query_state reads it as that role, so a view whose WHERE
+    calls a function that would run a program does not run it with the reader's rights."""
+    from psycopg import sql
+
+    from sim.db.inspect import query_state
+
+    dsn, admin, plain = unchanged.dsn(kind), unchanged.admin, unchanged.roles[1]
+    assert cli(queue(tmp_path, HEARTBEAT, KEEP_SCHEMA), dsn, "--keep-schema") == 0
+    out = capsys.readouterr().out
+    kept = out.split("kept schema ")[1].split()[0].rstrip(",")
+    try:
+        assert f"SET ROLE {kept}; SET search_path TO {kept}" in out
+        owners = admin.execute(
+            "SELECT DISTINCT pg_get_userbyid(p.proowner) FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
+            (kept,),
+        ).fetchall()
+        assert owners == [(kept,)]
+        assert admin.execute(
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (kept,)
+        ).fetchone() == (False,)
+        assert admin.execute(
+            "SELECT has_schema_privilege(%s, %s, 'USAGE'), "
+            "has_function_privilege(%s, format('%%I.boss()', %s::text), 'EXECUTE')",
+            (plain, kept, plain, kept),
+        ).fetchone() == (False, False)
+        state = query_state(dsn, schema=kept)
+        assert len(state.jobs) == 4 and not PWNED.exists()
+        assert admin.execute(
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (kept,)
+        ).fetchone() == (False,)
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(kept)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(kept)))
+
+
+def test_a_queue_that_marks_its_schema_kept_is_still_removed_after_sigkill(unchanged, tmp_path):
+    """Item 1: the queue owns its schema and may rewrite its COMMENT to say kept; Lease Lab's
+    marks are on the role, which it cannot write: after SIGKILL the next start removes schema and
+    role, and hands nothing to the DSN user."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from sim.db import leftovers
+
+    fake = json.dumps({**leftovers.owner(), "kept": True}).replace("'", "''")
+    lines = (
+        "CREATE FUNCTION keep_me() RETURNS void LANGUAGE plpgsql AS $$ BEGIN EXECUTE "
+        f"format('COMMENT ON SCHEMA %I IS %L', current_schema(), '{fake}'); END $$;\n"
+        "SELECT keep_me();\n"
+        "CREATE FUNCTION boss() RETURNS text LANGUAGE sql SECURITY DEFINER AS 'SELECT 1::text';"
+    )
+    folder = queue(tmp_path, HEARTBEAT, lines)
+    long_run = ["--set", "horizon=100000", "--set", "workload.jobs=100000"]
+    env = {**os.environ, "LEASELAB_DSN": unchanged.superuser}
+    argv = [sys.executable, "-m", "sim", "run", "baseline", "--sql", str(folder), *long_run]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    admin = unchanged.admin
+    deadline = time.monotonic() + 60
+    found: list = []
+    while time.monotonic() < deadline and not found:
+        found = [
+            name
+            for kind, name, mark in leftovers.marks(admin)
+            if kind == "ROLE" and (mark or {}).get("pid") == proc.pid
+            and admin.execute(
+                "SELECT count(*) FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
+                "WHERE n.nspname = %s AND c.relname = 'payment_jobs'",
+                (name,),
+            ).fetchone()[0]
+        ]
+        time.sleep(0.1)
+    assert found, proc.stderr.read() if proc.poll() is not None else "no run marked"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    [name] = found
+    comment = admin.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+        (name,),
+    ).fetchone()[0]
+    assert '"kept": true' in comment  # the queue's word, which nobody reads
+    removed = leftovers.clean_server(admin)
+    assert any(name in phrase and "schema and role" in phrase for phrase in removed), removed
