@@ -293,7 +293,7 @@ def cmd_advise(args) -> int:
     from sim.advisor import advise, command_line_arguments
 
     arguments = command_line_arguments(args)
-    queue = args.queue and check_queue(args.queue)
+    queue = check_queue(args.queue) if args.queue is not None else None
     _check_files(args)
     advice = advise(args.durations, **arguments)
     print(advice)

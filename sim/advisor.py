@@ -665,6 +665,10 @@ def advise(
     out of the evidence). verify: simulate the recommendation and its neighbouring TTLs
     (`replications` runs of `evidence_jobs` jobs each, or more for a fast queue, through sim.sweep).
     """
+    if column is not None and not isinstance(column, str):
+        raise ConfigError(f"column: expected a column name, got {type(column).__name__} {column!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ConfigError(f"seed: expected a whole number, got {type(seed).__name__} {seed!r:.60}")
     read_in = read(durations, column, unit)
     values = read_in.seconds
     for warning in read_in.warnings:

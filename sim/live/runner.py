@@ -13,6 +13,7 @@ simulated run.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -658,6 +659,11 @@ def live(
     scenario seconds). `sql`: a queue directory whose statements replace Lease Lab's (as
     sim.run(sql=...)). Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for
     sim.run."""
+    if folder is not None and not isinstance(folder, str | os.PathLike):
+        raise ConfigError(
+            f"folder: expected a directory path for the run's records, got "
+            f"{type(folder).__name__} {folder!r:.60}"
+        )
     scenario = as_scenario(scenario)
     if sql is not None:
         from sim.runner import with_queue
