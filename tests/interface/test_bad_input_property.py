@@ -375,6 +375,11 @@ DSN_FORMS = [  # each a server that cannot be used: malformed, or nobody listeni
     lambda pw, j: f"host=127.0.0.1 password='{pw}",
     lambda pw, j: f"host=127.0.0.1 port=1 password={pw} {j}=1",
     lambda pw, j: f"host=127.0.0.1 port=1 user={j} password='{pw}' connect_timeout=2",
+    # a password with unencoded '/', '@', ':' and '#' (issue 35 item 10): libpq takes its pieces
+    # for the host, port or database; every piece must stay hidden
+    lambda pw, j: f"postgresql://{j}:{pw[:3]}@{pw[3:6]}/{pw[6:9]}:{pw[9:]}#1@127.0.0.1:1/db",
+    lambda pw, j: f"postgresql://{j}:{pw[:5]}/{pw[5:]}@127.0.0.1:1/db",
+    lambda pw, j: f"postgresql://{j}:{pw[:4]}/{pw[4:8]}@{pw[8:]}@127.0.0.1:1/db",
 ]
 dsns = st.tuples(passwords, st.sampled_from(DSN_FORMS), junk).map(
     lambda t: (t[0], t[1](t[0], t[2]))
@@ -415,6 +420,8 @@ def test_a_password_never_shows_through_the_command_line(capsys, tmp_path, case,
         and captured.err.count("\n") == 1
     )
     assert password not in captured.out + captured.err
+    for piece in _pieces(password):
+        assert piece not in captured.out + captured.err, piece
     assert not out.exists()  # nothing written, so no file can hold it either
     assert password not in redact_dsn(dsn)
 
@@ -427,6 +434,15 @@ def test_a_password_never_shows_through_the_api(case):
     with pytest.raises(DatabaseError) as info:
         sim.run("baseline", backend="postgres", dsn=dsn, **{"workload.jobs": 3, "horizon": 10})
     assert password not in str(info.value) and password not in repr(info.value)
+    for piece in _pieces(password):
+        assert piece not in str(info.value), piece
+
+
+def _pieces(password: str) -> list[str]:
+    """The slices the hostile URI forms cut a password into (3 or more characters each: the
+    generated alphabet makes them unlikely in any message by chance)."""
+    cuts = [(0, 3), (3, 6), (6, 9), (9, None), (0, 5), (5, None), (0, 4), (4, 8), (8, None)]
+    return [p for a, b in cuts if len(p := password[a:b]) >= 3]
 
 
 # ---- live mode: every flag and every field, refused before anything starts -----------------------
@@ -565,6 +581,26 @@ queue_cases = st.one_of(
     st.tuples(st.just("schema.sql"), st.sampled_from([b"", b"  \n\n"])),
     st.tuples(st.sampled_from(["queries.sql", "schema.sql"]), st.just(b"<fifo>")),
     st.tuples(st.sampled_from(["queries.sql", "schema.sql"]), st.just(b"<directory>")),
+    # queue.toml (issue 35 item 8): the same guards as the SQL files, and its own settings
+    st.tuples(
+        st.just("queue.toml"),
+        st.sampled_from(
+            [
+                b"<fifo>",
+                b"<directory>",
+                b"<dev/zero>",
+                b"<2 MiB>",
+                b"[policy]\nx = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+                b"[policy]\nx = " + b"[" * 40 + b"]" * 40 + b"\n",
+                b"[policy\n",
+                b"[workload]\njobs = 3\n",
+                b"[policy]\nlease_ttl = -1\n",
+                b"[policy]\nclaim = 'sometimes'\n",
+                b"policy = 3\n",
+            ]
+        )
+        | garbage,
+    ),
 )
 
 
@@ -577,6 +613,10 @@ def _write_queue(folder, name: str, content: bytes) -> None:
         os.mkfifo(path)
     elif content == b"<directory>":
         path.mkdir()
+    elif content == b"<dev/zero>":
+        path.symlink_to("/dev/zero")
+    elif content == b"<2 MiB>":
+        path.write_bytes(b"[policy]\n" + b"# padding\n" * (2 << 17))
     else:
         path.write_bytes(content)
 
@@ -669,3 +709,46 @@ def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
     line = one_error_line(capsys)
     assert f"{folder / 'schema.sql'}:" in line, line
     assert after == before
+
+
+# ---- the Python API: every public function, every argument of the wrong type ----------------------
+
+API_CASES = [  # (call, the argument the one line must name)
+    (lambda q: sim.run("baseline", backend="postgres", dsn=123, sql=q), "dsn"),
+    (lambda q: sim.review("baseline", dsn=5, sql=q), "dsn"),
+    (lambda q: sim.live("baseline", duration=1, dsn=5), "dsn"),
+    (lambda q: sim.live("baseline", duration=1, folder=5), "folder"),
+    (lambda q: sim.advise("sample", column=5), "column"),
+    (lambda q: sim.advise("sample", seed="x"), "seed"),
+    (lambda q: sim.advise("sample", seed=True), "seed"),
+    (lambda q: sim.run("baseline", sql=5), "sql"),
+    (lambda q: sim.sweep("baseline", {}, 1, sql=q, dsn=b"x"), "dsn"),
+    (lambda q: __import__("sim.db.queue_dir").db.queue_dir.load_queue(5), "sql"),
+    (
+        lambda q: __import__("sim.db.queue_dir").db.queue_dir.load_queue(q, own_rights="no"),
+        "own_rights",
+    ),
+    (
+        lambda q: __import__("sim.db.queue_dir").db.queue_dir.load_queue(q, own_rights=1),
+        "own_rights",
+    ),
+    (lambda q: sim.run("baseline", **{"faults.crashes": [{"at": 5}]}), "faults.crashes[0]"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(API_CASES)))
+def test_every_public_function_refuses_a_wrong_type_in_one_line(tmp_path, case):
+    """Issue 35 item 16: a ConfigError naming the argument, one line, before anything starts."""
+    call, name = API_CASES[case]
+    folder = tmp_path / "q"
+    _write_queue(folder, "queries.sql", BLOCK.encode())
+    with pytest.raises(ConfigError) as info:
+        call(folder)
+    assert str(info.value).startswith(name) or f" {name}" in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_crash_with_neither_worker_nor_job_says_so():
+    with pytest.raises(ConfigError) as info:
+        sim.run("baseline", **{"faults.crashes": [{"at": 5}]})
+    assert "not both" not in str(info.value) and "one of them" in str(info.value)

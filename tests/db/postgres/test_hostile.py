@@ -388,7 +388,8 @@ def test_a_queue_that_marks_its_schema_kept_is_still_removed_after_sigkill(uncha
         found = [
             name
             for kind, name, mark in leftovers.marks(admin)
-            if kind == "ROLE" and (mark or {}).get("pid") == proc.pid
+            if kind == "ROLE"
+            and (mark or {}).get("pid") == proc.pid
             and admin.execute(
                 "SELECT count(*) FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
                 "WHERE n.nspname = %s AND c.relname = 'payment_jobs'",
