@@ -59,7 +59,7 @@ class QueueAdapter:
             return rows
         if self.maps_ids and query in _ID_FIRST:
             rows = [(self._job(query, row[0]), *row[1:]) for row in rows]
-        elif query in _ID_FIRST:
+        elif query in _ID_FIRST and self.inserted:  # (live mode: another process inserts)
             stray = next((row[0] for row in rows if row[0] not in self.inserted), None)
             if stray is not None:
                 raise ConfigError(

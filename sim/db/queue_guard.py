@@ -25,17 +25,18 @@ class QueueGuard:
         self.queue = queue
         self.budget = budget if budget is not None else TimeBudget()
         self.inserted = 0  # insert_job statements sent: the jobs the run has
+        self.expected = 0  # jobs another process inserts (live mode's producer)
         self.errors: dict[tuple[str, str, str], int] = {}  # (statement, SQLSTATE, message) -> n
 
     @property
     def row_cap(self) -> int:
         """Rows one statement may return: ROWS_PER_JOB per job inserted, plus ROWS_FLOOR."""
-        return ROWS_PER_JOB * self.inserted + ROWS_FLOOR
+        return ROWS_PER_JOB * max(self.inserted, self.expected) + ROWS_FLOOR
 
     def too_many_rows(self, query: str) -> TooManyRows:
         return TooManyRows(
             f"{self.queue.where(query)}: {query}: returned more than {self.row_cap:,} rows (the "
-            f"cap for a run of {self.inserted:,} jobs: {ROWS_PER_JOB} per job plus "
+            f"cap for a run of {max(self.inserted, self.expected):,} jobs: {ROWS_PER_JOB} per job plus "
             f"{ROWS_FLOOR:,}); it was cancelled"
         )
 

@@ -61,6 +61,7 @@ from sim.scenario import Scenario, as_scenario, dumps
 TICK_S = 0.02  # wall seconds between two looks at the children
 STOP_GRACE_S = 10.0  # a graceful shutdown that takes longer ends in SIGKILL
 BACKENDS_GONE_S = 10.0
+IN_FLIGHT_S = 1.0  # a statement still running this long at the end leaves the run inconclusive
 REPLACEMENT_SAMPLES = 2  # replacement worker starts timed before the run (one after the other)
 
 
@@ -457,6 +458,8 @@ class LiveRunner:
 
         (self.folder / "records").mkdir(exist_ok=True)
         self.backend = PostgresBackend(self.dsn, queue=self.queue)
+        if self.backend.guard is not None:  # the producer, another process, inserts the jobs
+            self.backend.guard.expected = self.scenario.workload.jobs
         # run.json: what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
         (self.folder / "run.json").write_text(
             json.dumps(
@@ -482,6 +485,7 @@ class LiveRunner:
                 self.recorder = Recorder(self.folder / "records" / "runner.jsonl", self.clock)
                 time.sleep(max(0.0, t0 - time.monotonic()))
                 self._play(schedule)
+                self.in_flight = in_flight(self.backend, self.queue)
             finally:
                 self._kill_all()
                 self.slots.close()
@@ -527,6 +531,7 @@ class LiveRunner:
             repaired=repaired,
             incidents=list(self.incidents),
             folder=str(self.folder),
+            inconclusive=list(getattr(self, "in_flight", [])),
         )
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -631,12 +636,32 @@ def backend_place(backend) -> str:
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:
     """(pid, state letter when local, '' otherwise) of the server backends of a live run's clients
     still connected."""
-    _, rows = backend.run_sql(
+    rows = backend.admin(
         "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> "
         "pg_backend_pid()",
         (f"{APP_PREFIX}{schema}:%",),
     )
     return [(pid, process_state(pid)) for (pid,) in rows]
+
+
+def in_flight(backend, queue) -> list[str]:
+    """The statements of the run's clients still running, each for IN_FLIGHT_S or more, as the
+    run ends: what they would have done is unknown, so the run is inconclusive. One phrase each
+    (client, how long, the statement's file:line for a queue's own)."""
+    rows = backend.admin(
+        "SELECT application_name, extract(epoch FROM now() - query_start), query "
+        "FROM pg_stat_activity WHERE application_name LIKE %s AND state = 'active' "
+        "AND now() - query_start > %s * interval '1 second' ORDER BY query_start",
+        (f"{APP_PREFIX}{backend.schema}:%", IN_FLIGHT_S),
+    )
+    found = []
+    for app, seconds, query in rows:
+        text = " ".join((query or "").split())[:80]
+        found.append(
+            f"{app.rpartition(':')[2]}'s statement had run {float(seconds):.1f} s and was still "
+            f"running at the end ({text}{'' if queue is None else ', ' + str(queue.path)})"
+        )
+    return found
 
 
 def _last_line(path: Path) -> str:

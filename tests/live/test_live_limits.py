@@ -76,3 +76,26 @@ def test_a_live_statement_past_the_limit_stops_the_run_in_one_line(
     assert says in line, line
     assert _children() == [] and _leftover_backends(pg_dsn) == []
     assert Path(tmp_path).exists()  # the user's queue directory is untouched
+
+
+HANGING_CLAIM = TIMEOUT_OFF_THEN_SLEEP.replace(
+    "FROM payment_jobs, set_config('statement_timeout', '0', false) AS off", "FROM payment_jobs"
+).replace("pg_sleep(1000000)", "pg_sleep(20)")
+
+
+@pytest.mark.timeout(240)
+def test_a_live_run_ending_with_statements_in_flight_is_inconclusive(
+    monkeypatch, tmp_path, capsys, pg_dsn
+):
+    """Issue 35 item 9: a run shorter than the statement limit, whose claim hangs, does not say
+    'all hold': it is inconclusive, says which statements were still running, and exits 1."""
+    from tests.live.test_live_run import _children
+
+    monkeypatch.setenv(STATEMENT_TIMEOUT_ENV, "30")
+    (tmp_path / "queries.sql").write_text(HANGING_CLAIM)
+    argv = ["live", "crash-recovery", "--duration", "4", "--time-scale", "0.1", "--dsn", pg_dsn]
+    assert main([*argv, "--sql", str(tmp_path), "--set", "faults.crash_rate=0"]) == 1
+    out = capsys.readouterr().out
+    assert "inconclusive: w" in out and "was still running at the end" in out, out
+    assert "the live run is inconclusive" in out
+    assert _children() == [] and _leftover_backends(pg_dsn) == []
