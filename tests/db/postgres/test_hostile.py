@@ -408,3 +408,55 @@ def test_a_queue_that_marks_its_schema_kept_is_still_removed_after_sigkill(uncha
     assert '"kept": true' in comment  # the queue's word, which nobody reads
     removed = leftovers.clean_server(admin)
     assert any(name in phrase and "schema and role" in phrase for phrase in removed), removed
+
+
+def test_the_next_start_rolls_back_what_a_dead_runs_role_prepared(unchanged):
+    """Item 3: PREPARE TRANSACTION is refused in the user's files before anything runs (above);
+    should a dead run's role have prepared one anyway, the next start rolls it back, saying so,
+    and then drops its schema and role (the cleanup's statements have a lock timeout). On a
+    server without prepared transactions (max_prepared_transactions = 0, the embedded one), the
+    server refuses them itself."""
+    import subprocess
+    import sys
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from sim.db import leftovers
+
+    admin = unchanged.admin
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    name = "leaselab_0123456789ab"
+    role = sql.Identifier(name)
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw-dead'").format(role))
+    admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(role, role))
+    mark = {**leftovers.owner(), "pid": int(dead.stdout)}
+    admin.execute(
+        sql.SQL("COMMENT ON ROLE {} IS {}").format(
+            role, sql.Literal(__import__("json").dumps(mark))
+        )
+    )
+    try:
+        with psycopg.connect(
+            make_conninfo(unchanged.superuser, user=name, password="pw-dead")
+        ) as c:
+            c.execute(sql.SQL("CREATE TABLE {}.t (x int)").format(role))
+            try:
+                c.execute("PREPARE TRANSACTION 'leaselab_hostile_left'")
+                prepared = True
+            except psycopg.errors.ObjectNotInPrerequisiteState:  # disabled on this server
+                prepared = False
+                c.rollback()
+        removed = leftovers.clean_server(admin)
+        if prepared:
+            assert (
+                f"prepared transaction 'leaselab_hostile_left' of {name} (rolled back)" in removed
+            )
+        assert any(f"schema and role {name}" in phrase for phrase in removed), removed
+        assert admin.execute("SELECT count(*) FROM pg_prepared_xacts").fetchone() == (0,)
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(role))
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
