@@ -36,7 +36,8 @@ class QueueGuard:
     def too_many_rows(self, query: str) -> TooManyRows:
         return TooManyRows(
             f"{self.queue.where(query)}: {query}: returned more than {self.row_cap:,} rows (the "
-            f"cap for a run of {max(self.inserted, self.expected):,} jobs: {ROWS_PER_JOB} per job plus "
+            f"cap for a run of {max(self.inserted, self.expected):,} jobs: {ROWS_PER_JOB} per job "
+            "plus "
             f"{ROWS_FLOOR:,}); it was cancelled"
         )
 

@@ -11,6 +11,7 @@ from psycopg.conninfo import make_conninfo
 from sim.db.errors import ServerUnavailableError
 from sim.db.postgres import PostgresBackend
 from sim.db.server import connection_error, embedded_pgdata, redact_dsn, resolve_dsn
+from tests.db.postgres.fingerprint import mark as mark_test_object
 
 
 def test_resolve_dsn_precedence(monkeypatch):
@@ -84,6 +85,7 @@ def test_missing_create_schema_privilege(pg_dsn):
                 psycopg.sql.Identifier(role)
             )
         )
+        mark_test_object(admin, "ROLE", role)  # other tests' fingerprints leave it out
         try:
             with pytest.raises(ServerUnavailableError) as err:
                 PostgresBackend(make_conninfo(pg_dsn, user=role, password="pw-secret"))

@@ -711,7 +711,7 @@ def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
     assert after == before
 
 
-# ---- the Python API: every public function, every argument of the wrong type ----------------------
+# ---- the Python API: every public function, every argument of the wrong type -----------------
 
 API_CASES = [  # (call, the argument the one line must name)
     (lambda q: sim.run("baseline", backend="postgres", dsn=123, sql=q), "dsn"),

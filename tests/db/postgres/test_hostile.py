@@ -293,7 +293,8 @@ def test_killing_the_runs_sessions_names_the_statement(unchanged, tmp_path, caps
     """Item 11: pg_terminate_backend of the run's own sessions from the queue's SQL is named with
     the statement and file:line, not 'start that server'."""
     killer = (
-        "-- name: insert_job\n-- enqueue\n-- params: id int, event_id text, payload text, now time\n"
+        "-- name: insert_job\n-- enqueue\n"
+        "-- params: id int, event_id text, payload text, now time\n"
         "INSERT INTO payment_jobs (id, event_id, payload, status, attempts, created_at) "
         "SELECT %(id)s, %(event_id)s, %(payload)s, 'Pending', 0, %(now)s "
         "WHERE (SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
