@@ -461,3 +461,18 @@ def test_the_next_start_rolls_back_what_a_dead_runs_role_prepared(unchanged):
     finally:
         admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(role))
         admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(role))
+
+
+def test_one_statement_runs_as_a_fresh_role_and_leaves_nothing(unchanged):
+    """sim.db.sandbox.run_as_sandbox (for SQL a reader typed): the statement sees its own schema,
+    may touch nothing else, and role and schema are gone afterwards."""
+    import psycopg
+
+    from sim.db.sandbox import run_as_sandbox
+
+    setup = "CREATE TABLE t (x int); INSERT INTO t VALUES (1), (2), (3);"
+    assert run_as_sandbox(
+        unchanged.superuser, "SELECT count(*) FROM t WHERE x > %s", (1,), setup=setup
+    ) == (["count"], [(2,)])
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        run_as_sandbox(unchanged.createrole, "DELETE FROM public.sentinel")
