@@ -488,11 +488,14 @@ class PostgresBackend(ClientTable):
         schema). Safe to call again after a failure part way."""
         self._disconnect(list(self._clients.values()))
         self._clients.clear()
-        if self.sandbox is None:  # attached to a kept schema: it stays as it was
-            if self._reader is not None:
-                close_reader(self._monitor, self._reader)
-                self._reader = None
-            log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
+        if self.sandbox is None:  # attached to a kept schema: it stays, unless keep_schema=False
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                close_reader(self._monitor, reader)
+            if self.keep_schema:
+                log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
+            else:  # the schema and the role that owns it go (it was kept for this inspection)
+                Sandbox(self.dsn, self.schema, reader.role if reader else None).drop(self._monitor)
         else:
             self.sandbox.drop(self._monitor, keep_schema=self.keep_schema)
             if self.keep_schema:
