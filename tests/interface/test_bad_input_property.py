@@ -748,6 +748,92 @@ def test_every_public_function_refuses_a_wrong_type_in_one_line(tmp_path, case):
     assert "\n" not in str(info.value)
 
 
+NOWHERE = "postgresql://nobody@127.0.0.1:1/x"
+TINY = {"workload.jobs": 3, "horizon": 5}
+API = {  # function: (the call, with the keyword arguments given; the arguments a test spoils)
+    "run": (
+        lambda **k: sim.run("baseline", **{**TINY, **k}),
+        ["backend", "seed", "dsn", "keep_schema", "progress", "sql"],
+    ),
+    "sweep": (
+        lambda **k: sim.sweep("baseline", {"policy.lease_ttl": [20]}, **{**TINY, **k}),
+        ["replications", "seed", "executor", "max_workers", "progress", "metrics", "sql", "dsn"],
+    ),
+    "review": (
+        lambda **k: sim.review("baseline", **{"seeds": [1], "variants": False, **TINY, **k}),
+        ["seeds", "variants", "sql", "dsn"],
+    ),
+    "advise": (
+        lambda **k: sim.advise("sample", **{"verify": False, **k}),
+        [
+            "column",
+            "unit",
+            "pause_rate",
+            "crash_rate",
+            "restart_delay",
+            "db_stall_rate",
+            "db_stall_duration",
+            "target_false_expiry",
+            "target_per_day",
+            "prefer",
+            "poll_interval",
+            "workers",
+            "arrival_rate",
+            "claim_takes_expired",
+            "statement_latency",
+            "candidates",
+            "margin",
+            "recovery_tolerance",
+            "heartbeats_per_ttl",
+            "max_db_load",
+            "min_ttl",
+            "verify",
+            "replications",
+            "evidence_jobs",
+            "seed",
+            "executor",
+            "progress",
+            "pause_duration",
+            "heartbeat_delay",
+        ],
+    ),
+    "live": (
+        lambda **k: sim.live("baseline", **{"duration": 1, "dsn": NOWHERE, **k}),
+        ["duration", "time_scale", "dsn", "seed", "folder", "sql"],
+    ),
+    "compare_peers": (
+        lambda **k: sim.compare_peers(**{"names": ["river"], "seeds": [1], **TINY, **k}),
+        ["names", "seeds", "confidence", "executor"],
+    ),
+    "load_queue": (
+        lambda **k: __import__("sim.db.queue_dir").db.queue_dir.load_queue(
+            **{"path": Path(__file__).parents[2] / "examples" / "queues" / "seed", **k}
+        ),
+        ["path", "own_rights"],
+    ),
+}
+never_valid = st.sampled_from([object(), 1 + 2j, b"\x00x", Ellipsis])
+api_cases = st.sampled_from(sorted(API)).flatmap(
+    lambda f: st.tuples(st.just(f), st.sampled_from(API[f][1]), never_valid)
+)
+
+
+@pytest.mark.timeout(300)
+@settings(SETTINGS, max_examples=150)
+@given(api_cases)
+def test_every_public_argument_of_a_wrong_type_is_one_line_naming_it(case):
+    """Issue 35 item 16, generated: whatever public function and argument, a value of a type it
+    can never take is a ConfigError in one line that names the argument, before anything runs."""
+    function, argument, value = case
+    call, _ = API[function]
+    with pytest.raises(ConfigError) as info:
+        call(**{argument: value})
+    message = str(info.value)
+    named = {argument, argument.replace("_", "-"), "sql" if argument == "path" else argument}
+    assert any(name in message.split(":")[0] for name in named), (function, argument, message)
+    assert "\n" not in message
+
+
 def test_a_crash_with_neither_worker_nor_job_says_so():
     with pytest.raises(ConfigError) as info:
         sim.run("baseline", **{"faults.crashes": [{"at": 5}]})
