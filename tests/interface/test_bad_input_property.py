@@ -386,21 +386,30 @@ dsns = st.tuples(passwords, st.sampled_from(DSN_FORMS), junk).map(
 )
 
 
+SEED_QUEUE = str(Path(__file__).resolve().parents[2] / "examples" / "queues" / "seed")
+DSN_COMMANDS = [  # every command that connects: run, run --sql, live, review --sql, sweep --sql
+    ["run", "baseline", "--backend", "postgres"],
+    ["run", "baseline", "--sql", SEED_QUEUE],
+    ["live", "baseline", "--duration", "1"],
+    ["review", "baseline", "--seeds", "1", "--sql", SEED_QUEUE],
+    ["sweep", "baseline", "--replications", "1", "--sql", SEED_QUEUE],
+]
+
+
 @pytest.mark.timeout(120)
 @settings(SETTINGS, max_examples=60)
-@given(dsns, st.booleans())
-def test_a_password_never_shows_through_the_command_line(capsys, tmp_path, case, from_environment):
+@given(dsns, st.booleans(), st.sampled_from(DSN_COMMANDS))
+def test_a_password_never_shows_through_the_command_line(
+    capsys, tmp_path, case, from_environment, command
+):
     password, dsn = case
     out = tmp_path / f"out-{password}"
     argv = [
-        "run",
-        "baseline",
+        *command,
         "--set",
         "workload.jobs=3",
         "--set",
         "horizon=10",
-        "--backend",
-        "postgres",
         "--out",
         str(out),
         *([] if from_environment else ["--dsn", dsn]),
