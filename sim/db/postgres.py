@@ -67,7 +67,7 @@ from sim.db.server import (
     redact_dsn,
     unavailable,
 )
-from sim.db.user_sql import run_schema
+from sim.db.user_sql import run_schema, settings_of
 from sim.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,7 @@ class PostgresBackend(LockWaits, ClientTable):
         # a user's queue: rows per statement capped, total time bounded, errors counted
         self.guard = QueueGuard(queue) if queue is not None else None
         self._reader: Sandbox | None = None  # attached to a kept sandbox: its role reads
+        self._settings: bytes | None = None  # the run role's settings (catalog), to keep
         self._closed = False
         self.sandbox: Sandbox | None = None  # the run's schema and the role the user's SQL runs as
         try:
@@ -232,6 +233,8 @@ class PostgresBackend(LockWaits, ClientTable):
         conn = self.sandbox.connect(application_name="leaselab:schema")
         try:
             with conn.transaction():
+                if self.sandbox.role is not None:
+                    self._settings = settings_of(conn.pgconn)  # the role's, as Lease Lab set them
                 if self.queue is None:
                     conn.execute(schema_sql())
                 else:
@@ -283,6 +286,9 @@ class PostgresBackend(LockWaits, ClientTable):
                 )
             wire.register_loaders(conn)
             signals = self.pauses_waiters and may_signal(conn, conn.info.backend_pid)
+            if self._settings is not None and settings_of(conn.pgconn) != self._settings:
+                conn.close()
+                raise self.guard.settings_changed() if self.guard else ClientStateError(client)
         except psycopg.OperationalError as exc:
             conn.close()
             raise connection_error(self.dsn, exc) from None

@@ -60,6 +60,20 @@ class QueueGuard:
             f"({message}); a queue's SQL may not end Lease Lab's connections"
         )
 
+    def settings_changed(self) -> ConfigError:
+        """The error for a run whose role's (or database's) settings changed under it: only the
+        queue's SQL, as the role, could have (ALTER ROLE ... SET, in a function)."""
+        where = (
+            self.queue.calling("alter role")
+            or self.queue.calling("set_config")
+            or [self.queue.file()]
+        )
+        return ConfigError(
+            f"{', '.join(where)}: the queue's SQL changed the settings of the run's role or "
+            "database during the run (ALTER ROLE ... SET, through a function), which every later "
+            "connection of the run would take; a queue's SQL may not"
+        )
+
     def report(self) -> list[dict]:
         """Each distinct error, most frequent first: statement, where, sqlstate, message,
         count."""

@@ -172,7 +172,7 @@ def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None, b
     statement was classified (check_schema); ConfigError naming file:line for a refused kind, a
     failure, a changed setting of the run's role, the statement or the total time limit."""
     statements = check_schema(script, file)
-    settings = _settings(pg)
+    settings = settings_of(pg)
     for statement in statements:
         where = f"{file}:{statement.line}"
         try:
@@ -193,7 +193,7 @@ def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None, b
             raise QueueDefinitionError(
                 f"{where}: it ended Lease Lab's transaction (transaction control); remove it"
             )
-        if _settings(pg) != settings:
+        if settings_of(pg) != settings:
             raise QueueDefinitionError(
                 f"{where}: it changed the settings of the run's role or database (ALTER ROLE "
                 "... SET, directly or in a function), which every later connection of the run "
@@ -201,7 +201,9 @@ def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None, b
             )
 
 
-def _settings(pg: pq.abc.PGconn) -> bytes | None:
+def settings_of(pg: pq.abc.PGconn) -> bytes | None:
+    """The settings of the connection's role and of its database (pg_db_role_setting), as one
+    value: what Lease Lab set, which the queue's SQL must leave alone."""
     result = pg.exec_(_SETTINGS.encode())
     if result.status != pq.ExecStatus.TUPLES_OK or not result.ntuples:
         return None

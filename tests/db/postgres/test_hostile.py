@@ -476,3 +476,24 @@ def test_one_statement_runs_as_a_fresh_role_and_leaves_nothing(unchanged):
     ) == (["count"], [(2,)])
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         run_as_sandbox(unchanged.createrole, "DELETE FROM public.sentinel")
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_role_settings_changed_during_the_run_are_named(unchanged, tmp_path, capsys, kind):
+    """Item 11: ALTER ROLE ... SET default_transaction_read_only through a function that a
+    statement calls during the run is named as the queue's doing (its file:line), not blamed on
+    one of Lease Lab's statements that then fails read-only."""
+    schema_lines = (
+        "CREATE FUNCTION ro() RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'ALTER ROLE ' "
+        "|| quote_ident(current_user) || ' SET default_transaction_read_only = on'; "
+        "RETURN true; END $$;"
+    )
+    insert = (
+        "-- name: insert_job\n-- enqueue\n"
+        "-- params: id int, event_id text, payload text, now time\n"
+        "INSERT INTO payment_jobs (id, event_id, payload, status, attempts, created_at) "
+        "SELECT %(id)s, %(event_id)s, %(payload)s, 'Pending', 0, %(now)s WHERE ro()\n"
+    )
+    assert cli(queue(tmp_path, insert, schema_lines), unchanged.dsn(kind)) == 2
+    line = one_error_line(capsys)
+    assert "schema.sql:39: the queue's SQL changed the settings of the run's role" in line, line
