@@ -175,9 +175,17 @@ class Sandbox:
                     _shut(admin, self.role, self.schema)
                 leftovers.mark_kept(admin, self.schema, self.role)
                 return
-            admin.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
-            )
+            try:
+                admin.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                )
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                raise unavailable(
+                    self.admin_dsn,
+                    f"could not drop the run's schema {self.schema} within {LOCK_TIMEOUT} "
+                    f"({exc.diag.message_primary}: another session holds a lock on it)",
+                    "end that session; the next start removes the schema and its role",
+                ) from None
             if self.role is not None:
                 role = sql.Identifier(self.role)
                 [(exists,)] = admin.execute(

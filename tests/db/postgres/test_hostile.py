@@ -497,3 +497,30 @@ def test_role_settings_changed_during_the_run_are_named(unchanged, tmp_path, cap
     assert cli(queue(tmp_path, insert, schema_lines), unchanged.dsn(kind)) == 2
     line = one_error_line(capsys)
     assert "schema.sql:39: the queue's SQL changed the settings of the run's role" in line, line
+
+
+def test_a_cleanup_that_cannot_get_its_lock_says_so_within_the_lock_timeout(unchanged):
+    """Item 3: every administration statement has a lock timeout: a drop blocked by another
+    session's lock fails in one line within seconds (instead of waiting for ever), and the next
+    try removes everything."""
+    import time
+
+    import psycopg
+    from psycopg import sql
+
+    from sim.db.errors import ServerUnavailableError
+    from sim.db.postgres import PostgresBackend
+    from sim.db.queue_dir import load_queue
+
+    seed = Path(__file__).resolve().parents[3] / "examples" / "queues" / "seed"
+    db = PostgresBackend(unchanged.superuser, queue=load_queue(seed))
+    with psycopg.connect(unchanged.superuser) as holder:
+        holder.execute(sql.SQL("SELECT FROM {}.payment_jobs").format(sql.Identifier(db.schema)))
+        started = time.monotonic()
+        with pytest.raises(ServerUnavailableError) as info:
+            db.close()
+        assert time.monotonic() - started < 30
+        assert f"could not drop the run's schema {db.schema} within 5s" in str(info.value)
+        holder.rollback()
+    with psycopg.connect(unchanged.superuser, autocommit=True) as admin:
+        db.sandbox.drop(admin)  # the lock gone, the schema and role go
