@@ -7,6 +7,7 @@ unchanged afterwards, and no program ran on the host."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -524,3 +525,41 @@ def test_a_cleanup_that_cannot_get_its_lock_says_so_within_the_lock_timeout(unch
         holder.rollback()
     with psycopg.connect(unchanged.superuser, autocommit=True) as admin:
         db.sandbox.drop(admin)  # the lock gone, the schema and role go
+
+
+@pytest.mark.parametrize("kind", ["superuser", "createrole"])
+def test_the_statements_of_a_run_have_a_total_limit(unchanged, tmp_path, capsys, monkeypatch, kind):
+    """Item 13, in a run: every statement within its own limit, their sum is stopped at the total
+    limit, which names the statement that crossed it and the setting."""
+    monkeypatch.setenv("LEASELAB_STATEMENT_TIMEOUT", "2")
+    monkeypatch.setenv("LEASELAB_SQL_TOTAL_TIMEOUT", "2")
+    slow = (
+        "-- name: select_candidates\n-- read, slowly\n"
+        "-- params: now time, take_expired bool, max_attempts int, limit int\n"
+        "SELECT id FROM payment_jobs WHERE status = 'Pending' AND attempts < %(max_attempts)s "
+        "AND (%(take_expired)s OR %(now)s IS NOT NULL) AND pg_sleep(0.2) IS NOT NULL "
+        "ORDER BY id LIMIT %(limit)s\n"
+    )
+    started = time.monotonic()
+    assert cli(queue(tmp_path, slow), unchanged.dsn(kind)) == 2
+    line = one_error_line(capsys)
+    assert "queries.sql:4: select_candidates: the queue's SQL ran past its total time" in line
+    assert "limit of 2 s" in line and "LEASELAB_SQL_TOTAL_TIMEOUT" in line, line
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(
+    "statement", ["COPY (SELECT generate_series(1, 10000000)) TO STDOUT", "COPY t FROM STDIN"]
+)
+def test_a_copy_that_reaches_the_wire_is_ended_without_reading_it(unchanged, statement):
+    """Item 2, whatever got past the parser: bounded() ends a COPY in either direction at once,
+    reads none of its data and leaves the connection usable."""
+    from sim.db.sandbox import StatementLimitError, bounded, sandbox
+
+    with sandbox(unchanged.superuser) as box, box.connect() as conn:
+        conn.execute("CREATE TABLE t (x int)")
+        pg = conn.pgconn
+        with pytest.raises(StatementLimitError) as info:
+            bounded(pg, lambda: pg.send_query(statement.encode()), 30, "schema.sql:7")
+        assert str(info.value).startswith("schema.sql:7: COPY moves data")
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
