@@ -43,7 +43,13 @@ from sim.limits import (
 )
 from sim.live.budget import Measured, check_scale, watch
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, CRASH_POINT_EXIT, FATAL_EXIT, SHUTDOWN_EXIT
+from sim.live.connection import (
+    APP_PREFIX,
+    CRASH_POINT_EXIT,
+    FATAL_EXIT,
+    SHUTDOWN_EXIT,
+    SandboxHit,
+)
 from sim.live.faults import FaultSchedule
 from sim.live.plan import job_plan
 from sim.live.probe import LoadedTableProbe, medians
@@ -219,6 +225,7 @@ class LiveRunner:
             schema=self.backend.schema,
             queries=queries_for({"sql_dir": self.sql_dir}),
             scale=self.scale,
+            spare_jobs=tuple(job for t, job, _ in arrivals if t > 0.0),
         )
         workers = [c for c in self.children.values() if c.role == "worker"]
         starts = []
@@ -230,7 +237,10 @@ class LiveRunner:
                 self._await_ready(child.name, child.spare)
                 starts.append(time.monotonic() - began)
         finally:
-            latencies = probe.stop()
+            try:
+                latencies = probe.stop()
+            except SandboxHit as exc:  # a probe statement hit the sandbox: where it comes from
+                raise SandboxHit(self._located(str(exc))) from None
         statements, samples = medians(latencies)
         measured = Measured(
             statements,
