@@ -151,7 +151,7 @@ class Sandbox:
         text = str(exc)
         if self.role is None or not re.search(r"pg_hba\.conf|no pg_hba|rejects connection", text):
             return exc
-        entry = text.partition("pg_hba.conf")[2].strip(" ;:") or "no entry"
+        entry = text.partition("pg_hba.conf")[2].split(";")[0].strip(" :") or "no entry"
         return SandboxRefused(
             f"--sql: PostgreSQL at {describe_dsn(self.admin_dsn)} does not admit the run's role "
             f"{self.role} (pg_hba.conf: {entry}); a queue's SQL runs as a role of each run's "

@@ -563,3 +563,51 @@ def test_a_copy_that_reaches_the_wire_is_ended_without_reading_it(unchanged, sta
             bounded(pg, lambda: pg.send_query(statement.encode()), 30, "schema.sql:7")
         assert str(info.value).startswith("schema.sql:7: COPY moves data")
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+def test_a_server_that_admits_only_known_users_says_the_run_roles_must_be_admitted(
+    unchanged, tmp_path, capsys
+):
+    """Item 11: a pg_hba.conf that admits only known users (a common production layout) rejects
+    the run's roles: the line says so and names --own-rights, not 'start that server'. The rules
+    added apply to the test's own database only, and are removed afterwards."""
+    admin = unchanged.admin
+    [(hba,)] = admin.execute("SHOW hba_file").fetchall()
+    methods = {m for (m,) in admin.execute("SELECT auth_method FROM pg_hba_file_rules")}
+    assert methods == {"trust"}, methods  # the test servers (embedded, CI's PG15) trust all
+    path = Path(hba)
+    saved = path.read_text()
+    user = admin.execute("SELECT current_user").fetchone()[0]
+    known = ",".join([user, *unchanged.roles])
+    db = unchanged.database
+    rules = (
+        f"local {db} {known} trust\nhost {db} {known} all trust\n"
+        f"local {db} all reject\nhost {db} all all reject\n"
+    )
+    seed = Path(__file__).resolve().parents[3] / "examples" / "queues" / "seed"
+
+    def reload(expected: int) -> None:
+        admin.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = admin.execute(
+                "SELECT count(*) FROM pg_hba_file_rules WHERE %s = ANY(database)", (db,)
+            ).fetchone()[0]
+            if found == expected:
+                time.sleep(0.2)  # the postmaster has it; new connections follow
+                return
+            time.sleep(0.05)
+        raise AssertionError("the server did not reload pg_hba.conf")
+
+    try:
+        path.write_text(rules + saved)
+        reload(4)
+        for kind in ("superuser", "createrole"):
+            assert cli(seed, unchanged.dsn(kind)) == 2
+            line = one_error_line(capsys)
+            assert "does not admit the run's role leaselab_" in line, line
+            assert "pg_hba.conf" in line and "--own-rights" in line
+            assert "start that server" not in line
+    finally:
+        path.write_text(saved)
+        reload(0)
