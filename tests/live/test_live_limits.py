@@ -89,10 +89,11 @@ def test_a_live_statement_past_the_limit_stops_the_run_in_one_line(
 HANGING_CLAIM = TIMEOUT_OFF_THEN_SLEEP_ALWAYS.replace(
     "FROM payment_jobs, set_config('statement_timeout', '0', false) AS off", "FROM payment_jobs"
 ).replace("pg_sleep(1000000) IS NOT NULL", "(SELECT pg_sleep(20)) IS NOT NULL")
-# ... only once a job has completed: the guard's probe cycles (rolled back) never see one
+# ... only once a claim has committed: the guard's probe cycles (rolled back) never see one
 HANGING_LATER = HANGING_CLAIM.replace(
     "(SELECT pg_sleep(20))",
-    "(SELECT pg_sleep(CASE WHEN EXISTS (SELECT FROM payment_jobs WHERE status = 'Completed') "
+    "(SELECT pg_sleep(CASE WHEN EXISTS (SELECT FROM payment_jobs "
+    "WHERE status IN ('Processing', 'Completed')) "
     "THEN 20 ELSE 0 END))",
 )
 
