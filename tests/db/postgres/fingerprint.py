@@ -50,7 +50,8 @@ _SHARED = {
     "settings": "SELECT coalesce(d.datname, ''), coalesce(r.rolname, ''), s.setconfig::text, "
     "coalesce(r.rolname, ''), coalesce(d.datname, '') FROM pg_db_role_setting s "
     "LEFT JOIN pg_roles r ON r.oid = s.setrole LEFT JOIN pg_database d ON d.oid = s.setdatabase",
-    "databases": "SELECT datname, pg_get_userbyid(datdba), datname FROM pg_database",
+    "databases": "SELECT datname, pg_get_userbyid(datdba), datname, pg_get_userbyid(datdba) "
+    "FROM pg_database",
     "prepared transactions": "SELECT gid, owner, database, owner, database FROM pg_prepared_xacts",
     "file settings": "SELECT name, setting, '', '' FROM pg_file_settings",
 }
@@ -77,15 +78,25 @@ def others(conn: psycopg.Connection) -> set[str]:
 def fingerprint(conn: psycopg.Connection) -> dict:
     """What a hostile queue must leave as it was (see the module docstring); `conn` is a
     superuser's, on the hostile cases' own database."""
-    skip = others(conn)
-    out = {key: sorted(map(repr, conn.execute(q).fetchall())) for key, q in _LOCAL.items()}
-    for key, query in _SHARED.items():
-        rows = conn.execute(query).fetchall()
-        width = {"roles": 8, "file settings": 2}.get(key, 3)
-        out[key] = sorted(
-            repr(row[:width]) for row in rows if not (set(map(str, row[width:])) & skip)
-        )
+    with conn.transaction():  # one snapshot: a role made meanwhile is in it with its mark
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        skip = others(conn)
+        out = {key: sorted(map(repr, conn.execute(q).fetchall())) for key, q in _LOCAL.items()}
+        for key, query in _SHARED.items():
+            rows = conn.execute(query).fetchall()
+            width = {"roles": 8, "file settings": 2, "databases": 2}.get(key, 3)
+            out[key] = sorted(
+                repr(row[:width]) for row in rows if not (set(map(str, row[width:])) & skip)
+            )
     return out
+
+
+def create_role(conn: psycopg.Connection, name: str, options: str = "LOGIN") -> None:
+    """CREATE ROLE `name` with `options` (SQL words of the test's own) and its mark, in one
+    transaction: another process's fingerprint never sees it unmarked."""
+    with conn.transaction():
+        conn.execute(sql.SQL("CREATE ROLE {} {}").format(sql.Identifier(name), sql.SQL(options)))
+        mark(conn, "ROLE", name)
 
 
 def mark(conn: psycopg.Connection, kind: str, name: str) -> None:
@@ -125,12 +136,7 @@ def hostile_database(pg_dsn: str):
     )
     with psycopg.connect(pg_dsn, autocommit=True) as root:
         for role, extra in ((createrole, "CREATEROLE"), (owner, "")):
-            root.execute(
-                sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw-hostile' {}").format(
-                    sql.Identifier(role), sql.SQL(extra)
-                )
-            )
-            mark(root, "ROLE", role)
+            create_role(root, role, f"LOGIN PASSWORD 'pw-hostile' {extra}")
         root.execute(
             sql.SQL("CREATE DATABASE {} OWNER {}").format(
                 sql.Identifier(database), sql.Identifier(owner)

@@ -19,8 +19,7 @@ from sim.db.queries import job_schema_sql
 from sim.db.queue_dir import QueueDefinitionError, load_queue
 from sim.db.sandbox import SandboxRefused, sandbox
 from sim.limits import STATEMENT_TIMEOUT_ENV
-from tests.db.postgres.fingerprint import fingerprint, hostile_database
-from tests.db.postgres.fingerprint import mark as mark_test_object
+from tests.db.postgres.fingerprint import create_role, fingerprint, hostile_database
 from tests.interface.test_hardening import one_error_line
 
 pytestmark = pytest.mark.postgres
@@ -290,8 +289,7 @@ def test_a_run_drops_its_role_and_a_kept_schema_stays_with_its_shut_role(pg_dsn,
 def test_a_user_who_cannot_create_roles_is_refused_unless_own_rights(pg_dsn, admin, tmp_path):
     role = "leaselab_test_nocreaterole"
     admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
-    admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw-secret'").format(sql.Identifier(role)))
-    mark_test_object(admin, "ROLE", role)  # other tests' fingerprints leave it out
+    create_role(admin, role, "LOGIN PASSWORD 'pw-secret'")  # marked: fingerprints leave it out
     admin.execute(
         sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
             sql.Identifier(admin.info.dbname), sql.Identifier(role)
@@ -417,8 +415,7 @@ def test_a_createrole_user_who_is_no_superuser_gets_the_sandbox(pg_dsn, admin):
     role = "leaselab_test_createrole"
     ident = sql.Identifier(role)
     admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
-    admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE PASSWORD 'pw-secret'").format(ident))
-    mark_test_object(admin, "ROLE", role)
+    create_role(admin, role, "LOGIN CREATEROLE PASSWORD 'pw-secret'")
     database = sql.Identifier(admin.info.dbname)
     admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(database, ident))
     dsn = psycopg.conninfo.make_conninfo(pg_dsn, user=role, password="pw-secret")
