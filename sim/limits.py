@@ -125,39 +125,29 @@ def size_problem(scenario) -> str | None:
 
 def statement_timeout() -> float:
     """Seconds a statement of a user's own SQL may run: $LEASELAB_STATEMENT_TIMEOUT, else 30."""
-    text = os.environ.get(STATEMENT_TIMEOUT_ENV, "").strip()
-    if not text:
-        return STATEMENT_TIMEOUT_S
-    from sim.errors import ConfigError
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.1 <= value <= 86_400:
-        raise ConfigError(
-            f"{STATEMENT_TIMEOUT_ENV}={text!r}: must be a number of seconds from 0.1 to 86400"
-        )
-    return value
+    return _seconds_from(STATEMENT_TIMEOUT_ENV, STATEMENT_TIMEOUT_S, 0.1, 86_400)
 
 
 def sql_total_timeout() -> float:
     """Seconds all the statements of a user's own SQL may take together, in one check or one run:
     $LEASELAB_SQL_TOTAL_TIMEOUT, else an hour."""
-    text = os.environ.get(SQL_TOTAL_TIMEOUT_ENV, "").strip()
+    return _seconds_from(SQL_TOTAL_TIMEOUT_ENV, SQL_TOTAL_TIMEOUT_S, 1, MAX_LIVE_SECONDS)
+
+
+def _seconds_from(env: str, default: float, low: float, high: float) -> float:
+    """Seconds from the environment variable `env` (default when unset), from `low` to `high`;
+    ConfigError naming the variable otherwise."""
+    text = os.environ.get(env, "").strip()
     if not text:
-        return SQL_TOTAL_TIMEOUT_S
+        return default
     from sim.errors import ConfigError
 
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 1 <= value <= MAX_LIVE_SECONDS:
-        raise ConfigError(
-            f"{SQL_TOTAL_TIMEOUT_ENV}={text!r}: must be a number of seconds from 1 to "
-            f"{MAX_LIVE_SECONDS}"
-        )
+    if not low <= value <= high:
+        raise ConfigError(f"{env}={text!r}: must be a number of seconds from {low:g} to {high:g}")
     return value
 
 

@@ -186,8 +186,7 @@ class PostgresBackend(LockWaits, ClientTable):
 
     @property
     def statement_errors(self) -> list[dict]:
-        """Every distinct error the server raised for a statement of the user's queue, with its
-        count (sim.db.queue_guard); [] for Lease Lab's own SQL."""
+        """Each distinct error of the queue's statements, counted (sim.db.queue_guard)."""
         return self.guard.report() if self.guard is not None else []
 
     @classmethod
