@@ -686,14 +686,12 @@ ATTACK_LINES = [
 @settings(SETTINGS, max_examples=40)
 @given(st.lists(st.sampled_from(ATTACK_LINES), min_size=1, max_size=3), st.booleans())
 def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
-    capsys, tmp_path_factory, pg_dsn, lines, before_the_table
+    capsys, tmp_path_factory, attacked, lines, before_the_table
 ):
     """Any mix of attack lines, before or after the job table: exit 2, one line, and the server's
-    fingerprint (tests/db/postgres/test_sandbox.py) unchanged."""
-    import psycopg
-
+    fingerprint (tests/db/postgres/fingerprint.py, in a database of the test's own) unchanged."""
     from sim.db.queries import job_schema_sql
-    from tests.db.postgres.test_sandbox import fingerprint
+    from tests.db.postgres.fingerprint import fingerprint
 
     folder = tmp_path_factory.mktemp("q") / "queue"
     folder.mkdir()
@@ -701,23 +699,30 @@ def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
     attack = ";\n".join(lines) + ";\n"
     table = job_schema_sql()
     (folder / "schema.sql").write_text(attack + table if before_the_table else table + attack)
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute("CREATE TABLE IF NOT EXISTS public.leaselab_sentinel (x int)")
-        admin.execute("TRUNCATE public.leaselab_sentinel")
-        admin.execute("INSERT INTO public.leaselab_sentinel VALUES (1), (2)")
-        admin.execute(
-            "CREATE OR REPLACE FUNCTION public.leaselab_sentinel_f() RETURNS int "
-            "LANGUAGE sql AS 'SELECT 1'"
-        )
-        before = fingerprint(admin)
-        code = main(
-            ["run", "baseline", "--sql", str(folder), "--dsn", pg_dsn, "--set", "horizon=5"]
-        )
-        after = fingerprint(admin)
+    before = fingerprint(attacked.admin)
+    code = main(
+        ["run", "baseline", "--sql", str(folder), "--dsn", attacked.superuser, "--set", "horizon=5"]
+    )
+    after = fingerprint(attacked.admin)
     assert code == 2
     line = one_error_line(capsys)
     assert f"{folder / 'schema.sql'}:" in line, line
     assert after == before
+
+
+@pytest.fixture(scope="module")
+def attacked(pg_dsn):
+    """A database of its own (tests/db/postgres/fingerprint.py) with the sentinel table and
+    function the attack lines aim at."""
+    from tests.db.postgres.fingerprint import hostile_database
+
+    for server in hostile_database(pg_dsn):
+        server.admin.execute("CREATE TABLE public.leaselab_sentinel (x int)")
+        server.admin.execute("INSERT INTO public.leaselab_sentinel VALUES (1), (2)")
+        server.admin.execute(
+            "CREATE FUNCTION public.leaselab_sentinel_f() RETURNS int LANGUAGE sql AS 'SELECT 1'"
+        )
+        yield server
 
 
 # ---- the Python API: every public function, every argument of the wrong type -----------------
