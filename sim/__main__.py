@@ -272,10 +272,18 @@ def cmd_live(args) -> int:
     else:
         for reason in run.unsound:
             print(f"warning: the live run is unsound: {reason}")
+    for reason in run.inconclusive:
+        print(f"inconclusive: {reason}")
+    if run.inconclusive:
+        print(
+            "the live run is inconclusive: statements were still in flight at its end, so its "
+            "invariants cannot say what they would have done (a longer --duration, or a statement "
+            "that finishes)"
+        )
     _save(
         args, partial(run.save, format=args.format, report=report), comparison and comparison.save
     )
-    return 0 if report.ok else 1
+    return 0 if report.ok and not run.inconclusive else 1
 
 
 def cmd_demo(args) -> int:
@@ -293,7 +301,7 @@ def cmd_advise(args) -> int:
     from sim.advisor import advise, command_line_arguments
 
     arguments = command_line_arguments(args)
-    queue = args.queue and check_queue(args.queue)
+    queue = check_queue(args.queue) if args.queue is not None else None
     _check_files(args)
     advice = advise(args.durations, **arguments)
     print(advice)

@@ -71,7 +71,7 @@ from sim.advice_candidates import (
 )
 from sim.dists import Dist
 from sim.durations import Durations, from_values, read_durations
-from sim.errors import ConfigError
+from sim.errors import ConfigError, expect_flag, expect_text
 from sim.lease_risk import SECONDS_PER_DAY, Assumptions
 from sim.limits import MAX_RUNS, MAX_SECONDS, MAX_WORKERS
 from sim.scenario import Faults, LeaseWarning, Policy, Scenario, Workload, dumps
@@ -610,6 +610,23 @@ def evidence_lines(evidence: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _argument_types(column, unit, seed, takes_expired, verify, progress, candidates, executor):
+    """ConfigError naming the first argument of advise() whose type cannot be right."""
+    expect_text("column", column, none_ok=True)
+    expect_text("unit", unit)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ConfigError(f"seed: expected a whole number, got {type(seed).__name__} {seed!r:.60}")
+    expect_flag("claim_takes_expired", takes_expired)
+    expect_flag("verify", verify)
+    expect_flag("progress", progress, none_ok=True)
+    if candidates is not None and not isinstance(candidates, Mapping):
+        raise ConfigError(
+            f"candidates: expected a dict of ladders, got {type(candidates).__name__}"
+        )
+    if not (executor is None or callable(getattr(executor, "map", None))):
+        raise ConfigError(f"executor: expected a concurrent.futures.Executor, got {executor!r:.60}")
+
+
 def advise(
     durations,
     *,
@@ -665,6 +682,7 @@ def advise(
     out of the evidence). verify: simulate the recommendation and its neighbouring TTLs
     (`replications` runs of `evidence_jobs` jobs each, or more for a fast queue, through sim.sweep).
     """
+    _argument_types(column, unit, seed, claim_takes_expired, verify, progress, candidates, executor)
     read_in = read(durations, column, unit)
     values = read_in.seconds
     for warning in read_in.warnings:

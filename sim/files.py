@@ -7,6 +7,8 @@ and the argument (`DIR: ... pass overwrite=True`).
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from sim.errors import ConfigError
@@ -26,7 +28,27 @@ def check_directory(
         raise ConfigError(
             f"{name}: directory is not empty; choose another or pass {force} to overwrite"
         )
+    _writable(path, name)
     return path
+
+
+def _writable(path: Path, name: str) -> None:
+    """ConfigError unless a file can be made in `path` (or, missing, in its nearest existing
+    parent, which must be a directory): asked of the file system itself, by making and removing
+    an empty file, since permissions do not tell (a read-only mount, root, a full /proc)."""
+    place = path
+    while not place.exists():
+        if place.parent == place:
+            break
+        place = place.parent
+    if not place.is_dir():
+        raise ConfigError(f"{name}: cannot be made: {place} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".leaselab-write-", dir=place)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot write in {place} ({exc.strerror or exc})") from None
 
 
 def directory(path: str | Path, overwrite: bool = False) -> Path:
@@ -52,4 +74,5 @@ def check_report(
         raise ConfigError(f"{name}: exists; choose another name or pass {force} to overwrite")
     if not path.parent.is_dir():
         raise ConfigError(f"{name}: directory {path.parent} does not exist")
+    _writable(path.parent, name)
     return path

@@ -98,6 +98,8 @@ def check(run) -> Report:
         _stuck_processing,
         _held_by_dead_owner,
         _terminal_overwritten,
+        _statement_errors,
+        _never_completed,
     ):
         found.extend(checker(run))
     return Report(found, tuple(run.scenario.expect))
@@ -157,17 +159,53 @@ def _non_owner_completions(run):
 
 
 def _duplicate_db_effects(run):
+    """Duplicate database effects as the log counts them (what Lease Lab committed, which a
+    queue's SQL cannot alter); the ledger must agree row for row, and where it does not (rows
+    lost, or added, by something else) that is a violation of its own."""
     ledger = run.table_ledger.groupby("event_id").size()
     logged = run.events[run.events.kind == "effect"].groupby("detail").size()
-    for event_id, count in ledger[ledger > 1].items():
-        yield Violation("duplicate_db_effect", None, f"ledger holds {count} rows for {event_id}")
-    mismatch = logged.reindex(ledger.index, fill_value=0) != ledger
-    for event_id in ledger[mismatch].index:
+    every = ledger.index.union(logged.index)
+    ledger, logged = ledger.reindex(every, fill_value=0), logged.reindex(every, fill_value=0)
+    for event_id in every:
+        effects, rows = int(logged[event_id]), int(ledger[event_id])
+        if effects == rows:
+            if rows > 1:
+                yield Violation(
+                    "duplicate_db_effect", None, f"ledger holds {rows} rows for {event_id}"
+                )
+            continue
+        said = f"log says {effects} effects of {event_id}, the ledger holds {rows}"
+        if max(effects, rows) > 1:
+            yield Violation("duplicate_db_effect", None, said)
+        yield Violation("ledger_mismatch", None, said)
+
+
+def _statement_errors(run):
+    """Every failure of a statement of the user's queue (sim.db.queue_guard): a run whose
+    statements fail is not a clean run."""
+    for error in getattr(run, "statement_errors", None) or []:
+        detail = (
+            f"{error['where']}: {error['statement']} failed {error['count']} times: SQLSTATE "
+            f"{error['sqlstate']} {error['message']}"
+        )
+        for _ in range(int(error["count"])):
+            yield Violation("statement_error", None, detail)
+
+
+def _never_completed(run):
+    """Jobs kept being claimed but none could finish: completions failed (a server error), and
+    none went through (refusals alone are fencing at work, not this)."""
+    kinds = run.events["kind"]
+    claims, done = int((kinds == "claim").sum()), int((kinds == "complete").sum())
+    refused = int((kinds == "complete_rejected").sum())
+    failed = int(((kinds == "db_error") & (run.events["detail"] == "complete")).sum())
+    jobs = int((kinds == "enqueue").sum()) or len(run.table_jobs)
+    if done == 0 and failed > 0 and jobs and claims > jobs:
         yield Violation(
-            "duplicate_db_effect",
+            "no_completion",
             None,
-            f"log says {logged.get(event_id, 0)} effects of {event_id}, "
-            f"the ledger holds {ledger[event_id]}",
+            f"{claims} claims of {jobs} jobs and none completed: {refused} completions refused, "
+            f"{failed} failed",
         )
 
 

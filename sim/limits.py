@@ -45,6 +45,9 @@ CONNECTIONS_PER_WORKER = (
 # Every statement of a user's own SQL (the check, runs, live mode) must finish within this.
 STATEMENT_TIMEOUT_S = 30.0
 STATEMENT_TIMEOUT_ENV = "LEASELAB_STATEMENT_TIMEOUT"
+# ... and all of them together, in one check or one run.
+SQL_TOTAL_TIMEOUT_S = 3600.0
+SQL_TOTAL_TIMEOUT_ENV = "LEASELAB_SQL_TOTAL_TIMEOUT"
 
 
 def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
@@ -122,20 +125,39 @@ def size_problem(scenario) -> str | None:
 
 def statement_timeout() -> float:
     """Seconds a statement of a user's own SQL may run: $LEASELAB_STATEMENT_TIMEOUT, else 30."""
-    text = os.environ.get(STATEMENT_TIMEOUT_ENV, "").strip()
+    return _seconds_from(STATEMENT_TIMEOUT_ENV, STATEMENT_TIMEOUT_S, 0.1, 86_400)
+
+
+def sql_total_timeout() -> float:
+    """Seconds all the statements of a user's own SQL may take together, in one check or one run:
+    $LEASELAB_SQL_TOTAL_TIMEOUT, else an hour."""
+    return _seconds_from(SQL_TOTAL_TIMEOUT_ENV, SQL_TOTAL_TIMEOUT_S, 1, MAX_LIVE_SECONDS)
+
+
+def _seconds_from(env: str, default: float, low: float, high: float) -> float:
+    """Seconds from the environment variable `env` (default when unset), from `low` to `high`;
+    ConfigError naming the variable otherwise."""
+    text = os.environ.get(env, "").strip()
     if not text:
-        return STATEMENT_TIMEOUT_S
+        return default
     from sim.errors import ConfigError
 
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0.1 <= value <= 86_400:
-        raise ConfigError(
-            f"{STATEMENT_TIMEOUT_ENV}={text!r}: must be a number of seconds from 0.1 to 86400"
-        )
+    if not low <= value <= high:
+        raise ConfigError(f"{env}={text!r}: must be a number of seconds from {low:g} to {high:g}")
     return value
+
+
+def sql_total_timeout_words(used: float | None = None) -> str:
+    """The total time limit of a queue's SQL as messages name it, with its setting."""
+    spent = f" (its statements took {used:.3g} s together)" if used is not None else ""
+    return (
+        f"the queue's SQL ran past its total time limit of {sql_total_timeout():g} s{spent}; it "
+        f"was stopped (set {SQL_TOTAL_TIMEOUT_ENV})"
+    )
 
 
 def statement_timeout_words() -> str:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from sim.errors import ConfigError
 from sim.results import owner_crashes
 from sim.scenario import preset
 from sim.stats import summarize
@@ -213,6 +214,21 @@ def _measure(task: tuple[str, int, dict]) -> dict:
     return {"peer": name, "seed": seed, **peer_metrics(run)}
 
 
+def _listed(name: str, values, kind: type) -> list:
+    """`values` as a list, each a `kind` (bools are no ints); ConfigError naming `name` if not."""
+    if isinstance(values, str | bytes | dict) or not hasattr(values, "__iter__"):
+        raise ConfigError(f"{name}: expected a list, got {type(values).__name__} {values!r:.60}")
+    out = list(values)
+    for i, value in enumerate(out):
+        if isinstance(value, bool) or not isinstance(
+            value, kind | (np.integer if kind is int else kind)
+        ):
+            raise ConfigError(
+                f"{name}[{i}]: expected a {kind.__name__}, got {type(value).__name__} {value!r:.60}"
+            )
+    return out
+
+
 def compare_peers(
     names: Iterable[str] | None = None,
     seeds: Iterable[int] = range(1, 6),
@@ -227,8 +243,10 @@ def compare_peers(
     is any concurrent.futures Executor (runs are independent). The per-run rows are in
     `frame.attrs["runs"]`.
     """
-    names = list(PEERS if names is None else names)
-    seeds = list(seeds)
+    if not (executor is None or callable(getattr(executor, "map", None))):
+        raise ConfigError(f"executor: expected a concurrent.futures.Executor, got {executor!r:.60}")
+    names = list(PEERS if names is None else _listed("names", names, str))
+    seeds = _listed("seeds", seeds, int)
     scenarios = {
         name: preset(name).with_overrides(overrides) if overrides else preset(name)
         for name in names

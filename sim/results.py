@@ -53,6 +53,9 @@ class Run:
     # jobs a queue's run left unfinished (sim.sql_findings.retry_delays); else the policy's
     # retry_backoff x attempts^4
     retry_delays: dict = field(default_factory=dict)
+    kept_role: str | None = None  # the role that owns a kept schema of a queue's SQL (sandbox)
+    # every distinct error of a queue's statement: statement, where, sqlstate, message, count
+    statement_errors: list = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (
@@ -153,6 +156,8 @@ class Run:
             "horizon": self.scenario.horizon,
             "wall_seconds": self.wall_seconds,
             "kept_schema": self.kept_schema,
+            "kept_role": self.kept_role,
+            "statement_errors": self.statement_errors,
             "rows": {name: len(getattr(self, name)) for name in RUN_FILES},
             "metrics": {k: json_number(k, v) for k, v in self.summary.items()},
             "invariants": {

@@ -42,7 +42,7 @@ import pandas as pd
 from sim import files, limits
 from sim.checklist import FAIL, ITEMS, PASS, RISK, STATUS_STYLE, STATUSES, UNTESTED, Checker
 from sim.db.queue_settings import describe
-from sim.errors import ConfigError
+from sim.errors import ConfigError, expect_text
 from sim.scenario import Scenario, as_scenario
 from sim.wording import count, plural
 
@@ -214,6 +214,7 @@ def review(
                 f"seeds[{i}]: expected a whole number >= 0, got {type(s).__name__} {s!r}"
             )
     seeds = tuple(int(s) for s in seeds)
+    expect_text("dsn", dsn, none_ok=True)
     if not isinstance(variants, bool):
         raise ConfigError(
             f"variants: expected True or False, got {type(variants).__name__} {variants!r}"

@@ -10,8 +10,15 @@ import pandas as pd
 
 
 def format_run(run, report) -> str:
-    """The metrics, a blank line, then the invariant report (`report`, run.check())."""
-    return f"{format_summary(run)}\n\n{format_report(report)}"
+    """The metrics, a blank line, then the errors of the queue's statements (if any) and the
+    invariant report (`report`, run.check())."""
+    errors = getattr(run, "statement_errors", None) or []
+    if not errors:
+        return f"{format_summary(run)}\n\n{format_report(report)}"
+    from sim.db.queue_guard import describe_errors
+
+    lines = "\n".join(f"  {line}" for line in describe_errors(errors))
+    return f"{format_summary(run)}\n\nstatement errors:\n{lines}\n\n{format_report(report)}"
 
 
 def format_summary(run) -> str:
@@ -102,9 +109,17 @@ def format_kept_schema(run, dsn: str | None) -> str:
     dsn = resolve_dsn(dsn)
     server = describe_dsn(dsn) if dsn else f"the embedded PostgreSQL ({embedded_pgdata()})"
     schema = run.kept_schema
+    role = getattr(run, "kept_role", None)
+    if role is None:
+        return (
+            f"kept schema {schema} at {server}; look with SET search_path TO {schema}, "
+            f"drop with DROP SCHEMA {schema} CASCADE"
+        )
     return (
-        f"kept schema {schema} at {server}; look with SET search_path TO {schema}, "
-        f"drop with DROP SCHEMA {schema} CASCADE"
+        f"kept schema {schema} at {server}, owned by its role {role}, which may not log in; look "
+        f"as that role, never as yourself (the queue's views and functions run with the "
+        f"reader's rights): SET ROLE {role}; SET search_path TO {schema}; drop with DROP SCHEMA "
+        f"{schema} CASCADE; DROP ROLE {role}"
     )
 
 

@@ -142,6 +142,8 @@ def run(
     clocks = {name: w.db.clock for w in world.workers for name in w.names}
     skews = {name: clock.offset if clock else 0.0 for name, clock in clocks.items()}
     kept = getattr(db, "schema", None) if getattr(db, "keep_schema", False) else None
+    sandbox = getattr(db, "sandbox", None)
+    kept_role = sandbox.role if kept and sandbox is not None else None
     done = Run(
         scenario,
         world.log,
@@ -154,6 +156,8 @@ def run(
         queue=str(queue.path) if queue is not None else None,
         worker_clocks={name: clock for name, clock in clocks.items() if clock is not None},
         queue_settings=dict(queue.settings) if queue is not None else {},
+        kept_role=kept_role,
+        statement_errors=list(getattr(db, "statement_errors", [])),
     )
     if queue is not None and len(done.lost):
         done = judged_by_the_queue(done, queue, dsn or getattr(db, "dsn", None))

@@ -515,7 +515,9 @@ def validate(scenario: Scenario) -> Scenario:
             (
                 (crash.worker is None) != (crash.job is None),
                 f"faults.crashes[{i}]",
-                "give either worker or job, not both",
+                "give either worker or job, not both"
+                if crash.worker is not None
+                else "give the worker (an index) or the job it crashes holding, one of them",
             )
         )
         if crash.worker is not None:

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from sim import files, limits
-from sim.errors import ConfigError
+from sim.errors import ConfigError, expect_flag
 from sim.progress import Progress
 from sim.scenario import LeaseWarning, Scenario, as_scenario, dumps, loads
 from sim.stats import summarize
@@ -330,6 +330,7 @@ def sweep(
             f"executor: {executor!r:.80} is not 'serial' or a concurrent.futures.Executor"
         )
 
+    expect_flag("progress", progress, none_ok=True)
     start = time.perf_counter()
     bar = Progress(len(tasks), progress, f"sweep {base.name}", unit="run")
     results: dict[int, dict] = {}

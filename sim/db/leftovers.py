@@ -1,14 +1,15 @@
 """What a run that died (SIGKILL, a power cut) leaves behind, found and removed by the next start.
 
-A run marks what it creates with its owner: a COMMENT on its schema and its role, and an
-owner.json in a live run's temporary folder, each naming this machine (host name and boot), the
-process id and the process's start time. The next start on the same server (once per process)
-removes the schemas and roles whose process, on this machine, no longer runs, after ending their
-server processes (continuing any the dead run had paused with SIGSTOP), and the temporary folders
-of dead live runs; the embedded server's start drops the dead pids from its handle file (or the
-server would never be stopped again). Kept schemas
-(--keep-schema) and anything of another machine are left alone. What was removed is said in one
-warning line.
+A run marks what it creates with its owner: a COMMENT on its role (a sandboxed run: the role
+cannot write it) or on its schema (Lease Lab's own SQL), and an owner.json in a live run's
+temporary folder, each naming this machine (host name and boot), the process id and the process's
+start time. The next start on the same server (once per process) removes the schemas and roles
+whose process, on this machine, no longer runs, after ending their server processes (continuing
+any the dead run had paused with SIGSTOP) and rolling back the transactions their roles prepared,
+and the temporary folders of dead live runs; the embedded server's start drops the dead pids from
+its handle file (or the server would never be stopped again). Kept schemas (--keep-schema, with
+their role) and anything of another machine are left alone; nothing is ever handed to the DSN
+user. What was removed is said in one warning line.
 """
 
 from __future__ import annotations
@@ -36,12 +37,25 @@ OWNER_FILE = "owner.json"
 LOCK_TIMEOUT = "5s"  # a cleanup never waits long on a lock: what it cannot drop now, it leaves
 _cleaned: set[str] = set()  # servers (host:port/database) this process has cleaned up
 
+# A sandboxed run's marks are on its role (COMMENT ON ROLE needs CREATEROLE or ADMIN, which the
+# role lacks); the comment of a schema that a role of its own name owns is the queue's to write,
+# and is never read. Other schemas (Lease Lab's own SQL, --own-rights) carry their mark.
 _MARKED = r"""
 SELECT 'ROLE', rolname, shobj_description(oid, 'pg_authid') FROM pg_roles
  WHERE rolname LIKE 'leaselab\_%'
 UNION ALL
-SELECT 'SCHEMA', nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace
- WHERE nspname LIKE 'leaselab\_%'
+SELECT 'SCHEMA', n.nspname,
+       CASE WHEN r.rolname = n.nspname
+            THEN (SELECT shobj_description(r.oid, 'pg_authid'))
+            ELSE obj_description(n.oid, 'pg_namespace') END
+  FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
+ WHERE n.nspname LIKE 'leaselab\_%'
+"""
+# Transactions a run's role prepared (PREPARE TRANSACTION) in this database: they hold their locks
+# until someone commits or rolls them back.
+_PREPARED = """
+SELECT gid, owner FROM pg_prepared_xacts
+ WHERE owner = ANY(%s) AND database = current_database()
 """
 # Server processes holding or awaiting a lock on a schema's tables: a dead run's clients.
 _LOCKERS = """
@@ -118,13 +132,29 @@ def mark(admin: psycopg.Connection, kind: str, name: str) -> None:
     )
 
 
-def mark_kept(admin: psycopg.Connection, schema: str) -> None:
-    """The schema is kept on purpose (--keep-schema): no cleanup ever removes it."""
+def mark_kept(admin: psycopg.Connection, schema: str, role: str | None = None) -> None:
+    """The schema is kept on purpose (--keep-schema): no cleanup ever removes it. The mark goes on
+    its role when it has one (the role may write its schema's comment, not its own)."""
+    kind, name = ("ROLE", role) if role is not None else ("SCHEMA", schema)
     admin.execute(
-        sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
-            sql.Identifier(schema), sql.Literal(json.dumps({**owner(), "kept": True}))
+        sql.SQL("COMMENT ON {} {} IS {}").format(
+            sql.SQL(kind), sql.Identifier(name), sql.Literal(json.dumps({**owner(), "kept": True}))
         )
     )
+
+
+def rollback_prepared(admin: psycopg.Connection, *roles: str) -> list[str]:
+    """ROLLBACK PREPARED every transaction that one of `roles` prepared in this database (as that
+    role when the DSN user is no superuser); each as a phrase."""
+    done = []
+    for gid, role in admin.execute(_PREPARED, (list(roles),)).fetchall():
+        admin.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        try:
+            admin.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+        finally:
+            admin.execute("RESET ROLE")
+        done.append(f"prepared transaction {gid!r} of {role} (rolled back)")
+    return done
 
 
 def clean_once(admin: psycopg.Connection, dsn: str) -> list[str]:
@@ -140,17 +170,30 @@ def clean_once(admin: psycopg.Connection, dsn: str) -> list[str]:
     return removed
 
 
+def marks(admin: psycopg.Connection) -> list[tuple[str, str, dict | None]]:
+    """(ROLE or SCHEMA, name, mark) of every leaselab_ role and schema on the server, each schema
+    with the mark of the role that owns it when it has one of its own name (see _MARKED)."""
+    return [(kind, name, _parse(text)) for kind, name, text in admin.execute(_MARKED).fetchall()]
+
+
 def clean_server(admin: psycopg.Connection) -> list[str]:
     """Drop the marked schemas and roles of runs that died on this machine (and end their server
     processes first); each removal, as a phrase."""
     found: dict[str, dict[str, str]] = {}
-    for kind, name, text in admin.execute(_MARKED).fetchall():
-        why = dead(_parse(text))
+    marked = marks(admin)
+    schemas = {name for kind, name, _ in marked if kind == "SCHEMA"}
+    for kind, name, mark_ in marked:
+        why = dead(mark_)
+        if why is None and kind == "ROLE" and name not in schemas and _ours_kept(mark_):
+            why = "its kept schema was dropped"  # the role of a kept schema outlives it no more
         if why:
             found.setdefault(name, {})[kind] = why
     removed: list[str] = []
     if not found:
         return removed
+    dead_roles = [name for name, kinds in found.items() if "ROLE" in kinds]
+    with contextlib.suppress(psycopg.Error):
+        removed += rollback_prepared(admin, *dead_roles)
     [(previous,)] = admin.execute("SHOW lock_timeout").fetchall()
     admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
     try:
@@ -185,8 +228,6 @@ def _drop_leftover(admin: psycopg.Connection, name: str, schema: bool, role: boo
             admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident))
             done.append("schema")
         if role:
-            if not schema and _kept(admin, name):  # --keep-schema: the schema goes to the DSN user
-                admin.execute(sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(ident))
             admin.execute(sql.SQL("DROP OWNED BY {}").format(ident))
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(ident))
             done.append("role")
@@ -195,12 +236,14 @@ def _drop_leftover(admin: psycopg.Connection, name: str, schema: bool, role: boo
     return done
 
 
-def _kept(admin: psycopg.Connection, schema: str) -> bool:
-    row = admin.execute(
-        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
-        (schema,),
-    ).fetchone()
-    return bool(row and (_parse(row[0]) or {}).get("kept"))
+def _ours_kept(mark_: dict | None) -> bool:
+    """A kept schema's mark made on this machine."""
+    return (
+        isinstance(mark_, dict)
+        and mark_.get("leaselab") == "run"
+        and bool(mark_.get("kept"))
+        and mark_.get("host") == _machine()[0]
+    )
 
 
 def wake(admin: psycopg.Connection, pids: list[int]) -> None:

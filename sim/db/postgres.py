@@ -13,24 +13,7 @@ asks pg_blocking_pids() which client's transaction holds the lock it waits for, 
 returns `Blocked` naming that client; `resume` later collects the statement's real outcome. BEGIN
 travels with the transaction's first statement (one pipeline, one round trip).
 
-Determinism. The driver runs one statement at a time, so a wait is reported only once its holder
-waits for the driver (idle in its transaction, or blocked itself), and a statement that would
-close a cycle of waits is cancelled at once and fails with 40P01, as in MemoryBackend, instead of
-leaving the victim to PostgreSQL's wall-clock deadlock timer. When a transaction ends, PostgreSQL
-wakes all of its waiters at once and lets them race for the row (two UPDATEs queued on one row
-both chase its new version); the simulation resumes them one by one, in the order they began to
-wait. On a server running on this machine (the embedded one, or a local DSN whose server
-processes this user may signal), the driver reproduces that order: before a transaction can
-release locks (its COMMIT, ROLLBACK or crash, or any statement inside it, which could fail), the
-server processes of its waiters are paused with SIGSTOP, each only while it sleeps in its lock
-wait (stopped inside epoll_wait, so holding none of the server's internal locks), and each goes
-on (SIGCONT) only when it is resumed, finishing or waiting again before anything else runs. A
-paused waiter granted a row's tuple lock heads that row's queue; statements queued behind it are
-reported waiting for its holder. On a remote server pausing is impossible: waiters are then
-settled at once in the order they began to wait, which PostgreSQL usually, but not always,
-follows; set LEASELAB_PAUSE_WAITERS=0 to get that behaviour locally. A process killed with
-SIGKILL while waiters are paused leaves them paused: the next start on the server continues and
-ends them (sim.db.leftovers).
+Determinism, and the waiters paused while their holder ends: sim.db.lock_waits.
 """
 
 from __future__ import annotations
@@ -45,7 +28,6 @@ import signal
 import time
 
 import psycopg
-from psycopg import abc as psycopg_abc
 from psycopg import pq, sql
 from psycopg.adapt import Transformer
 
@@ -60,11 +42,22 @@ from sim.db.errors import (
     TransactionAbortedError,
     UniqueViolationError,
 )
-from sim.db.processes import asleep_in_epoll, may_signal, process_state
+from sim.db.lock_waits import FIRST_WAIT_S, MAX_WAIT_S, LockWaits, _Client
+from sim.db.processes import may_signal
 from sim.db.queries import bookkeeping_sql, get_query, job_schema_sql, load_queries, schema_sql
 from sim.db.queue_adapter import QueueAdapter
 from sim.db.queue_dir import SCHEMA_FILE, QueueDefinition
-from sim.db.sandbox import Sandbox, SandboxRefused, past_limit, timed_out
+from sim.db.queue_guard import QueueGuard
+from sim.db.sandbox import (
+    Sandbox,
+    SandboxRefused,
+    admin_session,
+    close_reader,
+    create_bookkeeping,
+    kept_reader,
+    past_limit,
+    timed_out,
+)
 from sim.db.sandbox import create as create_sandbox
 from sim.db.server import (
     connect_dsn,
@@ -74,14 +67,12 @@ from sim.db.server import (
     redact_dsn,
     unavailable,
 )
-from sim.db.user_sql import run_schema
+from sim.db.user_sql import run_schema, settings_of
 from sim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 SPIN_S = 0.0002  # poll the socket this long before sleeping on it
-FIRST_WAIT_S = 0.0005  # a statement usually finishes well within this; only waits pay it
-MAX_WAIT_S = 0.05  # longest pause between two lock checks of one statement
 STATEMENT_TIMEOUT_S = 60.0  # a statement neither finished nor waiting on a client: give up
 TERMINATE_TIMEOUT_S = 10.0
 THAW_WATCHDOG_S = 1.0  # a transaction end taking this long with waiters paused: let them go
@@ -91,19 +82,8 @@ THAW_WATCHDOG_S = 1.0  # a transaction end taking this long with waiters paused:
 CLIENT_DEADLOCK_TIMEOUT = "10min"
 
 # Server administration, not simulation queries (those all come from sql/queries.sql).
-_BLOCKERS = """
-WITH w AS (SELECT locktype, relation, page, tuple FROM pg_locks
-           WHERE pid = %(pid)s AND NOT granted LIMIT 1)
-SELECT b.pid, coalesce(a.state, ''), coalesce(a.wait_event_type, ''), (SELECT locktype FROM w),
-       EXISTS (SELECT FROM pg_locks l JOIN w ON w.locktype = 'tuple' AND l.relation = w.relation
-               AND l.page = w.page AND l.tuple = w.tuple
-               WHERE l.pid = b.pid AND l.granted AND l.locktype = 'tuple')
-FROM unnest(pg_blocking_pids(%(pid)s)) AS b(pid) LEFT JOIN pg_stat_activity a ON a.pid = b.pid
-ORDER BY b.pid
-"""
 _TERMINATE = "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS t(pid)"
 _ALIVE = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s::int[])"
-_CANCEL = "SELECT pg_cancel_backend(%s)"
 
 _yield = getattr(os, "sched_yield", lambda: None)
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
@@ -124,65 +104,10 @@ class ServerStatementError(StatementError):
         self.args = (query, message, sqlstate)
 
 
-class _Client:
-    """One simulated client: its connection (opened lazily) and transaction state."""
-
-    __slots__ = (
-        "conn",
-        "pg",
-        "fd",
-        "tx",
-        "pid",
-        "prepared",
-        "in_tx",
-        "begun",
-        "crashed",
-        "pending",
-        "holder",
-        "due",
-        "piped",
-        "cancelled",
-        "frozen",
-        "signals",
-        "since",
-        "order",
-    )
-
-    def __init__(self) -> None:
-        self.conn: psycopg.Connection | None = None
-        self.pg: pq.abc.PGconn | None = None
-        self.fd = -1
-        self.tx: psycopg_abc.Transformer | None = None
-        self.pid = 0
-        self.prepared: set[bytes] = set()
-        self.in_tx = False  # BEGIN issued by the model
-        self.begun = False  # ... and sent to the server
-        self.crashed = False
-        self.pending: str | None = None  # the query that returned Blocked, still on the server
-        self.holder: str | None = None  # ... and the client whose transaction it waits for
-        self.due = False  # ... which has ended: the statement is to be resumed
-        self.piped = False  # the statement in flight went in a pipeline with its BEGIN
-        self.cancelled = False  # its statement was cancelled to break a deadlock
-        self.frozen = False  # its server process is paused (SIGSTOP)
-        self.signals = False  # we may pause its server process
-        self.since = 0.0  # when the statement in flight was sent (time.monotonic)
-        self.order = 0  # when it began to wait: waiters are settled in this order
-
-    def libpq(self) -> pq.abc.PGconn:
-        """The connection's libpq interface; the client is connected (PostgresBackend._open)."""
-        assert self.pg is not None, "the client is not connected"
-        return self.pg
-
-    def transformer(self) -> psycopg_abc.Transformer:
-        """The connection's psycopg Transformer (dumps parameters, loads rows)."""
-        assert self.tx is not None, "the client is not connected"
-        return self.tx
-
-
 READER_TIMEOUT_MS = 10_000  # run_sql(read_only=True): a reader's statement may take this long
 
 
-class PostgresBackend(ClientTable):
+class PostgresBackend(LockWaits, ClientTable):
     """The Backend protocol on a real server, in a schema of its own. Driven by one thread."""
 
     name = "postgres"
@@ -220,6 +145,11 @@ class PostgresBackend(ClientTable):
         self._monitor = open_connection(
             self.dsn, autocommit=True, application_name="leaselab:monitor"
         )
+        admin_session(self._monitor)
+        # a user's queue: rows per statement capped, total time bounded, errors counted
+        self.guard = QueueGuard(queue) if queue is not None else None
+        self._reader: Sandbox | None = None  # attached to a kept sandbox: its role reads
+        self._settings: bytes | None = None  # the run role's settings (catalog), to keep
         self._closed = False
         self.sandbox: Sandbox | None = None  # the run's schema and the role the user's SQL runs as
         try:
@@ -250,7 +180,14 @@ class PostgresBackend(ClientTable):
     def client_dsn(self) -> str:
         """The DSN a client of this run connects with: the run's role for a user's queue
         (sim.db.sandbox), else the DSN itself. It may hold the role's one-run password."""
-        return self.sandbox.dsn if self.sandbox is not None else self.dsn
+        if self.sandbox is not None:
+            return self.sandbox.dsn
+        return self._reader.dsn if self._reader is not None else self.dsn
+
+    @property
+    def statement_errors(self) -> list[dict]:
+        """Each distinct error of the queue's statements, counted (sim.db.queue_guard)."""
+        return self.guard.report() if self.guard is not None else []
 
     @classmethod
     def attach(cls, dsn: str | None, schema: str) -> PostgresBackend:
@@ -272,6 +209,7 @@ class PostgresBackend(ClientTable):
                 "list the kept ones with SELECT nspname FROM pg_namespace "
                 "WHERE nspname LIKE 'leaselab_%'"
             )
+        self._reader = kept_reader(self._monitor, self.dsn, self.schema)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -289,13 +227,18 @@ class PostgresBackend(ClientTable):
             keep=self.keep_schema,
             role_settings=settings,
         )
+        if self.sandbox.role is not None:  # Lease Lab's own tables: out of the role's reach
+            create_bookkeeping(self._monitor, self.sandbox, bookkeeping_sql())
         conn = self.sandbox.connect(application_name="leaselab:schema")
         try:
             with conn.transaction():
+                if self.sandbox.role is not None:
+                    self._settings = settings_of(conn.pgconn)  # the role's, as Lease Lab set them
                 if self.queue is None:
                     conn.execute(schema_sql())
                 else:
-                    conn.execute(bookkeeping_sql())
+                    if self.sandbox.role is None:
+                        conn.execute(bookkeeping_sql())
                     if self.queue.job_schema is None:
                         conn.execute(job_schema_sql())
                     else:
@@ -304,6 +247,7 @@ class PostgresBackend(ClientTable):
                             self.queue.job_schema,
                             self.queue.file(SCHEMA_FILE),
                             self.sandbox.limit,
+                            self.guard.budget if self.guard is not None else None,
                         )
         except psycopg.OperationalError as exc:
             raise connection_error(self.dsn, exc) from None
@@ -333,7 +277,7 @@ class PostgresBackend(ClientTable):
             # which Lease Lab never simulates, is given up for not waiting on a WAL flush each time.
             conn.execute("SET synchronous_commit TO off")
             conn.execute("SET TimeZone TO 'UTC'")  # a queue's timestamp columns hold UTC
-            if self._superuser and self._sandboxed is None:  # a role gets it as its own setting
+            if self._superuser and self._sandboxed is None and self._reader is None:
                 conn.execute(
                     sql.SQL("SET deadlock_timeout TO {}").format(
                         sql.Literal(CLIENT_DEADLOCK_TIMEOUT)
@@ -341,6 +285,9 @@ class PostgresBackend(ClientTable):
                 )
             wire.register_loaders(conn)
             signals = self.pauses_waiters and may_signal(conn, conn.info.backend_pid)
+            if self._settings is not None and settings_of(conn.pgconn) != self._settings:
+                conn.close()
+                raise self.guard.settings_changed() if self.guard else ClientStateError(client)
         except psycopg.OperationalError as exc:
             conn.close()
             raise connection_error(self.dsn, exc) from None
@@ -451,6 +398,7 @@ class PostgresBackend(ClientTable):
                 self._monitor = open_connection(
                     self.dsn, autocommit=True, application_name="leaselab:monitor"
                 )
+                admin_session(self._monitor)
                 self._release()
         finally:
             self._monitor.close()
@@ -460,8 +408,14 @@ class PostgresBackend(ClientTable):
         schema). Safe to call again after a failure part way."""
         self._disconnect(list(self._clients.values()))
         self._clients.clear()
-        if self.sandbox is None:  # attached to a kept schema: it stays as it was
-            log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
+        if self.sandbox is None:  # attached to a kept schema: it stays, unless keep_schema=False
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                close_reader(self._monitor, reader)
+            if self.keep_schema:
+                log.info("kept schema %s at %s", self.schema, redact_dsn(self.dsn))
+            else:  # the schema and the role that owns it go (it was kept for this inspection)
+                Sandbox(self.dsn, self.schema, reader.role if reader else None).drop(self._monitor)
         else:
             self.sandbox.drop(self._monitor, keep_schema=self.keep_schema)
             if self.keep_schema:
@@ -525,16 +479,26 @@ class PostgresBackend(ClientTable):
         exercise): the text must be one statement (it is prepared on the server), runs in a READ
         ONLY transaction with a statement timeout, and is rolled back whatever it did; PostgreSQL
         refuses a write (25006)."""
-        with self._monitor.transaction(force_rollback=read_only):
+        box = self._sandboxed or self._reader  # a queue's objects: read as its role, never ours
+        if box is None:
+            return self._run_sql_on(self._monitor, text, params, read_only)
+        conn = box.connect(application_name="leaselab:sql")
+        try:
+            return self._run_sql_on(conn, text, params, read_only)
+        finally:
+            conn.close()
+
+    def _run_sql_on(
+        self, conn: psycopg.Connection, text: str, params, read_only: bool
+    ) -> tuple[list[str], list[tuple]]:
+        with conn.transaction(force_rollback=read_only):
             if read_only:
-                self._monitor.execute("SET TRANSACTION READ ONLY")
-                self._monitor.execute(
+                conn.execute("SET TRANSACTION READ ONLY")
+                conn.execute(
                     "SELECT set_config('statement_timeout', %s, true)", (str(READER_TIMEOUT_MS),)
                 )
-            self._monitor.execute(
-                sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema))
-            )
-            cur = self._monitor.execute(text, params, prepare=True if read_only else None)
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
+            cur = conn.execute(text, params, prepare=True if read_only else None)
             if cur.description is None:
                 return [], []
             return [d.name for d in cur.description], cur.fetchall()
@@ -554,6 +518,8 @@ class PostgresBackend(ClientTable):
         )
         if self._adapter is not None:
             params = self._adapter.bind(client, query, params)
+        if self.guard is not None and query == "insert_job":
+            self.guard.inserted += 1
         pg = state.libpq()
         try:
             if st.name not in state.prepared:
@@ -570,6 +536,8 @@ class PostgresBackend(ClientTable):
                 state.begun = True
             else:
                 pg.send_query_prepared(st.name, dumped, result_format=1)
+                if self.guard is not None:
+                    pg.set_single_row_mode()
             pg.flush()
         except psycopg.OperationalError as exc:
             raise self._lost(client, query, exc) from None
@@ -612,11 +580,17 @@ class PostgresBackend(ClientTable):
             state.pending, state.holder, state.order = query, holder, self._waits
             return Blocked(client, query, holder)
         deadlock, state.cancelled = state.cancelled, False
+        streamed: list[tuple] | None = [] if self.guard is not None else None
         try:
-            result = self._collect(state)
+            result = self._collect(state, streamed, query)
         except psycopg.OperationalError as exc:
             raise self._lost(client, query, exc) from None
+        finally:
+            if self.guard is not None:
+                self.guard.budget.charge(time.monotonic() - state.since, self._where(query))
         if result.status in _OK:
+            if streamed:
+                return streamed
             if result.ntuples == 0:
                 return []
             tx = state.transformer()
@@ -652,35 +626,80 @@ class PostgresBackend(ClientTable):
             if not pg.is_busy():
                 return True
 
-    def _collect(self, state: _Client) -> pq.abc.PGresult:
-        """The statement's result (after its BEGIN's, when piped); the connection is idle after."""
+    def _collect(
+        self, state: _Client, streamed: list[tuple] | None = None, query: str = ""
+    ) -> pq.abc.PGresult:
+        """The statement's result (after its BEGIN's, when piped); the connection is idle after.
+        `streamed` (a user's queue): the statement runs in single-row mode and its rows are
+        loaded into that list as they come, up to the guard's cap."""
         pg = state.libpq()
         if state.piped:
-            results, gaps = [], 0
+            results: list[pq.abc.PGresult] = []
+            gaps = 0
             while True:
-                result = pg.get_result()
+                if streamed is not None:
+                    result = self._next_result(state, query)
+                else:
+                    result = pg.get_result()
                 if result is None:  # one between the results of two statements; more: trouble
                     gaps += 1
                     if gaps > 2 or pg.status == pq.ConnStatus.BAD:
                         raise psycopg.OperationalError(
                             pg.error_message.decode(errors="replace") or "connection lost"
                         )
+                    if streamed is not None and gaps == 1 and len(results) == 1:
+                        pg.set_single_row_mode()  # BEGIN's results are read: the statement's next
                     continue
                 gaps = 0
                 if result.status == pq.ExecStatus.PIPELINE_SYNC:
                     break
+                if result.status == pq.ExecStatus.SINGLE_TUPLE and streamed is not None:
+                    self._stream_row(state, result, streamed, query)
+                    continue
                 results.append(result)
             pg.exit_pipeline_mode()
             state.piped = False
             failed = [r for r in results if r.status not in _OK]
             return failed[0] if failed else results[-1]
-        result = pg.get_result()
+        if streamed is not None:
+            result = self._next_result(state, query)
+            while result is not None and result.status == pq.ExecStatus.SINGLE_TUPLE:
+                self._stream_row(state, result, streamed, query)
+                result = self._next_result(state, query)
+        else:
+            result = pg.get_result()
         while pg.get_result() is not None:
             pass
         if result is None or pg.status == pq.ConnStatus.BAD:
             message = result.error_message if result is not None else pg.error_message
             raise psycopg.OperationalError(message.decode(errors="replace") or "connection lost")
         return result
+
+    def _next_result(self, state: _Client, query: str) -> pq.abc.PGresult | None:
+        """The next result of a user's statement, waiting no longer than its time limit (rows in
+        single-row mode come one by one; the server's own timeout may have been turned off)."""
+        pg = state.libpq()
+        pg.consume_input()
+        while pg.is_busy():
+            if time.monotonic() - state.since > self._stuck_after:
+                self.crash(self._pids.get(state.pid, ""))
+                raise past_limit(self._where(query))
+            select.select([state.fd], [], [], MAX_WAIT_S)
+            pg.consume_input()
+        return pg.get_result()
+
+    def _stream_row(
+        self, state: _Client, result: pq.abc.PGresult, rows: list[tuple], query: str
+    ) -> None:
+        """One row of a user's statement in single-row mode; past the guard's cap the statement
+        is cancelled (its connection closed) and TooManyRows names it."""
+        assert self.guard is not None, "rows are streamed for a user's queue only"
+        if len(rows) >= self.guard.row_cap:
+            self.crash(self._pids.get(state.pid, ""))
+            raise self.guard.too_many_rows(query)
+        tx = state.transformer()
+        tx.set_pgresult(result, format=pq.Format.BINARY)
+        rows.append(tx.load_row(0, tuple))
 
     def _wait(self, client: str, state: _Client, query: str) -> str | None:
         """Wait until the statement finishes (None) or waits on a lock of an idle holder (its
@@ -707,151 +726,21 @@ class PostgresBackend(ClientTable):
             pause = min(pause * 2, MAX_WAIT_S)
         return None
 
-    def _cancel(self, state: _Client) -> None:
-        """Break a deadlock at the statement closing the cycle, as MemoryBackend does, instead of
-        leaving PostgreSQL's detector to pick a victim by wall-clock wait time."""
-        if not state.cancelled:
-            state.cancelled = True
-            self.admin(_CANCEL, (state.pid,))
-
-    def _lock_holder(self, pid: int) -> tuple[int, bool] | None:
-        """(backend pid, is it waiting itself) of the transaction holding the lock `pid` waits
-        for, once that transaction waits for the driver: idle in it, or waiting on a lock. None
-        while `pid` does not wait or its holder is still running. A wait for a row's tuple lock
-        (others queued ahead for the same row) is followed to the head of that queue, and from
-        there to the row's holder."""
-        seen = set()
-        while pid not in seen:
-            seen.add(pid)
-            rows = self.admin(_BLOCKERS, {"pid": pid})
-            if len(seen) == 1:
-                self._locktype = rows[0][3] or "" if rows else ""
-            if not rows and len(seen) > 1:
-                return self._paused_head(pid)
-            if rows and rows[0][3] == "tuple":
-                heads = [p for p, _, _, _, head in rows if head] or [
-                    p for p, _, wait, _, _ in rows if wait == "Lock"
-                ]
-                if not heads:
-                    return None
-                pid = heads[0]
-                continue
-            stable = sorted(
-                (self._pids[p], p, wait == "Lock")
-                for p, activity, wait, _, _ in rows
-                if p in self._pids
-                and (activity.startswith("idle in transaction") or wait == "Lock")
-            )
-            return stable[0][1:] if stable else None
-        return None
-
-    def _paused_head(self, pid: int) -> tuple[int, bool] | None:
-        """The head of a row's queue waits for nothing: it is one of our paused waiters, granted
-        the row's tuple lock while paused. Its own holder is the row's holder. If that holder has
-        already ended (a direct caller has not resumed the waiter yet; the simulation resumes at
-        once), let the waiter go on now, as PostgreSQL would have, and look again later."""
-        head = self._clients.get(self._pids.get(pid, ""))
-        if head is None or not head.frozen or head.holder is None:
-            return None
-        if head.due:
-            self._thaw(head)
-            return None
-        holder = self._clients.get(head.holder)
-        if holder is None or holder.conn is None:
-            return None
-        return holder.pid, holder.pending is not None
-
-    def _waits_on(self, pid: int, target: int) -> bool:
-        """Does the chain of lock waits starting at `pid` reach `target`?"""
-        seen = set()
-        while pid not in seen:
-            seen.add(pid)
-            found = self._lock_holder(pid)
-            if found is None:
-                return False
-            pid, waiting = found
-            if pid == target:
-                return True
-            if not waiting:
-                return False
-        return False
-
-    # ---- waiters: paused while their holder ends, let go one by one ---------------------------
-
-    def _freeze_waiters_of(self, holder: str) -> None:
-        """Pause the server processes of the statements waiting on `holder`'s transaction, which
-        is about to end (or may end, by an error): each goes on when the simulation resumes it."""
-        for state in self._clients.values():
-            if state.holder == holder and not state.frozen and state.signals:
-                state.frozen = self._pause(state.pid)
-                state.signals = state.frozen
-
-    @staticmethod
-    def _pause(pid: int) -> bool:
-        """SIGSTOP a waiting server process, but only where it sleeps in its lock wait (stopped
-        inside epoll_wait, so holding none of the server's internal locks); a process caught
-        elsewhere (just woken, say) is let go and tried again a moment later."""
-        for attempt in range(50):
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except OSError:
-                return False
-            deadline = time.monotonic() + 0.05
-            while process_state(pid) not in ("T", "") and time.monotonic() < deadline:
-                time.sleep(0)  # a signal takes effect when its target next runs
-            if asleep_in_epoll(pid):
-                return True
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGCONT)
-            time.sleep(0.0001 * (attempt + 1))
-        log.warning("could not pause server process %d in its lock wait", pid)
-        return False
-
-    def _thaw(self, state: _Client) -> None:
-        if state.frozen:
-            state.frozen = False
-            with contextlib.suppress(OSError):
-                os.kill(state.pid, signal.SIGCONT)
-
-    def _thaw_all(self) -> bool:
-        frozen = [s for s in self._clients.values() if s.frozen]
-        for state in frozen:
-            self._thaw(state)
-            state.signals = False
-        return bool(frozen)
-
-    def _holder_gone(self, client: str) -> None:
-        """`client`'s transaction ended (its locks are released): its waiters are due."""
-        for state in self._clients.values():
-            if state.holder == client:
-                state.due = True
-        self._settle_waiters()
-
-    def _settle_waiters(self) -> None:
-        """After locks were released, let waiters that could not be paused run, in the order they
-        began to wait, until they finish or wait again (best effort: see the module docstring)."""
-        waiting = sorted(
-            (s.order, c)
-            for c, s in self._clients.items()
-            if s.pending is not None and not s.signals and s.conn is not None
-        )
-        for _, client in waiting:
-            state = self._clients[client]
-            give_up = time.monotonic() + MAX_WAIT_S * 20
-            while not self._poll(state, FIRST_WAIT_S):
-                if self._lock_holder(state.pid) is not None or time.monotonic() > give_up:
-                    break  # waiting again (or on someone else): its resume will tell
-
     # ---- errors -------------------------------------------------------------------------------
 
-    def _lost(self, client: str, query: str, exc: psycopg.Error) -> DatabaseError:
-        """The client's connection broke under a statement: it is gone, as after a crash."""
+    def _lost(self, client: str, query: str, exc: psycopg.Error) -> DatabaseError | ConfigError:
+        """The client's connection broke under a statement: it is gone, as after a crash. When
+        the queue's own SQL ended it (pg_terminate_backend), that is named instead."""
         state = self._clients.get(client)
         if state is not None and not state.crashed:
             with contextlib.suppress(DatabaseError):
                 self._disconnect([state])
             state.crashed = True
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if self.guard is not None:
+            ended = self.guard.ended(client, query, message)
+            if ended is not None:
+                return ended
         return unavailable(
             self.dsn, f"lost the connection of client {client} during {query} ({message})"
         )
@@ -874,6 +763,8 @@ class PostgresBackend(ClientTable):
         sandbox = self._sandboxed
         if sandbox is not None and (sqlstate == "42501" or timed_out(sqlstate)):
             return self._sandbox_error(sandbox, query, message, sqlstate)
+        if self.guard is not None:
+            self.guard.failed(query, sqlstate, message)
         return ServerStatementError(query, message, sqlstate)
 
     def _sandbox_error(

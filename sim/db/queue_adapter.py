@@ -35,6 +35,7 @@ class QueueAdapter:
         self.claims: dict[int, int] = {}  # job -> claims that returned it (committed or autocommit)
         self._open: dict[str, list[int]] = {}  # client -> jobs it claimed in its open transaction
         self._sent: dict[str, tuple[str, dict]] = {}  # client -> the statement in flight
+        self.inserted: set[int] = set()  # the model's jobs insert_job was sent for
 
     def bind(self, client: str, query: str, params: dict) -> dict:
         """The parameters as the queue's statement takes them (its id for the model's job)."""
@@ -50,6 +51,7 @@ class QueueAdapter:
         """The rows of `client`'s statement in the model's terms."""
         query, params = self._sent.pop(client, ("", {}))
         if query == "insert_job":
+            self.inserted.add(params["id"])
             if self.maps_ids and rows:
                 self._learn(params["id"], rows[0][0])
             return []  # the model reads nothing from insert_job
@@ -57,6 +59,13 @@ class QueueAdapter:
             return rows
         if self.maps_ids and query in _ID_FIRST:
             rows = [(self._job(query, row[0]), *row[1:]) for row in rows]
+        elif query in _ID_FIRST and self.inserted:  # (live mode: another process inserts)
+            stray = next((row[0] for row in rows if row[0] not in self.inserted), None)
+            if stray is not None:
+                raise ConfigError(
+                    f"{self.queue.where(query)}: {query}: returned job id {stray!r}, which Lease "
+                    "Lab never inserted (rows of jobs it did not insert are not the run's)"
+                )
         if query in CLAIMS:
             job = rows[0][0]
             self.claims[job] = self.claims.get(job, 0) + 1

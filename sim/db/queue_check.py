@@ -15,7 +15,8 @@ from sim.db.contracts import COLUMN_OIDS, CONTRACTS, ID_OIDS, SQL_TYPE, bound_pa
 from sim.db.errors import QueueDefinitionError
 from sim.db.queries import PLACEHOLDER, Query, bookkeeping_sql, job_schema_sql, load_queries
 from sim.db.queue_files import QUERIES_FILE, SCHEMA_FILE, fail_at
-from sim.db.user_sql import query_problem, run_schema
+from sim.db.sandbox import TimeBudget
+from sim.db.user_sql import query_kind_problem, query_problem, run_schema
 
 TYPE_NAMES = {
     16: "boolean",
@@ -60,7 +61,9 @@ def ok(result, what: str = "set up the check") -> None:
 
 
 @contextmanager
-def scratch(queue, pg, schema: str, limit: float | None) -> Iterator[None]:
+def scratch(
+    queue, pg, schema: str, limit: float | None, budget: TimeBudget | None = None
+) -> Iterator[None]:
     """Lease Lab's bookkeeping and the queue's job tables in `schema` (a sandbox's: sim.db.sandbox,
     which `pg` is logged in to), search_path set and TimeZone UTC (as a run's connections), inside
     a transaction rolled back on exit: nothing stays on the server. schema.sql runs statement by
@@ -73,7 +76,7 @@ def scratch(queue, pg, schema: str, limit: float | None) -> Iterator[None]:
         if queue.job_schema is None:
             ok(execute(pg, job_schema_sql()))
         else:
-            run_schema(pg, queue.job_schema, queue.file(SCHEMA_FILE), limit)
+            run_schema(pg, queue.job_schema, queue.file(SCHEMA_FILE), limit, budget)
             _own_schema_only(queue, pg, schema)
         yield
     finally:
@@ -102,10 +105,14 @@ class Check:
 
     def __init__(self, queue, pg, schema: str, limit: float | None):
         self.queue, self.pg, self.schema, self.limit = queue, pg, schema, limit
+        self.budget = TimeBudget()  # the whole check's share of the queue's SQL time
 
     def run(self) -> None:
         q = self.queue
-        with scratch(q, self.pg, self.schema, self.limit):
+        for name, o in q.overrides.items():  # what each statement is, before any runs
+            if o.sql:
+                self._kind(name, o)
+        with scratch(q, self.pg, self.schema, self.limit, self.budget):
             # the type of the queue's ids first (what every %(id)s is bound as); a dump_jobs that
             # does not PREPARE gets its error in its turn below
             dump = self._statement("dump_jobs", quiet=True)
@@ -116,6 +123,15 @@ class Check:
                 columns[name] = self._statement(name)  # the user's first
             q.own_ids = bool(columns["insert_job"])
             self._ids_fit(columns["insert_job"])
+
+    def _kind(self, name: str, o) -> None:
+        """A named statement must be one query, as PostgreSQL's parser reads its wire form."""
+        from sim.db.wire import statement
+
+        wire = statement(Query(name, "", bound_params(name), o.sql), self.queue.id_oid)
+        problem = query_kind_problem(wire.text.decode())
+        if problem:
+            fail_at(self.queue.file(), o.sql_line, name, problem)
 
     def _ids_fit(self, inserted: list[tuple[str, int]]) -> None:
         """insert_job returns the id the queue gave the job, of the ids' type, or nothing when the
@@ -195,7 +211,9 @@ class Check:
                 f"PostgreSQL cannot PREPARE it against {against}: {message(result)}",
             )
         if o is not None:
-            problem = query_problem(self.pg, stmt, wire.oids, self.limit, q.where(name))
+            problem = query_problem(
+                self.pg, stmt, wire.oids, self.limit, q.where(name), self.budget
+            )
             if problem:
                 fail_at(q.file(), o.sql_line, name, problem)
         described = self.pg.describe_prepared(stmt)

@@ -128,6 +128,24 @@ class QueueDefinition:
             return f"{self.file()}:{o.sql_line or o.line}"
         return "Lease Lab's sql/queries.sql"
 
+    def calling(self, word: str) -> list[str]:
+        """file:line of every line of the queue's SQL whose text names `word` (e.g. a function),
+        its schema.sql's first: where a refused effect was caused."""
+        found = []
+        if self.job_schema is not None:
+            found += [
+                f"{self.file(SCHEMA_FILE)}:{n}"
+                for n, line in enumerate(self.job_schema.splitlines(), 1)
+                if word in line.lower()
+            ]
+        for o in self.overrides.values():
+            found += [
+                f"{self.file()}:{o.sql_line + n}"
+                for n, line in enumerate(o.sql.splitlines())
+                if word in line.lower()
+            ]
+        return found
+
     def sql_of(self, name: str) -> str | None:
         """The statement's text as it will run, None when the queue leaves it out."""
         if name in self.missing:
@@ -214,6 +232,16 @@ def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition
     """Read and check a queue directory's text (no server needed); QueueDefinitionError if bad.
     `own_rights`: run its SQL with the DSN user's own rights instead of in a sandbox role
     (for a server where that user cannot create roles; see sim.db.sandbox)."""
+    if not isinstance(path, str | os.PathLike):
+        raise QueueDefinitionError(
+            f"sql: expected a queue directory (a path), got {type(path).__name__} {path!r:.60}"
+        )
+    if not isinstance(own_rights, bool):
+        raise QueueDefinitionError(
+            f"own_rights: expected True or False, got {type(own_rights).__name__} "
+            f"{own_rights!r:.60} (True runs the queue's SQL with the DSN user's own rights, "
+            "outside the sandbox)"
+        )
     root = Path(path)
     if not root.is_dir():
         raise QueueDefinitionError(
@@ -227,7 +255,7 @@ def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition
             "Lease Lab's, in the block format of sql/queries.sql)"
         )
     schema = root / SCHEMA_FILE
-    job_schema = _read(schema) if schema.exists() else None
+    job_schema = _read(schema) if os.path.lexists(schema) else None
     if job_schema is not None and not job_schema.strip():
         raise QueueDefinitionError(
             f"{schema}:1: empty; remove it to keep Lease Lab's job table, or create yours"
@@ -236,7 +264,7 @@ def load_queue(path: str | Path, *, own_rights: bool = False) -> QueueDefinition
     settings_file = root / SETTINGS_FILE
     settings = (
         queue_settings.read_settings(settings_file, QueueDefinitionError)
-        if settings_file.exists()
+        if os.path.lexists(settings_file)
         else {}
     )
     return QueueDefinition(root, overrides, job_schema, own_rights=own_rights, settings=settings)

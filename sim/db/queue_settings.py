@@ -19,22 +19,26 @@ from pathlib import Path
 
 from sim.dists import decode_utf8
 from sim.errors import ConfigError
+from sim.input_files import read_capped
+from sim.limits import MAX_SQL_BYTES, nesting_problem, too_deep
 from sim.scenario import Scenario
 
 
 def read_settings(path: Path, error: type[ConfigError]) -> dict[str, object]:
     """{"policy.NAME": value} from a queue.toml, each value checked as a scenario would check it;
     `error` (one line naming the file and the setting) if anything is wrong."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
+    try:  # a regular file of at most 1 MiB, like the queue's SQL files
+        raw = read_capped(path, "queue.toml", MAX_SQL_BYTES)
         data = tomllib.loads(decode_utf8(raw, path, "TOML"))
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise error(too_deep(str(path))) from None
     except ConfigError as exc:
         raise error(str(exc)) from None
+    deep = nesting_problem(data, str(path))
+    if deep:
+        raise error(deep)
     extra = [key for key in data if key != "policy"]
     if extra:
         raise error(

@@ -37,7 +37,14 @@ _ADVICE = (
 
 def resolve_dsn(dsn: str | None = None) -> str | None:
     """The DSN to use: the argument, else $LEASELAB_DSN, else $DATABASE_URL, else None
-    (embedded)."""
+    (embedded). A DSN that is no string is refused in one line (ConfigError)."""
+    if dsn is not None and not isinstance(dsn, str):
+        from sim.errors import ConfigError
+
+        raise ConfigError(
+            f"dsn: expected a PostgreSQL connection string (postgresql://... or key=value), got "
+            f"{type(dsn).__name__}"
+        )
     return dsn or os.environ.get("LEASELAB_DSN") or os.environ.get("DATABASE_URL") or None
 
 
@@ -118,18 +125,26 @@ def redact_dsn(dsn: str) -> str:
     password holding an unencoded '/', '?' or '@' goes whole), without a password= parameter."""
     if not _URI.match(dsn):
         return scrub(_KV_PASSWORD.sub("", dsn).strip(), dsn)
-    scheme, _, rest = dsn.partition("://")
+    return scrub(_meant(dsn), dsn)
+
+
+def _meant(uri: str) -> str:
+    """A URI as a reader means it, without its password: scheme, user, what follows the last
+    '@', and its parameters but password=."""
+    scheme, _, rest = uri.partition("://")
     userinfo, at, tail = rest.rpartition("@")
     where, mark, query = tail.partition("?")
     kept = "&".join(p for p in query.split("&") if p and p.partition("=")[0].lower() != "password")
     user = userinfo.partition(":")[0]
-    return scrub(f"{scheme}://{user}{at}{where}{mark if kept else ''}{kept}", dsn)
+    return f"{scheme}://{user}{at}{where}{mark if kept else ''}{kept}"
 
 
 def describe_dsn(dsn: str) -> str:
-    """'host H port P database D user U' of a DSN (libpq defaults where unset), no password."""
+    """'host H port P database D user U' of a DSN (libpq defaults where unset), no password. A URI
+    is described as a reader means it (the host follows the last '@'), without its password, so
+    that nothing libpq made of a password holding '/' or '@' shows."""
     try:
-        info = conninfo_to_dict(dsn)
+        info = conninfo_to_dict(redact_dsn(dsn) if _URI.match(dsn) else dsn)
     except psycopg.ProgrammingError:
         return redact_dsn(dsn)
     fields = [("host", "host"), ("port", "port"), ("database", "dbname"), ("user", "user")]
@@ -171,7 +186,30 @@ def secrets(dsn: str | None) -> list[str]:
     ]
     found += [unquote(f) for f in found]
     found += [piece for f in found for piece in _PIECE_SPLIT.split(f)]
-    return sorted({f for f in found if len(f) > 1}, key=len, reverse=True)
+    found = [f for f in found if len(f) > 1]
+    found += _misread(dsn)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def _misread(dsn: str) -> list[str]:
+    """Every value libpq parses out of a URI that differs from what a reader means by it (the
+    host follows the last '@', the password is everything between the first ':' and it): with
+    an unencoded '/' or '@' in the password libpq takes pieces of it for the host, port or
+    database, and prints them in its messages. Each such value is a secret, whatever its length."""
+    if not _URI.match(dsn) or "@" not in dsn:
+        return []
+    try:
+        libpq = conninfo_to_dict(dsn)
+        meant = conninfo_to_dict(_meant(dsn))
+    except psycopg.ProgrammingError:
+        return []
+    return [
+        str(value)
+        for key, value in libpq.items()
+        if value
+        and key != "user"
+        and str(value) not in (str(meant.get(key, "")), str(meant.get("user", "")))
+    ]
 
 
 _PIECE_SPLIT = re.compile(r"[/?#@:&=,;\s'\"]+")

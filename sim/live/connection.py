@@ -126,6 +126,9 @@ class LiveConnection:
             for k, v in params.items()
         }
         start = time.monotonic()
+        began = getattr(self.recorder, "began", None)
+        if began is not None:  # the time-scale guard's probe: what is in flight, and since when
+            began(name, start)
         try:
             cursor = conn.execute(query.sql, bound)
             rows = cursor.fetchall() if cursor.description is not None else []

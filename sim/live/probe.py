@@ -14,16 +14,19 @@ as a replacement meets it).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import psycopg
 
 from sim.db.errors import DbUnavailable, StatementError
 from sim.live.connection import LiveConnection
 from sim.live.driver import LiveDriver
+from sim.payload import payload_json
 from sim.protocol import WatcherProtocol, WorkerProtocol
 
 WARM_UP = 3  # cycles per client not timed: connection warm-up, plans cached
@@ -31,6 +34,7 @@ MIN_CYCLES = 10  # timed cycles per client before the probe may stop
 MAX_SECONDS = 30.0  # the probe stops by then whatever it has
 MAX_PACE_S = 0.25  # a client starts a cycle at least this often (wall seconds)
 LOCK_TIMEOUT = "2ms"  # a wait for another probe client's lock longer than this is cut off
+STUCK_S = 1.0  # a client still in a statement this long after the stop: timed so far, cancelled
 
 
 class _Still:
@@ -54,13 +58,26 @@ class _Timings:
     def __init__(self):
         self.on = False
         self.samples: list[tuple[str, float]] = []
+        self.warm: list[tuple[str, float]] = []  # the warm-up's, for a statement never timed
+        self.current: tuple[str, float] | None = None  # the statement in flight, since when
+
+    def began(self, name: str, start: float) -> None:
+        self.current = (name, start)
 
     def add(self, *_record) -> None:
         pass
 
     def statement(self, name: str, seconds: float) -> None:
-        if self.on:
-            self.samples.append((name, seconds))
+        self.current = None
+        (self.samples if self.on else self.warm).append((name, seconds))
+
+    def in_flight(self) -> tuple[str, float] | None:
+        """(statement, seconds so far) of the statement still running, if any: at least that
+        long is what it takes (a claim that hangs would otherwise never be timed)."""
+        if self.current is None:
+            return None
+        name, start = self.current
+        return name, time.monotonic() - start
 
 
 class _ProbeConnection(LiveConnection):
@@ -77,6 +94,17 @@ class _ProbeConnection(LiveConnection):
         super().control("BEGIN")
         self.open().execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
 
+    def cancel(self) -> None:
+        """End the statement in flight, from another thread: its server process is terminated,
+        so the probe's thread sees a lost connection (not the sandbox's time limit)."""
+        if self.pid is None:
+            return
+        with (
+            contextlib.suppress(psycopg.Error),
+            psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as other,
+        ):
+            other.execute("SELECT pg_terminate_backend(%s)", (self.pid,))
+
     def end_cycle(self) -> None:
         try:
             super().control("ROLLBACK")
@@ -87,8 +115,21 @@ class _ProbeConnection(LiveConnection):
 class LoadedTableProbe:
     """Probe clients in threads of the runner: start(), then stop() -> statement -> latencies."""
 
-    def __init__(self, scenario, catalog, *, dsn: str, schema: str, queries: dict, scale: float):
+    def __init__(
+        self,
+        scenario,
+        catalog,
+        *,
+        dsn: str,
+        schema: str,
+        queries: dict,
+        scale: float,
+        spare_jobs: tuple[int, ...] = (),
+    ):
         self.scenario, self.catalog = scenario, catalog
+        # jobs not loaded before the run: worker i inserts spare_jobs[i] in each of its cycles
+        # (rolled back), so that the claim path is timed even on a table that starts empty
+        self.spare_jobs = spare_jobs
         policy, work = scenario.policy, scenario.workload
         job = work.processing.mean_value() + work.psp_call.mean_value()
         self.pace = {  # wall seconds from the start of one cycle to the next
@@ -103,6 +144,7 @@ class LoadedTableProbe:
         self._threads: list[threading.Thread] = []
         self._timings: list[_Timings] = []
         self._cycles: list[int] = []
+        self._dbs: list[_ProbeConnection] = []
         self.errors: list[Exception] = []
 
     def start(self) -> None:
@@ -117,6 +159,7 @@ class LoadedTableProbe:
             self._cycles.append(0)
             db = _ProbeConnection(client=f"probe/{role}{i}", recorder=timings, **self.connection)
             db.open()  # in the runner's thread: a server that refuses says so here
+            self._dbs.append(db)
             thread = threading.Thread(target=self._loop, args=(k, role, i, db, timings))
             thread.daemon = True
             self._threads.append(thread)
@@ -131,7 +174,12 @@ class LoadedTableProbe:
                 break
             time.sleep(0.01)
         self._stop.set()
-        for thread in self._threads:
+        stuck: list[tuple[str, float]] = []
+        for thread, timings, db in zip(self._threads, self._timings, self._dbs, strict=True):
+            thread.join(STUCK_S)
+            if thread.is_alive() and (flight := timings.in_flight()) is not None:
+                stuck.append(flight)  # timed as far as it got, then cancelled
+                db.cancel()
             thread.join()
         if self.errors:
             raise self.errors[0]
@@ -139,6 +187,15 @@ class LoadedTableProbe:
         for timings in self._timings:
             for name, seconds in timings.samples:
                 by_name.setdefault(name, []).append(seconds)
+        for timings in self._timings:  # a statement only the warm-up timed: its warm-up figures
+            for name, seconds in timings.warm:
+                if name not in by_name or not by_name[name]:
+                    by_name.setdefault(f"{name}\0warm", []).append(seconds)
+        for name, seconds in stuck:
+            by_name.setdefault(name, []).append(seconds)
+        for key in [k for k in by_name if k.endswith("\0warm")]:
+            name = key.removesuffix("\0warm")
+            by_name.setdefault(name, []).extend(by_name.pop(key))
         return {name: np.asarray(values) for name, values in by_name.items()}
 
     def _loop(self, k: int, role: str, i: int, db: _ProbeConnection, timings: _Timings) -> None:
@@ -160,7 +217,15 @@ class LoadedTableProbe:
                 hb_loss=np.random.default_rng(i),
             )
 
+            spare = self.spare_jobs[i] if i < len(self.spare_jobs) else None
+
             def cycle():
+                if spare is not None:
+                    spec = self.catalog[spare]
+                    payload = payload_json(spec.event_id, spec.amount_cents)
+                    db.run(
+                        "insert_job", {"id": spare, "event_id": spec.event_id, "payload": payload}
+                    )
                 lease = driver.run(steps.claim(), db)
                 if lease is not None:
                     driver.run(steps.renew(lease), db)
@@ -177,8 +242,8 @@ class LoadedTableProbe:
                 db.begin_cycle()
                 try:
                     cycle()
-                except (StatementError, DbUnavailable):
-                    pass  # a lock wait cut off, or a refusal: the rollback ends it
+                except (StatementError, DbUnavailable, KeyError):
+                    pass  # a lock wait cut off, a refusal, a queue's own id: the rollback ends it
                 finally:
                     db.end_cycle()
                 played += 1

@@ -29,6 +29,9 @@ class LiveRun(Run):
         default_factory=list
     )  # records rebuilt from the tables (kills racing commits)
     incidents: list[str] = field(default_factory=list)  # worker processes that died on their own
+    # statements still in flight when the run ended (a claim that hangs, say): the run cannot
+    # say what they would have done, so it is inconclusive (the command exits 1)
+    inconclusive: list[str] = field(default_factory=list)
     folder: str = ""
 
     def __repr__(self) -> str:

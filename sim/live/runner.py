@@ -13,6 +13,7 @@ simulated run.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -42,7 +43,13 @@ from sim.limits import (
 )
 from sim.live.budget import Measured, check_scale, watch
 from sim.live.clock import LiveClock
-from sim.live.connection import APP_PREFIX, CRASH_POINT_EXIT, FATAL_EXIT, SHUTDOWN_EXIT
+from sim.live.connection import (
+    APP_PREFIX,
+    CRASH_POINT_EXIT,
+    FATAL_EXIT,
+    SHUTDOWN_EXIT,
+    SandboxHit,
+)
 from sim.live.faults import FaultSchedule
 from sim.live.plan import job_plan
 from sim.live.probe import LoadedTableProbe, medians
@@ -60,6 +67,7 @@ from sim.scenario import Scenario, as_scenario, dumps
 TICK_S = 0.02  # wall seconds between two looks at the children
 STOP_GRACE_S = 10.0  # a graceful shutdown that takes longer ends in SIGKILL
 BACKENDS_GONE_S = 10.0
+IN_FLIGHT_S = 1.0  # a statement still running this long at the end leaves the run inconclusive
 REPLACEMENT_SAMPLES = 2  # replacement worker starts timed before the run (one after the other)
 
 
@@ -217,6 +225,7 @@ class LiveRunner:
             schema=self.backend.schema,
             queries=queries_for({"sql_dir": self.sql_dir}),
             scale=self.scale,
+            spare_jobs=tuple(job for t, job, _ in arrivals if t > 0.0),
         )
         workers = [c for c in self.children.values() if c.role == "worker"]
         starts = []
@@ -228,7 +237,10 @@ class LiveRunner:
                 self._await_ready(child.name, child.spare)
                 starts.append(time.monotonic() - began)
         finally:
-            latencies = probe.stop()
+            try:
+                latencies = probe.stop()
+            except SandboxHit as exc:  # a probe statement hit the sandbox: where it comes from
+                raise SandboxHit(self._located(str(exc))) from None
         statements, samples = medians(latencies)
         measured = Measured(
             statements,
@@ -456,6 +468,8 @@ class LiveRunner:
 
         (self.folder / "records").mkdir(exist_ok=True)
         self.backend = PostgresBackend(self.dsn, queue=self.queue)
+        if self.backend.guard is not None:  # the producer, another process, inserts the jobs
+            self.backend.guard.expected = self.scenario.workload.jobs
         # run.json: what a crashed runner leaves to clean up (the next start does: sim.db.leftovers)
         (self.folder / "run.json").write_text(
             json.dumps(
@@ -481,6 +495,7 @@ class LiveRunner:
                 self.recorder = Recorder(self.folder / "records" / "runner.jsonl", self.clock)
                 time.sleep(max(0.0, t0 - time.monotonic()))
                 self._play(schedule)
+                self.in_flight = in_flight(self.backend, self.queue)
             finally:
                 self._kill_all()
                 self.slots.close()
@@ -526,6 +541,7 @@ class LiveRunner:
             repaired=repaired,
             incidents=list(self.incidents),
             folder=str(self.folder),
+            inconclusive=list(getattr(self, "in_flight", [])),
         )
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -631,12 +647,32 @@ def backend_place(backend) -> str:
 def server_backends(backend, schema: str) -> list[tuple[int, str]]:
     """(pid, state letter when local, '' otherwise) of the server backends of a live run's clients
     still connected."""
-    _, rows = backend.run_sql(
+    rows = backend.admin(
         "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND pid <> "
         "pg_backend_pid()",
         (f"{APP_PREFIX}{schema}:%",),
     )
     return [(pid, process_state(pid)) for (pid,) in rows]
+
+
+def in_flight(backend, queue) -> list[str]:
+    """The statements of the run's clients still running, each for IN_FLIGHT_S or more, as the
+    run ends: what they would have done is unknown, so the run is inconclusive. One phrase each
+    (client, how long, the statement's file:line for a queue's own)."""
+    rows = backend.admin(
+        "SELECT application_name, extract(epoch FROM now() - query_start), query "
+        "FROM pg_stat_activity WHERE application_name LIKE %s AND state = 'active' "
+        "AND now() - query_start > %s * interval '1 second' ORDER BY query_start",
+        (f"{APP_PREFIX}{backend.schema}:%", IN_FLIGHT_S),
+    )
+    found = []
+    for app, seconds, query in rows:
+        text = " ".join((query or "").split())[:80]
+        found.append(
+            f"{app.rpartition(':')[2]}'s statement had run {float(seconds):.1f} s and was still "
+            f"running at the end ({text}{'' if queue is None else ', ' + str(queue.path)})"
+        )
+    return found
 
 
 def _last_line(path: Path) -> str:
@@ -659,6 +695,11 @@ def live(
     scenario seconds). `sql`: a queue directory whose statements replace Lease Lab's (as
     sim.run(sql=...)). Returns a LiveRun: r.summary, r.recoveries, sim.check(r), plots, as for
     sim.run."""
+    if folder is not None and not isinstance(folder, str | os.PathLike):
+        raise ConfigError(
+            f"folder: expected a directory path for the run's records, got "
+            f"{type(folder).__name__} {folder!r:.60}"
+        )
     scenario = as_scenario(scenario)
     if sql is not None:
         from sim.runner import with_queue

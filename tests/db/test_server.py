@@ -11,6 +11,7 @@ from psycopg.conninfo import make_conninfo
 from sim.db.errors import ServerUnavailableError
 from sim.db.postgres import PostgresBackend
 from sim.db.server import connection_error, embedded_pgdata, redact_dsn, resolve_dsn
+from tests.db.postgres.fingerprint import create_role
 
 
 def test_resolve_dsn_precedence(monkeypatch):
@@ -79,11 +80,7 @@ def test_wrong_password_advice():
 def test_missing_create_schema_privilege(pg_dsn):
     role = f"leaselab_noprivs_{secrets.token_hex(4)}"
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute(
-            psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'pw-secret'").format(
-                psycopg.sql.Identifier(role)
-            )
-        )
+        create_role(admin, role, "LOGIN PASSWORD 'pw-secret'")  # marked: fingerprints leave it out
         try:
             with pytest.raises(ServerUnavailableError) as err:
                 PostgresBackend(make_conninfo(pg_dsn, user=role, password="pw-secret"))

@@ -385,27 +385,41 @@ DSN_FORMS = [  # each a server that cannot be used: malformed, or nobody listeni
     lambda pw, j: f"host=127.0.0.1 password='{pw}",
     lambda pw, j: f"host=127.0.0.1 port=1 password={pw} {j}=1",
     lambda pw, j: f"host=127.0.0.1 port=1 user={j} password='{pw}' connect_timeout=2",
+    # a password with unencoded '/', '@', ':' and '#' (issue 35 item 10): libpq takes its pieces
+    # for the host, port or database; every piece must stay hidden
+    lambda pw, j: f"postgresql://{j}:{pw[:3]}@{pw[3:6]}/{pw[6:9]}:{pw[9:]}#1@127.0.0.1:1/db",
+    lambda pw, j: f"postgresql://{j}:{pw[:5]}/{pw[5:]}@127.0.0.1:1/db",
+    lambda pw, j: f"postgresql://{j}:{pw[:4]}/{pw[4:8]}@{pw[8:]}@127.0.0.1:1/db",
 ]
 dsns = st.tuples(passwords, st.sampled_from(DSN_FORMS), junk).map(
     lambda t: (t[0], t[1](t[0], t[2]))
 )
 
 
+SEED_QUEUE = str(Path(__file__).resolve().parents[2] / "examples" / "queues" / "seed")
+DSN_COMMANDS = [  # every command that connects: run, run --sql, live, review --sql, sweep --sql
+    ["run", "baseline", "--backend", "postgres"],
+    ["run", "baseline", "--sql", SEED_QUEUE],
+    ["live", "baseline", "--duration", "1"],
+    ["review", "baseline", "--seeds", "1", "--sql", SEED_QUEUE],
+    ["sweep", "baseline", "--replications", "1", "--sql", SEED_QUEUE],
+]
+
+
 @pytest.mark.timeout(120)
 @settings(SETTINGS, max_examples=60)
-@given(dsns, st.booleans())
-def test_a_password_never_shows_through_the_command_line(capsys, tmp_path, case, from_environment):
+@given(dsns, st.booleans(), st.sampled_from(DSN_COMMANDS))
+def test_a_password_never_shows_through_the_command_line(
+    capsys, tmp_path, case, from_environment, command
+):
     password, dsn = case
     out = tmp_path / f"out-{password}"
     argv = [
-        "run",
-        "baseline",
+        *command,
         "--set",
         "workload.jobs=3",
         "--set",
         "horizon=10",
-        "--backend",
-        "postgres",
         "--out",
         str(out),
         *([] if from_environment else ["--dsn", dsn]),
@@ -425,6 +439,8 @@ def test_a_password_never_shows_through_the_command_line(capsys, tmp_path, case,
         and captured.err.count("\n") == 1
     )
     assert password not in captured.out + captured.err
+    for piece in _pieces(password):
+        assert piece not in captured.out + captured.err, piece
     assert not out.exists()  # nothing written, so no file can hold it either
     assert password not in redact_dsn(dsn)
 
@@ -437,6 +453,15 @@ def test_a_password_never_shows_through_the_api(case):
     with pytest.raises(DatabaseError) as info:
         sim.run("baseline", backend="postgres", dsn=dsn, **{"workload.jobs": 3, "horizon": 10})
     assert password not in str(info.value) and password not in repr(info.value)
+    for piece in _pieces(password):
+        assert piece not in str(info.value), piece
+
+
+def _pieces(password: str) -> list[str]:
+    """The slices the hostile URI forms cut a password into (3 or more characters each: the
+    generated alphabet makes them unlikely in any message by chance)."""
+    cuts = [(0, 3), (3, 6), (6, 9), (9, None), (0, 5), (5, None), (0, 4), (4, 8), (8, None)]
+    return [p for a, b in cuts if len(p := password[a:b]) >= 3]
 
 
 # ---- live mode: every flag and every field, refused before anything starts -----------------------
@@ -575,6 +600,26 @@ queue_cases = st.one_of(
     st.tuples(st.just("schema.sql"), st.sampled_from([b"", b"  \n\n"])),
     st.tuples(st.sampled_from(["queries.sql", "schema.sql"]), st.just(b"<fifo>")),
     st.tuples(st.sampled_from(["queries.sql", "schema.sql"]), st.just(b"<directory>")),
+    # queue.toml (issue 35 item 8): the same guards as the SQL files, and its own settings
+    st.tuples(
+        st.just("queue.toml"),
+        st.sampled_from(
+            [
+                b"<fifo>",
+                b"<directory>",
+                b"<dev/zero>",
+                b"<2 MiB>",
+                b"[policy]\nx = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+                b"[policy]\nx = " + b"[" * 40 + b"]" * 40 + b"\n",
+                b"[policy\n",
+                b"[workload]\njobs = 3\n",
+                b"[policy]\nlease_ttl = -1\n",
+                b"[policy]\nclaim = 'sometimes'\n",
+                b"policy = 3\n",
+            ]
+        )
+        | garbage,
+    ),
 )
 
 
@@ -587,6 +632,10 @@ def _write_queue(folder, name: str, content: bytes) -> None:
         os.mkfifo(path)
     elif content == b"<directory>":
         path.mkdir()
+    elif content == b"<dev/zero>":
+        path.symlink_to("/dev/zero")
+    elif content == b"<2 MiB>":
+        path.write_bytes(b"[policy]\n" + b"# padding\n" * (2 << 17))
     else:
         path.write_bytes(content)
 
@@ -647,14 +696,12 @@ ATTACK_LINES = [
 @settings(SETTINGS, max_examples=40)
 @given(st.lists(st.sampled_from(ATTACK_LINES), min_size=1, max_size=3), st.booleans())
 def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
-    capsys, tmp_path_factory, pg_dsn, lines, before_the_table
+    capsys, tmp_path_factory, attacked, lines, before_the_table
 ):
     """Any mix of attack lines, before or after the job table: exit 2, one line, and the server's
-    fingerprint (tests/db/postgres/test_sandbox.py) unchanged."""
-    import psycopg
-
+    fingerprint (tests/db/postgres/fingerprint.py, in a database of the test's own) unchanged."""
     from sim.db.queries import job_schema_sql
-    from tests.db.postgres.test_sandbox import fingerprint
+    from tests.db.postgres.fingerprint import fingerprint
 
     folder = tmp_path_factory.mktemp("q") / "queue"
     folder.mkdir()
@@ -662,20 +709,156 @@ def test_generated_attacks_in_schema_sql_exit_2_and_change_nothing(
     attack = ";\n".join(lines) + ";\n"
     table = job_schema_sql()
     (folder / "schema.sql").write_text(attack + table if before_the_table else table + attack)
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute("CREATE TABLE IF NOT EXISTS public.leaselab_sentinel (x int)")
-        admin.execute("TRUNCATE public.leaselab_sentinel")
-        admin.execute("INSERT INTO public.leaselab_sentinel VALUES (1), (2)")
-        admin.execute(
-            "CREATE OR REPLACE FUNCTION public.leaselab_sentinel_f() RETURNS int "
-            "LANGUAGE sql AS 'SELECT 1'"
-        )
-        before = fingerprint(admin)
-        code = main(
-            ["run", "baseline", "--sql", str(folder), "--dsn", pg_dsn, "--set", "horizon=5"]
-        )
-        after = fingerprint(admin)
+    before = fingerprint(attacked.admin)
+    code = main(
+        ["run", "baseline", "--sql", str(folder), "--dsn", attacked.superuser, "--set", "horizon=5"]
+    )
+    after = fingerprint(attacked.admin)
     assert code == 2
     line = one_error_line(capsys)
     assert f"{folder / 'schema.sql'}:" in line, line
     assert after == before
+
+
+@pytest.fixture(scope="module")
+def attacked(pg_dsn):
+    """A database of its own (tests/db/postgres/fingerprint.py) with the sentinel table and
+    function the attack lines aim at."""
+    from tests.db.postgres.fingerprint import hostile_database
+
+    for server in hostile_database(pg_dsn):
+        server.admin.execute("CREATE TABLE public.leaselab_sentinel (x int)")
+        server.admin.execute("INSERT INTO public.leaselab_sentinel VALUES (1), (2)")
+        server.admin.execute(
+            "CREATE FUNCTION public.leaselab_sentinel_f() RETURNS int LANGUAGE sql AS 'SELECT 1'"
+        )
+        yield server
+
+
+# ---- the Python API: every public function, every argument of the wrong type -----------------
+
+API_CASES = [  # (call, the argument the one line must name)
+    (lambda q: sim.run("baseline", backend="postgres", dsn=123, sql=q), "dsn"),
+    (lambda q: sim.review("baseline", dsn=5, sql=q), "dsn"),
+    (lambda q: sim.live("baseline", duration=1, dsn=5), "dsn"),
+    (lambda q: sim.live("baseline", duration=1, folder=5), "folder"),
+    (lambda q: sim.advise("sample", column=5), "column"),
+    (lambda q: sim.advise("sample", seed="x"), "seed"),
+    (lambda q: sim.advise("sample", seed=True), "seed"),
+    (lambda q: sim.run("baseline", sql=5), "sql"),
+    (lambda q: sim.sweep("baseline", {}, 1, sql=q, dsn=b"x"), "dsn"),
+    (lambda q: __import__("sim.db.queue_dir").db.queue_dir.load_queue(5), "sql"),
+    (
+        lambda q: __import__("sim.db.queue_dir").db.queue_dir.load_queue(q, own_rights="no"),
+        "own_rights",
+    ),
+    (
+        lambda q: __import__("sim.db.queue_dir").db.queue_dir.load_queue(q, own_rights=1),
+        "own_rights",
+    ),
+    (lambda q: sim.run("baseline", **{"faults.crashes": [{"at": 5}]}), "faults.crashes[0]"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(API_CASES)))
+def test_every_public_function_refuses_a_wrong_type_in_one_line(tmp_path, case):
+    """Issue 35 item 16: a ConfigError naming the argument, one line, before anything starts."""
+    call, name = API_CASES[case]
+    folder = tmp_path / "q"
+    _write_queue(folder, "queries.sql", BLOCK.encode())
+    with pytest.raises(ConfigError) as info:
+        call(folder)
+    assert str(info.value).startswith(name) or f" {name}" in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+NOWHERE = "postgresql://nobody@127.0.0.1:1/x"
+TINY = {"workload.jobs": 3, "horizon": 5}
+API = {  # function: (the call, with the keyword arguments given; the arguments a test spoils)
+    "run": (
+        lambda **k: sim.run("baseline", **{**TINY, **k}),
+        ["backend", "seed", "dsn", "keep_schema", "progress", "sql"],
+    ),
+    "sweep": (
+        lambda **k: sim.sweep("baseline", {"policy.lease_ttl": [20]}, **{**TINY, **k}),
+        ["replications", "seed", "executor", "max_workers", "progress", "metrics", "sql", "dsn"],
+    ),
+    "review": (
+        lambda **k: sim.review("baseline", **{"seeds": [1], "variants": False, **TINY, **k}),
+        ["seeds", "variants", "sql", "dsn"],
+    ),
+    "advise": (
+        lambda **k: sim.advise("sample", **{"verify": False, **k}),
+        [
+            "column",
+            "unit",
+            "pause_rate",
+            "crash_rate",
+            "restart_delay",
+            "db_stall_rate",
+            "db_stall_duration",
+            "target_false_expiry",
+            "target_per_day",
+            "prefer",
+            "poll_interval",
+            "workers",
+            "arrival_rate",
+            "claim_takes_expired",
+            "statement_latency",
+            "candidates",
+            "margin",
+            "recovery_tolerance",
+            "heartbeats_per_ttl",
+            "max_db_load",
+            "min_ttl",
+            "verify",
+            "replications",
+            "evidence_jobs",
+            "seed",
+            "executor",
+            "progress",
+            "pause_duration",
+            "heartbeat_delay",
+        ],
+    ),
+    "live": (
+        lambda **k: sim.live("baseline", **{"duration": 1, "dsn": NOWHERE, **k}),
+        ["duration", "time_scale", "dsn", "seed", "folder", "sql"],
+    ),
+    "compare_peers": (
+        lambda **k: sim.compare_peers(**{"names": ["river"], "seeds": [1], **TINY, **k}),
+        ["names", "seeds", "confidence", "executor"],
+    ),
+    "load_queue": (
+        lambda **k: __import__("sim.db.queue_dir").db.queue_dir.load_queue(
+            **{"path": Path(__file__).parents[2] / "examples" / "queues" / "seed", **k}
+        ),
+        ["path", "own_rights"],
+    ),
+}
+never_valid = st.sampled_from([object(), 1 + 2j, b"\x00x", Ellipsis])
+api_cases = st.sampled_from(sorted(API)).flatmap(
+    lambda f: st.tuples(st.just(f), st.sampled_from(API[f][1]), never_valid)
+)
+
+
+@pytest.mark.timeout(300)
+@settings(SETTINGS, max_examples=150)
+@given(api_cases)
+def test_every_public_argument_of_a_wrong_type_is_one_line_naming_it(case):
+    """Issue 35 item 16, generated: whatever public function and argument, a value of a type it
+    can never take is a ConfigError in one line that names the argument, before anything runs."""
+    function, argument, value = case
+    call, _ = API[function]
+    with pytest.raises(ConfigError) as info:
+        call(**{argument: value})
+    message = str(info.value)
+    named = {argument, argument.replace("_", "-"), "sql" if argument == "path" else argument}
+    assert any(name in message.split(":")[0] for name in named), (function, argument, message)
+    assert "\n" not in message
+
+
+def test_a_crash_with_neither_worker_nor_job_says_so():
+    with pytest.raises(ConfigError) as info:
+        sim.run("baseline", **{"faults.crashes": [{"at": 5}]})
+    assert "not both" not in str(info.value) and "one of them" in str(info.value)

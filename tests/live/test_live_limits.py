@@ -22,7 +22,7 @@ SLEEPY_HEARTBEAT = (
     "AND lease_owner = %(owner)s AND attempts = %(attempt)s AND pg_sleep(1000000) IS NOT NULL "
     "RETURNING id, lease_until\n"
 )
-TIMEOUT_OFF_THEN_SLEEP = (
+TIMEOUT_OFF_THEN_SLEEP_ALWAYS = (
     "-- name: select_candidates\n-- read, and turn the session's time limit off\n"
     "-- params: now time, take_expired bool, max_attempts int, limit int\n"
     "SELECT id FROM payment_jobs, set_config('statement_timeout', '0', false) AS off "
@@ -34,6 +34,14 @@ TIMEOUT_OFF_THEN_SLEEP = (
     "lease_until = %(lease_until)s, attempts = attempts + 1 WHERE id = %(id)s "
     "AND attempts < %(max_attempts)s AND (status = 'Pending' OR lease_until < %(now)s) "
     "AND pg_sleep(1000000) IS NOT NULL RETURNING id, attempts\n"
+)
+
+# ... the claim sleeps only once another job's claim committed: not in the time-scale guard's
+# probe (its cycles roll back), so the run starts and its watch of statements ends it
+TIMEOUT_OFF_THEN_SLEEP = TIMEOUT_OFF_THEN_SLEEP_ALWAYS.replace(
+    "pg_sleep(1000000) IS NOT NULL",
+    "(SELECT pg_sleep(CASE WHEN EXISTS (SELECT FROM payment_jobs WHERE status = 'Processing') "
+    "THEN 1000000 ELSE 0 END)) IS NOT NULL",
 )
 
 
@@ -76,3 +84,49 @@ def test_a_live_statement_past_the_limit_stops_the_run_in_one_line(
     assert says in line, line
     assert _children() == [] and _leftover_backends(pg_dsn) == []
     assert Path(tmp_path).exists()  # the user's queue directory is untouched
+
+
+HANGING_CLAIM = TIMEOUT_OFF_THEN_SLEEP_ALWAYS.replace(
+    "FROM payment_jobs, set_config('statement_timeout', '0', false) AS off", "FROM payment_jobs"
+).replace("pg_sleep(1000000) IS NOT NULL", "(SELECT pg_sleep(20)) IS NOT NULL")
+# ... only once a claim has committed: the guard's probe cycles (rolled back) never see one
+HANGING_LATER = HANGING_CLAIM.replace(
+    "(SELECT pg_sleep(20))",
+    "(SELECT pg_sleep(CASE WHEN EXISTS (SELECT FROM payment_jobs "
+    "WHERE status IN ('Processing', 'Completed')) "
+    "THEN 20 ELSE 0 END))",
+)
+
+
+@pytest.mark.timeout(240)
+def test_a_live_run_ending_with_statements_in_flight_is_inconclusive(
+    monkeypatch, tmp_path, capsys, pg_dsn
+):
+    """Issue 35 item 9: a run shorter than the statement limit, whose claim hangs, does not say
+    'all hold': it is inconclusive, says which statements were still running, and exits 1."""
+    from tests.live.test_live_run import _children
+
+    monkeypatch.setenv(STATEMENT_TIMEOUT_ENV, "30")
+    (tmp_path / "queries.sql").write_text(HANGING_LATER)
+    argv = ["live", "crash-recovery", "--duration", "4", "--time-scale", "0.1", "--dsn", pg_dsn]
+    assert main([*argv, "--sql", str(tmp_path), "--set", "faults.crash_rate=0"]) == 1
+    out = capsys.readouterr().out
+    assert "inconclusive: w" in out and "was still running at the end" in out, out
+    assert "the live run is inconclusive" in out
+    assert _children() == [] and _leftover_backends(pg_dsn) == []
+
+
+@pytest.mark.timeout(240)
+def test_the_time_scale_guard_times_a_claim_that_hangs(monkeypatch, tmp_path, capsys, pg_dsn):
+    """Issue 35 item 9: the guard plays the claim on the loaded table; a claim that hangs is timed
+    as far as it got (not left out because it never finished) and the scale is refused."""
+    from tests.live.test_live_run import _children
+
+    monkeypatch.setenv(STATEMENT_TIMEOUT_ENV, "30")
+    (tmp_path / "queries.sql").write_text(HANGING_CLAIM.replace("pg_sleep(20)", "pg_sleep(3)"))
+    argv = ["live", "crash-recovery", "--duration", "60", "--time-scale", "0.1", "--dsn", pg_dsn]
+    assert main([*argv, "--sql", str(tmp_path), "--set", "faults.crash_rate=0"]) == 2
+    line = one_error_line(capsys)
+    assert "claim_conditional" in line and "--time-scale" in line, line
+    assert "statement time limit" not in line  # the guard's verdict, from its own figures
+    assert _children() == [] and _leftover_backends(pg_dsn) == []

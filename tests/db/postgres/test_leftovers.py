@@ -29,16 +29,10 @@ LONG_RUN = ["--set", "horizon=100000", "--set", "workload.jobs=100000", "--set",
 
 def marked_by(admin, pid: int) -> list[tuple[str, str]]:
     """(kind, name) of the schemas and roles marked as made by process `pid`."""
-    rows = admin.execute(
-        "SELECT 'schema', nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace "
-        "WHERE nspname LIKE 'leaselab%' UNION ALL "
-        "SELECT 'role', rolname, shobj_description(oid, 'pg_authid') FROM pg_roles "
-        "WHERE rolname LIKE 'leaselab%'"
-    ).fetchall()
     return sorted(
-        (kind, name)
-        for kind, name, text in rows
-        if (leftovers._parse(text) or {}).get("pid") == pid
+        (kind.lower(), name)
+        for kind, name, mark in leftovers.marks(admin)
+        if (mark or {}).get("pid") == pid
     )
 
 
