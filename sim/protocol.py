@@ -28,6 +28,8 @@ StatementError (the server refused a statement), and the driver's own (a crash) 
 
 from __future__ import annotations
 
+import math
+
 from sim.db.base import to_micros
 from sim.db.errors import DbUnavailable, StatementError
 
@@ -100,6 +102,7 @@ class WorkerProtocol:
         hb_loss,
         release_loss=None,
         lease=Lease,
+        scripted_delay=None,
     ):
         policy = scenario.policy
         self.name = name
@@ -113,6 +116,9 @@ class WorkerProtocol:
         self.idempotency_key = policy.idempotency_key
         self.background = policy.completion == "background"  # the effect commits before completion
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
+        # scripted heartbeat faults (sim.pinned.HeartbeatFault): the extra delay of a heartbeat
+        # sent now, inf when it is lost; None: none scripted
+        self.scripted_delay = scripted_delay
         self.release_loss = scenario.faults.release_loss
         if self.release_loss and release_loss is None:
             raise ValueError("faults.release_loss > 0 needs the worker's release_loss stream")
@@ -414,10 +420,11 @@ class WorkerProtocol:
         False: stop (the job is done, or the lease is gone)."""
         name, job, attempt = self.name, lease.job, lease.attempt
         loss = self.heartbeat_loss
-        if loss and self.hb_loss.random() < loss:
+        scripted = self.scripted_delay() if self.scripted_delay is not None else 0.0
+        if scripted == math.inf or (loss and self.hb_loss.random() < loss):
             yield (RECORD, "heartbeat_lost", name, job, attempt, None)
             return True
-        delay = self.hb_delay()
+        delay = self.hb_delay() + scripted
         if delay:
             yield (DELAY, delay)
         step = lease.renewal
