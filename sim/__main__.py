@@ -1,5 +1,5 @@
 """The Lease Lab command line, `python -m sim COMMAND` (also `leaselab`): list, show, run, live,
-demo, advise, review, sweep. It parses and prints; the library checks, runs and writes files.
+demo, advise, review, sweep, hunt. It parses and prints; the library checks, runs and writes files.
 
 Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one `error:` line),
 3 Lease Lab itself failed (its traceback). No message shows a password from a DSN it could know.
@@ -41,6 +41,15 @@ ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
     ("--replications", int, 4, "N", "runs per TTL in the evidence sweep"),
     ("--seed", int, 0, "N", "seed of the evidence sweep"),
 )
+HUNT_OPTIONS = (  # flag, type, default, help
+    ("--time", float, 60.0, "seconds of search (default 60; shrinking and replays come after)"),
+    ("--workers", int, 2, "at most this many workers in a schedule (default 2)"),
+    ("--jobs", int, 2, "at most this many jobs (default 2)"),
+    ("--max-faults", int, 3, "at most this many faults (default 3)"),
+    ("--seed", int, 0, "seed of the search (default 0)"),
+    ("--parallel", int, 1, "processes searching on this machine (default 1)"),
+    ("--schedules", int, None, "stop after this many schedules (default: when time is up)"),
+)
 PREFER = "how the choice weighs recovery against risk; the advice states the rule (balanced)"
 COMMANDS = {  # name: what it does (python -m sim --help)
     "list": "the named scenarios, one line each",
@@ -52,6 +61,7 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
     # argparse formats help text with %: %% prints one
     "sweep": "run a grid of settings x replications; print means with 95%% intervals",
+    "hunt": "search fault schedules for the shortest timeline that breaks an invariant",
 }
 SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
@@ -69,7 +79,7 @@ AS = "also answer in that queue's own settings and units (bullmq, temporal, cele
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print the usage and exit; we want one line
         if "COMMAND" in message:
-            message += " (list, show, run, live, demo, advise, review or sweep; see --help)"
+            message += " (list, show, run, live, demo, advise, review, sweep or hunt; see --help)"
         raise ConfigError(message)
 
 
@@ -167,6 +177,17 @@ def _build_parser() -> argparse.ArgumentParser:
     _flag(p, "--serial", "run in this process instead of a process pool")
     _sql(p, dsn=True)
     _out(p, "runs.csv, aggregate.csv and sweep.parquet (SweepResult.load reads it)")
+
+    p = _scenario(sub.add_parser("hunt", help=COMMANDS["hunt"]), cmd_hunt)
+    for flag, kind, default, text in HUNT_OPTIONS:
+        p.add_argument(flag, type=kind, default=default, metavar=flag[2:].upper(), help=text)
+    p.add_argument("--invariant", action="append", metavar="NAME", help="hunt this one (repeat)")
+    p.add_argument("--fault", action="append", metavar="KIND", help="only these kinds (repeat)")
+    _flag(p, "--exhaustive", "walk the bounded grid alone; a certificate if it ends clean")
+    _flag(p, "--no-postgres", "do not replay the findings on PostgreSQL")
+    p.add_argument("--dask", metavar="ADDRESS", help="search on this Dask scheduler's workers")
+    _sql(p, dsn=True)
+    _out(p, "per invariant NAME.toml, .txt, .png, test_NAME.py; hunt.txt", report="timelines")
     return parser
 
 
@@ -343,6 +364,12 @@ def cmd_sweep(args) -> int:
     print(result)
     _save(args, result.save)
     return 0
+
+
+def cmd_hunt(args) -> int:
+    from sim.hunt.cli import hunt_command
+
+    return hunt_command(args, parse_assignments(args.set), _check_files, _save)
 
 
 def _check_files(args) -> None:

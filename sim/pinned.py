@@ -142,3 +142,14 @@ def rules(scenario) -> tuple[list[tuple[bool, str, str]], dict[str, float]]:
         ),
     ]
     return out, times
+
+
+def recovery_deadline(stalls, start: float, allowance: float) -> float:
+    """start + allowance, pushed back by the time the database stalled in between: while it
+    answers no one nothing can recover a job, so a recovery allowance counts time it answers."""
+    end = start + allowance
+    for stall in sorted(stalls, key=lambda s: s.at):
+        overlap = min(stall.at + stall.duration, end) - max(stall.at, start)
+        if overlap > 0:
+            end += overlap
+    return end

@@ -22,6 +22,7 @@ from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.errors import ConfigError
 from sim.invariants import Report, check
 from sim.model.events import STATUS_MOVES, EventLog, LogArrays
+from sim.pinned import recovery_deadline
 from sim.scenario import Scenario, dumps, recovery_allowance
 
 TERMINAL = ("Completed", "Dead")
@@ -170,10 +171,33 @@ _CRASHES = ("crash", "drop", "release_lost")
 
 
 def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd.DataFrame:
+    rows = lease_rows(log, scenario.horizon, skews, clocks)
+    columns = [
+        "job",
+        "worker",
+        "attempt",
+        "start",
+        "end",
+        "end_reason",
+        "until",
+        "heartbeats",
+        "released_at",
+        "outcome",
+        "lapsed",
+        "revoked_at",
+        "revoked_by",
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
+    return frame
+
+
+def lease_rows(log, horizon: float, skews: dict[str, float], clocks=None) -> list[dict]:
+    """One dict per lease, in claim order, with the columns of Run.leases (but false_expiry): the
+    frame's rows, for a caller that reads a few small runs' leases many times (sim.hunt)."""
     open_by_job: dict[int, list[dict]] = {}
     held_by_worker: dict[str, dict[int, dict]] = {}  # worker -> job -> lease (prefetch: several)
     rows: list[dict] = []
-    horizon = scenario.horizon
 
     def release(lease, t, outcome):
         lease["released_at"] = t
@@ -260,24 +284,7 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
         else:
             end, reason = released, "completed" if lease["outcome"] == "completed" else "released"
         lease["end"], lease["end_reason"] = end, reason
-    columns = [
-        "job",
-        "worker",
-        "attempt",
-        "start",
-        "end",
-        "end_reason",
-        "until",
-        "heartbeats",
-        "released_at",
-        "outcome",
-        "lapsed",
-        "revoked_at",
-        "revoked_by",
-    ]
-    frame = pd.DataFrame(rows, columns=columns)
-    frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
-    return frame
+    return rows
 
 
 def _recoveries(log) -> pd.DataFrame:
@@ -385,6 +392,9 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     )
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
+    stalls = run.scenario.faults.db_stalls  # a stalled database recovers nothing meanwhile
+    if stalls:
+        due = np.array([recovery_deadline(stalls, t - allowance, allowance) for t in due])
     backoff = run.scenario.policy.retry_backoff
     if backoff:
         events = run.events

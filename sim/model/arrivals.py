@@ -20,8 +20,11 @@ class Arrivals:
     two or more statements arrived together (PCT's change points are numbered by them). With
     `sent` set to a list, every arrival is recorded there as (time, client, query)."""
 
-    def __init__(self, env: simpy.Environment, stalls=(), order=None, changes=()):
+    def __init__(self, env: simpy.Environment, stalls=(), order=None, changes=(), latency=None):
         self.env = env
+        # with a constant latency > 0 a statement arriving now was sent earlier, so one that finds
+        # nothing else scheduled at this instant is alone in it and goes straight through
+        self.alone_ok = latency is not None and latency.kind == "constant" and latency.value > 0
         self.stalls = (
             OutageCalendar([(s.at, s.at + s.duration) for s in stalls]) if stalls else None
         )
@@ -39,7 +42,8 @@ class Arrivals:
         order = pinned.order if pinned is not None else None
         if not stalls and order is None:
             return None
-        return cls(env, stalls, order, pinned.order_changes if pinned is not None else ())
+        changes = pinned.order_changes if pinned is not None else ()
+        return cls(env, stalls, order, changes, scenario.workload.statement_latency)
 
     def reach(self, client: str, query: str):
         """Generator: `client`'s statement (or COMMIT, ROLLBACK) reaches the database: it waits
@@ -51,7 +55,7 @@ class Arrivals:
                 yield env.timeout(end - env.now)
         if self.sent is not None:
             self.sent.append((env.now, client, query))
-        if not self.ordered:
+        if not self.ordered or (self.alone_ok and not self._batch and env.peek() > env.now):
             return
         turn = env.event()
         batch = self._batch
