@@ -14,6 +14,7 @@ import textwrap
 import warnings
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from sim import __version__
 from sim.cli_messages import dsns_in, failed, interrupted, show_warning, silence_stdout
@@ -71,6 +72,7 @@ OWN_RIGHTS = (
 )
 GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatable"
 TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
+HUNT = "also hunt this many seconds for the shortest bad timelines (in the report)"
 SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
 COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
 AS = "also answer in that queue's own settings and units (bullmq, temporal, celery-redis, ...)"
@@ -167,6 +169,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = _scenario(sub.add_parser("review", help=COMMANDS["review"]), cmd_review)
     p.add_argument("--seeds", type=int, default=3, metavar="N", help=SEEDS)
     _flag(p, "--no-variants", "judge on the scenario's own runs only")
+    p.add_argument("--hunt", type=float, default=0.0, metavar="SECONDS", help=HUNT)
     _sql(p, dsn=True)
     _out(p, "review.csv, review.txt and review.png", report="settings, verdicts, timeline")
 
@@ -344,8 +347,15 @@ def cmd_review(args) -> int:
         **overrides,
     )
     print(result)
+    hunted = None
+    if args.hunt:
+        from sim.hunt import hunt
+
+        options: dict[str, Any] = {**overrides, "sql": args.sql, "dsn": args.dsn}
+        hunted = hunt(args.scenario, time=args.hunt, postgres=False, **options)
+        print(f"\n{hunted}")
     if args.report is not None:
-        print(f"wrote {result.save_report(args.report)}")
+        print(f"wrote {result.save_report(args.report, hunt=hunted)}")
     _save(args, result.save)
     return 0
 

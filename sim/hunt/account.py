@@ -120,7 +120,10 @@ def breaking(events: list, scenario, invariant: str) -> set[int]:
         if kind == "claim":
             if invariant == "attempts_beyond_max" and attempt > cap:
                 marks.add(i)
-            if invariant == "attempts_not_incremented" and attempt != latest.get(job, (0, 0))[1] + 1:
+            if (
+                invariant == "attempts_not_incremented"
+                and attempt != latest.get(job, (0, 0))[1] + 1
+            ):
                 marks.add(i)
             latest[job] = (worker, attempt)
             final.pop(job, None)
@@ -145,10 +148,15 @@ def breaking(events: list, scenario, invariant: str) -> set[int]:
                 final[job] = new
             elif kind != "claim":
                 final.pop(job, None)
-        if invariant in ("lost_job", "stuck_processing") and job in stuck and kind in (
-            "crash",
-            "abandon",
-            "claim",
+        if (
+            invariant in ("lost_job", "stuck_processing")
+            and job in stuck
+            and kind
+            in (
+                "crash",
+                "abandon",
+                "claim",
+            )
         ):
             marks.add(i)
     return marks

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from sim import files
 from sim.errors import ConfigError
-from sim.hunt.certificate import Certificate, grid_lines
-from sim.hunt.grid import grid
+from sim.hunt.certificate import GRID_RULE, Certificate
+from sim.hunt.grid import Grid
 from sim.hunt.handback import Finding, hand_back
 from sim.hunt.runner import execute, replay
 from sim.hunt.search import Coverage, Found, search
@@ -28,7 +28,8 @@ from sim.hunt.shrink import shrink
 from sim.hunt.space import Schedule, Scope, make_scope
 from sim.scenario import INVARIANTS, as_scenario
 
-SCREEN_SHARE = 1 / 3  # of a --sql hunt's time: the simulated database screens candidates first
+SCREEN_SHARE, SCREEN_MAX = 1 / 3, 10.0  # a --sql hunt's screen on the simulated database: of its
+# time, at most this share and this many seconds
 MAX_SECONDS = 7 * 24 * 3600.0
 
 
@@ -49,8 +50,10 @@ class HuntResult:
 
     @property
     def where(self) -> str:
-        return "PostgreSQL (the queue's own SQL)" if self.scope.sql is not None else (
-            "the simulated database"
+        return (
+            "PostgreSQL (the queue's own SQL)"
+            if self.scope.sql is not None
+            else ("the simulated database")
         )
 
     @property
@@ -165,6 +168,7 @@ def hunt(
     `parallel`: local processes; `executor`: any concurrent.futures Executor (a Dask client's).
     `postgres`: replay each finding on PostgreSQL too. Shrinking gets `shrink_time` seconds per
     finding (default: half of `time`, at most 30)."""
+    began = clock.perf_counter()
     source = str(scenario) if not hasattr(scenario, "name") else scenario.name
     scenario = as_scenario(scenario)
     _check_options(time, parallel, seed, schedules, shrink_time, executor)
@@ -191,20 +195,26 @@ def hunt(
     if queue is not None:
         queue.require(scope.base)
     memory = dataclasses.replace(scope, sql=None)  # the grid's anchors; a --sql hunt's screen
-    parts = grid(memory)
     shrink_time = min(30.0, time / 2) if shrink_time is None else shrink_time
     options = dict(exhaustive=exhaustive, executor=executor, workers=parallel, progress=progress)
     screen, lead = None, []
     if queue is not None:
         found, screen = search(
-            memory, parts, seed=seed, seconds=time * SCREEN_SHARE, schedules=schedules, **options
+            memory,
+            Grid(memory),
+            seed=seed,
+            seconds=min(time * SCREEN_SHARE, SCREEN_MAX),
+            schedules=schedules,
+            began=began,
+            **options,
         )
         for f in sorted(found.values(), key=lambda f: f.number):
             best, _ = shrink(f.schedule, _breaks(memory, f.invariant), memory, seconds=2.0)
             lead += [("screen", best), ("screen", f.schedule)]
         time -= screen.seconds
+    grid = Grid(memory)
     found, coverage = search(
-        scope, parts, seed=seed, seconds=time, schedules=schedules, lead=lead, **options
+        scope, grid, seed=seed, seconds=time, schedules=schedules, lead=lead, began=began, **options
     )
     findings = {}
     for name in sorted(found, key=INVARIANTS.index):
@@ -213,12 +223,13 @@ def hunt(
             findings[name] = finding
     certificate = None
     if exhaustive and not findings:
+        total = coverage.grid_total if coverage.stopped == "exhausted" else None
         certificate = Certificate(
             coverage.grid_checked,
-            coverage.grid_total,
+            total,
             scope.invariants,
             tuple(scope.lines()),
-            grid_lines(parts, scope.max_faults),
+            (*GRID_RULE, *grid.lines()),
             "PostgreSQL (the queue's own SQL)" if queue is not None else "the simulated database",
         )
     return HuntResult(source, scope, seed, exhaustive, findings, coverage, certificate, screen)
@@ -233,13 +244,11 @@ def _breaks(scope: Scope, invariant: str):
 def _finish(scope: Scope, found: Found, seconds: float, postgres: bool) -> Finding | None:
     """Shrink, confirm with sim.check on a replay (falling back to the schedule as found if the
     shrunk one does not confirm), and hand back."""
-    start = clock.perf_counter()
     best, steps = shrink(found.schedule, _breaks(scope, found.invariant), scope, seconds=seconds)
     for schedule, shrinking in ((best, steps), (found.schedule, [])):
         confirmed = replay(scope, schedule)
         if found.invariant in confirmed.broken:
             return hand_back(scope, found, schedule, shrinking, confirmed, postgres=postgres)
-    del start
     return None  # the screen and sim.check disagree: tests/hunt/test_verdict.py guards this
 
 
@@ -254,7 +263,9 @@ def _invariants(invariant) -> tuple[str, ...] | None:
 
 def _check_options(time, parallel, seed, schedules, shrink_time, executor) -> None:
     def number(value) -> bool:
-        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
 
     def whole(value) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)

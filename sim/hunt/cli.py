@@ -41,7 +41,9 @@ def _dask(address: str):
     try:
         from distributed import Client
     except ImportError:
-        raise ConfigError("--dask: needs the distributed package (pip install 'dask[distributed]')") from None
+        raise ConfigError(
+            "--dask: needs the distributed package (pip install 'dask[distributed]')"
+        ) from None
     try:
         client = Client(address, timeout=10)
     except OSError as exc:

@@ -1,68 +1,92 @@
-"""The bounded exhaustive space: a finite grid of schedules read off the fault-free runs of the
-scope, and the instants (anchors) faults are placed at.
+"""The bounded exhaustive space: a finite tree of schedules grown from the scope's runs.
 
-For each configuration (workers <= W, jobs <= J, workers polling first together or staggered, and
-which worker goes first when statements tie) the fault-free run says when each process acts: a
-worker claims, renews, completes; the watcher ticks. An action is a burst of statements one client
-sends close together (a claim's read and write, a completion's transaction). A fault starts just
-before an action (epsilon before its first statement) and, if it lasts, ends just after an action
-of another process or just after a lease's expiry; a crash also strikes just after each statement.
-Those are the policy's own time points (its TTL, heartbeat and watcher phases) as the run meets
-them, plus or minus epsilon (half a statement's latency). Every combination of up to `max_faults`
-such faults is one schedule of the grid.
+The roots are the configurations: every number of workers and jobs up to the scope's, the workers
+polling first together (w0 first when statements tie: workers are interchangeable then) or
+staggered over a poll interval (each worker first at ties in turn). A schedule's children add one
+fault, placed where the schedule's own run (faults so far included) shows a process acting, no
+earlier than its last fault:
+
+- an action is a burst of statements one client sends close together (a claim's read and write,
+  a completion's transaction, a heartbeat, a watcher tick that moved a job); idle polls are not;
+- a crash of worker w strikes epsilon before or after one of w's statements;
+- a window of worker w (a pause, a partition, lost or late heartbeats) starts epsilon before one
+  of w's actions or epsilon after it claims a job, and ends epsilon after something another
+  process does while the window lasts, or after a lease expires (read off a run in which the
+  window never ends); a database stall starts before any worker's action and ends the same way;
+- a crash point (after the PSP call, after the dedup marker) and, with worker clocks, a clock step
+  of a TTL either way at one of w's statements, or a drift.
+
+Epsilon is half a statement's latency: the policy's own time points (its TTL, heartbeat and
+watcher phases) as the runs meet them, plus or minus epsilon. The tree is walked a level (a number
+of faults) at a time, so a search that is cut off has checked every schedule with fewer faults.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.hunt.runner import execute
 from sim.hunt.space import Fault, Schedule, Scope
 
-CLAIM_READS = frozenset({"select_candidates", "claim_skip_locked", "lock_next_candidate", "claim_batch"})
-WINDOW_KINDS = ("pause", "partition", "heartbeat_loss", "heartbeat_delay")  # and db_stall
+CLAIM_READS = frozenset(
+    {"select_candidates", "claim_skip_locked", "lock_next_candidate", "claim_batch"}
+)
+WINDOW_KINDS = ("pause", "partition", "heartbeat_loss", "heartbeat_delay")
 
 
 @dataclass(frozen=True)
 class Action:
-    """A burst of statements one client sent: when it sent the first and the last of them."""
+    """A burst of statements one client sent: its send instants."""
 
     client: str
-    first: float
-    last: float
     sends: tuple[float, ...]
+
+    @property
+    def first(self) -> float:
+        return self.sends[0]
+
+    @property
+    def last(self) -> float:
+        return self.sends[-1]
+
+    @property
+    def worker(self) -> int | None:
+        """The worker index of the client (w0, w0/hb, w0.1 ...), or None (watcher, producer)."""
+        name = self.client.split("/")[0].split(".")[0]
+        return int(name[1:]) if name[:1] == "w" and name[1:].isdigit() else None
 
 
 @dataclass(frozen=True)
 class Anchors:
-    """Where a configuration's faults go: starts (epsilon before an action: (acting client,
-    instant)), crash instants (also epsilon after each statement), and ends ((client, instant):
-    epsilon after an action, client '' for a lease's expiry)."""
+    """What a run showed: its actions, each worker's claim instants, lease expiries, ties."""
 
-    starts: tuple[tuple[str, float], ...]
-    crashes: tuple[float, ...]
-    ends: tuple[tuple[str, float], ...]
+    actions: tuple[Action, ...]
+    claims: tuple[tuple[int, float], ...]  # (worker, when its claim returned)
+    expiries: tuple[float, ...]
     ties: int
 
-    def ends_after(self, worker: int | None, start: float) -> list[float]:
-        """Window ends after `start`: just after an action of a process other than worker
-        `worker` (None: any), or just after a lease's expiry."""
-        own = f"w{worker}" if worker is not None else None
-        return sorted(
-            {t for who, t in self.ends if t > start and (not who or who.split("/")[0] != own)}
-        )
+    def ends_after(self, worker: int | None, start: float, eps: float) -> list[float]:
+        """Window ends: epsilon after an action of a process other than `worker` (None: any),
+        or after a lease's expiry, later than `start`."""
+        ends = {a.last + eps for a in self.actions if a.worker is None or a.worker != worker}
+        ends |= {t + eps for t in self.expiries}
+        return sorted(round(t, 9) for t in ends if t > start)
 
 
 def actions(sent, events, latency: float, gap: float) -> list[Action]:
-    """The statements a run sent, grouped into actions; idle polls (a claim that found nothing)
-    are not actions."""
+    """The statements a run sent, grouped into actions; idle polls and watcher ticks that moved
+    nothing are not actions."""
     idle = {(t, worker) for t, kind, worker, *_ in events if kind == "idle"}
+    quiet_ticks = {
+        t for t, kind, _w, _j, _a, moved in events if kind == "watcher_tick" and not moved
+    }
     by_client: dict[str, list[float]] = {}
     for t, client, query in sent:
         if query in CLAIM_READS and (t, client) in idle:
+            continue
+        if client == "watcher" and t in quiet_ticks:
             continue
         by_client.setdefault(client, []).append(t - latency)
     out = []
@@ -70,133 +94,147 @@ def actions(sent, events, latency: float, gap: float) -> list[Action]:
         burst: list[float] = []
         for s in sorted(sends):
             if burst and s - burst[-1] > 2 * latency + gap + 1e-9:
-                out.append(Action(client, burst[0], burst[-1], tuple(burst)))
+                out.append(Action(client, tuple(burst)))
                 burst = []
             burst.append(s)
         if burst:
-            out.append(Action(client, burst[0], burst[-1], tuple(burst)))
+            out.append(Action(client, tuple(burst)))
     return sorted(out, key=lambda a: (a.first, a.client))
 
 
 def anchors(scope: Scope, schedule: Schedule) -> Anchors:
-    """Run the schedule to its horizon and read its anchors."""
+    """Run the schedule to its horizon and read where faults may go."""
     outcome = execute(scope, schedule, record=True)
     p = scope.base.policy
-    eps, horizon = scope.epsilon, schedule.horizon
     gap = p.select_to_update_gap + (schedule.watcher_gap or p.watcher_gap)
-    acts = actions(outcome.sent or [], outcome.events or [], scope.latency, gap)
-    starts = sorted({(a.client, _r(a.first - eps)) for a in acts if a.first - eps > 0})
-    crashes = sorted(
-        {_r(s + d) for a in acts for s in a.sends for d in (-eps, eps) if 0 < s + d < horizon}
+    events = outcome.events or []
+    acts = actions(outcome.sent or [], events, scope.latency, gap)
+    claims = tuple((int(w[1:].split(".")[0]), t) for t, kind, w, *_ in events if kind == "claim")
+    expiries = tuple(
+        sorted({until for _t, kind, *_, until in events if kind in ("claim", "heartbeat")})
     )
-    ends = {(a.client, _r(a.last + eps)) for a in acts}
-    for _t, kind, _worker, _job, _attempt, until in outcome.events or []:
-        if kind in ("claim", "heartbeat") and isinstance(until, float):
-            ends.add(("", _r(until + eps)))
-    ends = {(who, t) for who, t in ends if t < horizon}
-    return Anchors(tuple(starts), tuple(crashes), tuple(sorted(ends)), outcome.ties)
+    return Anchors(tuple(acts), claims, expiries, outcome.ties)
 
 
 def _r(t: float) -> float:
     return round(t, 9)  # one instant, however it was reached
 
 
-# ---- the configurations and their single faults -----------------------------------------------
+# ---- the tree ------------------------------------------------------------------------------------
 
 
-def configurations(scope: Scope) -> Iterator[Schedule]:
-    """The fault-free schedules of the grid: every size, two phase patterns, each tie order.
-    Workers that poll together are interchangeable, so there only w0 goes first at ties."""
+def configurations(scope: Scope) -> list[Schedule]:
+    """The roots: every size, two phase patterns, each tie order."""
     poll = scope.base.policy.poll_interval
+    out = []
     for workers in range(1, scope.workers + 1):
         for jobs in range(1, scope.jobs + 1):
             base = scope.default(workers, jobs)
-            patterns = [("together", base.phases)]
+            out.append(replace(base, order=("w0",) if workers > 1 else ()))
             if workers > 1:
-                patterns.append(("staggered", tuple(i * poll / workers for i in range(workers))))
-            for name, phases in patterns:
-                leads = range(workers) if name == "staggered" else range(1)
-                for lead in leads:
-                    order = (f"w{lead}",) if workers > 1 else ()
-                    yield Schedule(
-                        workers, jobs, base.horizon, phases, 0.0, base.work, order=order
-                    )
+                phases = tuple(round(i * poll / workers, 9) for i in range(workers))
+                out += [
+                    replace(base, phases=phases, order=(f"w{lead}",)) for lead in range(workers)
+                ]
+    return out
 
 
-def single_faults(scope: Scope, schedule: Schedule, where: Anchors) -> list[Fault]:
-    """Every fault of the grid for one configuration, in a fixed order. A window (a pause, a
-    partition, a stall, heartbeat trouble) that starts at an anchor ends just after something
-    another process does while it lasts, or just after a lease expires: those are read off a run
-    in which the window never ends."""
-    p = scope.base.policy
-    ttl = p.lease_ttl
-    workers = range(schedule.workers)
+def children(scope: Scope, node: Schedule) -> list[Schedule]:
+    """The node with one more fault, anchored on the node's own run."""
+    where = anchors(scope, node)
+    last = max((f.at for f in node.faults), default=0.0)
+    taken = set(node.faults)
+    out = []
+    for fault in _options(scope, node, where, last):
+        if fault not in taken:
+            out.append(replace(node, faults=tuple(sorted((*node.faults, fault)))))
+    return out
+
+
+def _options(scope: Scope, node: Schedule, where: Anchors, last: float) -> list[Fault]:
+    """The faults that may follow the node's last one (at `last` or later)."""
+    eps, kinds, ttl = scope.epsilon, scope.kinds, scope.base.policy.lease_ttl
+    horizon = node.horizon
     out: list[Fault] = []
-    kinds = scope.kinds
-    if "crash" in kinds:
-        out += [Fault("crash", w, t) for w in workers for t in where.crashes]
-    starts = sorted({t for _client, t in where.starts})
-    for kind in (*WINDOW_KINDS, "db_stall"):
-        if kind not in kinds:
-            continue
-        amount = ttl if kind == "heartbeat_delay" else 0.0
-        for w in workers if kind != "db_stall" else (-1,):
-            for start in starts:
-                open_ended = Fault(kind, w, start, schedule.horizon - start, amount)
-                seen = anchors(scope, _with_faults(schedule, (open_ended,)))
-                for end in seen.ends_after(w if w >= 0 else None, start):
-                    out.append(Fault(kind, w, start, _r(end - start), amount))
-    if "clock_step" in kinds:
-        for w in workers:
-            for by in (-ttl, ttl):
-                out += [Fault("clock_step", w, t, 0.0, by) for t in (0.0, *where.crashes)]
-    if "clock_drift" in kinds:
-        drift = min(99_000.0, ttl / schedule.horizon * 1e6)
+    for w in range(node.workers):
+        own = [a for a in where.actions if a.worker == w]
+        sends = sorted({_r(s + d) for a in own for s in a.sends for d in (-eps, eps)})
+        sends = [t for t in sends if max(last, 0) < t < horizon or (t == last and t > 0)]
+        if "crash" in kinds:
+            out += [Fault("crash", w, t) for t in sends]
+        starts = {_r(a.first - eps) for a in own} | {_r(t + eps) for v, t in where.claims if v == w}
+        for kind in WINDOW_KINDS:
+            if kind in kinds:
+                amount = ttl if kind == "heartbeat_delay" else 0.0
+                out += _windows(scope, node, kind, w, _after(starts, last), amount)
+        if "clock_step" in kinds:
+            steps = [0.0, *sends] if not last else sends
+            out += [Fault("clock_step", w, t, 0.0, by) for t in steps for by in (-ttl, ttl)]
+    if "db_stall" in kinds:
+        starts = {_r(a.first - eps) for a in where.actions if a.worker is not None}
+        out += _windows(scope, node, "db_stall", -1, _after(starts, last), 0.0)
+    if "clock_drift" in kinds and not any(f.kind == "clock_drift" for f in node.faults):
+        drift = min(99_000.0, ttl / horizon * 1e6)
         out += [Fault("clock_drift", -1, 0.0, 0.0, d) for d in (-drift, drift)]
     for kind in ("crash_after_psp", "crash_after_marker"):
-        if kind in kinds:
+        if kind in kinds and not last:
             out.append(Fault(kind))
     return list(dict.fromkeys(out))
 
 
-@dataclass
-class GridPart:
-    """One configuration of the grid with its single faults."""
-
-    config: Schedule
-    faults: list[Fault]
-
-    def count(self, max_faults: int) -> int:
-        return sum(math.comb(len(self.faults), k) for k in range(max_faults + 1))
+def _after(starts, last: float) -> list[float]:
+    return sorted(t for t in starts if t > 0 and t >= last)
 
 
-def grid(scope: Scope) -> list[GridPart]:
-    """The grid's configurations with their faults (one fault-free run each)."""
-    parts = []
-    for config in configurations(scope):
-        where = anchors(scope, config)
-        parts.append(GridPart(config, single_faults(scope, config, where)))
-    return parts
+def _windows(scope, node, kind: str, worker: int, starts, amount: float) -> list[Fault]:
+    """Windows of `kind` from each start to each end a run with the window left open shows."""
+    out = []
+    for start in starts:
+        open_ended = Fault(kind, worker, start, node.horizon - start, amount)
+        seen = anchors(scope, replace(node, faults=tuple(sorted((*node.faults, open_ended)))))
+        for end in seen.ends_after(worker if worker >= 0 else None, start, scope.epsilon):
+            if end < node.horizon:
+                out.append(Fault(kind, worker, start, _r(end - start), amount))
+    return out
 
 
-def enumerate_grid(parts: list[GridPart], max_faults: int) -> Iterator[Schedule]:
-    """Every schedule of the grid: fewest faults first, then configuration by configuration."""
-    for k in range(max_faults + 1):
-        for part in parts:
-            for combo in itertools.combinations(part.faults, k):
-                yield _with_faults(part.config, combo)
+class Grid:
+    """The tree walked a level at a time: every schedule with k faults before any with k + 1.
+    `sizes` holds the size of each level grown so far; `complete` how many levels are all
+    known (a search cut off knows the size of those only)."""
 
+    def __init__(self, scope: Scope):
+        self.scope = scope
+        self.roots = configurations(scope)
+        self.sizes: list[int] = []
+        self.deadline: float | None = None  # time.perf_counter() past which it stops growing
+        self.cut = False  # it stopped growing at the deadline: the grid is not all known
 
-def _with_faults(config: Schedule, faults) -> Schedule:
-    return Schedule(
-        config.workers,
-        config.jobs,
-        config.horizon,
-        config.phases,
-        config.watcher_phase,
-        config.work,
-        tuple(faults),
-        config.order,
-        config.changes,
-        config.watcher_gap,
-    )
+    def __iter__(self) -> Iterator[Schedule]:
+        level = self.roots
+        for depth in range(self.scope.max_faults + 1):
+            self.sizes.append(len(level))
+            yield from level
+            if depth == self.scope.max_faults:
+                return
+            grown: list[Schedule] = []
+            seen: set[tuple] = set()
+            for node in level:
+                if self.deadline is not None and time.perf_counter() > self.deadline:
+                    self.cut = True
+                    return
+                for child in children(self.scope, node):
+                    key = (child.workers, child.jobs, child.phases, child.order, child.faults)
+                    if key not in seen:
+                        seen.add(key)
+                        grown.append(child)
+            level = grown
+
+    @property
+    def known(self) -> int:
+        """The schedules of the levels grown so far."""
+        return sum(self.sizes)
+
+    def lines(self) -> list[str]:
+        levels = ", ".join(f"{n:,} with {k} fault(s)" for k, n in enumerate(self.sizes))
+        return [f"{len(self.roots)} configurations; schedules: {levels}"]

@@ -136,9 +136,9 @@ class Finding:
         sql = repr(self.sql)
         what = WHAT.get(self.invariant, self.invariant)
         fix = f"its SQL in {self.sql}" if self.sql else f"its [policy] in {toml_name}"
-        return f'''"""Found by `python -m sim hunt`: the shortest schedule that breaks {self.invariant}
-({what}). This test fails while the queue has the bug and passes once it is fixed (fix the
-queue: {fix}). The schedule is the scenario file beside this test."""
+        return f'''"""Found by `python -m sim hunt`: the shortest schedule that breaks
+{self.invariant} ({what}). This test fails while the queue has the bug and passes once it is
+fixed (fix the queue: {fix}). The schedule is the scenario file beside this test."""
 
 from pathlib import Path
 
@@ -187,7 +187,9 @@ def test_no_{self.invariant}():
         return [toml, text, figure, test]
 
 
-def hand_back(scope: Scope, found: Found, schedule: Schedule, shrinking, confirmed: Replay, *, postgres: bool) -> Finding:
+def hand_back(
+    scope: Scope, found: Found, schedule: Schedule, shrinking, confirmed: Replay, *, postgres: bool
+) -> Finding:
     """A finding's hand-back: the story of its confirmed replay, and (for a hunt on the
     simulated database, when asked) its replay on PostgreSQL."""
     invariant = found.invariant

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sim.db.inspect import final_tables
 from sim.db.memory import MemoryBackend
 from sim.hunt.space import Schedule, Scope
 from sim.hunt.verdict import TERMINAL, broken
 from sim.model.world import build
+
+if TYPE_CHECKING:
+    from sim.invariants import Report
+    from sim.results import Run
 
 # records of every status a worker or the watcher writes (and the effects that go with them)
 _CHANGES = ("claim", "complete", "payload_conflict", "requeue", "release", "deadline", "effect")
@@ -48,14 +53,14 @@ class _Quiet(Exception):
 
 def execute(scope: Scope, schedule: Schedule, *, record: bool = False) -> Outcome:
     """Run `schedule` on the simulated database; `record` keeps what reached the database and
-    the event records, and runs to the horizon (the grid reads its anchors from them)."""
+    the event records (the grid reads its anchors from them; nothing follows a settled run)."""
     scenario = scope.fast_scenario(schedule)
     world = build(scenario, MemoryBackend())
     arrivals = world.arrivals
     if record and arrivals is not None:
         arrivals.sent = []
     env = world.env
-    if _may_stop_early(scenario) and not record:
+    if _may_stop_early(scenario):
         env.process(_monitor(world, schedule))
     try:
         env.run(until=schedule.horizon)
@@ -63,9 +68,7 @@ def execute(scope: Scope, schedule: Schedule, *, record: bool = False) -> Outcom
     except _Quiet:
         stopped = env.now
     events = list(world.log)
-    clocks = {
-        name: w.db.clock for w in world.workers for name in w.names if w.db.clock is not None
-    }
+    clocks = {name: w.db.clock for w in world.workers for name in w.names if w.db.clock is not None}
     found = broken(events, scenario, final_tables(world.backend), clocks)
     wanted = Counter({k: n for k, n in found.items() if k in scope.invariants})
     return Outcome(
@@ -129,15 +132,15 @@ def _changes_if_settled(world, faults_over: float) -> int | None:
     return sum(log.count(kind) for kind in _CHANGES)
 
 
-# ---- authoritative replays --------------------------------------------------------------------
+# ---- authoritative replays -----------------------------------------------------------------------
 
 
 @dataclass
 class Replay:
     """A schedule replayed as `sim run` plays its scenario file, and judged by sim.check."""
 
-    run: object  # sim.results.Run
-    report: object  # sim.invariants.Report
+    run: Run
+    report: Report
     broken: Counter  # violations per invariant (of the scope's invariants)
 
 
@@ -157,7 +160,7 @@ def replay(scope: Scope, schedule: Schedule, *, postgres: bool = False) -> Repla
         finally:
             backend.close()
         if scope.sql is not None:
-            scope.sql.check_jobs_table(result.tables["jobs"])
+            scope.sql.check_jobs_table(result.tables["jobs"])  # a status it does not know
     report = judge(result)
     broken = Counter(v.invariant for v in report.violations if v.invariant in scope.invariants)
     return Replay(result, report, broken)

@@ -40,7 +40,8 @@ class Coverage:
 
     checked: int = 0
     by_strategy: Counter = field(default_factory=Counter)
-    grid_total: int = 0  # schedules in the grid (sim.hunt.grid)
+    grid_total: int = 0  # schedules in the levels of the grid grown so far (sim.hunt.grid)
+    grid_levels: int = 0  # levels grown: every schedule with up to levels - 1 faults is known
     grid_checked: int = 0
     seconds: float = 0.0
     stopped: str = ""  # time, schedules, exhausted, all found, interrupted
@@ -54,7 +55,8 @@ class Coverage:
     def lines(self) -> list[str]:
         strategies = ", ".join(f"{n} {s}" for s, n in sorted(self.by_strategy.items()))
         grid = (
-            f"; grid: {self.grid_checked} of {self.grid_total} ({self.grid_share:.1%})"
+            f"; grid: {self.grid_checked:,} of the {self.grid_total:,} schedules with up to "
+            f"{self.grid_levels - 1} fault(s) ({self.grid_share:.1%})"
             if self.grid_total
             else ""
         )
@@ -75,7 +77,7 @@ def _check_chunk(scope: Scope, schedules: list[Schedule]) -> list[Counter]:
 
 def search(
     scope: Scope,
-    parts,
+    grid,
     *,
     seed: int,
     exhaustive: bool,
@@ -85,13 +87,16 @@ def search(
     workers: int,
     lead=(),
     progress=None,
+    began: float | None = None,
 ) -> tuple[dict[str, Found], Coverage]:
     """Check candidates until a stop; the first schedule that broke each invariant. `lead`:
-    (strategy, schedule) pairs checked before the strategies' own candidates."""
-    coverage = Coverage(grid_total=sum(part.count(scope.max_faults) for part in parts))
+    (strategy, schedule) pairs checked before the strategies' own candidates; `began`: the
+    time.perf_counter() that Found.after counts from (default: now)."""
+    coverage = Coverage()
     found: dict[str, Found] = {}
     start, cpu = time.perf_counter(), time.process_time()
-    stream = itertools.chain(lead, candidates(scope, seed, parts, exhaustive=exhaustive))
+    grid.deadline = start + seconds
+    stream = itertools.chain(lead, candidates(scope, seed, grid, exhaustive=exhaustive))
     limit = schedules if schedules is not None else float("inf")
 
     def record(strategy: str, schedule: Schedule, broken: Counter) -> None:
@@ -102,7 +107,8 @@ def search(
             coverage.grid_checked += 1
         for name in broken:
             if name not in found:
-                found[name] = Found(name, schedule, number, strategy, time.perf_counter() - start)
+                after = time.perf_counter() - (start if began is None else began)
+                found[name] = Found(name, schedule, number, strategy, after)
 
     def stop_reason() -> str:
         if coverage.checked >= limit:
@@ -118,24 +124,27 @@ def search(
             for strategy, schedule in stream:
                 record(strategy, schedule, check(scope, schedule))
                 if progress is not None:
-                    progress(coverage, found)
+                    progress()
                 coverage.stopped = stop_reason()
                 if coverage.stopped:
                     break
             else:
-                coverage.stopped = "exhausted"
+                coverage.stopped = "time" if grid.cut else "exhausted"
         else:
             coverage.stopped = _in_parallel(
-                scope, stream, record, stop_reason, executor, workers, limit, progress, coverage, found
+                scope, grid, stream, record, stop_reason, executor, workers, limit, progress
             )
     except KeyboardInterrupt:
         coverage.stopped = "interrupted"
     coverage.seconds = time.perf_counter() - start
+    coverage.grid_total, coverage.grid_levels = grid.known, len(grid.sizes)
     coverage.cpu_seconds = time.process_time() - cpu
     return found, coverage
 
 
-def _in_parallel(scope, stream, record, stop_reason, executor, workers, limit, progress, coverage, found) -> str:
+def _in_parallel(
+    scope, grid, stream, record, stop_reason, executor, workers, limit, progress
+) -> str:
     """Hand out chunks, at most two per worker in flight, and record them in order."""
     from sim.sweep import _default_pool
 
@@ -154,12 +163,12 @@ def _in_parallel(scope, stream, record, stop_reason, executor, workers, limit, p
                 future = pool.submit(_check_chunk, scope, [s for _, s in chunk])
                 pending.append((chunk, future))
             if not pending:
-                return "exhausted" if handed < limit else "schedules"
+                return ("time" if grid.cut else "exhausted") if handed < limit else "schedules"
             chunk, future = pending.pop(0)
             for (strategy, schedule), broken in zip(chunk, future.result(), strict=True):
                 record(strategy, schedule, broken)
             if progress is not None:
-                progress(coverage, found)
+                progress()
             reason = stop_reason()
             if reason and reason != "schedules":
                 return reason

@@ -78,7 +78,9 @@ def _proposals(s: Schedule, scope: Scope) -> Iterator[tuple[str, Schedule]]:
     if s.order:
         yield "same-instant statements in arrival order", replace(s, order=(), changes=())
     for i, fault in enumerate(s.faults):
-        for value in _down(fault.duration, scope.epsilon, floor=scope.epsilon if fault.duration else 0.0):
+        for value in _down(
+            fault.duration, scope.epsilon, floor=scope.epsilon if fault.duration else 0.0
+        ):
             yield (
                 f"{fault.label()}: lasts {value:.6g} s",
                 _with_fault(s, i, replace(fault, duration=value)),
@@ -101,8 +103,8 @@ def _proposals(s: Schedule, scope: Scope) -> Iterator[tuple[str, Schedule]]:
         yield "the watcher ticks first at 0", replace(s, watcher_phase=0.0)
     if s.watcher_gap is not None:
         yield "the policy's watcher gap", replace(s, watcher_gap=None)
-    for j, work in enumerate(s.work):
-        if work > scope.work:
+    for j, seconds in enumerate(s.work):
+        if seconds > scope.work:
             default = s.work[:j] + (scope.work,) + s.work[j + 1 :]
             yield f"job {j + 1} works {scope.work:.6g} s", replace(s, work=default)
     end = max((f.end for f in s.faults), default=0.0)

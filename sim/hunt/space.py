@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sim.dists import Dist
 from sim.errors import ConfigError
@@ -26,6 +27,9 @@ from sim.scenario import (
     from_dict,
     to_dict,
 )
+
+if TYPE_CHECKING:
+    from sim.db.queue_dir import QueueDefinition
 
 # kind -> (needs a worker, has a duration, what it does), in the order shrinking prefers them
 FAULT_KINDS: dict[str, tuple[bool, bool, str]] = {
@@ -157,7 +161,7 @@ class Scope:
     latency: float
     epsilon: float
     work: float  # a job's processing time unless a schedule says otherwise
-    sql: object = None  # a queue directory (QueueDefinition): its SQL on PostgreSQL
+    sql: QueueDefinition | None = None  # a queue directory: its SQL, on PostgreSQL
     dsn: str | None = None  # the PostgreSQL server of a queue's SQL and of replays
     notes: tuple[str, ...] = field(default=())
 
@@ -254,7 +258,7 @@ def _replace(obj, **changes):
     return new
 
 
-# ---- the scope of a queue -------------------------------------------------------------------------
+# ---- the scope of a queue ------------------------------------------------------------------------
 
 
 def applicable_kinds(scenario: Scenario) -> tuple[str, ...]:
@@ -291,7 +295,9 @@ def make_scope(
         ("max_faults", max_faults, 0, 6),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{name}: expected a whole number from {low} to {high}, got {value!r}")
+            raise ConfigError(
+                f"{name}: expected a whole number from {low} to {high}, got {value!r}"
+            )
     allowed = applicable_kinds(scenario)
     if kinds is None:
         kinds = allowed

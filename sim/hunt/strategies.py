@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sim.hunt.grid import Anchors, anchors, enumerate_grid
+from sim.hunt.grid import Anchors, Grid, anchors
 from sim.hunt.space import FAULT_KINDS, Fault, Schedule, Scope
 
 PCT_DEPTH = 3  # bugs of depth up to 3: two priority change points
@@ -71,7 +71,9 @@ class Sampler:
             watcher_phase = round(float(rng.uniform(0, p.watcher_interval)), 3)
         gap = None
         if p.watcher_gap and rng.random() < 0.3:
-            gap = float(rng.choice([p.watcher_gap * 10, min(p.watcher_gap * 100, p.watcher_interval / 2)]))
+            gap = float(
+                rng.choice([p.watcher_gap * 10, min(p.watcher_gap * 100, p.watcher_interval / 2)])
+            )
         return Schedule(workers, jobs, s.horizon, phases, watcher_phase, work, watcher_gap=gap)
 
     def work_ladder(self) -> list[float]:
@@ -105,26 +107,38 @@ class Sampler:
         if not kinds or not s.max_faults:
             return ()
         count = int(rng.integers(1, s.max_faults + 1))
-        return tuple(sorted(self.fault(rng, str(rng.choice(kinds)), config, where) for _ in range(count)))
+        return tuple(
+            sorted(self.fault(rng, str(rng.choice(kinds)), config, where) for _ in range(count))
+        )
 
     def fault(self, rng, kind: str, config: Schedule, where: Anchors) -> Fault:
         s = self.scope
         horizon = config.horizon
         per_worker, lasts, _ = FAULT_KINDS[kind]
         worker = int(rng.integers(config.workers)) if per_worker else -1
-        points = [t for _c, t in where.starts] + list(where.crashes)
+        eps = s.epsilon
+        points = [a.first - eps for a in where.actions] + [t + eps for _w, t in where.claims]
+        points = [t for t in points if 0 < t < horizon]
         if points and rng.random() < 0.7:
             at = float(rng.choice(points))
         else:
             at = round(float(rng.uniform(0, horizon)), 3)
         p = s.base.policy
         if kind == "clock_step":
-            return Fault(kind, worker, at, 0.0, float(rng.choice([-1, 1])) * p.lease_ttl * float(rng.choice([0.5, 1.0, 2.0])))
+            return Fault(
+                kind,
+                worker,
+                at,
+                0.0,
+                float(rng.choice([-1, 1])) * p.lease_ttl * float(rng.choice([0.5, 1.0, 2.0])),
+            )
         if kind == "clock_drift":
-            return Fault(kind, -1, 0.0, 0.0, float(rng.choice([-1, 1])) * float(rng.choice([1e3, 1e4, 9e4])))
+            return Fault(
+                kind, -1, 0.0, 0.0, float(rng.choice([-1, 1])) * float(rng.choice([1e3, 1e4, 9e4]))
+            )
         if not lasts:
             return Fault(kind, worker, at if per_worker else 0.0)
-        ends = where.ends_after(worker if worker >= 0 else None, at)
+        ends = where.ends_after(worker if worker >= 0 else None, at, eps)
         draw = rng.random()
         if ends and draw < 0.5:
             duration = float(rng.choice(ends)) - at
@@ -153,7 +167,9 @@ class Sampler:
         config = self.config(rng)
         where = self._anchors(config.workers, config.jobs)
         clients = [f"w{i}" for i in range(config.workers)]
-        clients += [f"w{i}/hb" for i in range(config.workers)] if self.scope.base.policy.heartbeat else []
+        clients += (
+            [f"w{i}/hb" for i in range(config.workers)] if self.scope.base.policy.heartbeat else []
+        )
         clients.append("watcher")
         order = tuple(str(c) for c in rng.permutation(clients))
         ties = max(where.ties, 1)
@@ -168,10 +184,12 @@ def _replace(schedule: Schedule, **changes) -> Schedule:
     return Schedule(**fields)
 
 
-def candidates(scope: Scope, seed: int, parts, *, exhaustive: bool) -> Iterator[tuple[str, Schedule]]:
+def candidates(
+    scope: Scope, seed: int, tree: Grid, *, exhaustive: bool
+) -> Iterator[tuple[str, Schedule]]:
     """(strategy, schedule) in search order: the grid alone, or the grid's fault-free
     configurations first, then grid, swarm and PCT candidates in turn."""
-    grid = enumerate_grid(parts, scope.max_faults)
+    grid = iter(tree)
     if exhaustive:
         for schedule in grid:
             yield "grid", schedule
@@ -179,10 +197,10 @@ def candidates(scope: Scope, seed: int, parts, *, exhaustive: bool) -> Iterator[
     sampler = Sampler(scope, seed)
     number = 0
     while True:
-        for _ in range(2 if number else len(parts)):  # the fault-free configurations up front
-            schedule = next(grid, None)
-            if schedule is not None:
-                yield "grid", schedule
+        for _ in range(2 if number else len(tree.roots)):  # the fault-free configurations first
+            step = next(grid, None)
+            if step is not None:
+                yield "grid", step
         yield "swarm", sampler.swarm(number)
         yield "pct", sampler.pct(number)
         number += 1

@@ -19,8 +19,8 @@ from collections import deque
 import simpy
 
 from sim.db.errors import DatabaseError
-from sim.model.driver import CrashPointReached, Driver
 from sim.model import pinned_draws
+from sim.model.driver import CrashPointReached, Driver
 from sim.model.liveness import ProcessLiveness
 from sim.model.session import DbSession
 from sim.protocol import Lease, WorkerProtocol
