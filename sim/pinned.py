@@ -145,11 +145,15 @@ def rules(scenario) -> tuple[list[tuple[bool, str, str]], dict[str, float]]:
 
 
 def recovery_deadline(stalls, start: float, allowance: float) -> float:
-    """start + allowance, pushed back by the time the database stalled in between: while it
-    answers no one nothing can recover a job, so a recovery allowance counts time it answers."""
-    end = start + allowance
+    """When `allowance` seconds of the database answering have passed since `start`: while it
+    stalls nothing can recover a job, so a recovery allowance counts only the time it answers."""
+    t, left = start, allowance
     for stall in sorted(stalls, key=lambda s: s.at):
-        overlap = min(stall.at + stall.duration, end) - max(stall.at, start)
-        if overlap > 0:
-            end += overlap
-    return end
+        end = stall.at + stall.duration
+        if end <= t:
+            continue
+        if stall.at >= t + left:
+            break
+        left -= max(0.0, stall.at - t)
+        t = end
+    return t + left

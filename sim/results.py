@@ -394,7 +394,11 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
     stalls = run.scenario.faults.db_stalls  # a stalled database recovers nothing meanwhile
     if stalls:
-        due = np.array([recovery_deadline(stalls, t - allowance, allowance) for t in due])
+        since = np.where(np.isnan(last_until), jobs["enqueued_at"], last_until)
+        allowed = np.where(np.isnan(last_until), 1.0, allowance)
+        due = np.array(
+            [recovery_deadline(stalls, *pair) for pair in zip(since, allowed, strict=True)]
+        )
     backoff = run.scenario.policy.retry_backoff
     if backoff:
         events = run.events

@@ -103,8 +103,10 @@ class HuntResult:
             },
             "findings": {
                 name: {
-                    "found_after_seconds": round(f.found.after, 3),
-                    "found_at_schedule": f.found.number + 1,
+                    "first_broke_after_seconds": round(f.found.after, 3),
+                    "first_broke_at_schedule": f.found.first + 1,
+                    "schedules_that_broke_it": f.found.seen,
+                    "smallest_at_schedule": f.found.number + 1,
                     "strategy": f.found.strategy,
                     "shrink_steps": len(f.shrinking),
                     "schedule": f.schedule.lines(),

@@ -3,6 +3,8 @@ Exit 1 when an invariant broke, 0 when none did within the scope and the time, 2
 
 from __future__ import annotations
 
+import sys
+
 from sim.errors import ConfigError
 
 
@@ -10,6 +12,11 @@ def hunt_command(args, overrides: dict, check_files, save) -> int:
     from sim.hunt.api import hunt
 
     check_files(args)
+    print(
+        f"hunting {args.scenario} for up to {args.time:g} s (Ctrl-C stops it and reports)",
+        file=sys.stderr,
+        flush=True,
+    )
     executor = _dask(args.dask) if args.dask else None
     result = hunt(
         args.scenario,

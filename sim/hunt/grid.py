@@ -209,6 +209,7 @@ class Grid:
         self.sizes: list[int] = []
         self.deadline: float | None = None  # time.perf_counter() past which it stops growing
         self.cut = False  # it stopped growing at the deadline: the grid is not all known
+        self.done = False  # the walk has ended
 
     def __iter__(self) -> Iterator[Schedule]:
         level = self.roots
@@ -216,12 +217,13 @@ class Grid:
             self.sizes.append(len(level))
             yield from level
             if depth == self.scope.max_faults:
+                self.done = True
                 return
             grown: list[Schedule] = []
             seen: set[tuple] = set()
             for node in level:
                 if self.deadline is not None and time.perf_counter() > self.deadline:
-                    self.cut = True
+                    self.cut = self.done = True
                     return
                 for child in children(self.scope, node):
                     key = (child.workers, child.jobs, child.phases, child.order, child.faults)
@@ -229,6 +231,13 @@ class Grid:
                         seen.add(key)
                         grown.append(child)
             level = grown
+
+    def covered(self, faults: int, checked: int) -> bool:
+        """Are the first `checked` schedules of the walk every one with `faults` faults or fewer
+        (or the whole walk)?"""
+        if len(self.sizes) > faults:
+            return checked >= sum(self.sizes[: faults + 1])
+        return self.done and checked >= self.known
 
     @property
     def known(self) -> int:

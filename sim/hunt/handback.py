@@ -74,7 +74,8 @@ class Finding:
         f = self.found
         out = [
             f"{self.invariant}: {WHAT.get(self.invariant, '')}",
-            f"  found after {f.after:.2f} s (schedule {f.number + 1}, {f.strategy}); shrunk in "
+            f"  first broke {f.after:.2f} s into the hunt (schedule {f.first + 1}); {f.seen} "
+            f"schedule(s) broke it, the smallest (schedule {f.number + 1}, {f.strategy}) shrunk in "
             f"{len(self.shrinking)} steps from {len(f.schedule.faults)} fault(s), "
             f"{f.schedule.workers} worker(s), {f.schedule.jobs} job(s) to:",
             *(f"    {line}" for line in self.schedule.lines()),

@@ -32,8 +32,9 @@ def hunt_section(result, level: int = 2) -> str:
         parts.append(f"<p class='verdict'>{_e(finding.account)}</p>")
         found = finding.found
         parts.append(
-            f"<p class='basis'>found {found.after:.2f} s into the search (schedule "
-            f"{found.number + 1}, {_e(found.strategy)}), shrunk in {len(finding.shrinking)} steps; "
+            f"<p class='basis'>first broke {found.after:.2f} s into the hunt (schedule "
+            f"{found.first + 1}); the smallest breaking schedule ({found.number + 1}, "
+            f"{_e(found.strategy)}) shrunk in {len(finding.shrinking)} steps; "
             f"replay: python -m sim run {_e(finding.invariant)}.toml"
             + (f" --sql {_e(finding.sql)}" if finding.sql else "")
             + "</p>"

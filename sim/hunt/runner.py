@@ -51,16 +51,19 @@ class _Quiet(Exception):
     """Raised by the monitor process: nothing can change any more, stop the run here."""
 
 
-def execute(scope: Scope, schedule: Schedule, *, record: bool = False) -> Outcome:
+def execute(
+    scope: Scope, schedule: Schedule, *, record: bool = False, early: bool = True
+) -> Outcome:
     """Run `schedule` on the simulated database; `record` keeps what reached the database and
-    the event records (the grid reads its anchors from them; nothing follows a settled run)."""
+    the event records (the grid reads its anchors from them; nothing follows a settled run).
+    `early`: stop once settled (False runs to the horizon: what tests compare it with)."""
     scenario = scope.fast_scenario(schedule)
     world = build(scenario, MemoryBackend())
     arrivals = world.arrivals
     if record and arrivals is not None:
         arrivals.sent = []
     env = world.env
-    if _may_stop_early(scenario):
+    if early and _may_stop_early(scenario):
         env.process(_monitor(world, schedule))
     try:
         env.run(until=schedule.horizon)

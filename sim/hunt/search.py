@@ -14,7 +14,7 @@ import concurrent.futures as cf
 import itertools
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sim.hunt.runner import check
 from sim.hunt.space import Schedule, Scope
@@ -25,13 +25,16 @@ CHUNK = 64  # candidates per task handed to a process: enough to hide the hand-o
 
 @dataclass(frozen=True)
 class Found:
-    """The first schedule that broke an invariant, and when the search met it."""
+    """The smallest schedule (Schedule.size) the search saw break an invariant, where it came
+    from, and when the search first saw the invariant break."""
 
     invariant: str
     schedule: Schedule
     number: int  # its place in the candidate order (0-based)
-    strategy: str  # grid, swarm, pct
-    after: float  # seconds into the search
+    strategy: str  # grid, swarm, pct, screen
+    after: float  # seconds into the hunt when the invariant first broke
+    first: int  # the place of the first schedule that broke it
+    seen: int = 1  # how many checked schedules broke it
 
 
 @dataclass
@@ -106,14 +109,23 @@ def search(
         if strategy == "grid":
             coverage.grid_checked += 1
         for name in broken:
-            if name not in found:
+            known = found.get(name)
+            if known is None:
                 after = time.perf_counter() - (start if began is None else began)
-                found[name] = Found(name, schedule, number, strategy, after)
+                found[name] = Found(name, schedule, number, strategy, after, number)
+            elif schedule.size() < known.schedule.size():
+                found[name] = replace(
+                    known, schedule=schedule, number=number, strategy=strategy, seen=known.seen + 1
+                )
+            else:
+                found[name] = replace(known, seen=known.seen + 1)
 
     def stop_reason() -> str:
         if coverage.checked >= limit:
             return "schedules"
-        if set(found) >= set(scope.invariants):
+        if set(found) >= set(scope.invariants) and all(
+            grid.covered(len(f.schedule.faults), coverage.grid_checked) for f in found.values()
+        ):
             return "all found"
         if time.perf_counter() - start >= seconds:
             return "time"
@@ -166,14 +178,12 @@ def _in_parallel(
                 return ("time" if grid.cut else "exhausted") if handed < limit else "schedules"
             chunk, future = pending.pop(0)
             for (strategy, schedule), broken in zip(chunk, future.result(), strict=True):
-                record(strategy, schedule, broken)
-            if progress is not None:
-                progress()
-            reason = stop_reason()
-            if reason and reason != "schedules":
-                return reason
-            if reason == "schedules" and not pending:
-                return reason
+                record(strategy, schedule, broken)  # as this process would have, one by one
+                if progress is not None:
+                    progress()
+                reason = stop_reason()
+                if reason:
+                    return reason
     finally:
         for _, future in pending:
             future.cancel()

@@ -103,13 +103,17 @@ class Sampler:
     def faults(self, rng: np.random.Generator, config: Schedule, where: Anchors) -> tuple:
         """Swarm: a random subset of the scope's fault kinds, then up to max_faults of them."""
         s = self.scope
-        kinds = [k for k in s.kinds if rng.random() < 0.5]
+        kinds = self.kinds(rng)
         if not kinds or not s.max_faults:
             return ()
         count = int(rng.integers(1, s.max_faults + 1))
         return tuple(
             sorted(self.fault(rng, str(rng.choice(kinds)), config, where) for _ in range(count))
         )
+
+    def kinds(self, rng: np.random.Generator) -> list[str]:
+        """Swarm's draw: each of the scope's fault kinds with probability 1/2."""
+        return [k for k in self.scope.kinds if rng.random() < 0.5]
 
     def fault(self, rng, kind: str, config: Schedule, where: Anchors) -> Fault:
         s = self.scope

@@ -95,8 +95,8 @@ def _lost(events, scenario, jobs, leases) -> int:
     lost = 0
     for job, facts in jobs.items():
         until = last_until.get(job)
-        due = facts["enqueued_at"] + 1.0 if until is None else until + allowance
-        due = recovery_deadline(stalls, due - allowance, allowance)
+        since, allowed = (facts["enqueued_at"], 1.0) if until is None else (until, allowance)
+        due = recovery_deadline(stalls, since, allowed)
         due = max(due, retried.get(job, -math.inf))
         if facts["status"] not in TERMINAL and due < last_idle:
             lost += 1
