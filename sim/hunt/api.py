@@ -28,7 +28,7 @@ from sim.hunt.shrink import shrink
 from sim.hunt.space import Schedule, Scope, make_scope
 from sim.scenario import INVARIANTS, as_scenario
 
-SCREEN_SHARE, SCREEN_MAX = 1 / 3, 10.0  # a --sql hunt's screen on the simulated database: of its
+SCREEN_SHARE, SCREEN_MAX = 1 / 6, 5.0  # a --sql hunt's screen on the simulated database: of its
 # time, at most this share and this many seconds
 MAX_SECONDS = 7 * 24 * 3600.0
 
