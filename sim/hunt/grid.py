@@ -163,16 +163,18 @@ def _options(scope: Scope, node: Schedule, where: Anchors, last: float) -> list[
         if "crash" in kinds:
             out += [Fault("crash", w, t) for t in sends]
         starts = {_r(a.first - eps) for a in own} | {_r(t + eps) for v, t in where.claims if v == w}
-        for kind in WINDOW_KINDS:
-            if kind in kinds:
+        windows = [k for k in WINDOW_KINDS if k in kinds]
+        for start, end in _spans(scope, node, "pause", w, _after(starts, last)) if windows else ():
+            for kind in windows:
                 amount = ttl if kind == "heartbeat_delay" else 0.0
-                out += _windows(scope, node, kind, w, _after(starts, last), amount)
+                out.append(Fault(kind, w, start, _r(end - start), amount))
         if "clock_step" in kinds:
             steps = [0.0, *sends] if not last else sends
             out += [Fault("clock_step", w, t, 0.0, by) for t in steps for by in (-ttl, ttl)]
     if "db_stall" in kinds:
         starts = {_r(a.first - eps) for a in where.actions if a.worker is not None}
-        out += _windows(scope, node, "db_stall", -1, _after(starts, last), 0.0)
+        spans = _spans(scope, node, "db_stall", -1, _after(starts, last))
+        out += [Fault("db_stall", -1, start, _r(end - start)) for start, end in spans]
     if "clock_drift" in kinds and not any(f.kind == "clock_drift" for f in node.faults):
         drift = min(99_000.0, ttl / horizon * 1e6)
         out += [Fault("clock_drift", -1, 0.0, 0.0, d) for d in (-drift, drift)]
@@ -186,22 +188,24 @@ def _after(starts, last: float) -> list[float]:
     return sorted(t for t in starts if t > 0 and t >= last)
 
 
-def _windows(scope, node, kind: str, worker: int, starts, amount: float) -> list[Fault]:
-    """Windows of `kind` from each start to each end a run with the window left open shows."""
+def _spans(scope, node, kind: str, worker: int, starts) -> list[tuple[float, float]]:
+    """(start, end) of the windows from each start: the ends a run shows in which a `kind` (a
+    pause of the worker, or a stall) starts there and never ends. Every window kind of a worker
+    takes its ends from the open pause: one run per start, whatever the kinds."""
     out = []
     for start in starts:
-        open_ended = Fault(kind, worker, start, node.horizon - start, amount)
+        open_ended = Fault(kind, worker, start, node.horizon - start)
         seen = anchors(scope, replace(node, faults=tuple(sorted((*node.faults, open_ended)))))
         for end in seen.ends_after(worker if worker >= 0 else None, start, scope.epsilon):
             if end < node.horizon:
-                out.append(Fault(kind, worker, start, _r(end - start), amount))
+                out.append((start, end))
     return out
 
 
 class Grid:
     """The tree walked a level at a time: every schedule with k faults before any with k + 1.
-    `sizes` holds the size of each level grown so far; `complete` how many levels are all
-    known (a search cut off knows the size of those only)."""
+    `sizes` holds the size of each level grown in full so far (a level is grown while the one
+    before it is walked; a search cut off knows the size of those only)."""
 
     def __init__(self, scope: Scope):
         self.scope = scope
@@ -212,16 +216,18 @@ class Grid:
         self.done = False  # the walk has ended
 
     def __iter__(self) -> Iterator[Schedule]:
+        """Each level's schedules, growing the next level's from each node right after it is
+        handed out (so that the cost of growing is spread over the walk)."""
         level = self.roots
         for depth in range(self.scope.max_faults + 1):
-            self.sizes.append(len(level))
-            yield from level
-            if depth == self.scope.max_faults:
-                self.done = True
-                return
+            self.sizes.append(len(level))  # grown in full before its first schedule goes out
+            last = depth == self.scope.max_faults
             grown: list[Schedule] = []
             seen: set[tuple] = set()
             for node in level:
+                yield node
+                if last:
+                    continue
                 if self.deadline is not None and time.perf_counter() > self.deadline:
                     self.cut = self.done = True
                     return
@@ -231,6 +237,7 @@ class Grid:
                         seen.add(key)
                         grown.append(child)
             level = grown
+        self.done = True
 
     def covered(self, faults: int, checked: int) -> bool:
         """Are the first `checked` schedules of the walk every one with `faults` faults or fewer
@@ -238,6 +245,7 @@ class Grid:
         if len(self.sizes) > faults:
             return checked >= sum(self.sizes[: faults + 1])
         return self.done and checked >= self.known
+
 
     @property
     def known(self) -> int:

@@ -57,20 +57,27 @@ class Coverage:
 
     def lines(self) -> list[str]:
         strategies = ", ".join(f"{n} {s}" for s, n in sorted(self.by_strategy.items()))
-        grid = (
-            f"; grid: {self.grid_checked:,} of the {self.grid_total:,} schedules with up to "
-            f"{self.grid_levels - 1} fault(s) ({self.grid_share:.1%})"
-            if self.grid_total
-            else ""
-        )
         return [
             f"checked {self.checked} schedules in {self.seconds:.1f} s ({self.rate:,.0f}/s; "
-            f"{strategies or 'none'}){grid}; stopped: {self.stopped}"
+            f"{strategies or 'none'}){self._grid()}; stopped: {self.stopped}"
         ]
 
-    @property
-    def grid_share(self) -> float:
-        return self.grid_checked / self.grid_total if self.grid_total else 0.0
+    def _grid(self) -> str:
+        """How far the grid's walk got: its levels (numbers of faults) walked in full."""
+        if not self.grid_checked:
+            return ""
+        if not self.grid_levels:
+            return f"; grid: {self.grid_checked:,} checked, its fault-free level not yet complete"
+        faults, total = self.grid_levels - 1, self.grid_total
+        if self.grid_checked >= total:
+            return (
+                f"; grid: {self.grid_checked:,} checked, among them all {total:,} with up to "
+                f"{faults} fault(s)"
+            )
+        return (
+            f"; grid: {self.grid_checked:,} of the {total:,} schedules with up to {faults} "
+            f"fault(s) ({self.grid_checked / total:.1%})"
+        )
 
 
 def _check_chunk(scope: Scope, schedules: list[Schedule]) -> list[Counter]:
