@@ -103,19 +103,20 @@ def _faults_over(schedule: Schedule) -> float:
 
 
 def _monitor(world, schedule: Schedule):
-    """Process: every few seconds, see whether the run is settled; raise _Quiet once it has been
-    settled, with no status change, for longer than any read-to-write gap."""
+    """Process: every horizon/16, see whether the run is settled; once it is, look again a
+    read-to-write gap later, and raise _Quiet if it still is, with no status change between."""
     env = world.env
     settle = _settle_time(world.scenario)
     step = max(settle, schedule.horizon / 16)
     over = _faults_over(schedule)
-    previous: int | None = None
     while True:
         yield env.timeout(step)
-        now = _changes_if_settled(world, over)
-        if now is not None and now == previous:
+        seen = _changes_if_settled(world, over)
+        if seen is None:
+            continue
+        yield env.timeout(settle)
+        if _changes_if_settled(world, over) == seen:
             raise _Quiet
-        previous = now
 
 
 def _changes_if_settled(world, faults_over: float) -> int | None:
