@@ -18,12 +18,12 @@ Prints one JSON object.
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ProcessPoolExecutor
 import json
 import os
 import sys
 import time
 import tomllib
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import sim
