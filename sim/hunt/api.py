@@ -24,7 +24,7 @@ from sim.hunt.grid import Grid
 from sim.hunt.handback import Finding, hand_back
 from sim.hunt.runner import execute, replay
 from sim.hunt.search import Coverage, Found, search
-from sim.hunt.shrink import shrink
+from sim.hunt.shrink import nearest, shrink
 from sim.hunt.space import Schedule, Scope, make_scope
 from sim.scenario import INVARIANTS, as_scenario
 
@@ -246,7 +246,13 @@ def _breaks(scope: Scope, invariant: str):
 def _finish(scope: Scope, found: Found, seconds: float, postgres: bool) -> Finding | None:
     """Shrink, confirm with sim.check on a replay (falling back to the schedule as found if the
     shrunk one does not confirm), and hand back."""
-    best, steps = shrink(found.schedule, _breaks(scope, found.invariant), scope, seconds=seconds)
+    breaks = _breaks(scope, found.invariant)
+    start = (
+        nearest(scope, found.schedule, breaks, seconds=seconds / 3)
+        if scope.sql is None
+        else found.schedule
+    )
+    best, steps = shrink(start, breaks, scope, seconds=seconds)
     for schedule, shrinking in ((best, steps), (found.schedule, [])):
         confirmed = replay(scope, schedule)
         if found.invariant in confirmed.broken:

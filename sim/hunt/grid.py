@@ -204,8 +204,8 @@ def _spans(scope, node, kind: str, worker: int, starts) -> list[tuple[float, flo
 
 class Grid:
     """The tree walked a level at a time: every schedule with k faults before any with k + 1.
-    `sizes` holds the size of each level grown in full so far (a level is grown while the one
-    before it is walked; a search cut off knows the size of those only)."""
+    `sizes` holds the size of each level walked in full so far (a search cut off knows those
+    only)."""
 
     def __init__(self, scope: Scope):
         self.scope = scope
@@ -216,36 +216,28 @@ class Grid:
         self.done = False  # the walk has ended
 
     def __iter__(self) -> Iterator[Schedule]:
-        """Each level's schedules, growing the next level's from each node right after it is
-        handed out (so that the cost of growing is spread over the walk)."""
-        level = self.roots
-        for depth in range(self.scope.max_faults + 1):
-            self.sizes.append(len(level))  # grown in full before its first schedule goes out
-            last = depth == self.scope.max_faults
-            grown: list[Schedule] = []
+        """Each level in turn; a level's schedules are grown parent by parent as they are handed
+        out (a parent's children just before they go), so that no search waits for a whole level
+        to grow."""
+        yield from self.roots
+        self.sizes.append(len(self.roots))
+        parents = self.roots
+        for _depth in range(self.scope.max_faults):
+            level: list[Schedule] = []
             seen: set[tuple] = set()
-            for node in level:
-                yield node
-                if last:
-                    continue
+            for parent in parents:
                 if self.deadline is not None and time.perf_counter() > self.deadline:
                     self.cut = self.done = True
                     return
-                for child in children(self.scope, node):
+                for child in children(self.scope, parent):
                     key = (child.workers, child.jobs, child.phases, child.order, child.faults)
                     if key not in seen:
                         seen.add(key)
-                        grown.append(child)
-            level = grown
+                        level.append(child)
+                        yield child
+            self.sizes.append(len(level))
+            parents = level
         self.done = True
-
-    def covered(self, faults: int, checked: int) -> bool:
-        """Are the first `checked` schedules of the walk every one with `faults` faults or fewer
-        (or the whole walk)?"""
-        if len(self.sizes) > faults:
-            return checked >= sum(self.sizes[: faults + 1])
-        return self.done and checked >= self.known
-
 
     @property
     def known(self) -> int:

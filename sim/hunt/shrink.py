@@ -30,6 +30,31 @@ class Step:
     schedule: Schedule
 
 
+def nearest(
+    scope: Scope, schedule: Schedule, breaks: Callable[[Schedule], bool], *, seconds: float
+) -> Schedule:
+    """The smallest schedule that breaks among `schedule`'s own configuration without faults
+    and with each single fault of the grid (sim.hunt.grid: where its fault-free run shows a
+    process acting), or `schedule` itself: a swarm or PCT finding often has a simpler neighbour
+    (one pause where it had a stall and a crash) that bisection cannot reach."""
+    from sim.hunt.grid import children
+
+    deadline = time.perf_counter() + seconds
+    best = schedule
+    level = [replace(schedule, faults=())]
+    for depth in range(min(len(schedule.faults), 1) + 1):
+        grown: list[Schedule] = []
+        for node in level:
+            if time.perf_counter() > deadline:
+                return best
+            if node.size() < best.size() and breaks(node):
+                best = node
+            if depth < min(len(schedule.faults), 1):
+                grown += children(scope, node)
+        level = grown
+    return best
+
+
 def shrink(
     schedule: Schedule,
     breaks: Callable[[Schedule], bool],
@@ -97,6 +122,9 @@ def _proposals(s: Schedule, scope: Scope) -> Iterator[tuple[str, Schedule]]:
                     f"{fault.label()}: {signed:.6g}",
                     _with_fault(s, i, replace(fault, amount=signed)),
                 )
+    for w in range(1, s.workers):
+        if any(f.worker == w for f in s.faults):
+            yield f"w{w} and w0 swap names", _swapped(s, 0, w)
     if any(s.phases):
         yield "every worker polls first at 0", replace(s, phases=(0.0,) * s.workers)
     if s.watcher_phase:
@@ -153,6 +181,29 @@ def _as_kind(fault: Fault, kind: str, workers: int) -> Fault:
 def _with_fault(s: Schedule, i: int, fault: Fault) -> Schedule:
     faults = s.faults[:i] + (fault,) + s.faults[i + 1 :]
     return replace(s, faults=tuple(sorted(faults)))
+
+
+def _swapped(s: Schedule, a: int, b: int) -> Schedule:
+    """The schedule with workers `a` and `b` trading names (faults, phases, the order). Workers
+    the order leaves out go in creation order (w0 first), so that order is written out, renamed:
+    whoever went first at ties still does."""
+
+    def other(k: int) -> int:
+        return b if k == a else a if k == b else k
+
+    def renamed(client: str) -> str:
+        name, slash, rest = client.partition("/")
+        if name.startswith("w") and name[1:].isdigit():
+            return f"w{other(int(name[1:]))}{slash}{rest}"
+        return client
+
+    phases = list(s.phases)
+    phases[a], phases[b] = phases[b], phases[a]
+    faults = tuple(
+        sorted(replace(f, worker=other(f.worker)) if f.worker >= 0 else f for f in s.faults)
+    )
+    listed = [*s.order, *(f"w{k}" for k in range(s.workers) if f"w{k}" not in s.order)]
+    return replace(s, phases=tuple(phases), faults=faults, order=tuple(map(renamed, listed)))
 
 
 def _without_worker(s: Schedule, w: int) -> Schedule:

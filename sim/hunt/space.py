@@ -122,6 +122,7 @@ class Schedule:
             sum(f.duration + abs(f.amount) for f in self.faults),
             sum(f.at for f in self.faults),
             self.horizon,
+            sum(max(f.worker, 0) for f in self.faults),  # the first workers' names, where it can
             len(self.order) + len(self.changes),
             sum(self.phases) + self.watcher_phase,
             sum(self.work),

@@ -77,11 +77,12 @@ def shortest_pause(finding) -> float:
 
 
 def check_shortest_pause(answer, finding) -> Verdict:
-    """13: the shortest pause of w0, started where the hunt starts it, after which its late
-    completion lands once another worker holds the job."""
+    """13: the shortest pause of the paused worker, started where the hunt starts it, after
+    which its late completion lands once another worker holds the job."""
     if answer is None:
         return _unanswered(
-            "the pause starts just before w0 completes; what must have happened before it wakes?"
+            "the pause starts just before the worker completes; what must have happened before "
+            "it wakes?"
         )
     value = _number(answer)
     truth = shortest_pause(finding)
@@ -97,11 +98,12 @@ def check_shortest_pause(answer, finding) -> Verdict:
     if abs(value - truth) <= tolerance:
         return Verdict(
             True,
-            f"About {truth:.3f} s: the lease must expire and w1 must claim the job before w0 "
-            "wakes; any shorter and w0 completes a job that is still its own.",
+            f"About {truth:.3f} s: the lease must expire and the other worker must claim the job "
+            "before the paused one wakes; any shorter and it completes a job still its own.",
         )
     named = _named_mistake(value, mistakes, tolerance)
     return Verdict(
         False,
-        f"{value:g} s is not it.{named} Read the timeline: when does w1 take the job?",
+        f"{value:g} s is not it.{named} Read the timeline: when does the other worker take the "
+        "job?",
     )

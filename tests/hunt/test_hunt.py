@@ -72,14 +72,15 @@ def test_the_unfenced_baseline_shrinks_to_one_pause_and_tells_it(zombie):
     finding = zombie.findings["non_owner_completion"]
     assert [f.kind for f in finding.schedule.faults] == ["pause"]
     (pause,) = finding.schedule.faults
-    assert pause.worker == 0
+    paused, other = f"w{pause.worker}", f"w{1 - pause.worker}"
     kinds = [step.kind for step in finding.steps]
-    # w0 claims, pauses, its lease expires, w1 takes the job, w0 wakes and completes
+    # the paused worker claims, pauses, its lease expires, the other takes the job, it wakes and
+    # completes
     assert kinds.index("claim") < kinds.index("pause_start") < kinds.index("expiry")
     assert kinds.index("expiry") < kinds.index("pause_end") < len(kinds) - 1
     assert [s.kind for s in finding.steps if s.breaks] == ["complete"]
-    assert finding.steps[-1].worker == "w0" and finding.steps[-1].kind == "complete"
-    assert "w0 pauses" in finding.account and "w1 claims job 1" in finding.account
+    assert finding.steps[-1].worker == paused and finding.steps[-1].kind == "complete"
+    assert f"{paused} pauses" in finding.account and f"{other} claims job 1" in finding.account
     assert finding.account.endswith("a completion by a worker that lost the job.")
 
 

@@ -35,7 +35,8 @@ def test_the_noisy_failure_breaks_and_shrinks_to_its_essentials(zombie):
 def test_the_shortest_pause_is_from_its_start_to_the_other_worker_s_claim(zombie):
     finding = zombie.findings["non_owner_completion"]
     (pause,) = finding.schedule.faults
-    claims = [s.t for s in finding.steps if s.kind == "claim" and s.worker == "w1"]
+    other = f"w{1 - pause.worker}"
+    claims = [s.t for s in finding.steps if s.kind == "claim" and s.worker == other]
     assert shortest_pause(finding) == pytest.approx(claims[-1] - pause.at)
     assert pause.at + shortest_pause(finding) < finding.steps[-1].t  # w0 completes after it
 
