@@ -172,8 +172,46 @@ def hunt(
     finding (default: half of `time`, at most 30)."""
     began = clock.perf_counter()
     source = str(scenario) if not hasattr(scenario, "name") else scenario.name
-    scenario = as_scenario(scenario)
     _check_options(time, parallel, seed, schedules, shrink_time, executor)
+    scope = _scope(scenario, sql, dsn, overrides, workers, jobs, max_faults, kinds, invariant)
+    memory = dataclasses.replace(scope, sql=None)  # the grid's anchors; a --sql hunt's screen
+    shrink_time = min(30.0, time / 2) if shrink_time is None else shrink_time
+    options = dict(exhaustive=exhaustive, executor=executor, workers=parallel, progress=progress)
+    screen: Coverage | None = None
+    lead: list[tuple[str, Schedule]] = []
+    if scope.sql is not None:
+        seconds = min(time * SCREEN_SHARE, SCREEN_MAX)
+        screen, lead = _screen(memory, seed, seconds, schedules, began, options)
+        time -= screen.seconds
+    grid = Grid(memory)
+    found, coverage = search(
+        scope, grid, seed=seed, seconds=time, schedules=schedules, lead=lead, began=began, **options
+    )
+    findings = {}
+    for name in sorted(found, key=INVARIANTS.index):
+        finding = _finish(scope, found[name], shrink_time, postgres)
+        if finding is not None:
+            findings[name] = finding
+    certificate = None
+    if exhaustive and not findings:
+        total = coverage.grid_total if coverage.stopped == "exhausted" else None
+        certificate = Certificate(
+            coverage.grid_checked,
+            total,
+            scope.invariants,
+            tuple(scope.lines()),
+            (*GRID_RULE, *grid.lines()),
+            "PostgreSQL (the queue's own SQL)"
+            if scope.sql is not None
+            else "the simulated database",
+        )
+    return HuntResult(source, scope, seed, exhaustive, findings, coverage, certificate, screen)
+
+
+def _scope(scenario, sql, dsn, overrides, workers, jobs, max_faults, kinds, invariant) -> Scope:
+    """The hunt's scope: the scenario with a queue's settings (queue.toml) and the overrides,
+    and that queue checked on its server before anything runs."""
+    scenario = as_scenario(scenario)
     invariants = _invariants(invariant)
     queue = None
     if sql is not None:
@@ -196,45 +234,26 @@ def hunt(
     )
     if queue is not None:
         queue.require(scope.base)
-    memory = dataclasses.replace(scope, sql=None)  # the grid's anchors; a --sql hunt's screen
-    shrink_time = min(30.0, time / 2) if shrink_time is None else shrink_time
-    options = dict(exhaustive=exhaustive, executor=executor, workers=parallel, progress=progress)
-    screen, lead = None, []
-    if queue is not None:
-        found, screen = search(
-            memory,
-            Grid(memory),
-            seed=seed,
-            seconds=min(time * SCREEN_SHARE, SCREEN_MAX),
-            schedules=schedules,
-            began=began,
-            **options,
-        )
-        for f in sorted(found.values(), key=lambda f: f.number):
-            best, _ = shrink(f.schedule, _breaks(memory, f.invariant), memory, seconds=2.0)
-            lead += [("screen", best), ("screen", f.schedule)]
-        time -= screen.seconds
-    grid = Grid(memory)
-    found, coverage = search(
-        scope, grid, seed=seed, seconds=time, schedules=schedules, lead=lead, began=began, **options
+    return scope
+
+
+def _screen(memory: Scope, seed, seconds, schedules, began, options) -> tuple[Coverage, list]:
+    """A --sql hunt's screen: the simulated database searches under the queue's settings for
+    `seconds`; what breaks there (shrunk, and as found) goes first on the server."""
+    found, screen = search(
+        memory,
+        Grid(memory),
+        seed=seed,
+        seconds=seconds,
+        schedules=schedules,
+        began=began,
+        **options,
     )
-    findings = {}
-    for name in sorted(found, key=INVARIANTS.index):
-        finding = _finish(scope, found[name], shrink_time, postgres)
-        if finding is not None:
-            findings[name] = finding
-    certificate = None
-    if exhaustive and not findings:
-        total = coverage.grid_total if coverage.stopped == "exhausted" else None
-        certificate = Certificate(
-            coverage.grid_checked,
-            total,
-            scope.invariants,
-            tuple(scope.lines()),
-            (*GRID_RULE, *grid.lines()),
-            "PostgreSQL (the queue's own SQL)" if queue is not None else "the simulated database",
-        )
-    return HuntResult(source, scope, seed, exhaustive, findings, coverage, certificate, screen)
+    lead: list[tuple[str, Schedule]] = []
+    for f in sorted(found.values(), key=lambda f: f.number):
+        best, _ = shrink(f.schedule, _breaks(memory, f.invariant), memory, seconds=2.0)
+        lead += [("screen", best), ("screen", f.schedule)]
+    return screen, lead
 
 
 def _breaks(scope: Scope, invariant: str):

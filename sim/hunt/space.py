@@ -324,7 +324,7 @@ def make_scope(
         horizon = min(scenario.horizon, default_horizon(scenario, work))
     base = _deterministic(scenario, workers, jobs, horizon)
     notes = []
-    if scenario.faults != base.faults or scenario.workload.arrival != "batch":
+    if _has_own_faults(scenario) or scenario.workload.arrival != "batch":
         notes.append(
             "the scenario's own fault rates, scripted faults and arrivals are replaced by each "
             "schedule's"
@@ -344,6 +344,13 @@ def make_scope(
         dsn,
         tuple(notes),
     )
+
+
+def _has_own_faults(scenario: Scenario) -> bool:
+    f = scenario.faults
+    rates = (f.crash_rate, f.pause_rate, f.partition_rate, f.heartbeat_loss, f.release_loss)
+    scripted = (f.crashes, f.pauses, f.partitions, f.crash_points, f.clock_steps, f.db_stalls)
+    return any(rates) or any(scripted) or bool(f.heartbeat_faults) or f.clock_skew > 0
 
 
 def default_horizon(scenario: Scenario, work: float) -> float:
