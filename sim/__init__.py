@@ -11,6 +11,7 @@ print(sim.review("gc-pause-zombie", sql="myqueue/"))  # ... of YOUR queue's SQL,
 sim.compare_peers(seeds=range(1, 4))   # River, Oban, graphile-worker, pg-boss, Solid Queue, SQS
 r = sim.live("crash-recovery", duration=60, time_scale=0.05)   # real processes on PostgreSQL
 print(sim.compare(r, 20))              # live against 20 simulated seeds
+print(sim.hunt("read-then-write-race", time=10))  # the shortest schedule that breaks it
 
 Names are loaded on first use (PEP 562), so `import sim` costs nothing until a name is used, and a
 process that needs one module (a live worker, `python -m sim list`) imports only what that module
@@ -33,6 +34,8 @@ _EXPORTS = {  # public name -> the module that defines it
     "compare": "sim.comparison",
     "Dist": "sim.dists",
     "check": "sim.invariants",
+    "HuntResult": "sim.hunt",
+    "hunt": "sim.hunt",
     "LiveRun": "sim.live.result",
     "live": "sim.live.runner",
     "compare_peers": "sim.peers",

@@ -1,5 +1,5 @@
 """The Lease Lab command line, `python -m sim COMMAND` (also `leaselab`): list, show, run, live,
-demo, advise, review, sweep. It parses and prints; the library checks, runs and writes files.
+demo, advise, review, sweep, hunt. It parses and prints; the library checks, runs and writes files.
 
 Exit codes: 0 ok, 1 a run broke an invariant it did not expect, 2 bad input (one `error:` line),
 3 Lease Lab itself failed (its traceback). No message shows a password from a DSN it could know.
@@ -14,6 +14,7 @@ import textwrap
 import warnings
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from sim import __version__
 from sim.cli_messages import dsns_in, failed, interrupted, show_warning, silence_stdout
@@ -41,6 +42,15 @@ ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
     ("--replications", int, 4, "N", "runs per TTL in the evidence sweep"),
     ("--seed", int, 0, "N", "seed of the evidence sweep"),
 )
+HUNT_OPTIONS = (  # flag, type, default, help
+    ("--time", float, 60.0, "seconds of search (default 60; shrinking and replays come after)"),
+    ("--workers", int, 2, "at most this many workers in a schedule (default 2)"),
+    ("--jobs", int, 2, "at most this many jobs (default 2)"),
+    ("--max-faults", int, 3, "at most this many faults (default 3)"),
+    ("--seed", int, 0, "seed of the search (default 0)"),
+    ("--parallel", int, 1, "processes searching on this machine (default 1)"),
+    ("--schedules", int, None, "stop after this many schedules (default: when time is up)"),
+)
 PREFER = "how the choice weighs recovery against risk; the advice states the rule (balanced)"
 COMMANDS = {  # name: what it does (python -m sim --help)
     "list": "the named scenarios, one line each",
@@ -52,6 +62,7 @@ COMMANDS = {  # name: what it does (python -m sim --help)
     "review": "design-review checklist of a scenario, with evidence measured by simulation",
     # argparse formats help text with %: %% prints one
     "sweep": "run a grid of settings x replications; print means with 95%% intervals",
+    "hunt": "search fault schedules for the shortest timeline that breaks an invariant",
 }
 SET = "override a setting, e.g. policy.lease_ttl=20 (values are TOML; bare words are strings)"
 SQL = "your own queue: a directory with queries.sql (and schema.sql); runs on PostgreSQL"
@@ -61,6 +72,7 @@ OWN_RIGHTS = (
 )
 GRID = "a setting and its values, e.g. policy.watcher_interval=5,15,30; repeatable"
 TIME_SCALE = "wall seconds per scenario second (0.1 plays an hour in 6 minutes; default 1)"
+HUNT = "also hunt this many seconds for the shortest bad timelines (in the report)"
 SEEDS = "runs of the scenario and of each variant: seeds 1..N (default: 3)"
 COMPARE_SEEDS = "also simulate N seeds of the scenario and compare (default 0: no comparison)"
 AS = "also answer in that queue's own settings and units (bullmq, temporal, celery-redis, ...)"
@@ -69,7 +81,7 @@ AS = "also answer in that queue's own settings and units (bullmq, temporal, cele
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print the usage and exit; we want one line
         if "COMMAND" in message:
-            message += " (list, show, run, live, demo, advise, review or sweep; see --help)"
+            message += " (list, show, run, live, demo, advise, review, sweep or hunt; see --help)"
         raise ConfigError(message)
 
 
@@ -157,6 +169,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = _scenario(sub.add_parser("review", help=COMMANDS["review"]), cmd_review)
     p.add_argument("--seeds", type=int, default=3, metavar="N", help=SEEDS)
     _flag(p, "--no-variants", "judge on the scenario's own runs only")
+    p.add_argument("--hunt", type=float, default=0.0, metavar="SECONDS", help=HUNT)
     _sql(p, dsn=True)
     _out(p, "review.csv, review.txt and review.png", report="settings, verdicts, timeline")
 
@@ -167,6 +180,17 @@ def _build_parser() -> argparse.ArgumentParser:
     _flag(p, "--serial", "run in this process instead of a process pool")
     _sql(p, dsn=True)
     _out(p, "runs.csv, aggregate.csv and sweep.parquet (SweepResult.load reads it)")
+
+    p = _scenario(sub.add_parser("hunt", help=COMMANDS["hunt"]), cmd_hunt)
+    for flag, kind, default, text in HUNT_OPTIONS:
+        p.add_argument(flag, type=kind, default=default, metavar=flag[2:].upper(), help=text)
+    p.add_argument("--invariant", action="append", metavar="NAME", help="hunt this one (repeat)")
+    p.add_argument("--fault", action="append", metavar="KIND", help="only these kinds (repeat)")
+    _flag(p, "--exhaustive", "walk the bounded grid alone; a certificate if it ends clean")
+    _flag(p, "--no-postgres", "do not replay the findings on PostgreSQL")
+    p.add_argument("--dask", metavar="ADDRESS", help="search on this Dask scheduler's workers")
+    _sql(p, dsn=True)
+    _out(p, "per invariant NAME.toml, .txt, .png, test_NAME.py; hunt.txt", report="timelines")
     return parser
 
 
@@ -331,8 +355,15 @@ def cmd_review(args) -> int:
         **overrides,
     )
     print(result)
+    hunted = None
+    if args.hunt:
+        from sim.hunt import hunt
+
+        options: dict[str, Any] = {**overrides, "sql": args.sql, "dsn": args.dsn}
+        hunted = hunt(args.scenario, time=args.hunt, postgres=False, **options)
+        print(f"\n{hunted}")
     if args.report is not None:
-        print(f"wrote {result.save_report(args.report)}")
+        print(f"wrote {result.save_report(args.report, hunt=hunted)}")
     _save(args, result.save)
     return 0
 
@@ -351,6 +382,12 @@ def cmd_sweep(args) -> int:
     print(result)
     _save(args, result.save)
     return 0
+
+
+def cmd_hunt(args) -> int:
+    from sim.hunt.cli import hunt_command
+
+    return hunt_command(args, parse_assignments(args.set), _check_files, _save)
 
 
 def _check_files(args) -> None:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from sim.errors import ConfigError
 from sim.model.events import STATUS_MOVES
+from sim.pinned import recovery_deadline
 from sim.scenario import recovery_allowance
 
 
@@ -278,7 +279,7 @@ def _stuck_processing(run):
             continue
         later = [t for t in moves.get(lease.job, []) if t > lease.start]
         resolved = min(later) if later else float("inf")
-        deadline = lease.until + allowance
+        deadline = recovery_deadline(run.scenario.faults.db_stalls, lease.until, allowance)
         if resolved > deadline and deadline < horizon:
             yield Violation(
                 "stuck_processing",
@@ -322,7 +323,8 @@ def _held_by_dead_owner(run):
         if (
             lease.outcome == "crashed"
             and lease.until >= horizon
-            and lease.released_at + allowance < horizon
+            and recovery_deadline(run.scenario.faults.db_stalls, lease.released_at, allowance)
+            < horizon
             and status.get(lease.job) == "Processing"
             and lease.attempt == last_attempt[lease.job]
         ):

@@ -28,6 +28,8 @@ StatementError (the server refused a statement), and the driver's own (a crash) 
 
 from __future__ import annotations
 
+import math
+
 from sim.db.base import to_micros
 from sim.db.errors import DbUnavailable, StatementError
 
@@ -101,6 +103,7 @@ class WorkerProtocol:
         hb_loss,
         release_loss=None,
         lease=Lease,
+        scripted_delay=None,
     ):
         policy = scenario.policy
         self.name = name
@@ -116,6 +119,9 @@ class WorkerProtocol:
         self.drops_late = policy.deadline_action == "drop"  # a result past the deadline is dropped
         self.cancels = policy.deadline_action == "cancel"
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
+        # scripted heartbeat faults (sim.pinned.HeartbeatFault): the extra delay of a heartbeat
+        # sent now, inf when it is lost; None: none scripted
+        self.scripted_delay = scripted_delay
         self.release_loss = scenario.faults.release_loss
         if self.release_loss and release_loss is None:
             raise ValueError("faults.release_loss > 0 needs the worker's release_loss stream")
@@ -428,10 +434,11 @@ class WorkerProtocol:
         False: stop (the job is done, or the lease is gone)."""
         name, job, attempt = self.name, lease.job, lease.attempt
         loss = self.heartbeat_loss
-        if loss and self.hb_loss.random() < loss:
+        scripted = self.scripted_delay() if self.scripted_delay is not None else 0.0
+        if scripted == math.inf or (loss and self.hb_loss.random() < loss):
             yield (RECORD, "heartbeat_lost", name, job, attempt, None)
             return True
-        delay = self.hb_delay()
+        delay = self.hb_delay() + scripted
         if delay:
             yield (DELAY, delay)
         step = lease.renewal

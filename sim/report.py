@@ -61,12 +61,17 @@ pre { background: #f7f7f7; border: 1px solid #ddd; padding: 8px; font-size: 12px
 """
 
 
-def review_report(review, path: str | Path, *, advice=None) -> Path:
-    """Write the design review (and the advice behind it, if given) as one HTML file."""
+def review_report(review, path: str | Path, *, advice=None, hunt=None) -> Path:
+    """Write the design review (and the advice behind it, and a hunt's shortest bad timelines,
+    if given) as one HTML file."""
     title = f"Design review: {review.scenario.name}"
     body = [_h1(title, review.header()), _review_sections(review)]
     if advice is not None:
         body.append(_advice_sections(advice, level=2, timeline=False))
+    if hunt is not None:
+        from sim.hunt.report import hunt_section
+
+        body.append(hunt_section(hunt))
     return _write(path, title, body)
 
 

@@ -23,6 +23,7 @@ from sim.errors import ConfigError
 from sim.invariants import Report, check
 from sim.model.clock import db_clock
 from sim.model.events import STATUS_MOVES, EventLog, LogArrays
+from sim.pinned import recovery_deadline
 from sim.scenario import Scenario, dumps, recovery_allowance
 
 TERMINAL = ("Completed", "Dead")
@@ -188,11 +189,34 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
     stamp written, unless the database's clock steps (faults.db_clock_steps). An owner judges its
     lease by its own clock: a worker clock reads the stamp; on the database's clock the owner
     counts the TTL from its renewal, which a later step of the database's clock does not move."""
-    db = db_clock(scenario)
+    rows = lease_rows(log, scenario.horizon, skews, clocks, db_clock(scenario))
+    columns = [
+        "job",
+        "worker",
+        "attempt",
+        "start",
+        "end",
+        "end_reason",
+        "until",
+        "heartbeats",
+        "released_at",
+        "outcome",
+        "lapsed",
+        "revoked_at",
+        "revoked_by",
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
+    return frame
+
+
+def lease_rows(log, horizon: float, skews: dict[str, float], clocks=None, db=None) -> list[dict]:
+    """One dict per lease, in claim order, with the columns of Run.leases (but false_expiry): the
+    frame's rows, for a caller that reads a few small runs' leases many times (sim.hunt). `db`:
+    the database's stepped clock (sim.model.clock.db_clock), or None."""
     open_by_job: dict[int, list[dict]] = {}
     held_by_worker: dict[str, dict[int, dict]] = {}  # worker -> job -> lease (prefetch: several)
     rows: list[dict] = []
-    horizon = scenario.horizon
 
     def release(lease, t, outcome):
         lease["released_at"] = t
@@ -290,24 +314,7 @@ def _leases(log, scenario: Scenario, skews: dict[str, float], clocks=None) -> pd
         else:
             end, reason = released, "completed" if lease["outcome"] == "completed" else "released"
         lease["end"], lease["end_reason"] = end, reason
-    columns = [
-        "job",
-        "worker",
-        "attempt",
-        "start",
-        "end",
-        "end_reason",
-        "until",
-        "heartbeats",
-        "released_at",
-        "outcome",
-        "lapsed",
-        "revoked_at",
-        "revoked_by",
-    ]
-    frame = pd.DataFrame(rows, columns=columns)
-    frame["false_expiry"] = frame["lapsed"] & (frame["outcome"] != "crashed")
-    return frame
+    return rows
 
 
 def _stamp(lease: dict, stamp: float, written: float, db) -> None:
@@ -423,6 +430,13 @@ def lost_jobs(run: Run) -> pd.DataFrame:
     )
     allowance = recovery_allowance(run.scenario)
     due = np.where(np.isnan(last_until), jobs["enqueued_at"] + 1.0, last_until + allowance)
+    stalls = run.scenario.faults.db_stalls  # a stalled database recovers nothing meanwhile
+    if stalls:
+        since = np.where(np.isnan(last_until), jobs["enqueued_at"], last_until)
+        allowed = np.where(np.isnan(last_until), 1.0, allowance)
+        due = np.array(
+            [recovery_deadline(stalls, *pair) for pair in zip(since, allowed, strict=True)]
+        )
     backoff = run.scenario.policy.retry_backoff
     if backoff or run.retry_delays:
         # job -> when its last requeue for a retry makes it claimable again (+ a poll's slack)

@@ -72,12 +72,13 @@ class Review:
         counts = self.counts()
         return ", ".join(f"{counts[s]} {s}" for s in STATUSES)
 
-    def save_report(self, path, *, advice=None):
+    def save_report(self, path, *, advice=None, hunt=None):
         """One self-contained HTML file: settings, verdicts with their evidence, the lease timeline
-        (and the advice, if given); sim.report writes it."""
+        (and the advice, and a hunt's shortest bad timelines (sim.hunt), if given); sim.report
+        writes it."""
         from sim.report import review_report
 
-        return review_report(self, path, advice=advice)
+        return review_report(self, path, advice=advice, hunt=hunt)
 
     def save(self, directory: str | Path, *, overwrite: bool = False) -> list[Path]:
         """Write review.csv (the table), review.txt (as printed) and review.png (figure()) into

@@ -24,6 +24,8 @@ from sim.dists import Dist, decode_utf8
 from sim.durations import read_durations
 from sim.errors import ConfigError
 from sim.input_files import read_capped
+from sim.pinned import DbStall, HeartbeatFault, Pinned
+from sim.pinned import rules as schedule_rules
 
 CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
 ARRIVALS = ("batch", "poisson")
@@ -276,6 +278,9 @@ class Faults:
     # the database's own clock steps (whatever policy.clock): the watcher, the producer and every
     # worker on the database's clock bind the stepped time
     db_clock_steps: tuple[DbClockStep, ...] = ()
+    # scripted database stalls and heartbeat faults (sim.pinned): what sim hunt searches over
+    db_stalls: tuple[DbStall, ...] = ()
+    heartbeat_faults: tuple[HeartbeatFault, ...] = ()
 
     def __post_init__(self):
         _check_types(self, "faults.")
@@ -293,6 +298,7 @@ class Scenario:
     backend: str = "memory"
     record_heartbeats: bool = True  # False drops heartbeat records from the log for big runs
     expect: tuple[str, ...] = ()  # invariant violations this scenario exists to show
+    pinned: Pinned | None = None  # draws fixed by an explicit schedule (sim.pinned; sim hunt)
 
     def __post_init__(self):
         _check_types(self, "")
@@ -595,6 +601,9 @@ def validate(scenario: Scenario) -> Scenario:
         rules.append(
             (name in INVARIANTS, f"expect[{i}]", f"{name!r} is not one of {', '.join(INVARIANTS)}")
         )
+    scheduled, scheduled_times = schedule_rules(scenario)
+    rules += scheduled
+    times.update(scheduled_times)
     rules += [
         (
             value <= limits.MAX_SECONDS,
@@ -758,7 +767,8 @@ def _convert(hint, value, where: str):
     if origin is types.UnionType:
         if value is None:
             return None
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        inner = next(a for a in typing.get_args(hint) if a is not type(None))
+        return _convert(inner, value, where)  # an optional number, list or section alike
     if isinstance(value, np.generic):
         value = value.item()  # numpy scalars are accepted wherever Python's are
     if hint is bool:

@@ -601,12 +601,16 @@ _MODEL_ONLY = (
     ("faults.clock_drift_ppm", lambda p, f: f.clock_drift_ppm, "0"),
     ("faults.clock_steps", lambda p, f: f.clock_steps, "[]"),
     ("faults.db_clock_steps", lambda p, f: f.db_clock_steps, "[]"),
+    ("faults.db_stalls", lambda p, f: f.db_stalls, "[]"),  # issue 33's explicit schedules
+    ("faults.heartbeat_faults", lambda p, f: f.heartbeat_faults, "[]"),
 )
 
 
 def check_played(scenario) -> None:
     """ConfigError naming the first setting live mode does not play yet (the simulation does)."""
     p, f = scenario.policy, scenario.faults
+    if scenario.pinned is not None:
+        raise ConfigError("pinned: not played in live mode (the simulation's draws); remove it")
     for key, is_set, off in _MODEL_ONLY:
         if is_set(p, f):
             raise ConfigError(

@@ -150,6 +150,11 @@ class EventLog:
     def __len__(self) -> int:
         return len(self._t)
 
+    def count(self, kind: str) -> int:
+        """How many records of `kind` the log holds so far."""
+        code = self._kind_code.get(kind)
+        return 0 if code is None else self._kind.count(code)
+
     def __iter__(self) -> Iterator[Event]:
         kinds, workers = self._kinds, self._workers
         for t, kind, who, job, attempt, detail in zip(

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from sim.dists import Dist, blocks
+from sim.model.pinned_draws import work as pinned_work
 from sim.model.session import DbSession
 from sim.payload import payload_hash, payload_json
 from sim.protocol import bind_clock
@@ -92,7 +93,8 @@ def producer(world):
         world.streams.generator("latency/producer")
     )
     db = DbSession(world, "producer", latency)
-    work = world.scenario.workload.processing.sampler(world.streams.generator("processing"))
+    draw = world.scenario.workload.processing.sampler(world.streams.generator("processing"))
+    work = pinned_work(world.scenario, draw)
     for t, event_no, amount in deliveries(world.scenario, world.streams):
         if t > env.now:
             yield env.timeout(t - env.now)

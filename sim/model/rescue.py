@@ -8,6 +8,7 @@ What the tick sends is sim.protocol's (WatcherProtocol.tick)."""
 
 from __future__ import annotations
 
+from sim.model.pinned_draws import watcher_phase
 from sim.protocol import WatcherProtocol
 
 
@@ -24,9 +25,9 @@ class RescueJobs:
         still waits (the queueing lock)."""
         world = self.world
         env, policy = world.env, world.scenario.policy
-        if policy.random_phase:
-            phase = world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval)
-            yield env.timeout(float(phase))
+        phase = watcher_phase(world)
+        if phase:
+            yield env.timeout(phase)
         while True:
             if self.pending is None:
                 self.pending = env.now

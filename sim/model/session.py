@@ -55,6 +55,7 @@ class DbSession:
         # the clock its statements bind: its own, else the database's (stepped, or true time)
         self._binding = clock if clock is not None else world.db_clock
         self.partitions = partitions  # an OutageCalendar, or None
+        self.arrivals = world.arrivals  # sim.model.arrivals: stalls, same-instant order; or None
         self.counts: Counter = world.statement_counts
         self.broken = False  # connection lost in a partition; reconnect when healed
         self._begin = False  # BEGIN issued, to be sent with the transaction's first statement
@@ -73,6 +74,8 @@ class DbSession:
         yield self.env.timeout(self.latency())
         if self.partitions is not None:
             yield from self._cross_partition(query)
+        if self.arrivals is not None:
+            yield from self.arrivals.reach(self.client, query)
         if query in _USES_NOW:
             clock = self._binding
             bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
@@ -164,6 +167,8 @@ class DbSession:
         yield self.env.timeout(self.latency())
         if self.partitions is not None:
             yield from self._cross_partition("COMMIT")
+        if self.arrivals is not None:
+            yield from self.arrivals.reach(self.client, "commit")
         self.counts["commit"] += 1
         if self._begin:
             self._begin = False  # an empty transaction: nothing reached the server
@@ -174,6 +179,8 @@ class DbSession:
     def rollback(self):
         """Generator: ROLLBACK (one round trip)."""
         yield self.env.timeout(self.latency())
+        if self.arrivals is not None:
+            yield from self.arrivals.reach(self.client, "rollback")
         self.counts["rollback"] += 1
         if self._begin:
             self._begin = False

@@ -4,6 +4,7 @@ from a random phase."""
 from __future__ import annotations
 
 from sim.model.driver import Driver
+from sim.model.pinned_draws import watcher_phase
 from sim.model.session import DbSession
 from sim.protocol import WatcherProtocol
 
@@ -18,10 +19,9 @@ def watcher(world):
     )
     db = DbSession(world, "watcher", latency)
     steps, driver = WatcherProtocol(policy), Driver(world)
-    if policy.random_phase:
-        yield env.timeout(
-            float(world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval))
-        )
+    phase = watcher_phase(world)
+    if phase:
+        yield env.timeout(phase)
     while True:
         yield from driver.run(steps.tick(), db)
         yield env.timeout(policy.watcher_interval)

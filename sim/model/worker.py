@@ -20,6 +20,7 @@ from collections import deque
 import simpy
 
 from sim.db.errors import DatabaseError
+from sim.model import pinned_draws
 from sim.model.driver import CrashPointReached, Driver
 from sim.model.liveness import ProcessLiveness
 from sim.model.session import DbSession
@@ -42,11 +43,7 @@ class Worker:
         self._hb_latency = latency.sampler(streams.generator(f"latency/{self.name}/hb"))
         self._connect()
         faults = world.scenario.faults
-        self._phase = (
-            float(streams.generator(f"worker/{index}/phase").uniform(0, self.policy.poll_interval))
-            if self.policy.random_phase
-            else 0.0
-        )
+        self._phase = pinned_draws.worker_phase(world, index)
         self._restart_delay = faults.restart_delay.sampler(
             streams.generator(f"worker/{index}/restart")
         )
@@ -62,6 +59,7 @@ class Worker:
             release_loss=streams.generator(f"worker/{index}/release-loss")
             if faults.release_loss
             else None,
+            scripted_delay=pinned_draws.heartbeat_delay(world, index),
         )
         self.steps = self._protocol(self.name)
         self.driver = Driver(world, self.pauses)

@@ -7,6 +7,7 @@ from collections import Counter
 
 import simpy
 
+from sim.model.arrivals import Arrivals
 from sim.model.clock import db_clock, worker_clock
 from sim.model.events import EventLog
 from sim.model.faults import (
@@ -42,12 +43,14 @@ class World:
         self.log = EventLog()
         self.statement_counts: Counter = Counter()
         self.tx = TxRegistry(self.env)
+        self.arrivals = Arrivals.of(self.env, scenario)  # None unless stalls or an order are set
         self.psp = Psp()
         self.catalog = JobCatalog()
         self.crash_points = CrashPoints(
             scenario.faults.crash_points, self.streams.generator("crash-points")
         )
         self.workers: list[Worker] = []
+        self.producer: simpy.Process | None = None
         # policy.rescue = job: the rescue tasks the workers run (the watcher is no process then)
         self.rescue = RescueJobs(self) if scenario.policy.rescue == "job" else None
 
@@ -56,7 +59,7 @@ def build(scenario, backend) -> World:
     """Create the world and start every process (producer, workers, faults, watcher)."""
     world = World(scenario, backend)
     env, policy, faults, horizon = world.env, scenario.policy, scenario.faults, scenario.horizon
-    env.process(producer(world))
+    world.producer = env.process(producer(world))
     if world.db_clock is not None:
         env.process(log_db_clock_steps(env, world.log, faults.db_clock_steps))
     for i in range(policy.workers):

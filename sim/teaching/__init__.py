@@ -31,6 +31,8 @@ The notebooks narrate and call; everything with logic lives in these modules, wi
   claims beside both simulations, `check_largest_part()`);
 - cheatsheet (notebook 11): the lease article's items each with its measured `Proof`, the rules
   of thumb measured by `rules_of_thumb`, and notebook 12's takeaways;
+- hunting (notebook 13, sim hunt): a failure buried in noise (`noisy_failure()`), the shrinker's
+  steps (`shrink_table()`), `check_shortest_pause()`;
 - fencing and clocks (notebook 12): what a failed lease costs, who checks a fencing token, Chubby's
   lock-delay (`check_refusers()`); a worker's conservative deadline, drift, clocks that disagree
   (`check_safe_deadline()`).
@@ -89,6 +91,7 @@ from sim.teaching.figures import (
     plot_false_expiry,
     plot_retention,
 )
+from sim.teaching.hunting import check_shortest_pause, noisy_failure, shrink_table  # notebook 13
 from sim.teaching.lessons import (
     STRATEGIES,
     claim_contention,
@@ -161,6 +164,7 @@ __all__ = [
     "check_retention",
     "check_safe_claims",
     "check_safe_deadline",
+    "check_shortest_pause",
     "check_smallest_ttl",
     "check_stuck_query",
     "check_ttl_quantile",
@@ -177,6 +181,7 @@ __all__ = [
     "false_expiry_theory",
     "fencing",
     "leases_to_show",
+    "noisy_failure",
     "recovery_theory_sentence",
     "review_tally_sentence",
     "rules_of_thumb",
@@ -214,6 +219,7 @@ __all__ = [
     "seconds",
     "server_words",
     "setup",
+    "shrink_table",
     "sim_seconds",
     "size",
     "sizes",

@@ -66,6 +66,8 @@ LIST_ITEMS = {
     "faults.crash_points",
     "faults.clock_steps",
     "faults.db_clock_steps",
+    "faults.db_stalls",
+    "faults.heartbeat_faults",
 }
 
 
@@ -203,6 +205,35 @@ def bad_items(key: str) -> st.SearchStrategy:
             ),
             st.fixed_dictionaries({"worker": st.just(0), "at": st.just(1.0)}),
         ),
+        "faults.db_stalls": st.one_of(
+            st.fixed_dictionaries({"at": time, "duration": st.just(1.0)}),
+            st.fixed_dictionaries({"at": st.just(1.0), "duration": st.one_of(time, st.just(0))}),
+            st.fixed_dictionaries({"at": st.just(1.0)}),
+        ),
+        "faults.heartbeat_faults": st.one_of(
+            st.fixed_dictionaries(
+                {"worker": st.just(0), "at": time, "duration": st.just(1.0), "lost": st.just(True)}
+            ),
+            st.fixed_dictionaries(
+                {
+                    "worker": st.one_of(st.integers(4, 10**6), st.integers(max_value=-1)),
+                    "at": st.just(1.0),
+                    "duration": st.just(1.0),
+                    "lost": st.just(True),
+                }
+            ),
+            st.fixed_dictionaries(  # neither lost nor a delay
+                {"worker": st.just(0), "at": st.just(1.0), "duration": st.just(1.0)}
+            ),
+            st.fixed_dictionaries(
+                {
+                    "worker": st.just(0),
+                    "at": st.just(1.0),
+                    "duration": st.just(1.0),
+                    "delay": st.one_of(negative, too_long, words),
+                }
+            ),
+        ),
     }
     entry["faults.db_clock_steps"] = st.one_of(
         st.fixed_dictionaries(
@@ -288,8 +319,26 @@ RANGE = {  # values of the right type that are out of range, for the fields whos
 }
 
 
+def bad_pinned() -> st.SearchStrategy:
+    """A [pinned] section (sim hunt's explicit schedule) that is not a table, or has one bad
+    entry."""
+    return st.one_of(
+        st.one_of(words, st.integers(), st.booleans()),
+        st.fixed_dictionaries({"worker_phases": st.one_of(negative, too_long).map(lambda x: [x])}),
+        st.fixed_dictionaries({"worker_phases": st.just([0.0] * 5)}),  # baseline has 4 workers
+        st.fixed_dictionaries({"watcher_phase": st.one_of(negative, non_finite, words)}),
+        st.fixed_dictionaries({"work": st.one_of(negative, too_long).map(lambda x: [x])}),
+        st.fixed_dictionaries({"order": st.just(["w0", "w0"])}),
+        st.fixed_dictionaries({"order_changes": st.just([1])}),  # no order
+        st.fixed_dictionaries({"order": st.just([]), "order_changes": st.just([0])}),
+        st.fixed_dictionaries({"bogus": st.integers()}),
+    )
+
+
 def bad_value(key: str) -> st.SearchStrategy:
     hint = FIELDS[key]
+    if key == "pinned":
+        return bad_pinned()
     if key in LIST_ITEMS:
         return bad_items(key)
     if hint is Dist:
@@ -331,7 +380,7 @@ def toml(value) -> str:
 
 def test_every_field_has_bad_values():
     for key in FIELDS:
-        if key not in ("name", "description"):  # free text: only a wrong type is wrong
+        if key not in ("name", "description", "pinned"):  # free text; pinned: bad_pinned()
             assert key in RANGE or key in LIST_ITEMS or FIELDS[key] in (bool, Dist), key
 
 
