@@ -1,7 +1,8 @@
 """An advice's candidates as the trade-off chart draws them, and the chart itself (notebook 06 and
 the advice report draw the same one): predicted risk against predicted recovery at the recommended
 watcher interval, for no heartbeat and the recommended heartbeat, over TTLs that reach a feasible
-setting on each line; infeasible settings faded, the recommendation starred.
+setting on each line, and the advice's named settings (A the recommendation, starred; B, C ...
+wherever they are) labelled by their letter; infeasible settings faded.
 
 from sim.plots import advice_chart
 advice_chart(advice)                   # or tradeoff(advice_frame(advice), **ADVICE_AXES)
@@ -68,8 +69,29 @@ def advice_frame(
             "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
             "predicted_db_load_mean": rows["db_load"].to_numpy(float),
             "feasible": rows["feasible"].to_numpy(bool),
+            "policy.watcher_interval": rows["watcher_interval"].to_numpy(float),
         }
     ).reset_index(drop=True)
+
+
+def named_frame(advice) -> pd.DataFrame:
+    """advice_frame's rows for the advice's named settings (advice.shortlist), with their letter
+    in a `name` column."""
+    table = advice.shortlist
+    frame = pd.concat(
+        [
+            advice_frame(advice, watcher_interval=w, heartbeats=[h], ttls=[t])
+            for t, h, w in zip(
+                table["ttl"],
+                [None if pd.isna(h) else h for h in table["heartbeat_interval"]],
+                table["watcher_interval"],
+                strict=True,
+            )
+        ],
+        ignore_index=True,
+    )
+    frame["name"] = list(table["name"])
+    return frame
 
 
 def chart_heartbeats(advice) -> list[float | None]:
@@ -105,17 +127,22 @@ def advice_chart(advice, ax=None):
 
     beats = chart_heartbeats(advice)
     frame = advice_frame(advice, heartbeats=beats, ttls=chart_ttls(advice, beats))
+    keys = ["policy.lease_ttl", "policy.heartbeat_interval", "policy.watcher_interval"]
+    named = named_frame(advice) if advice.shortlist is not None else frame.iloc[:0]
+    frame = pd.concat([frame.assign(name=""), named], ignore_index=True)
+    frame = frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
     h = advice.heartbeat_interval
-    mark = {
-        "policy.lease_ttl": advice.ttl,
-        "policy.heartbeat_interval": "none" if h is None else f"{h:g} s",
-    }
+    beat = "none" if h is None else f"{h:g} s"
+    mark = {"policy.lease_ttl": advice.ttl, "policy.heartbeat_interval": beat}
+    mark["policy.watcher_interval"] = advice.watcher_interval
     return tradeoff(
         frame,
         ax,
         **ADVICE_AXES,
-        keys=["policy.lease_ttl", "policy.heartbeat_interval"],
+        keys=keys,
         mark=mark,
-        mark_label=f"recommended: TTL {advice.ttl:g} s, hb {mark['policy.heartbeat_interval']}",
+        mark_label=f"A (recommended): TTL {advice.ttl:g} s, hb {beat}",
         feasible="feasible",
+        named_by="name",
+        label_keys=keys[:2],
     )

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
 
 from sim.errors import ConfigError
 from sim.plots.style import (
@@ -521,6 +522,8 @@ def tradeoff(
     mark: dict | None = None,
     mark_label: str = "recommended",
     feasible: str | None = None,
+    named_by: str | None = None,
+    label_keys: list[str] | None = None,
 ):
     """The Pareto chart of settings: recovery latency vs false-expiry risk, marker size and
     shade = DB load.
@@ -533,7 +536,10 @@ def tradeoff(
     dotted line at its left edge, labelled 0 on the axis and in the legend, rather than dropped;
     the frontier is computed on the true values. mark: {key: value} of one setting to mark with a
     star (`mark_label` in the legend), e.g. a recommendation; feasible: a boolean column of the
-    frame, whose False settings are drawn faded and named so in the legend.
+    frame, whose False settings are drawn faded and named so in the legend. named_by: a column of
+    short names ("A", "B", or ""): a named setting is always labelled, "B: <its settings>", as the
+    advice's text and tables name it; label_keys: the keys an unnamed point's label shows (all by
+    default).
     """
     import matplotlib as mpl
     from matplotlib.colors import Normalize
@@ -551,8 +557,9 @@ def tradeoff(
         points = points.merge(
             table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys
         )
-    if feasible is not None:
-        points = points.merge(agg[[*keys, feasible]].drop_duplicates(keys), on=keys, how="left")
+    for extra in (feasible, named_by):
+        if extra is not None:
+            points = points.merge(agg[[*keys, extra]].drop_duplicates(keys), on=keys, how="left")
     px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
     shown = np.isfinite(px) & np.isfinite(py)
     ok = (
@@ -697,9 +704,21 @@ def tradeoff(
     )
     # labels last: the title and the colour bar have moved the axes to where they will be drawn
     label_all = shown.sum() <= 24
-    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i]]
-    texts = [", ".join(setting_text(k, points[k].iat[i]) for k in keys) for i in chosen]
-    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen], avoid=[legend])
+    named = (
+        points[named_by].fillna("").astype(str).to_numpy()
+        if named_by is not None
+        else np.full(len(points), "")
+    )
+    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i] or named[i]]
+    texts = [
+        f"{named[i]}: " + ", ".join(setting_text(k, points[k].iat[i]) for k in keys)
+        if named[i]
+        else ", ".join(setting_text(k, points[k].iat[i]) for k in (label_keys or keys))
+        for i in chosen
+    ]
+    # named settings first, in name order (A, the recommendation, before all)
+    first = np.array([named[i] or "~" for i in chosen])
+    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen], avoid=[legend], first=first)
     return ax
 
 
@@ -774,11 +793,12 @@ def _x_ticks(ax, metric: str, log: bool, edge: float | None) -> None:
         )
 
 
-def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
+def _place_labels(ax, xs, ys, texts, bold, avoid=(), first=None) -> None:
     """Label points to their right (or left, near the right edge). Each label is measured as drawn,
     after the layout is settled; one that would overlap a label already placed or an artist in
     `avoid` (the legend), or leave the axes, moves up or down a line at a time, nearest first,
-    with a leader line to its point; a label with no free place within reach is left out."""
+    with a leader line to its point; a label with no free place within reach is left out. `first`:
+    a sort key per label placed before the height (named settings, A first)."""
     if not len(texts):
         return
     fig = ax.figure
@@ -788,7 +808,8 @@ def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
     placed: list[Bbox] = []
     where = ax.transData.transform(np.column_stack([xs, ys]))
     steps = [0] + [k for j in range(1, 41) for k in (j, -j)]
-    for i in np.argsort(where[:, 1], kind="stable"):
+    ahead = np.zeros(len(texts)) if first is None else np.asarray(first)
+    for i in np.lexsort((where[:, 1], ahead)):
         for k, side in ((k, side) for k in steps for side in (1, -1)):
             dy = 3.0 + (ANNOTATION_PT + 1.5) * k  # points: one line and a gap per step
             label = ax.annotate(
@@ -815,7 +836,8 @@ def _place_labels(ax, xs, ys, texts, bold, avoid=()) -> None:
                 else None,
             )
             label.set_in_layout(False)  # placed for this layout: it must not move the axes again
-            box = label.get_window_extent(renderer)
+            label.update_positions(renderer)
+            box = Text.get_window_extent(label, renderer)  # the words, not their leader line
             inside = (
                 frame.x0 <= box.x0
                 and box.x1 <= frame.x1
