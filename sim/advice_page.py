@@ -155,11 +155,15 @@ def _cost_box(advice, settings, row) -> str:
 # ---- the sections -------------------------------------------------------------------------------
 
 
-def advice_sections(advice, *, level: int, timeline: bool, settings=None) -> str:
-    """The advice's part of a page: the answer, then the details (the review page embeds it)."""
+def advice_sections(
+    advice, *, level: int, timeline: bool, settings=None, heading: bool = False
+) -> str:
+    """The advice's part of a page: the answer, then the details (the review page embeds it,
+    under a heading of its own)."""
     h = f"h{level}"
     missed = advice.shortfall()
     parts = [
+        f"<{h}>Advice: A = {escape(_setting(advice))}</{h}>" if heading else "",
         answer(advice, settings),
         f"<p class='warning'>{escape(missed)}</p>" if missed else "",
         "".join(f"<p class='warning'>warning: {escape(w)}</p>" for w in advice.warnings()),

@@ -82,9 +82,13 @@ def build(advice, ttls: list[float]) -> pd.DataFrame:
     if advice.met:
         feasible = table[table["feasible"]]
         parts.append((None, feasible.loc[feasible["score"].idxmin()], "the lowest score"))
-    bare = no_renewal(advice)
-    at = same_setting(table, bare.ttl, None, bare.watcher_interval)
-    if at.any():
+    bare = no_renewal(advice) if table["heartbeat_interval"].isna().any() else None
+    at = (
+        same_setting(table, bare.ttl, None, bare.watcher_interval)
+        if bare is not None
+        else pd.Series(False, index=table.index)
+    )
+    if bare is not None and at.any():
         why = (
             "the shortest feasible TTL without one"
             if bare.feasible
@@ -171,6 +175,8 @@ def carried(advice, settings) -> pd.Series | None:
         return None
     if kind == "advised" or advice.heartbeat_interval is None:
         return table.iloc[0]
+    if not advice.candidates["heartbeat_interval"].isna().any():
+        return None
     from sim.advice_settings import no_renewal
 
     bare = no_renewal(advice)

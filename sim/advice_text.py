@@ -90,10 +90,13 @@ def shortfall(advice) -> str | None:
 def load_line(advice) -> str:
     """The load the figures are at: the arrival rate and the workers' busy share."""
     i = advice.inputs
-    given = "arrival_rate" if i["arrival_rate"] is not None else "assumed"
-    hint = "" if i["arrival_rate"] is not None else " (give arrival_rate for your queue's)"
+    given = (
+        "(arrival_rate)"
+        if i["arrival_rate"] is not None
+        else "assumed (give arrival_rate for your queue's)"
+    )
     return (
-        f"load: {i['jobs_per_s']:.3g} jobs/s {given}{hint}, {percent(advice.utilisation)} of "
+        f"load: {i['jobs_per_s']:.3g} jobs/s {given}, {percent(advice.utilisation)} of "
         f"{i['pool'].capacity_words()}"
     )
 
@@ -299,6 +302,11 @@ def infeasible_reasons(row: pd.Series, advice) -> list[str]:
     return [words[rule]() for rule, ok in passed.items() if not ok]
 
 
+def bare_candidates(advice) -> pd.DataFrame:
+    """The candidates without a heartbeat."""
+    return advice.candidates[advice.candidates["heartbeat_interval"].isna()]
+
+
 def heartbeat_line(advice) -> str:
     """Without a heartbeat (the named setting E, or whichever letter it has) against with one:
     its risk and recovery, and what A's heartbeat costs at the load."""
@@ -317,6 +325,7 @@ def heartbeat_line(advice) -> str:
                 f"{duration(row['predicted_recovery_mean'])}"
             )
         else:
+            lowest = float(bare_candidates(advice)["predicted_false_expiry_high"].min())
             why = (
                 f" (predicted {percent(row['predicted_false_expiry'])}: "
                 f"{count(advice.inputs['durations_n'], 'observed job')} cannot show a smaller "
@@ -325,10 +334,11 @@ def heartbeat_line(advice) -> str:
                 else ""
             )
             without = claim(
-                row["predicted_false_expiry_high"] > allowed,
+                lowest > allowed,
                 f"without a heartbeat no TTL searched is feasible: the lowest false-expiry upper "
-                f"bound, {label(row)}, is {percent(row['predicted_false_expiry_high'])} per job"
-                f"{why}, over target / margin ({percent(allowed)})",
+                f"bound any reaches is {percent(lowest)} per job, over target / margin "
+                f"({percent(allowed)}); {label(row)}, the shortest TTL near it, has "
+                f"{percent(row['predicted_false_expiry_high'])}{why}",
             )
     if h is None:
         return f"{without}; A needs no heartbeat"

@@ -76,7 +76,7 @@ def review_report(review, path: str | Path, *, advice=None) -> Path:
     if advice is not None:
         from sim.advice_page import advice_sections
 
-        body.append(advice_sections(advice, level=2, timeline=False))
+        body.append(advice_sections(advice, level=2, timeline=False, heading=True))
     return write_page(path, title, body)
 
 

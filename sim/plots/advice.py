@@ -121,16 +121,26 @@ def chart_ttls(advice, heartbeats: Iterable | None = None) -> list[float]:
     return [t for t in ttls if t <= reach]
 
 
+CHART_KEYS = ["policy.lease_ttl", "policy.heartbeat_interval", "policy.watcher_interval"]
+
+
+def chart_frame(advice) -> pd.DataFrame:
+    """The points advice_chart draws: advice_frame at A's watcher interval for no heartbeat and
+    A's heartbeat (chart_heartbeats, chart_ttls), and the named settings (named_frame) wherever
+    they are, each once, with its letter in `name` ("" for the unnamed)."""
+    beats = chart_heartbeats(advice)
+    frame = advice_frame(advice, heartbeats=beats, ttls=chart_ttls(advice, beats))
+    named = named_frame(advice) if advice.shortlist is not None else frame.iloc[:0]
+    frame = pd.concat([frame.assign(name=""), named], ignore_index=True)
+    return frame.drop_duplicates(CHART_KEYS, keep="last").reset_index(drop=True)
+
+
 def advice_chart(advice, ax=None):
     """Draw the advice's trade-off chart on `ax` (a new figure if None); returns the Axes."""
     from sim.plots.analysis import tradeoff
 
-    beats = chart_heartbeats(advice)
-    frame = advice_frame(advice, heartbeats=beats, ttls=chart_ttls(advice, beats))
-    keys = ["policy.lease_ttl", "policy.heartbeat_interval", "policy.watcher_interval"]
-    named = named_frame(advice) if advice.shortlist is not None else frame.iloc[:0]
-    frame = pd.concat([frame.assign(name=""), named], ignore_index=True)
-    frame = frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
+    frame = chart_frame(advice)
+    keys = CHART_KEYS
     h = advice.heartbeat_interval
     beat = "none" if h is None else f"{h:g} s"
     mark = {"policy.lease_ttl": advice.ttl, "policy.heartbeat_interval": beat}
