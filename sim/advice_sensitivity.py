@@ -355,9 +355,12 @@ def rests_on(advice, row=None) -> str:
         "jobs longer than the TTL": "your durations (jobs longer than the TTL)",
     }
     if not causes or total <= 0 or causes[0][1] <= 0:
+        assumed = [
+            line.split(": ", 1)[1] for line in a.lines() if line.startswith(("pauses", "DB"))
+        ]
         text = (
             f"rests on: {name} predicts no false expiry under these assumptions "
-            f"({'; '.join(line.split(': ', 1)[1] for line in a.lines()[:3])})"
+            f"({'; '.join(assumed)})"
         )
     else:
         (cause, value), others = causes[0], causes[1:]
@@ -438,7 +441,7 @@ SIMULATED_SHARE = 0.01  # pauses made frequent enough that about this share of j
 # ... but workers paused at most this share of the time: more, and pauses that run into each other
 # (one long pause to the lease) make the simulation part from a model of independent pauses
 PAUSED_AT_MOST = 0.025
-FAILOVERS_PER_RUN = 5  # wanted (more when the run is longer, fewer when MOST_JOBS cut it)
+FAILOVERS_PER_RUN = 4  # wanted (more when the run is longer, fewer when MOST_JOBS cut it)
 MOST_JOBS = 5000  # a run of a fast queue stops here
 EVIDENCE_COLUMNS = [
     "change",
@@ -485,7 +488,7 @@ def _failover_gap(advice, seconds: float) -> float:
     return seconds + 2 * advice.ttl + backlog / spare + 5 * i["durations_p99"] + 10.0
 
 
-def _failover_case(advice, v: Variant, horizon: float) -> tuple[dict, float, str, int]:
+def failover_case(advice, v: Variant, horizon: float) -> tuple[dict, float, str, int]:
     """(the run's faults, predicted leases lapsing per failover, what was simulated, failovers)
     for a failover row: every worker's DB calls hang at once, as often as the run allows."""
     from sim.scenario import ScriptedOutage
@@ -539,7 +542,7 @@ def simulate(advice, jobs: int = 1000, seed: int = 0, executor=None, progress=No
         if not (v.failover or v.change.startswith(SIMULATED)):
             continue
         if v.failover:
-            faults, predicted, words, n = _failover_case(advice, v, jobs / rate)
+            faults, predicted, words, n = failover_case(advice, v, jobs / rate)
             cases.append((v, "per failover", faults, predicted, words, n))
         else:
             cases.append((v, "per job", *_pause_case(advice, v), 1))

@@ -171,7 +171,7 @@ def test_a_review_report_can_carry_the_advice_and_an_advice_report_the_review(
         "Verdicts",
         "Lease timeline",
         "Settings",
-        f"Advice: A = TTL 3 s, heartbeat every 1 s, watcher every 0.5 s",
+        "Advice: A = TTL 3 s, heartbeat every 1 s, watcher every 0.5 s",
     ]
     assert "Assumptions and inputs" in both.h2
     other = Page(
