@@ -282,21 +282,25 @@ def load(
 
 def refuse_unit(job: Dist, workers: int, rate: float, a: Assumptions, read_in) -> None:
     """ConfigError naming --unit when the durations look like another unit (by their column's
-    name or their scale) in which the workers would carry the rate; else nothing (the overload
-    refusal stands)."""
+    name or their scale): the overload is then most likely the unit's, and the one line says what
+    the workers carry in that unit (and --workers too, if even that is too little). Nothing when
+    the durations look like what they were read as (the overload refusal stands)."""
     if read_in is None or read_in.suspected_unit is None:
         return
     other = read_in.suspected_unit
+    pool = pool_of(job, workers, a)
     factor = UNITS[other] / UNITS[read_in.unit]
-    scaled = Dist.empirical(np.asarray(job.samples, float) * factor)
-    pool = pool_of(scaled, workers, a)
-    if pool.utilisation(rate) >= 1:
-        return
+    scaled = pool_of(Dist.empirical(np.asarray(job.samples, float) * factor), workers, a)
+    then = (
+        f"{percent(scaled.utilisation(rate))} busy"
+        if scaled.utilisation(rate) < 1
+        else f"still short: add --workers {scaled.workers_for(rate)}"
+    )
     raise ConfigError(
-        f"unit: {read_in.warnings[0]}; read as {UNIT_WORDS[read_in.unit]}, {workers} workers would "
-        f"need {pool_of(job, workers, a).workers_for(rate):,} of them for {rate:.3g} jobs/s, "
-        f"while in {UNIT_WORDS[other]} they carry {pool.capacity:.3g} jobs/s "
-        f"({percent(pool.utilisation(rate))} busy): give --unit {other} (unit='{other}')"
+        f"unit: {read_in.warnings[0]}; read as {UNIT_WORDS[read_in.unit]}, {workers} workers "
+        f"carry {pool.capacity:.3g} jobs/s against the {rate:.3g} given, while read as "
+        f"{UNIT_WORDS[other]} they carry {scaled.capacity:.3g} jobs/s ({then}): give --unit "
+        f"{other} (unit='{other}')"
     )
 
 

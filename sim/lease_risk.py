@@ -113,6 +113,11 @@ def describe(d: Dist) -> str:
         return f"median {duration(d.median, ms=True)}, p99 {duration(d.p99, ms=True)}"
     if d.kind == "constant":
         return f"{duration(d.value, ms=True)} each"
+    if d.kind == "empirical":
+        return (
+            f"median {duration(d.quantile(0.5), ms=True)}, p99 {duration(d.quantile(0.99), ms=True)}"
+            f" of {count(len(d.samples), 'value')}"
+        )
     return (
         f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 "
         f"{duration(d.quantile(0.99), ms=True)}"
