@@ -134,8 +134,8 @@ class Advice:
     position: list[str] = field(default_factory=list)  # where the TTL sits, and why
     target_per_day: float | None = None  # the target as given per day, if it was
     shortlist: pd.DataFrame | None = field(default=None, repr=False)  # the named settings, A first
-    sensitivity: pd.DataFrame | None = field(default=None, repr=False)  # A as assumptions move
     sensitivity_evidence: pd.DataFrame | None = field(default=None, repr=False)  # simulated
+    _sensitivity: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def assumptions(self) -> Assumptions:
@@ -149,6 +149,14 @@ class Advice:
     def utilisation(self) -> float:
         """The workers' busy share at the arrival rate (assumed ASSUMED_UTILISATION without one)."""
         return self.inputs["utilisation"]
+
+    @property
+    def sensitivity(self) -> pd.DataFrame:
+        """A's risk and the choice when each assumption moves (sim.advice_sensitivity.table),
+        computed from the risk model the first time it is asked for."""
+        if self._sensitivity is None:
+            self._sensitivity = advice_sensitivity.table(self)
+        return self._sensitivity
 
     @property
     def recovery_mean(self) -> float:
@@ -453,7 +461,6 @@ def advise(
     searched = inputs["searched"]["ttl"]
     advice.shortlist = advice_shortlist.build(advice, searched)
     advice.position = extended + advice_text.position(advice)
-    advice.sensitivity = advice_sensitivity.table(advice)
     if verify:
         floored = [t for t in searched if min_ttl is None or t >= min_ttl]
         advice.evidence = advice_evidence.simulate(

@@ -114,10 +114,8 @@ def describe(d: Dist) -> str:
     if d.kind == "constant":
         return f"{duration(d.value, ms=True)} each"
     if d.kind == "empirical":
-        return (
-            f"median {duration(d.quantile(0.5), ms=True)}, p99 {duration(d.quantile(0.99), ms=True)}"
-            f" of {count(len(d.samples), 'value')}"
-        )
+        median, p99 = (duration(d.quantile(q), ms=True) for q in (0.5, 0.99))
+        return f"median {median}, p99 {p99} of {count(len(d.samples), 'value')}"
     return (
         f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 "
         f"{duration(d.quantile(0.99), ms=True)}"
