@@ -237,23 +237,29 @@ def _explained(advice, h: str) -> list[str]:
 
 def _mark(ax, story) -> None:
     """Label the pause (the false expiry) and the crash (the recovery) on the timeline."""
-    style = {"fontsize": 9, "color": "#8a3b00", "fontweight": "bold", "gid": "story"}
-    ax.annotate(
-        f"paused {duration(story.pause)} > {duration(story.slack)}: lease lost",
-        xy=(story.pause_at, story.pause_worker),
-        xytext=(story.pause_at, story.pause_worker - 0.45),
-        ha="left",
-        va="bottom",
-        **style,
-    )
-    ax.annotate(
-        f"crash: claimed again after {duration(story.recovery)}",
-        xy=(story.crash_at, story.crash_worker),
-        xytext=(story.crash_at, story.crash_worker - 0.45),
-        ha="left",
-        va="bottom",
-        **style,
-    )
+    for text, at, worker in (
+        (
+            f"paused {duration(story.pause)} > {duration(story.slack)}: lease lost",
+            story.pause_at,
+            story.pause_worker,
+        ),
+        (
+            f"crash: claimed again after {duration(story.recovery)}",
+            story.crash_at,
+            story.crash_worker,
+        ),
+    ):
+        ax.annotate(
+            text,
+            xy=(at, worker),
+            xytext=(at, worker - 0.45),
+            ha="left",
+            va="bottom",
+            fontsize=9,
+            color="#8a3b00",
+            fontweight="bold",
+            gid="story",
+        )
 
 
 def _details(advice, h: str, settings) -> list[str]:

@@ -43,10 +43,7 @@ is simulated at A too. When the simulated recovery interval excludes the predict
 gives the simulated figure and says so as a finding; it also says whether the simulation confirms
 the target. The sentences are sim.advice_text's, each built beside its numbers.
 
-The bundled example, sim/data/sample_durations.csv (`python -m sim advise sample`), holds 2000
-payment processing times made by sample_durations() below (seed 20260515), written by
-`python -c "import sim.advisor as a; a.write_sample_durations('sim/data/sample_durations.csv')"`;
-tests/analysis/test_advisor.py checks that the file and the function still agree.
+The inputs, read and checked, are sim.advice_inputs's (the bundled example, "sample", too).
 """
 
 from __future__ import annotations

@@ -24,15 +24,15 @@ from sim.wording import amount, percent
 CANDIDATES = {"ttl": [4, 6, 10], "heartbeat_interval": [1, 2], "watcher_interval": [1]}
 
 
-@pytest.fixture(scope="module")
-def busy_pauses():
-    """Jobs of about 5 s, 8 workers 70% busy, 80 pauses per worker-hour (median 1 s, p99 8 s):
-    A (TTL 4 s, heartbeat 1 s) loses about 1% of its leases, enough to count in 3000 jobs."""
+def _busy(**assumed):
+    """Jobs of about 5 s, 8 workers 70% busy, 80 pauses per worker-hour (median 1 s, p99 8 s)
+    unless `assumed` moves them: A (TTL 4 s, heartbeat 1 s) loses about 1% of its leases, enough
+    to count in 3000 jobs."""
     rng = np.random.default_rng(8)
+    pauses = {"pause_rate": 80, "pause_duration": Dist.lognormal(1.0, 8.0)}
     return advise(
         rng.lognormal(np.log(5.0), 0.5, 2000),
-        pause_rate=80,
-        pause_duration=Dist.lognormal(1.0, 8.0),
+        **(pauses | assumed),
         crash_rate=0,
         workers=8,
         arrival_rate=1.0,
@@ -40,6 +40,11 @@ def busy_pauses():
         candidates=CANDIDATES,
         verify=False,
     )
+
+
+@pytest.fixture(scope="module")
+def busy_pauses():
+    return _busy()
 
 
 @pytest.fixture(scope="module")
@@ -108,21 +113,9 @@ def test_the_advice_under_each_row_is_the_full_search_with_that_assumption(busy_
         "one DB failover a day of 10 s": {"db_stall_rate": 1, "db_stall_duration": 10},
         "one DB failover a day of 30 s": {"db_stall_rate": 1, "db_stall_duration": 30},
     }
-    rng = np.random.default_rng(8)
-    durations = rng.lognormal(np.log(5.0), 0.5, 2000)
-    settings = {"pause_rate": base.pause_rate, "pause_duration": base.pause_duration}
     for row in busy_pauses.sensitivity.iloc[1:].itertuples():
         key = next(k for k in moved if row.change.startswith(k))
-        full = advise(
-            durations,
-            **(settings | moved[key]),
-            crash_rate=0,
-            workers=8,
-            arrival_rate=1.0,
-            target_false_expiry=0.2,
-            candidates=CANDIDATES,
-            verify=False,
-        )
+        full = _busy(**moved[key])
         assert (row.ttl, row.heartbeat_interval, row.watcher_interval) == (
             full.ttl,
             full.heartbeat_interval,

@@ -22,6 +22,8 @@ from sim.scenario import LeaseWarning
 from sim.stats import pooled_mean_ci, wilson_interval
 from sim.wording import duration, percent
 
+from .evidence import evidence_at_a
+
 RULES = {"recovery": 0.0, "balanced": 1.0, "safety": 10.0}
 
 
@@ -54,7 +56,8 @@ def test_each_preference_follows_its_stated_rule(by_preference):
         )
         # the lowest score is a named setting, and its row says so
         named = advice.shortlist.set_index("name")
-        lowest = named[named["role"].str.contains("the lowest score")]
+        parts = named["role"].str.split("; also ")
+        lowest = named[parts.apply(lambda roles: "the lowest score" in roles)]
         assert len(lowest) == 1 and lowest["score"].iloc[0] == best["score"]
 
 
@@ -193,38 +196,9 @@ def unverified():
     return advise("sample", arrival_rate=1.0, verify=False)
 
 
-def _evidence(advice, **row) -> pd.DataFrame:
-    """One simulated row at the recommended TTL (the sweep's columns), with what `row` changes."""
-    base = {
-        "name": "A",
-        "ttl": advice.ttl,
-        "heartbeat_interval": advice.heartbeat_interval,
-        "watcher_interval": advice.watcher_interval,
-        "recommended": True,
-        "runs": 4,
-        "jobs": 6000,
-        "crash_rate": 20.8,
-        "utilisation": 0.6,
-        "leases": 6080,
-        "false_expiries": 2,
-        "false_expiry": 2 / 6080,
-        "false_expiry_ci_low": wilson_interval(2, 6080)[0],
-        "false_expiry_ci_high": wilson_interval(2, 6080)[1],
-        "predicted_false_expiry": advice.predicted_false_expiry,
-        "recoveries": 80,
-        "recovery_mean": advice.predicted_recovery_mean,
-        "recovery_ci_low": advice.predicted_recovery_mean - 0.1,
-        "recovery_ci_high": advice.predicted_recovery_mean + 0.1,
-        "predicted_recovery_mean": advice.predicted_recovery_mean + 0.02,
-        "db_load": advice.db_load,
-        "predicted_db_load": advice.db_load,
-    }
-    return pd.DataFrame([base | row])
-
-
 def test_when_the_evidence_contains_the_prediction_the_advice_gives_the_prediction(unverified):
     advice = unverified
-    advice.evidence = _evidence(advice)
+    advice.evidence = evidence_at_a(advice)
     row = advice.evidence.iloc[0]
     assert advice.recovery_source == "predicted" and advice.findings() == []
     assert advice.recovery_mean == advice.predicted_recovery_mean
@@ -244,7 +218,7 @@ def test_when_the_evidence_excludes_the_prediction_the_simulated_figure_is_the_a
     form's figure at that rate (predicted + 0.02 s); the advice gives 3.5 s moved to the assumed
     1 crash per worker-hour by the closed form's difference (-0.02 s): 3.48 s."""
     advice = unverified
-    advice.evidence = _evidence(
+    advice.evidence = evidence_at_a(
         advice, recovery_mean=3.5, recovery_ci_low=3.4, recovery_ci_high=3.6
     )
     shift = -0.02
@@ -267,7 +241,7 @@ def test_when_the_evidence_excludes_the_prediction_the_simulated_figure_is_the_a
 
 def test_too_few_crashes_give_no_interval_and_say_so(unverified):
     advice = unverified
-    advice.evidence = _evidence(
+    advice.evidence = evidence_at_a(
         advice, recoveries=7, recovery_ci_low=np.nan, recovery_ci_high=np.nan
     )
     assert advice.recovery_source == "predicted"
@@ -286,14 +260,7 @@ def test_the_target_is_confirmed_only_when_the_simulated_upper_bound_is_within_i
     [0.0043%, 0.14%], reaches above the 0.1% target: unconfirmed, with the leases that would do."""
     advice = unverified
     low, high = wilson_interval(seen, leases)
-    advice.evidence = _evidence(
-        advice,
-        leases=leases,
-        false_expiries=seen,
-        false_expiry=seen / leases,
-        false_expiry_ci_low=low,
-        false_expiry_ci_high=high,
-    )
+    advice.evidence = evidence_at_a(advice, (seen, leases))
     line = advice.target_line()
     assert line.startswith(f"target {verdict}: ")
     interval = f"[{percent(low)}, {percent(high)}]"

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from sim import teaching
 from sim.advisor import advise
 from sim.dists import Dist
-from sim.stats import wilson_interval
 from sim.wording import CONTRADICTION, apart, claim, duration, percent
+
+from .evidence import evidence_at_a
 
 NUMBER = r"(?:< )?[\d.,]+"
 
@@ -56,37 +56,6 @@ def advices():
         ),
     }
     return out
-
-
-def _with_evidence(advice, *, seen: int, leases: int, recovery: tuple[float, float, float]):
-    """The advice with one simulated row at A (the evidence sweep's columns)."""
-    low, high = wilson_interval(seen, leases)
-    row = {
-        "name": "A",
-        "ttl": advice.ttl,
-        "heartbeat_interval": advice.heartbeat_interval,
-        "watcher_interval": advice.watcher_interval,
-        "recommended": True,
-        "runs": 4,
-        "jobs": leases,
-        "crash_rate": 20.0,
-        "utilisation": 0.6,
-        "leases": leases,
-        "false_expiries": seen,
-        "false_expiry": seen / leases,
-        "false_expiry_ci_low": low,
-        "false_expiry_ci_high": high,
-        "predicted_false_expiry": advice.predicted_false_expiry,
-        "recoveries": 80,
-        "recovery_mean": recovery[0],
-        "recovery_ci_low": recovery[1],
-        "recovery_ci_high": recovery[2],
-        "predicted_recovery_mean": advice.predicted_recovery_mean,
-        "db_load": advice.db_load,
-        "predicted_db_load": advice.db_load,
-    }
-    advice.evidence = pd.DataFrame([row])
-    return advice
 
 
 def check_sentences(text: str) -> int:
@@ -181,11 +150,14 @@ def test_every_judging_word_follows_the_printed_figures(advices):
     ],
 )
 def test_the_evidence_sentences_follow_their_intervals(advices, seen, leases, recovery):
-    advice = _with_evidence(
-        advise("sample", arrival_rate=1.0, verify=False),
-        seen=seen,
-        leases=leases,
-        recovery=recovery,
+    advice = advise("sample", arrival_rate=1.0, verify=False)
+    advice.evidence = evidence_at_a(
+        advice,
+        (seen, leases),
+        recovery_mean=recovery[0],
+        recovery_ci_low=recovery[1],
+        recovery_ci_high=recovery[2],
+        predicted_recovery_mean=advice.predicted_recovery_mean,
     )
     text = str(advice)
     assert check_sentences(text) >= 4
