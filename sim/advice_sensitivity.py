@@ -21,7 +21,6 @@ fault assumptions far more than on the durations. This module says so in numbers
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pandas as pd
@@ -335,6 +334,24 @@ def sources(advice, row=None) -> list[tuple[str, float]]:
 # ---- in words ------------------------------------------------------------------------------------
 
 
+CAUSES = {  # a cause in the headline's few words
+    "pauses": "the {source} pauses",
+    "heartbeat delays": "the assumed heartbeat delays",
+    "DB failovers": "the assumed DB failovers",
+    "jobs longer than the TTL": "your durations",
+}
+
+
+def main_cause(advice) -> str:
+    """What A's false expiries come from, in a few words ('the assumed pauses'), or that none are
+    predicted: the headline's last words."""
+    causes = sources(advice)
+    if not causes or causes[0][1] <= 0:
+        return "no false expiry predicted under these assumptions"
+    source = advice.inputs.get("pauses_source", "assumed")
+    return "rests on " + CAUSES[causes[0][0]].format(source=source)
+
+
 def rests_on(advice, row=None) -> str:
     """One sentence: what a named setting's risk (A's by default) comes from, with the shares of
     its causes (the largest first, then any other of at least MENTIONED); and, when no DB failover
@@ -441,8 +458,6 @@ SIMULATED_SHARE = 0.01  # pauses made frequent enough that about this share of j
 # ... but workers paused at most this share of the time: more, and pauses that run into each other
 # (one long pause to the lease) make the simulation part from a model of independent pauses
 PAUSED_AT_MOST = 0.025
-FAILOVERS_PER_RUN = 4  # wanted (more when the run is longer, fewer when MOST_JOBS cut it)
-MOST_JOBS = 5000  # a run of a fast queue stops here
 EVIDENCE_COLUMNS = [
     "change",
     "simulated_as",
@@ -506,7 +521,7 @@ def failover_case(advice, v: Variant, horizon: float) -> tuple[dict, float, str,
     )
     seconds = float(v.failover or 0.0)
     gap = _failover_gap(advice, seconds)
-    times = np.arange(1, max(2, int(horizon // gap))) * gap
+    times = np.arange(1, max(2, int(horizon // gap))) * gap  # a gap before each, one at least
     outages = tuple(
         ScriptedOutage(worker=w, at=float(t), duration=seconds)
         for t in times
@@ -529,13 +544,14 @@ def _faults(advice, a: Assumptions) -> dict:
 def simulate(advice, jobs: int = 1000, seed: int = 0, executor=None, progress=None):
     """One run at A per moved assumption that raises the risk (SIMULATED and the failovers;
     EVIDENCE_COLUMNS), all in one sweep over the faults table: simulated beside predicted, with 95%
-    intervals (Wilson for a share of leases; exact Poisson for lapses per failover). Runs are long
-    enough for FAILOVERS_PER_RUN failovers, up to MOST_JOBS jobs."""
+    intervals (Wilson for a share of leases; exact Poisson for lapses per failover). A run has
+    `jobs` jobs (more for a fast queue: advice_evidence.evidence_jobs), and as many failovers as
+    fit in it, at least one."""
+    from sim.advice_evidence import evidence_jobs
     from sim.sweep import sweep
 
     rate = advice.inputs["jobs_per_s"]
-    longest = max(_failover_gap(advice, s) for s in FAILOVERS) * (FAILOVERS_PER_RUN + 1)
-    jobs = max(int(jobs), min(MOST_JOBS, math.ceil(rate * longest)))
+    jobs = evidence_jobs(advice, jobs)
     base = advice.scenario(jobs=jobs, seed=seed, name="advice-sensitivity", tail=1.0)
     cases = []
     for v in variants(advice.assumptions)[1:]:

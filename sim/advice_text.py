@@ -32,14 +32,15 @@ LONGEST_WHY = (
 
 
 def headline(advice) -> str:
-    """A, what it costs a day at the queue's rate, its recovery and DB load, in one sentence."""
+    """A, what it costs a day at the queue's rate, its recovery and DB load, and what it rests on,
+    in one sentence (the next line says how much)."""
     simulated = " (simulated)" if advice.recovery_source == "simulated" else ""
     return (
         f"A: {setting_words(advice.ttl, advice.heartbeat_interval, advice.watcher_interval)}: "
         f"{amount(advice.false_expiries_per_day)} false expiries a day (95% upper bound "
         f"{amount(advice.false_expiries_per_day_high)}; {target_text(advice)}), recovery ~ "
         f"{duration(advice.recovery_mean)}{simulated}, {amount(advice.db_load)} heartbeat + "
-        "watcher statements/s"
+        f"watcher statements/s; {advice_sensitivity.main_cause(advice)}"
     )
 
 

@@ -464,7 +464,7 @@ def advise(
             advice, floored, int(replications), int(evidence_jobs), seed, executor, progress
         )
         advice.sensitivity_evidence = advice_sensitivity.simulate(
-            advice, seed=seed, executor=executor, progress=progress
+            advice, int(evidence_jobs), seed, executor, progress
         )
     return advice
 

@@ -110,7 +110,7 @@ def test_advice_reads_as_one_sentence_then_details(advice):
         r"A: TTL [\d.]+ s, heartbeat every [\d.]+ s, watcher every [\d.]+ s: [\d.,]+ false "
         r"expiries a day \(95% upper bound [\d.,]+; target 1% per job = [\d.,]+ a day at "
         r"[\d.]+ jobs/s\), recovery ~ [\d.]+ s( \(simulated\))?, [\d.]+ heartbeat \+ watcher "
-        r"statements/s",
+        r"statements/s; rests on the assumed pauses",
         headline,
     ), headline
     assert f"{advice.false_expiries_per_day:,.0f} false expiries a day" in headline
