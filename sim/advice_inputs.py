@@ -117,6 +117,41 @@ def positive(name: str, value, *, zero_ok: bool = False, whole: bool = False) ->
         raise ConfigError(f"{name}: must be {kind} {bound}, got {value!r}")
 
 
+# name -> (0 allowed, a whole number): the numbers advise() takes; None (not given) is not checked
+NUMBERS = {
+    "crash_rate": (True, False),
+    "restart_delay": (True, False),
+    "poll_interval": (False, False),
+    "workers": (False, True),
+    "statement_latency": (True, False),
+    "recovery_tolerance": (True, False),
+    "heartbeats_per_ttl": (False, False),
+    "replications": (False, True),
+    "evidence_jobs": (False, True),
+    "db_stall_rate": (True, False),
+    "margin": (False, False),
+    "pause_rate": (True, False),
+    "pause_hours": (False, False),
+    "arrival_rate": (False, False),
+    "max_db_load": (False, False),
+    "min_ttl": (False, False),
+}
+
+
+def check_numbers(**given) -> None:
+    """ConfigError naming the first of advise()'s numbers that is not what NUMBERS allows (and a
+    margin below 1)."""
+    for name, value in given.items():
+        if value is not None:
+            zero_ok, whole = NUMBERS[name]
+            positive(name, value, zero_ok=zero_ok, whole=whole)
+    margin = given.get("margin")
+    if margin is not None and margin < 1:
+        raise ConfigError(
+            f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}"
+        )
+
+
 def ladder(name: str, values, *, allow_none: bool = False) -> list:
     if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
         raise ConfigError(f"candidates.{name}: expected a list of seconds, got {values!r}")
@@ -132,23 +167,25 @@ def ladder(name: str, values, *, allow_none: bool = False) -> list:
     return sorted(set(out), key=lambda v: (v is not None, v or 0.0))
 
 
-def assumptions(measured: Durations | None, *, pause_rate, pause_duration, pause_hours, **rest):
-    """The fault assumptions, checked; measured pauses replace the pause tail (and, with the
-    worker-hours they cover, the pause rate)."""
+def assumptions(measured: Durations | None, given: dict) -> Assumptions:
+    """The fault assumptions of advise()'s arguments (`given`), checked; measured pauses replace
+    the pause tail (and, with the worker-hours they cover, the pause rate)."""
+    pause_rate, pause_duration = given["pause_rate"], given["pause_duration"]
     if measured is not None and pause_duration is not None:
         raise ConfigError("pauses: give measured pauses or pause_duration, not both")
-    if pause_hours is not None:
+    if given["pause_hours"] is not None:
         if measured is None:
             raise ConfigError("pause_hours: needs pauses (the measured pauses it counts)")
         if pause_rate is not None:
             raise ConfigError(
                 "pause_hours: give it (the rate is then measured) or pause_rate, not both"
             )
-        pause_rate = measured.n / float(pause_hours)
-    stall = rest.pop("db_stall_duration")
+        pause_rate = measured.n / float(given["pause_hours"])
+    stall = given["db_stall_duration"]
     if not isinstance(stall, Dist):
         positive("db_stall_duration", stall)
         stall = Dist.constant(stall)
+    delay = given["heartbeat_delay"]
     return Assumptions(
         pause_rate=2.0 if pause_rate is None else float(pause_rate),
         pause_duration=(
@@ -158,8 +195,12 @@ def assumptions(measured: Durations | None, *, pause_rate, pause_duration, pause
             if pause_duration is None
             else pause_duration
         ),
+        crash_rate=float(given["crash_rate"]),
+        statement_latency=float(given["statement_latency"]),
+        heartbeat_delay=Assumptions.heartbeat_delay if delay is None else delay,
+        db_stall_rate=float(given["db_stall_rate"]),
         db_stall_duration=stall,
-        **rest,
+        restart_delay=float(given["restart_delay"]),
     ).check()
 
 

@@ -19,7 +19,62 @@ def command_line_arguments(options) -> dict:
     statement delay); --pauses FILE (measured pause durations, read as the durations file is)
     replaces --pause-p99, and --pause-hours (the worker-hours it covers) --pause-rate."""
     o = options
-    checks = [
+    checks = _checks(o)
+    for flag, value, ok, message in checks:
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            raise ConfigError(f"{flag} {value:g}: {message}")
+    pairs = (
+        ("--pauses", o.pauses is not None, "--pause-p99", o.pause_p99 is not None),
+        ("--pause-hours", o.pause_hours is not None, "--pause-rate", o.pause_rate is not None),
+    )
+    for flag, given, other, also in pairs:
+        if given and also:
+            raise ConfigError(
+                f"{flag}: give it or {other}, not both (it measures what that assumes)"
+            )
+    needs = [("--pause-column", o.pause_column), ("--pause-hours", o.pause_hours)]
+    for flag, value in needs:
+        if value is not None and o.pauses is None:
+            raise ConfigError(f"{flag}: applies to a file of measured pauses; give --pauses FILE")
+    if o.target_per_day is not None and o.target is not None:
+        raise ConfigError("--target-per-day: give it or --target (per job), not both")
+    if o.target_per_day is not None and o.arrival_rate is None:
+        raise ConfigError(
+            f"--target-per-day {o.target_per_day:g}: needs --arrival-rate (jobs/s), since how many "
+            "jobs a day there are decides what it asks of each job"
+        )
+    return {
+        "column": o.column,
+        "unit": o.unit,
+        "target_false_expiry": o.target,
+        "target_per_day": o.target_per_day,
+        "prefer": o.prefer,
+        "replications": o.replications,
+        "pause_rate": o.pause_rate,
+        "pause_duration": None
+        if o.pause_p99 is None
+        else Dist.lognormal(o.pause_p99 / 10, o.pause_p99),
+        "pauses": o.pauses,
+        "pause_column": o.pause_column,
+        "pause_unit": o.pause_unit,
+        "pause_hours": o.pause_hours,
+        "crash_rate": o.crash_rate,
+        "heartbeat_delay": Dist.lognormal(o.heartbeat_delay_p99 / 20, o.heartbeat_delay_p99),
+        "db_stall_rate": o.db_stall_rate,
+        "db_stall_duration": o.db_stall_seconds,
+        "workers": o.workers,
+        "poll_interval": o.poll_interval,
+        "arrival_rate": o.arrival_rate,
+        "max_db_load": o.max_db_load,
+        "min_ttl": o.min_ttl,
+        "verify": not o.no_verify,
+        "seed": o.seed,
+    }
+
+
+def _checks(o) -> list[tuple[str, object, bool, str]]:
+    """(flag, value, whether it is allowed, what is allowed) for each option checked alone."""
+    return [
         (
             "--target",
             o.target,
@@ -100,53 +155,3 @@ def command_line_arguments(options) -> dict:
             f"must be at most {max(DEFAULT_TTLS)} s, the longest TTL the advisor considers",
         ),
     ]
-    for flag, value, ok, message in checks:
-        if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            raise ConfigError(f"{flag} {value:g}: {message}")
-    pairs = (
-        ("--pauses", o.pauses is not None, "--pause-p99", o.pause_p99 is not None),
-        ("--pause-hours", o.pause_hours is not None, "--pause-rate", o.pause_rate is not None),
-    )
-    for flag, given, other, also in pairs:
-        if given and also:
-            raise ConfigError(
-                f"{flag}: give it or {other}, not both (it measures what that assumes)"
-            )
-    needs = [("--pause-column", o.pause_column), ("--pause-hours", o.pause_hours)]
-    for flag, value in needs:
-        if value is not None and o.pauses is None:
-            raise ConfigError(f"{flag}: applies to a file of measured pauses; give --pauses FILE")
-    if o.target_per_day is not None and o.target is not None:
-        raise ConfigError("--target-per-day: give it or --target (per job), not both")
-    if o.target_per_day is not None and o.arrival_rate is None:
-        raise ConfigError(
-            f"--target-per-day {o.target_per_day:g}: needs --arrival-rate (jobs/s), since how many "
-            "jobs a day there are decides what it asks of each job"
-        )
-    return {
-        "column": o.column,
-        "unit": o.unit,
-        "target_false_expiry": o.target,
-        "target_per_day": o.target_per_day,
-        "prefer": o.prefer,
-        "replications": o.replications,
-        "pause_rate": o.pause_rate,
-        "pause_duration": None
-        if o.pause_p99 is None
-        else Dist.lognormal(o.pause_p99 / 10, o.pause_p99),
-        "pauses": o.pauses,
-        "pause_column": o.pause_column,
-        "pause_unit": o.pause_unit,
-        "pause_hours": o.pause_hours,
-        "crash_rate": o.crash_rate,
-        "heartbeat_delay": Dist.lognormal(o.heartbeat_delay_p99 / 20, o.heartbeat_delay_p99),
-        "db_stall_rate": o.db_stall_rate,
-        "db_stall_duration": o.db_stall_seconds,
-        "workers": o.workers,
-        "poll_interval": o.poll_interval,
-        "arrival_rate": o.arrival_rate,
-        "max_db_load": o.max_db_load,
-        "min_ttl": o.min_ttl,
-        "verify": not o.no_verify,
-        "seed": o.seed,
-    }

@@ -402,42 +402,9 @@ def advise(
     if measured is None and pause_column is not None:
         raise ConfigError("pause_column: applies to a file of measured pauses; give pauses too")
     advice_inputs.check_choice(target_false_expiry, target_per_day, prefer)
-    for name, value, zero_ok, whole in (
-        ("crash_rate", crash_rate, True, False),
-        ("restart_delay", restart_delay, True, False),
-        ("poll_interval", poll_interval, False, False),
-        ("workers", workers, False, True),
-        ("statement_latency", statement_latency, True, False),
-        ("recovery_tolerance", recovery_tolerance, True, False),
-        ("heartbeats_per_ttl", heartbeats_per_ttl, False, False),
-        ("replications", replications, False, True),
-        ("evidence_jobs", evidence_jobs, False, True),
-        ("db_stall_rate", db_stall_rate, True, False),
-        ("margin", margin, False, False),
-        ("pause_rate", pause_rate, True, False),
-        ("pause_hours", pause_hours, False, False),
-        ("arrival_rate", arrival_rate, False, False),
-        ("max_db_load", max_db_load, False, False),
-        ("min_ttl", min_ttl, False, False),
-    ):
-        if value is not None:
-            advice_inputs.positive(name, value, zero_ok=zero_ok, whole=whole)
-    if margin < 1:
-        raise ConfigError(
-            f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}"
-        )
-    assumptions = advice_inputs.assumptions(
-        measured,
-        pause_rate=pause_rate,
-        pause_duration=pause_duration,
-        pause_hours=pause_hours,
-        crash_rate=float(crash_rate),
-        statement_latency=float(statement_latency),
-        heartbeat_delay=Assumptions.heartbeat_delay if heartbeat_delay is None else heartbeat_delay,
-        db_stall_rate=float(db_stall_rate),
-        db_stall_duration=db_stall_duration,
-        restart_delay=float(restart_delay),
-    )
+    given = locals()
+    advice_inputs.check_numbers(**{k: given[k] for k in advice_inputs.NUMBERS})
+    assumptions = advice_inputs.assumptions(measured, given)
     candidates = dict(candidates or {})
     ladders = advice_inputs.ladders(candidates, min_ttl)
     job = advice_inputs.durations_dist(read_in.seconds)
@@ -445,7 +412,7 @@ def advise(
     for said in (*read_in.warnings, *(measured.warnings if measured else ()), load["load_warning"]):
         if said:
             warnings.warn(said, LeaseWarning, stacklevel=2)
-    inputs = advice_inputs.inputs(read_in, measured, load, assumptions, locals())
+    inputs = advice_inputs.inputs(read_in, measured, load, assumptions, given)
     target = (
         advice_inputs.per_job_target(target_per_day, load["jobs_per_s"])
         if target_per_day is not None

@@ -137,7 +137,7 @@ def chart_frame(advice) -> pd.DataFrame:
 
 def advice_chart(advice, ax=None):
     """Draw the advice's trade-off chart on `ax` (a new figure if None); returns the Axes."""
-    from sim.plots.analysis import tradeoff
+    from sim.plots.tradeoff import tradeoff
 
     frame = chart_frame(advice)
     keys = CHART_KEYS
