@@ -235,3 +235,25 @@ def test_every_queues_first_screen_names_its_settings(advice):
         assert f"What {costed} costs, at 1 jobs/s" in text, queue
         if row is None:
             assert f"{settings.label} runs a mechanism of its own" in text
+
+
+def test_the_evidence_simulates_the_named_settings_and_quotes_their_figures(advice, pages):
+    """Issue 36, item 2: the evidence row "B" is the setting the table calls B (its own heartbeat
+    and watcher), and its predicted false expiry is the table's figure for B, not another
+    setting's at the same TTL."""
+    evidence = advice.evidence.set_index("name")
+    named = advice.shortlist.set_index("name")
+    assert list(evidence.index) == ["B", "A", "C"]  # the settings one TTL step apart, by TTL
+    for name, row in evidence.iterrows():
+        setting = named.loc[name]
+        assert (row["ttl"], row["watcher_interval"]) == (
+            setting["ttl"],
+            setting["watcher_interval"],
+        )
+        assert row["heartbeat_interval"] == setting["heartbeat_interval"]
+        assert row["predicted_false_expiry"] == pytest.approx(
+            setting["predicted_false_expiry"], rel=1e-12
+        )
+    text = str(Text(pages[None].read_text(encoding="utf-8")))
+    assert "B: TTL 2 s, heartbeat every 0.5 s, watcher every 1 s" in text
+    assert (evidence.loc["B", "watcher_interval"], advice.watcher_interval) == (1.0, 0.5)
