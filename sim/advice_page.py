@@ -93,7 +93,12 @@ def _set_box(advice, settings, row) -> str:
         ]
         name = "" if row is None else f"{row['name']}, "
         where = f"{name}in {settings.label}'s own settings"
-        kept = "" if row is None else f"{row['name']} in Lease Lab's terms: {label(row)}"
+        kept = (
+            ""
+            if row is None
+            else f"{row['name']} in Lease Lab's terms: "
+            + setting_words(row["ttl"], heartbeat_of(row), row["watcher_interval"])
+        )
         note = f"<p class='small'>{escape(kept)}</p>" if kept else ""
         if settings.cannot and (row is None or row["name"] == "A"):
             note += (

@@ -262,6 +262,8 @@ def ratio(mine: float, theirs: float) -> str:
         return "the same risk"
     if theirs == 0:
         return "no risk predicted"
+    if mine == 0:
+        return "more risk, where A predicts none"
     factor = mine / theirs
     return claim(
         (factor > 1) == (theirs < mine),
