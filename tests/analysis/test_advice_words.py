@@ -202,3 +202,18 @@ def test_the_heavy_tail_advice_names_its_cause(advices):
     stalls = advices["stalls"]
     assert "the assumed DB failovers (3 a day, 8 s each)" in stalls.rests_on()
     assert Dist.constant(8.0) == stalls.assumptions.db_stall_duration
+
+
+def test_a_neighbour_riskier_than_a_risk_free_a_is_said_in_words():
+    """Short jobs, no pauses: A predicts no false expiry at all, B some; the comparison is words,
+    not a division by zero."""
+    rng = np.random.default_rng(3)
+    advice = advise(
+        rng.exponential(0.05, 1000), pause_rate=0, max_db_load=0.5, arrival_rate=20, verify=False
+    )
+    assert advice.predicted_false_expiry == 0
+    shorter = next(line for line in advice.position if line.startswith("one step shorter"))
+    assert shorter.startswith("one step shorter, B (") and "(more risk, where A predicts none)" in (
+        shorter
+    )
+    assert advice.headline().endswith("; no false expiry predicted under these assumptions")
