@@ -6,6 +6,7 @@ and with evidence that agrees and that does not."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -150,7 +151,7 @@ def test_every_judging_word_follows_the_printed_figures(advices):
     ],
 )
 def test_the_evidence_sentences_follow_their_intervals(advices, seen, leases, recovery):
-    advice = advise("sample", arrival_rate=1.0, verify=False)
+    advice = dataclasses.replace(advices["sample"])  # the same advice, with this evidence
     advice.evidence = evidence_at_a(
         advice,
         (seen, leases),
