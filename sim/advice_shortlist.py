@@ -18,7 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.advice_candidates import CANDIDATE_COLUMNS, choose
+from sim.advice_candidates import (
+    CANDIDATE_COLUMNS,
+    candidate_table,
+    choose,
+    feasibility_rules,
+    score,
+)
 from sim.wording import duration
 
 SHORTLIST_COLUMNS = ["name", "role", "step", *CANDIDATE_COLUMNS]
@@ -82,22 +88,49 @@ def build(advice, ttls: list[float]) -> pd.DataFrame:
     if advice.met:
         feasible = table[table["feasible"]]
         parts.append((None, feasible.loc[feasible["score"].idxmin()], "the lowest score"))
-    bare = no_renewal(advice) if table["heartbeat_interval"].isna().any() else None
-    at = (
-        same_setting(table, bare.ttl, None, bare.watcher_interval)
-        if bare is not None
-        else pd.Series(False, index=table.index)
-    )
-    if bare is not None and at.any():
+    if table["heartbeat_interval"].isna().any():  # no_renewal searches without a heartbeat
+        bare = no_renewal(advice)
         why = (
             "the shortest feasible TTL without one"
             if bare.feasible
             else "none without one is feasible: the shortest at the lowest upper bound any reaches"
         )
         parts.append(
-            (None, table[at].iloc[0], f"no heartbeat (for a queue that cannot renew): {why}")
+            (
+                None,
+                _setting_row(advice, bare.ttl, bare.watcher_interval),
+                f"no heartbeat (for a queue that cannot renew): {why}",
+            )
         )
     return _merge(parts)
+
+
+def _setting_row(advice, ttl: float, watcher: float) -> pd.Series:
+    """The candidate row of a setting without a heartbeat: the candidate table's, or, for a TTL
+    it does not hold (a queue's timeout searched second by second), the same model's prediction
+    with the same rules."""
+    table = advice.candidates
+    at = same_setting(table, ttl, None, watcher)
+    if at.any():
+        return table[at].iloc[0]
+    inputs = advice.inputs
+    row = candidate_table(
+        advice.durations,
+        ttls=[float(ttl)],
+        heartbeats=[None],
+        watchers=[float(watcher)],
+        workers=inputs["workers"],
+        poll_interval=inputs["poll_interval"],
+        arrival_rate=inputs["arrival_rate"],
+        claim_takes_expired=inputs["claim_takes_expired"],
+        assumptions=inputs["assumptions"],
+        seed=inputs["seed"],
+    )
+    target = advice.target_false_expiry
+    row["meets_target"] = row["predicted_false_expiry_high"] <= target
+    row["feasible"] = feasibility_rules(row, target, inputs).all(axis=1)
+    row["score"] = score(row, target, inputs["prefer"])
+    return row.iloc[0]
 
 
 def _unmet(advice) -> str:
@@ -175,10 +208,5 @@ def carried(advice, settings) -> pd.Series | None:
         return None
     if kind == "advised" or advice.heartbeat_interval is None:
         return table.iloc[0]
-    if not advice.candidates["heartbeat_interval"].isna().any():
-        return None
-    from sim.advice_settings import no_renewal
-
-    bare = no_renewal(advice)
-    hit = table[same_setting(table, bare.ttl, None, bare.watcher_interval)]
-    return hit.iloc[0] if len(hit) else None
+    bare = table[table["heartbeat_interval"].isna() & table["role"].str.contains("cannot renew")]
+    return bare.iloc[0] if len(bare) else None

@@ -57,6 +57,11 @@ def advice_frame(
         rows = rows[keep]
     if ttls is not None:
         rows = rows[rows["ttl"].isin([float(t) for t in ttls])]
+    return _shaped(rows)
+
+
+def _shaped(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a candidate table shaped as advice_frame describes."""
     labels = ["none" if pd.isna(h) else f"{h:g} s" for h in rows["heartbeat_interval"]]
     risk = rows["predicted_false_expiry"].to_numpy(float)
     return pd.DataFrame(
@@ -75,22 +80,11 @@ def advice_frame(
 
 
 def named_frame(advice) -> pd.DataFrame:
-    """advice_frame's rows for the advice's named settings (advice.shortlist), with their letter
-    in a `name` column."""
-    table = advice.shortlist
-    frame = pd.concat(
-        [
-            advice_frame(advice, watcher_interval=w, heartbeats=[h], ttls=[t])
-            for t, h, w in zip(
-                table["ttl"],
-                [None if pd.isna(h) else h for h in table["heartbeat_interval"]],
-                table["watcher_interval"],
-                strict=True,
-            )
-        ],
-        ignore_index=True,
-    )
-    frame["name"] = list(table["name"])
+    """advice_frame's rows for the advice's named settings (advice.shortlist, which may hold a
+    setting the candidate table does not: a queue's timeout searched second by second), with
+    their letter in a `name` column."""
+    frame = _shaped(advice.shortlist)
+    frame["name"] = list(advice.shortlist["name"])
     return frame
 
 
