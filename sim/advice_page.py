@@ -94,18 +94,18 @@ def _set_box(advice, settings, row) -> str:
         name = "" if row is None else f"{row['name']}, "
         where = f"{name}in {settings.label}'s own settings"
         kept = (
-            ""
+            f"{settings.label} runs a mechanism of its own"
             if row is None
             else f"{row['name']} in Lease Lab's terms: "
             + setting_words(row["ttl"], heartbeat_of(row), row["watcher_interval"])
         )
-        note = f"<p class='small'>{escape(kept)}</p>" if kept else ""
-        if settings.cannot and (row is None or row["name"] == "A"):
+        note = f"<p class='small'>{escape(kept)}"
+        if settings.cannot:
             note += (
-                f"<p class='small'>{escape(settings.label)} cannot: "
-                + "; ".join(escape(line) for line in settings.cannot)
-                + "</p>"
+                f"; what it cannot do, and its every setting's reason: "
+                f"<a href='#queue'>{escape(settings.label)}'s own settings</a>, below"
             )
+        note += "</p>"
     body = "".join(
         f"<li><span class='key'>{escape(k)}</span> = <b>{escape(v)}</b></li>" for k, v in lines
     )
@@ -116,42 +116,43 @@ def _set_box(advice, settings, row) -> str:
 
 
 def _cost_box(advice, settings, row) -> str:
+    """What the setting the queue runs costs a day (A's, said to be A's, when the queue runs a
+    mechanism of its own), and A beside it when it is another."""
     rate = advice.inputs["jobs_per_s"]
     given = "" if advice.inputs["arrival_rate"] is not None else " (assumed)"
-    if row is None:  # the queue's own mechanism: A's costs, said to be A's
-        row, head = advice.shortlist.iloc[0], f"What A costs, at {rate:.3g} jobs/s{given}"
-        tail = [
-            f"{escape(settings.label)} runs a mechanism of its own: what it costs is in its "
-            "lines, left"
-        ]
-    else:
-        head = f"What {row['name']} costs, at {rate:.3g} jobs/s{given}"
-        tail = []
+    own = row is None
+    a = advice.shortlist.iloc[0]
+    row = a if own else row
     per_day, high = row["false_expiries_per_day"], row["false_expiries_per_day_high"]
+    if row["name"] == "A":
+        simulated = " (simulated)" if advice.recovery_source == "simulated" else ""
+        recovery, load = advice.recovery_mean, advice.db_load
+    else:
+        simulated, recovery, load = "", row["predicted_recovery_mean"], row["db_load"]
     items = [
         f"<b>{escape(amount(per_day))}</b> false expiries a day (95% upper bound "
         f"{escape(amount(high))}; {escape(advice.target_text())})",
         f"up to <b>{escape(amount(365 * per_day))}</b> duplicate PSP calls a year, unless the "
         "call carries an idempotency key",
+        f"a crashed job is claimed again after <b>~{escape(duration(recovery))}</b>{simulated}",
+        f"<b>{escape(amount(load))}</b> heartbeat + watcher statements/s",
     ]
-    if row["name"] == "A":
-        simulated = " (simulated)" if advice.recovery_source == "simulated" else ""
-        items += [
-            f"a crashed job is claimed again after <b>~{escape(duration(advice.recovery_mean))}"
-            f"</b>{simulated}",
-            f"<b>{escape(amount(advice.db_load))}</b> heartbeat + watcher statements/s",
-        ]
-    else:
-        items += [f"{escape(settings.label)} cannot {escape(line)}" for line in settings.cannot]
+    worst = getattr(settings, "worst_wait", None)
+    if worst is not None and not own:
+        items.append(f"at worst a crashed job waits {escape(duration(worst))} to be found")
+    if own:
         items.append(
-            f"{escape(label(advice.shortlist.iloc[0]))} would cost "
-            f"{escape(amount(advice.false_expiries_per_day))} a day and recover in "
-            f"~{escape(duration(advice.recovery_mean))}, but {escape(settings.label)} cannot "
-            "renew a lease"
+            f"{escape(settings.label)} runs a mechanism of its own: its own lines, below, "
+            "say what it costs"
         )
-    items += tail
+    elif row["name"] != "A":
+        items.append(
+            f"{escape(label(a))} would cost {escape(amount(advice.false_expiries_per_day))} a day "
+            f"and recover in ~{escape(duration(advice.recovery_mean))}"
+        )
     return (
-        f"<div class='card' id='cost'><h3>{escape(head)}</h3><ul class='tight'>"
+        f"<div class='card' id='cost'><h3>What {escape(row['name'])} costs, at {rate:.3g} "
+        f"jobs/s{given}</h3><ul class='tight'>"
         + "".join(f"<li>{item}</li>" for item in items)
         + "</ul></div>"
     )
@@ -286,7 +287,7 @@ def _details(advice, h: str, settings) -> list[str]:
     ]
     if settings is not None:
         parts += [
-            f"<{h}>In {escape(settings.label)}'s own settings</{h}>",
+            f"<{h} id='queue'>In {escape(settings.label)}'s own settings</{h}>",
             f"<pre>{escape(str(settings))}</pre>",
         ]
     return parts

@@ -98,26 +98,26 @@ def build(advice, ttls: list[float]) -> pd.DataFrame:
         parts.append(
             (
                 None,
-                _setting_row(advice, bare.ttl, bare.watcher_interval),
+                setting_row(advice, bare.ttl, None, bare.watcher_interval),
                 f"no heartbeat (for a queue that cannot renew): {why}",
             )
         )
     return _merge(parts)
 
 
-def _setting_row(advice, ttl: float, watcher: float) -> pd.Series:
-    """The candidate row of a setting without a heartbeat: the candidate table's, or, for a TTL
-    it does not hold (a queue's timeout searched second by second), the same model's prediction
-    with the same rules."""
+def setting_row(advice, ttl: float, heartbeat: float | None, watcher: float) -> pd.Series:
+    """The candidate row of a setting: the candidate table's, or, for one it does not hold (a
+    queue's timeout searched second by second, a queue's own watcher), the same model's
+    prediction under the same rules."""
     table = advice.candidates
-    at = same_setting(table, ttl, None, watcher)
+    at = same_setting(table, ttl, heartbeat, watcher)
     if at.any():
         return table[at].iloc[0]
     inputs = advice.inputs
     row = candidate_table(
         advice.durations,
         ttls=[float(ttl)],
-        heartbeats=[None],
+        heartbeats=[None if heartbeat is None else float(heartbeat)],
         watchers=[float(watcher)],
         workers=inputs["workers"],
         poll_interval=inputs["poll_interval"],
@@ -181,10 +181,11 @@ def label(row) -> str:
     )
 
 
-# Which named setting a queue's translation (sim.advice_settings) carries: "advised", A itself;
-# "no renewal", the best without a heartbeat (the queue cannot renew a lease); a queue not listed
-# runs a mechanism of its own that Lease Lab prices only in the queue's own lines (tests pin this
-# table against the translations' values).
+# Which named setting a queue's translation (sim.advice_settings) carries, for translations that do
+# not say it in Lease Lab's words (QueueAdvice.overrides): "advised", A itself; "no renewal", the
+# best without a heartbeat (the queue cannot renew a lease); a queue not listed runs a mechanism of
+# its own that Lease Lab prices only in the queue's own lines (tests pin what carried() finds
+# against the translations' values).
 CARRIES = {
     "bullmq": "advised",
     "sqs": "advised",
@@ -198,15 +199,49 @@ CARRIES = {
 
 
 def carried(advice, settings) -> pd.Series | None:
-    """The named setting (a row of advice.shortlist) that `settings` carry, or None when the
-    queue runs a mechanism of its own (or no queue is given: then A)."""
+    """The setting that `settings` (sim.advice_settings.in_queue_terms) run, as a row like
+    advice.shortlist's: a named one when it is one (A when no queue is given), else that lease
+    priced by the same model and named for the queue; None when the queue's lease is a mechanism
+    of its own (process heartbeats, an execution timeout only), which only its own lines price."""
     table = advice.shortlist
     if settings is None:
         return table.iloc[0]
-    kind = CARRIES.get(settings.queue)
-    if kind is None:
+    lease = queue_lease(settings)
+    if lease is None and not hasattr(settings, "overrides"):
+        lease = _carries(advice, settings)
+    if lease is None:
         return None
-    if kind == "advised" or advice.heartbeat_interval is None:
-        return table.iloc[0]
+    ttl, h, w = lease
+    hit = table[same_setting(table, ttl, h, w)]
+    if len(hit):
+        return hit.iloc[0]
+    row = setting_row(advice, ttl, h, w).copy()
+    row["name"], row["step"] = f"{settings.label}'s", None
+    row["role"] = f"the lease {settings.label}'s settings run"
+    return row
+
+
+def queue_lease(settings) -> tuple[float, float | None, float] | None:
+    """(TTL, heartbeat or None, watcher) of a translation that says its settings in Lease Lab's
+    words (QueueAdvice.preset and .overrides, over the queue's preset); None when it does not, or
+    sets no lease TTL."""
+    overrides = getattr(settings, "overrides", None) or {}
+    name = getattr(settings, "preset", None)
+    if "policy.lease_ttl" not in overrides or name is None:
+        return None
+    from sim.scenario import preset
+
+    policy = preset(name).with_overrides(overrides).policy
+    h = float(policy.heartbeat_interval) if policy.heartbeat else None
+    return float(policy.lease_ttl), h, float(policy.watcher_interval)
+
+
+def _carries(advice, settings) -> tuple[float, float | None, float] | None:
+    kind = CARRIES.get(settings.queue)
+    table = advice.shortlist
+    if kind == "advised" or (kind is not None and advice.heartbeat_interval is None):
+        return advice.ttl, advice.heartbeat_interval, advice.watcher_interval
     bare = table[table["heartbeat_interval"].isna() & table["role"].str.contains("cannot renew")]
-    return bare.iloc[0] if len(bare) else None
+    if kind is None or bare.empty:
+        return None
+    return float(bare["ttl"].iloc[0]), None, float(bare["watcher_interval"].iloc[0])

@@ -61,17 +61,21 @@ def target_text(advice) -> str:
 
 def queue_line(advice, settings) -> str:
     """'A in BullMQ 6's own settings: lockDuration = 3000 ms, ...' (`settings`: a
-    sim.advice_settings QueueAdvice), named by the setting it carries (advice_shortlist.carried)."""
+    sim.advice_settings QueueAdvice), named by the setting it runs (advice_shortlist.carried)."""
     named = ", ".join(f"{s.name} = {s.text}" for s in settings.settings) or (
         "none: it has no lease, heartbeat or rescue setting to change"
     )
     row = carried(advice, settings)
-    which = (
-        f"{settings.label} runs a mechanism of its own (see below), "
-        if row is None
-        else f"{row['name']} "
-        + ("" if row["name"] == "A" else f"({settings.label} cannot renew a lease) ")
-    )
+    if row is None:
+        which = f"{settings.label} runs a mechanism of its own (see below), "
+    else:
+        h = heartbeat_of(row)
+        renews = "" if h is not None or advice.heartbeat_interval is None else ", no heartbeat"
+        which = (
+            f"{row['name']}{' (' + renews[2:] + ')' if renews else ''} "
+            if len(row["name"]) == 1
+            else f"{setting_words(row['ttl'], h, row['watcher_interval'])}: "
+        )
     return f"{which}in {settings.label}'s own settings: {named}"
 
 

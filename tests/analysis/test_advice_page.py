@@ -17,8 +17,8 @@ import pytest  # noqa: E402
 
 from sim.__main__ import main  # noqa: E402
 from sim.advice_page import answer  # noqa: E402
-from sim.advice_settings import QUEUES, in_queue_terms, no_renewal  # noqa: E402
-from sim.advice_shortlist import CARRIES, carried  # noqa: E402
+from sim.advice_settings import QUEUES, in_queue_terms  # noqa: E402
+from sim.advice_shortlist import carried  # noqa: E402
 from sim.advice_timeline import explain  # noqa: E402
 from sim.advisor import advise  # noqa: E402
 from sim.wording import amount, duration  # noqa: E402
@@ -120,39 +120,41 @@ def test_the_boxes_say_the_figures_the_text_advice_prints(advice, pages):
 
 
 def test_a_queue_that_cannot_renew_is_priced_as_the_setting_it_runs(advice, pages):
-    """Celery's visibility timeout is the best setting without a heartbeat (a named one), not A:
-    the page prices that one, and says what A would have cost."""
-    bare = no_renewal(advice)
+    """Celery cannot renew a lease, so its visibility timeout runs without a heartbeat: the page
+    prices that setting (a named one when it is one), and says what A would have cost."""
     celery = in_queue_terms(advice, "celery-redis")
     row = carried(advice, celery)
-    assert (row["ttl"], row["watcher_interval"]) == (bare.ttl, bare.watcher_interval)
     assert math.isnan(row["heartbeat_interval"]) and row["name"] != "A"
+    assert row["ttl"] >= advice.inputs["durations_max"]  # it outlasts every observed job
     text = str(Text(pages["celery-redis"].read_text(encoding="utf-8")))
     assert f"What {row['name']} costs, at 1 jobs/s" in text
-    assert f"{amount(bare.per_day)} false expiries a day" in text
-    assert "but Celery on Redis cannot renew a lease" in text
-    assert f"{row['name']} (Celery on Redis cannot renew a lease) in Celery" in advice.text(celery)
+    assert f"{amount(row['false_expiries_per_day'])} false expiries a day" in text
+    assert f"after ~{duration(row['predicted_recovery_mean'])}" in text
+    assert (
+        f"A (TTL 3 s, heartbeat every 1 s, watcher every 0.5 s) would cost "
+        f"{amount(advice.false_expiries_per_day)} a day" in text
+    )
+    assert "in Celery on Redis's own settings: task_acks_late = True" in advice.text(celery)
 
 
-def test_which_setting_each_queue_carries_is_what_its_translation_sets(advice):
-    """CARRIES against sim.advice_settings: a queue that carries A sets A's TTL (in its own unit)
-    and not the no-renewal timeout; one that cannot renew sets that timeout and not A's TTL; the
-    others set neither A's TTL nor only the timeout (a mechanism of their own)."""
-    bare = no_renewal(advice)
-    a_ttl = {advice.ttl, advice.ttl * 1000, math.ceil(advice.ttl)}
-    timeout = {bare.ttl, math.ceil(bare.ttl), bare.ttl * 1000}
+def test_the_setting_each_queue_runs_is_what_its_translation_sets(advice):
+    """carried() against sim.advice_settings: the TTL of the setting a queue runs is among the
+    values its translation sets (in seconds, rounded up, or in ms); a queue whose lease is a
+    mechanism of its own is priced only in its own lines."""
     for queue in QUEUES:
-        values = set()
-        for s in in_queue_terms(advice, queue).settings:
-            if isinstance(s.value, int | float) and not isinstance(s.value, bool):
-                values.add(float(s.value))
-        kind = CARRIES.get(queue)
-        if kind == "advised":
-            assert values & a_ttl and not values & timeout, queue
-        elif kind == "no renewal":
-            assert values & timeout and not values & a_ttl, queue
-        else:
-            assert not values & a_ttl, queue
+        settings = in_queue_terms(advice, queue)
+        values = {
+            float(s.value)
+            for s in settings.settings
+            if isinstance(s.value, int | float) and not isinstance(s.value, bool)
+        }
+        row = carried(advice, settings)
+        if row is None:
+            continue
+        ttl = float(row["ttl"])
+        assert values & {ttl, float(math.ceil(ttl)), ttl * 1000}, (queue, ttl, values)
+        if queue in ("bullmq", "sqs", "solid-queue"):
+            assert row["name"] == "A", queue
 
 
 def test_less_than_is_escaped_in_every_cell(tmp_path):
