@@ -42,10 +42,14 @@ def chart(advice):
 
 def test_the_frame_keeps_every_risk_and_its_upper_bound(advice, chart):
     frame, _ = chart
-    rows = advice.candidates.set_index(["ttl", "heartbeat_interval", "watcher_interval"])
+    keys = ["ttl", "heartbeat_interval", "watcher_interval"]
+    named = advice.shortlist.set_index("name")
+    rows = advice.candidates.set_index(keys)
     for r in frame.itertuples():
         h = np.nan if r._2 == "none" else float(r._2.removesuffix(" s"))
-        row = rows.loc[(r._1, h, r._9)]
+        # a named setting is its own row (a queue's timeout may lie between the TTLs searched)
+        row = named.loc[r.name] if r.name else rows.loc[(r._1, h, r._9)]
+        assert (row["ttl"] if r.name else r._1) == r._1
         assert r.predicted_false_expiry_mean == row["predicted_false_expiry"]  # not floored to 0
         assert r.predicted_false_expiry_ci_high == row["predicted_false_expiry_high"]
         assert r.predicted_false_expiry_ci_low == row["predicted_false_expiry"]
