@@ -28,8 +28,11 @@ from sim.scenario import LeaseWarning, dumps, preset, preset_names, resolve
 ADVISE_OPTIONS = (  # flag, type, default (shown unless None), metavar, help
     ("--target", float, None, "P", "false-expiry probability per job (default: 0.001)"),
     ("--target-per-day", float, None, "N", "false expiries a day to stay under, at --arrival-rate"),
-    ("--pause-rate", float, 2.0, "R", "stop-the-world pauses per worker-hour"),
-    ("--pause-p99", float, 5.0, "S", "p99 of pause durations (s), lognormal with median S/10"),
+    ("--pause-rate", float, None, "R", "stop-the-world pauses per worker-hour (default: 2)"),
+    ("--pause-p99", float, None, "S", "p99 of pauses (s), lognormal, median S/10 (default: 5)"),
+    ("--pauses", str, None, "FILE", "a CSV of measured pause durations instead of --pause-p99"),
+    ("--pause-column", str, None, "NAME", "the --pauses column (when several hold numbers)"),
+    ("--pause-hours", float, None, "H", "worker-hours --pauses covers: measures --pause-rate"),
     ("--crash-rate", float, 1.0, "R", "crashes per worker-hour"),
     ("--workers", int, 4, "N", "consumer processes"),
     ("--poll-interval", float, 1.0, "S", "idle poll interval (s)"),
@@ -153,6 +156,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("durations", metavar="DURATIONS", help="CSV of processing seconds, or 'sample'")
     p.add_argument("--column", help="the CSV column of durations (when several hold numbers)")
     p.add_argument("--unit", choices=("s", "ms", "us"), default="s", help="of the durations (s)")
+    p.add_argument("--pause-unit", choices=("s", "ms", "us"), default="s", help="of --pauses (s)")
     p.add_argument(
         "--prefer", choices=("safety", "recovery", "balanced"), default="balanced", help=PREFER
     )
@@ -328,13 +332,13 @@ def cmd_advise(args) -> int:
     queue = check_queue(args.queue) if args.queue is not None else None
     _check_files(args)
     advice = advise(args.durations, **arguments)
-    print(advice)
-    settings = queue and in_queue_terms(advice, queue)
-    if settings:
+    settings = in_queue_terms(advice, queue) if queue else None
+    print(advice.text(settings))
+    if settings is not None:
         print(f"\n{settings}")
     _save(args, advice.save, settings and settings.save)
     if args.report is not None:
-        print(f"wrote {advice.save_report(args.report)}")
+        print(f"wrote {advice.save_report(args.report, settings=settings)}")
     return 0
 
 

@@ -13,11 +13,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim import analytic, lease_risk
+from sim import analytic
 from sim.dists import Dist
-from sim.lease_risk import SECONDS_PER_DAY, Assumptions
+from sim.lease_risk import SECONDS_PER_DAY, Assumptions, pair_risk
 from sim.pool import ASSUMED_UTILISATION, Pool
 
+# the ladders searched: the defaults, extended only when the best setting sits at an end
+DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
+DEFAULT_WATCHERS = (1, 2, 5, 10, 15, 30, 60, 120, 300)
+# searched only when the best setting sits at an end of the default ladders (the range adapts)
+SHORT_TTLS, SHORT_HEARTBEATS, SHORT_WATCHERS = (1, 1.5, 2, 3, 4), (0.25, 0.5), (0.5,)
+LONG_TTLS, LONG_HEARTBEATS = (7200, 14400, 43200, 86400), (3600,)
 CANDIDATE_COLUMNS = [
     "ttl",
     "heartbeat_interval",
@@ -129,69 +136,53 @@ def candidate_table(
         arrival_rate=rate,
         assumptions=a,
     )
-    samples = np.asarray(job.samples, dtype=float)
-    weights = lease_risk.bootstrap_weights(len(samples), seed)
-    jobs_per_day = rate * SECONDS_PER_DAY
+    pairs = [(ttl, h) for ttl in ttls for h in heartbeats if h is None or h + lat < ttl]
+    risk = pair_risk(job, pairs, a, busy=busy, jobs_per_day=rate * SECONDS_PER_DAY, seed=seed)
     rows = []
-    for ttl in ttls:
-        for h in heartbeats:
-            if h is not None and h + lat >= ttl:
-                continue
-            fe, fe_high = lease_risk.per_job(samples, ttl, h, a, weights)
-            stall_per_day = (
-                a.db_stall_rate * busy * lease_risk.stall_lapse_probability(job, ttl, h, a, seed)
-            )
-            per_day, per_day_high = (
-                fe * jobs_per_day + stall_per_day,
-                fe_high * jobs_per_day + stall_per_day,
-            )
-            fe, fe_high = (
-                fe + stall_per_day / jobs_per_day,
-                min(1.0, fe_high + stall_per_day / jobs_per_day),
-            )
-            cycle = _cycle(h, a)
-            lease_left = ttl - analytic.time_since_renewal_mean(
-                job, ttl=ttl, heartbeat_interval=cycle, latency=lat
-            )
-            # the wait depends on when the job becomes claimable (a restarted worker may be back)
-            since = analytic.time_since_renewal_samples(
-                SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
-            )
-            # centred on the exact mean, so that the draws add only the spread, not their noise
-            left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
-            load = analytic.db_load(
-                workers=workers,
-                poll_interval=poll_interval,
-                heartbeat_interval=h,
-                watcher_interval=None,
-                job_duration=job,
-                arrival_rate=rate,
-                latency=lat,
-            )
-            for w in watchers:
-                phases = 0.0 if claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
-                claimable = np.add.outer(left_draws, phases)
-                watcher_wait = 0.0 if claim_takes_expired else (w + lat) / 2 + lat
-                recovery = lease_left + watcher_wait + waits.mean(claimable) + lat
-                watcher = analytic.watcher_load(watcher_interval=w, latency=lat)
-                rows.append(
-                    (
-                        ttl,
-                        np.nan if h is None else h,
-                        w,
-                        fe,
-                        fe_high,
-                        per_day,
-                        per_day_high,
-                        recovery,
-                        load["heartbeat"],
-                        watcher,
-                        load["heartbeat"] + watcher,
-                        True,
-                        True,
-                        np.nan,
-                    )
+    for (ttl, h), (fe, fe_high, per_day, per_day_high) in zip(pairs, risk, strict=True):
+        cycle = _cycle(h, a)
+        lease_left = ttl - analytic.time_since_renewal_mean(
+            job, ttl=ttl, heartbeat_interval=cycle, latency=lat
+        )
+        # the wait depends on when the job becomes claimable (a restarted worker may be back)
+        since = analytic.time_since_renewal_samples(
+            SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
+        )
+        # centred on the exact mean, so that the draws add only the spread, not their noise
+        left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
+        load = analytic.db_load(
+            workers=workers,
+            poll_interval=poll_interval,
+            heartbeat_interval=h,
+            watcher_interval=None,
+            job_duration=job,
+            arrival_rate=rate,
+            latency=lat,
+        )
+        for w in watchers:
+            phases = 0.0 if claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
+            claimable = np.add.outer(left_draws, phases)
+            watcher_wait = 0.0 if claim_takes_expired else (w + lat) / 2 + lat
+            recovery = lease_left + watcher_wait + waits.mean(claimable) + lat
+            watcher = analytic.watcher_load(watcher_interval=w, latency=lat)
+            rows.append(
+                (
+                    ttl,
+                    np.nan if h is None else h,
+                    w,
+                    fe,
+                    fe_high,
+                    per_day,
+                    per_day_high,
+                    recovery,
+                    load["heartbeat"],
+                    watcher,
+                    load["heartbeat"] + watcher,
+                    True,
+                    True,
+                    np.nan,
                 )
+            )
     return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
@@ -250,26 +241,40 @@ def score(table: pd.DataFrame, target_false_expiry: float, prefer: str) -> pd.Se
     return table["predicted_recovery_mean"] * (1.0 + w * risk)
 
 
+CHOICE_ORDER = ("db_load", "score", "predicted_false_expiry_high", "predicted_false_expiry", "ttl")
+SAFEST_ORDER = (
+    "predicted_false_expiry_high",
+    "predicted_false_expiry",
+    "predicted_recovery_mean",
+    "db_load",
+)
+
+
+def choose_position(
+    columns: dict[str, np.ndarray], feasible: np.ndarray, allowed: np.ndarray, tolerance: float
+) -> int:
+    """choose() on arrays (the columns of CHOICE_ORDER and SAFEST_ORDER): the position of the row
+    the rule picks (ties go to the earlier row)."""
+    if feasible.any():
+        lowest = columns["score"][feasible].min()
+        pool = np.flatnonzero(feasible & (columns["score"] <= lowest * (1 + tolerance) + 1e-9))
+        keys: tuple[str, ...] = CHOICE_ORDER
+    else:
+        pool, keys = np.flatnonzero(allowed), SAFEST_ORDER
+    order = np.lexsort([columns[k][pool] for k in reversed(keys)])
+    return int(pool[order[0]])
+
+
 def choose(
     table: pd.DataFrame, feasible: pd.Series, allowed: pd.Series, tolerance: float
 ) -> pd.Series:
     """The rule of sim.advisor's docstring: the cheapest feasible within `tolerance` of the lowest
     score; with none feasible, the lowest risk (upper bound, then point) among the `allowed`."""
-    if feasible.any():
-        pool = table[feasible]
-        near = pool[pool["score"] <= pool["score"].min() * (1 + tolerance) + 1e-9]
-        return near.sort_values(
-            ["db_load", "score", "predicted_false_expiry_high", "predicted_false_expiry", "ttl"]
-        ).iloc[0]
-    return (
-        table[allowed]
-        .sort_values(
-            [
-                "predicted_false_expiry_high",
-                "predicted_false_expiry",
-                "predicted_recovery_mean",
-                "db_load",
-            ]
-        )
-        .iloc[0]
+    columns = {k: table[k].to_numpy(float) for k in {*CHOICE_ORDER, *SAFEST_ORDER}}
+    at = choose_position(
+        columns,
+        feasible.reindex(table.index).to_numpy(bool),
+        allowed.reindex(table.index).to_numpy(bool),
+        tolerance,
     )
+    return table.iloc[at]

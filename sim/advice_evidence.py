@@ -1,5 +1,6 @@
-"""The advice's evidence: the recommendation and its neighbouring TTLs simulated (sim.sweep) at the
-advice's load, predictions beside the simulated figures, and what they say in words: whether the
+"""The advice's evidence: its named settings one TTL step apart (A, and B and C either side: sim.
+advice_shortlist) simulated (sim.sweep) at the advice's load, each with its own heartbeat and
+watcher, predictions beside the simulated figures, and what they say in words: whether the
 evidence agrees with the prediction, whether it confirms the target, and, when the simulated
 recovery interval excludes the closed form, the simulated figure as the answer (a finding).
 
@@ -20,7 +21,7 @@ import pandas as pd
 
 from sim.advice_candidates import candidate_table, pool_of
 from sim.stats import pooled_mean_ci, wilson_interval
-from sim.wording import count, duration, percent
+from sim.wording import apart, claim, count, duration, percent
 
 EVIDENCE_CRASHES = 40  # wanted per run, to measure recovery
 STEADY_MEAN_JOBS = 10  # the arrivals of a run last at least this many mean jobs (not a warm-up)
@@ -81,22 +82,29 @@ def _per_worker(pool, crash_rate: float) -> float:
 def simulate(
     advice, ttls: list[float], replications: int, jobs: int, seed: int, executor, progress
 ) -> pd.DataFrame:
-    """Simulate the recommendation and its neighbouring TTLs;
-    simulated figures beside predictions."""
+    """Simulate the named settings one TTL step apart (A, and those one step shorter and longer;
+    `ttls`: the TTLs allowed, at or above any floor), each with its own heartbeat and watcher;
+    simulated figures beside predictions made at the crash rate simulated."""
+    from sim.scenario import to_dict
     from sim.sweep import sweep
 
-    i = ttls.index(advice.ttl)
-    h = advice.heartbeat_interval
-    a = advice.assumptions
-    around = [t for t in ttls[max(0, i - 1) : i + 2] if h is None or h + a.statement_latency < t]
+    named = advice.shortlist[
+        advice.shortlist["step"].notna() & advice.shortlist["ttl"].isin(ttls)
+    ].sort_values("ttl")
     # one 99.9th percentile after the last arrival: enough for the leases to end, not an idle pool
     base = advice.scenario(jobs=evidence_jobs(advice, jobs), name="advice-evidence", tail=1.0)
     worker_hours = base.policy.workers * base.horizon / 3600
     crash_rate = evidence_crash_rate(advice, worker_hours)
     base = base.replace(faults=dataclasses.replace(base.faults, crash_rate=crash_rate))
+    policies = [
+        to_dict(advice.scenario(jobs=1, setting=name, tail=1.0).replace(faults=base.faults))[
+            "policy"
+        ]
+        for name in named["name"]
+    ]
     result = sweep(
         base,
-        {"policy.lease_ttl": around},
+        {"policy": policies},
         replications,
         seed=seed,
         executor=executor,
@@ -104,24 +112,26 @@ def simulate(
         metrics=METRICS,
     )
     inputs = advice.inputs
-    assumed = dataclasses.replace(a, crash_rate=crash_rate)
-    predicted = candidate_table(
-        advice.durations,
-        ttls=around,
-        heartbeats=[h],
-        watchers=[advice.watcher_interval],
-        workers=inputs["workers"],
-        poll_interval=inputs["poll_interval"],
-        arrival_rate=base.workload.rate,
-        claim_takes_expired=inputs["claim_takes_expired"],
-        assumptions=assumed,
-        seed=inputs["seed"],
-    ).set_index("ttl")
+    assumed = dataclasses.replace(advice.assumptions, crash_rate=crash_rate)
     utilisation = pool_of(advice.durations, inputs["workers"], assumed).utilisation(
         base.workload.rate
     )
     rows = []
-    for ttl, runs in result.runs.groupby("policy.lease_ttl", sort=True):
+    for k, row in enumerate(named.itertuples()):
+        runs = result.runs.iloc[k * replications : (k + 1) * replications]
+        h = None if pd.isna(row.heartbeat_interval) else float(row.heartbeat_interval)
+        predicted = candidate_table(
+            advice.durations,
+            ttls=[row.ttl],
+            heartbeats=[h],
+            watchers=[row.watcher_interval],
+            workers=inputs["workers"],
+            poll_interval=inputs["poll_interval"],
+            arrival_rate=base.workload.rate,
+            claim_takes_expired=inputs["claim_takes_expired"],
+            assumptions=assumed,
+            seed=inputs["seed"],
+        ).iloc[0]
         leases, fe = int(runs["leases"].sum()), int(runs["false_expiries"].sum())
         low, high = wilson_interval(fe, leases, 0.95)
         mean, r_low, r_high, recoveries = pooled_mean_ci(
@@ -130,10 +140,11 @@ def simulate(
         upkeep = runs["db_heartbeat_per_s"] + runs["db_requeue_expired_per_s"]
         rows.append(
             {
-                "ttl": float(ttl),
+                "name": row.name,
+                "ttl": float(row.ttl),
                 "heartbeat_interval": np.nan if h is None else h,
-                "watcher_interval": advice.watcher_interval,
-                "recommended": float(ttl) == advice.ttl,
+                "watcher_interval": float(row.watcher_interval),
+                "recommended": row.name == "A",
                 "runs": len(runs),
                 "jobs": int(runs["jobs"].sum()),
                 "crash_rate": crash_rate,
@@ -143,14 +154,14 @@ def simulate(
                 "false_expiry": fe / leases if leases else np.nan,
                 "false_expiry_ci_low": low,
                 "false_expiry_ci_high": high,
-                "predicted_false_expiry": float(predicted.loc[ttl, "predicted_false_expiry"]),
+                "predicted_false_expiry": float(predicted["predicted_false_expiry"]),
                 "recoveries": recoveries,
                 "recovery_mean": mean,
                 "recovery_ci_low": r_low,
                 "recovery_ci_high": r_high,
-                "predicted_recovery_mean": float(predicted.loc[ttl, "predicted_recovery_mean"]),
+                "predicted_recovery_mean": float(predicted["predicted_recovery_mean"]),
                 "db_load": float(upkeep.mean()),
-                "predicted_db_load": float(predicted.loc[ttl, "db_load"]),
+                "predicted_db_load": float(predicted["db_load"]),
             }
         )
     return pd.DataFrame(rows)
@@ -188,7 +199,7 @@ def recovery_answer(advice) -> tuple[float, str]:
 
 
 def verdict(advice) -> str | None:
-    """One line: does the evidence at the recommended TTL agree with the prediction?"""
+    """One line: does the evidence at A (the recommendation) agree with the prediction?"""
     row = recommended_row(advice)
     if row is None:
         return None
@@ -217,27 +228,31 @@ def verdict(advice) -> str | None:
         if disagree
         else "evidence agrees with the prediction"
     )
-    return f"{head}: at TTL {duration(advice.ttl)} {fe_text}, and {rec_text}"
+    return f"{head}: at A {fe_text}, and {rec_text}"
 
 
 def target_line(advice) -> str | None:
-    """Whether the simulation confirms the target at the recommended TTL, with its numbers."""
+    """Whether the simulation confirms the target at A, with its numbers."""
     row = recommended_row(advice)
     if row is None:
         return None
     target = advice.target_false_expiry
     low, high = row.false_expiry_ci_low, row.false_expiry_ci_high
-    named = target_words(advice)
     if high <= target:
-        return (
-            f"target confirmed: the simulated false expiry's 95% upper bound, {percent(high)}, is "
-            f"within the {named} ({count(row.leases, 'lease')})"
+        shown, named = apart(high, target)[0], target_words(advice, apart(high, target)[1])
+        return claim(
+            high <= target,
+            f"target confirmed: the simulated false expiry's 95% upper bound, {shown}, is "
+            f"within the {named} ({count(row.leases, 'lease')})",
         )
     if low > target:
-        return (
+        shown, named = apart(low, target)[0], target_words(advice, apart(low, target)[1])
+        return claim(
+            low > target,
             f"target missed in simulation: the simulated false expiry's 95% interval "
-            f"[{percent(low)}, {percent(high)}] lies above the {named}"
+            f"[{shown}, {percent(high)}] lies above the {named}",
         )
+    named = target_words(advice, apart(high, target)[1])
     need = leases_to_confirm(row.predicted_false_expiry, target)
     more = (
         "no number of runs can confirm it, since the prediction itself is not below the target"
@@ -246,17 +261,21 @@ def target_line(advice) -> str | None:
         f"confirm it, {count(math.ceil(need / max(1.0, row.leases / row.runs)), 'run')} like "
         "these (replications)"
     )
-    return (
+    return claim(
+        low <= target < high,
         f"target unconfirmed: the simulated false expiry's 95% interval [{percent(low)}, "
-        f"{percent(high)}] reaches above the {named} ({count(row.leases, 'lease')}); {more}"
+        f"{apart(high, target)[0]}] reaches above the {named} ({count(row.leases, 'lease')}); "
+        f"{more}",
     )
 
 
-def target_words(advice) -> str:
-    """'0.1% target' or '10-a-day target (0.012% per job)'."""
+def target_words(advice, shown: str | None = None) -> str:
+    """'0.1% target' or '10-a-day target (0.012% per job)' (`shown`: the per-job target as the
+    sentence writes it)."""
+    shown = shown or percent(advice.target_false_expiry)
     if advice.target_per_day is None:
-        return f"{percent(advice.target_false_expiry)} target"
-    return f"{advice.target_per_day:g}-a-day target ({percent(advice.target_false_expiry)} per job)"
+        return f"{shown} target"
+    return f"{advice.target_per_day:g}-a-day target ({shown} per job)"
 
 
 def leases_to_confirm(rate: float, target: float, confidence: float = 0.95) -> int | None:
@@ -302,7 +321,7 @@ def findings(advice) -> list[str]:
         else "it runs high here"
     )
     return [
-        f"finding: at TTL {duration(advice.ttl)} the closed form's recovery, "
+        f"finding: at A the closed form's recovery, "
         f"{duration(row.predicted_recovery_mean)}, is {'below' if low else 'above'} the simulated "
         f"95% interval [{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] (mean "
         f"{duration(row.recovery_mean)} over {count(row.recoveries, 'crash', 'crashes')} at "

@@ -13,7 +13,11 @@ Rules (each refusal is one ConfigError line naming what to change):
   a file where they cannot be told apart is refused;
 - a UTF-8 byte-order mark is skipped; text that is not UTF-8 is refused;
 - units are explicit (s, ms, us; default s); data that looks like another unit (median over
-  100 s read as seconds, a column named like milliseconds, ...) gets a warning naming the median.
+  100 s read as seconds, a column named like milliseconds, ...) gets one warning naming the
+  median and the unit it looks like (`suspected_unit` says which).
+
+The same rules read a file of measured stop-the-world pauses (`kind=PAUSES`: the advice's
+--pauses), with the messages naming pauses and their own flags.
 """
 
 from __future__ import annotations
@@ -48,6 +52,22 @@ _NAME_UNITS = (  # column-name endings that say a unit
     ("ms", re.compile(r"(^|[_\- ])(ms|msec|millis|milliseconds)$|\(ms\)$", re.I)),
     ("s", re.compile(r"(^|[_\- ])(s|sec|secs|seconds)$|\(s\)$", re.I)),
 )
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a file of durations holds, for its messages: the noun, the flag naming its column,
+    and the median above which seconds look like milliseconds."""
+
+    noun: str = "durations"
+    one: str = "duration"
+    column_flag: str = "--column / column="
+    what: str = "processing times"
+    suspicious_median: float = SUSPICIOUS_MEDIAN
+
+
+DURATIONS = Kind()
+PAUSES = Kind("pauses", "pause", "--pause-column / pause_column=", "pause durations", 10.0)
 _DOT_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _COMMA_NUMBER = re.compile(r"[+-]?(\d+,?\d*|,\d+)([eE][+-]?\d+)?")
 
@@ -63,6 +83,8 @@ class Durations:
     delimiter: str | None = None
     decimal: str | None = None
     warnings: tuple[str, ...] = ()
+    kind: Kind = DURATIONS
+    suspected_unit: str | None = None  # the unit the data looks like, when not the one read
 
     @property
     def n(self) -> int:
@@ -88,7 +110,7 @@ class Durations:
         if self.delimiter is not None or self.decimal == ",":
             how += f", delimiter {DELIMITER_NAMES[self.delimiter]}, decimal '{self.decimal or '.'}'"
         return (
-            f"read {count(self.n, 'duration')} {where} ({how}): median {_s(self.median)}, p99 "
+            f"read {count(self.n, self.kind.one)} {where} ({how}): median {_s(self.median)}, p99 "
             f"{_s(self.p99)}, max {_s(self.max)}"
         )
 
@@ -120,50 +142,53 @@ def check_unit(unit) -> str:
     return unit
 
 
-def from_values(values, unit: str = "s", *, source: str = "values") -> Durations:
+def from_values(
+    values, unit: str = "s", *, source: str = "values", kind: Kind = DURATIONS
+) -> Durations:
     """Durations from an array-like of numbers in `unit`; ConfigError naming the first bad value."""
     unit = check_unit(unit)
+    expected = (
+        f"{kind.noun}: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
+        "or a CSV path"
+    )
     if values is None:
-        raise ConfigError(
-            f"durations: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
-            "or a CSV path"
-        )
+        raise ConfigError(expected)
     try:
         array = np.asarray(values, dtype=float).ravel()
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"durations: expected numbers of {UNIT_WORDS[unit]} (an array, list or Series), "
-            "or a CSV path"
-        ) from None
+        raise ConfigError(expected) from None
     if array.size == 0:
-        raise ConfigError("durations: no values")
+        raise ConfigError(f"{kind.noun}: no values")
     bad = ~np.isfinite(array) | (array < 0)
     if bad.any():
         i = int(np.argmax(bad))
         raise ConfigError(
-            f"durations[{i}]: {float(array[i])!r} must be a finite duration >= 0 {UNIT_WORDS[unit]}"
+            f"{kind.noun}[{i}]: {float(array[i])!r} must be a finite duration >= 0 "
+            f"{UNIT_WORDS[unit]}"
         )
     long = array * UNITS[unit] > MAX_SECONDS
     if long.any():
         i = int(np.argmax(long))
         raise ConfigError(
-            f"durations[{i}]: {float(array[i]):g} {unit} is too long: durations are at most "
+            f"{kind.noun}[{i}]: {float(array[i]):g} {unit} is too long: {kind.noun} are at most "
             f"{MAX_SECONDS:g} s"
         )
-    return _finish(array, source=source, column=None, unit=unit)
+    return _finish(array, source=source, column=None, unit=unit, kind=kind)
 
 
-def read_durations(path: str | Path, column: str | None = None, unit: str = "s") -> Durations:
+def read_durations(
+    path: str | Path, column: str | None = None, unit: str = "s", *, kind: Kind = DURATIONS
+) -> Durations:
     """Durations from a CSV file (see the module docstring for what is detected and what
-    is refused)."""
+    is refused); `kind` names what they are in the messages (DURATIONS or PAUSES)."""
     unit = check_unit(unit)
     path = Path(path)
     name = path.name
-    raw = read_capped(path, "durations CSV", MAX_CSV_BYTES)
+    raw = read_capped(path, f"{kind.noun} CSV", MAX_CSV_BYTES)
     text = decode_utf8(raw, path, "CSV")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
-        raise ConfigError(f"{path}: empty file, expected a header row with a duration column")
+        raise ConfigError(f"{path}: empty file, expected a header row with a {kind.one} column")
     delimiter = _sniff_delimiter(path, lines[:SNIFF_LINES])
     reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter or "\x00")
     try:
@@ -178,14 +203,14 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
             raise ConfigError(f"{path}: no column {column!r}; columns are {', '.join(header)}")
         column = wanted
     else:
-        column = _choose_column(path, header, body)
+        column = _choose_column(path, header, body, kind)
     index = header.index(column)
     cells = [
         (line, (row[index] if index < len(row) else "").strip())
         for line, row in enumerate(body, start=2)
     ]
     if not cells:
-        raise ConfigError(f"{path}: column {column!r} has no durations")
+        raise ConfigError(f"{path}: column {column!r} has no {kind.noun}")
     decimal = _decimal_mark(path, column, [c for _, c in cells], delimiter)
     values = []
     for line, cell in cells:
@@ -200,7 +225,7 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
             "infinity",
         ):
             raise ConfigError(
-                f"{path}:{line}: {column}={shown} is too long: durations are at most "
+                f"{path}:{line}: {column}={shown} is too long: {kind.noun} are at most "
                 f"{MAX_SECONDS:g} s"
             )
         if not math.isfinite(value) or value < 0:
@@ -212,11 +237,17 @@ def read_durations(path: str | Path, column: str | None = None, unit: str = "s")
     why = _id_like(array)
     if why:
         raise ConfigError(
-            f"{path}: column {column!r} holds {why}: that looks like an id, not durations; "
-            f"name the durations column (--column / column=)"
+            f"{path}: column {column!r} holds {why}: that looks like an id, not {kind.noun}; "
+            f"name the {kind.noun} column ({kind.column_flag})"
         )
     return _finish(
-        array, source=name, column=column, unit=unit, delimiter=delimiter, decimal=decimal
+        array,
+        source=name,
+        column=column,
+        unit=unit,
+        delimiter=delimiter,
+        decimal=decimal,
+        kind=kind,
     )
 
 
@@ -228,12 +259,14 @@ def _finish(
     unit: str,
     delimiter: str | None = None,
     decimal: str | None = None,
+    kind: Kind = DURATIONS,
 ) -> Durations:
     if not (array > 0).any():
         raise ConfigError(
-            f"durations: every value is 0; expected processing times in {UNIT_WORDS[unit]}"
+            f"{kind.noun}: every value is 0; expected {kind.what} in {UNIT_WORDS[unit]}"
         )
     seconds = array * UNITS[unit]
+    suspected, warnings = unit_suspicion(seconds, unit, column, kind.suspicious_median)
     return Durations(
         seconds,
         source,
@@ -241,37 +274,54 @@ def _finish(
         unit,
         delimiter,
         decimal,
-        tuple(unit_warnings(seconds, unit, column)),
+        tuple(warnings),
+        kind,
+        suspected,
     )
 
 
 def unit_warnings(seconds: np.ndarray, unit: str, column: str | None = None) -> list[str]:
     """Lines saying the data looks like another unit than `unit` (by its median,
-    or its column name)."""
+    or its column name): at most one."""
+    return unit_suspicion(seconds, unit, column)[1]
+
+
+def unit_suspicion(
+    seconds: np.ndarray,
+    unit: str,
+    column: str | None = None,
+    suspicious: float = SUSPICIOUS_MEDIAN,
+) -> tuple[str | None, list[str]]:
+    """(the unit the data looks like, or None; its warning, one line): the median's scale and
+    the column's name, said once when both point to the same unit."""
     median = float(np.median(seconds))
-    out = []
-    if unit == "s" and median > SUSPICIOUS_MEDIAN:
-        out.append(
-            f"median {_s(median)} read as seconds: if these are milliseconds, use unit ms "
-            f"(median {_s(median / 1000)})"
-        )
-    elif unit == "ms" and median > SUSPICIOUS_MEDIAN:
-        out.append(
-            f"median {_s(median)} read as milliseconds: if these are microseconds, use unit us "
-            f"(median {_s(median / 1000)})"
-        )
+    by_scale = None
+    if unit in ("s", "ms") and median > suspicious:
+        by_scale = "ms" if unit == "s" else "us"
     elif unit in ("ms", "us") and median < TINY_MEDIAN:
-        out.append(
-            f"median {_s(median)} read as {UNIT_WORDS[unit]}: if these are seconds, use unit s "
-            f"(median {_s(median / UNITS[unit])})"
-        )
+        by_scale = "s"
     named = next((u for u, pattern in _NAME_UNITS if column and pattern.search(column)), None)
-    if named is not None and named != unit:
-        out.append(
-            f"column {column!r} is named like {UNIT_WORDS[named]} but was read as "
-            f"{UNIT_WORDS[unit]} (median {_s(median)}); use unit {named} if that is what it holds"
+    by_name = named if named is not None and named != unit else None
+    suspected = by_name or by_scale
+    if suspected is None:
+        return None, []
+    looks = UNIT_WORDS[suspected]
+    if by_name is None:
+        because = f"median {_s(median)} read as {UNIT_WORDS[unit]}"
+    elif by_scale == by_name:
+        because = (
+            f"column {column!r} is named like {looks} and its median read as "
+            f"{UNIT_WORDS[unit]} is {_s(median)}"
         )
-    return out
+    else:
+        because = (
+            f"column {column!r} is named like {looks} but was read as {UNIT_WORDS[unit]} "
+            f"(median {_s(median)})"
+        )
+    converted = _s(median * UNITS[suspected] / UNITS[unit])
+    return suspected, [
+        f"{because}: if these are {looks}, use unit {suspected} (median {converted})"
+    ]
 
 
 # ---- detection -----------------------------------------------------------------------------------
@@ -313,7 +363,7 @@ def _sniff_delimiter(path: Path, lines: list[str]) -> str | None:
     )
 
 
-def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
+def _choose_column(path: Path, header: list[str], body: list[list[str]], kind: Kind) -> str:
     """The one column that could hold durations (numbers, not an id);
     ConfigError if none or several."""
     if len(header) == 1:
@@ -334,20 +384,20 @@ def _choose_column(path: Path, header: list[str], body: list[list[str]]) -> str:
         return numeric[0]
     if len(numeric) > 1:
         raise ConfigError(
-            f"{path}: columns {', '.join(numeric)} could all be durations; name one "
-            "(--column / column=)"
+            f"{path}: columns {', '.join(numeric)} could all be {kind.noun}; name one "
+            f"({kind.column_flag})"
         )
     if ids:
         raise ConfigError(
             f"{path}: the only numeric column{'s' if len(ids) > 1 else ''} "
-            f"({', '.join(ids)}) look{'' if len(ids) > 1 else 's'} like an id, not durations; "
+            f"({', '.join(ids)}) look{'' if len(ids) > 1 else 's'} like an id, not {kind.noun}; "
             f"columns are {', '.join(header)}"
         )
     if not body:
-        raise ConfigError(f"{path}: column {header[0]!r} has no durations")
+        raise ConfigError(f"{path}: column {header[0]!r} has no {kind.noun}")
     raise ConfigError(
         f"{path}: no column holds only numbers; columns are {', '.join(header)} "
-        "(name the durations column with --column / column=)"
+        f"(name the {kind.noun} column with {kind.column_flag})"
     )
 
 

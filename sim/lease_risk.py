@@ -21,11 +21,12 @@ a bound cannot cover a pause tail that is wrong, so they are printed beside ever
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from sim import analytic
 from sim.dists import Dist
@@ -112,6 +113,9 @@ def describe(d: Dist) -> str:
         return f"median {duration(d.median, ms=True)}, p99 {duration(d.p99, ms=True)}"
     if d.kind == "constant":
         return f"{duration(d.value, ms=True)} each"
+    if d.kind == "empirical":
+        median, p99 = (duration(d.quantile(q), ms=True) for q in (0.5, 0.99))
+        return f"median {median}, p99 {p99} of {count(len(d.samples), 'value')}"
     return (
         f"{d.kind}, mean {duration(d.mean_value(), ms=True)}, p99 "
         f"{duration(d.quantile(0.99), ms=True)}"
@@ -168,13 +172,7 @@ def stall_lapse_probability(
     out on their own are not counted here."""
     if not a.db_stall_rate:
         return 0.0
-    since = analytic.time_since_renewal_samples(
-        STALL_DRAWS,
-        job,
-        heartbeat_interval=heartbeat_interval,
-        latency=a.statement_latency,
-        seed=seed,
-    )
+    since = _since_renewal(job, heartbeat_interval, a.statement_latency, seed)
     left = ttl - a.statement_latency - since
     alive = left > 0
     return float(
@@ -182,10 +180,190 @@ def stall_lapse_probability(
     )
 
 
+# ---- many (TTL, heartbeat) pairs at once: the candidate table and its sensitivity rows ----------
+
+PAIR_CELLS = 2_000_000  # matrix cells (pairs x durations) computed at once
+
+
+def scaled(d: Dist, factor: float) -> Dist:
+    """`d` with every duration multiplied by `factor` (a pause tail twice as long, say)."""
+    k = float(factor)
+    match d.kind:
+        case "constant":
+            return Dist.constant(d.value * k)
+        case "exponential":
+            return Dist.exponential(d.mean * k)
+        case "uniform":
+            return Dist.uniform(d.low * k, d.high * k)
+        case "lognormal":
+            return Dist.lognormal(d.median * k, d.p99 * k)
+        case "pareto":
+            return Dist.pareto(d.scale * k, d.alpha)
+    return Dist.empirical(np.asarray(d.samples, float) * k)
+
+
+def stop_loss(d: Dist, x) -> np.ndarray:
+    """E[(D - x)+] = the integral of P(D > u) from x to infinity, vectorised over x (E[D] - x for
+    x <= 0). A pause of D within a renewal cycle outlasts the lease left at phase p with probability
+    P(D > left(p)); integrated over the cycle that is a difference of two of these, exact for each
+    kind of distribution (no grid), and accurate far into the tail."""
+    x = np.asarray(x, dtype=float)
+    mean = d.mean_value()
+    below = mean - x  # x <= 0 (and, for bounded kinds, x at or below their support)
+    match d.kind:
+        case "constant":
+            return np.maximum(d.value - x, 0.0)
+        case "exponential":
+            return np.where(x <= 0, below, d.mean * np.exp(-np.maximum(x, 0.0) / d.mean))
+        case "uniform":
+            if d.high == d.low:
+                return np.maximum(d.low - x, 0.0)
+            inside = (d.high - np.clip(x, d.low, d.high)) ** 2 / (2 * (d.high - d.low))
+            return np.where(x <= d.low, below, inside)
+        case "lognormal":
+            mu, s = math.log(d.median), d.sigma
+            logx = np.log(np.maximum(x, 1e-300))
+            tail = mean * special.ndtr((mu + s * s - logx) / s) - x * special.ndtr((mu - logx) / s)
+            return np.where(x <= 0, below, np.maximum(tail, 0.0))
+        case "pareto":
+            tail = d.scale**d.alpha * np.maximum(x, d.scale) ** (1 - d.alpha) / (d.alpha - 1)
+            return np.where(x <= d.scale, below, tail)
+    values = np.sort(np.asarray(d.samples, dtype=float))
+    above = np.concatenate([np.cumsum(values[::-1])[::-1], [0.0]])  # sum of values[k:]
+    k = np.searchsorted(values, x, side="right")
+    return np.where(x <= 0, below, (above[k] - x * (len(values) - k)) / len(values))
+
+
+def pair_lapse(
+    durations: np.ndarray, ttls: np.ndarray, heartbeats: np.ndarray, a: Assumptions
+) -> np.ndarray:
+    """P(false expiry | the job takes T) for each pair (rows) and each duration T (columns), for
+    pairs that renew (heartbeat + latency < TTL): lapse_by_duration's model, all pairs at once.
+
+    Pauses start at rate r per second of work; one starting at phase p of a renewal cycle of length
+    c = h + latency lapses the lease if it outlasts the L - latency - p left, so a cycle's exposure
+    is the integral of P(pause > L - latency - p) over p in [0, c] (stop_loss differences) and
+    P(lapse | T) = 1 - exp(-r x exposure of T's cycles); a late heartbeat adds delay_lapse's term.
+    """
+    lat = a.statement_latency
+    t = np.asarray(durations, dtype=float)[None, :]
+    ttl, h = np.asarray(ttls, float)[:, None], np.asarray(heartbeats, float)[:, None]
+    cycle, left = h + lat, ttl - lat
+    cycles, rest = np.divmod(t, cycle)
+    paused = np.zeros((ttl.shape[0], t.shape[1]))
+    if a.pause_rate:
+        end = stop_loss(a.pause_duration, left)
+        exposure = cycles * (stop_loss(a.pause_duration, left - cycle) - end) + (
+            stop_loss(a.pause_duration, left - rest) - end
+        )
+        paused = -np.expm1(-(a.pause_rate / 3600.0) * np.maximum(exposure, 0.0))
+    q = np.minimum(analytic.survival(a.heartbeat_delay, ttl - h - lat), 1 - 1e-16)
+    beats = np.floor((t + lat) / cycle)
+    delayed = -np.expm1(beats * np.log1p(-q))
+    return np.minimum(1.0, paused + delayed)
+
+
+def pairs_per_job(
+    durations: np.ndarray,
+    ttls,
+    heartbeats,
+    a: Assumptions,
+    weights: np.ndarray,
+    *,
+    only: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """per_job for many (TTL, heartbeat) pairs (a heartbeat of NaN: none): (predicted false-expiry
+    probabilities, their 95% upper bounds), NaN where `only` (a mask) leaves a pair out. Pairs that
+    renew are computed together (pair_lapse, one matrix product for the bootstrap); the others
+    one TTL at a time (their pauses add up within a job: analytic's compound model)."""
+    ttls, hbs = np.asarray(ttls, float), np.asarray(heartbeats, float)
+    point, high = np.full(len(ttls), np.nan), np.full(len(ttls), np.nan)
+    wanted = np.ones(len(ttls), bool) if only is None else np.asarray(only, bool)
+    renews = wanted & np.isfinite(hbs) & (hbs + a.statement_latency < ttls)
+    rows = np.flatnonzero(renews)
+    step = max(1, PAIR_CELLS // max(1, len(durations)))
+    for start in range(0, len(rows), step):
+        at = rows[start : start + step]
+        lapse = pair_lapse(durations, ttls[at], hbs[at], a)
+        point[at] = lapse.mean(axis=1)
+        high[at] = np.quantile(weights @ lapse.T, CONFIDENCE, axis=0)
+    for i in np.flatnonzero(wanted & ~renews):
+        h = None if not np.isfinite(hbs[i]) else float(hbs[i])
+        point[i], high[i] = per_job(durations, float(ttls[i]), h, a, weights)
+    high = np.minimum(1.0, np.maximum(high, point))
+    return point, high
+
+
+def pairs_stall_lapse(
+    job: Dist, ttls, heartbeats, a: Assumptions, seed: int = 0, *, only: np.ndarray | None = None
+) -> np.ndarray:
+    """stall_lapse_probability for many (TTL, heartbeat) pairs (NaN heartbeat: none), the draws of
+    the time since the last renewal shared by the pairs of one heartbeat."""
+    ttls, hbs = np.asarray(ttls, float), np.asarray(heartbeats, float)
+    out = np.zeros(len(ttls))
+    if not a.db_stall_rate:
+        return out
+    wanted = np.ones(len(ttls), bool) if only is None else np.asarray(only, bool)
+    lat = a.statement_latency
+    keys = np.where(np.isfinite(hbs), hbs, -1.0)
+    for key in np.unique(keys[wanted]):
+        at = np.flatnonzero(wanted & (keys == key))
+        since = _since_renewal(job, None if key < 0 else float(key), lat, seed)
+        left = ttls[at][:, None] - lat - since[None, :]
+        lapse = analytic.survival(a.db_stall_duration, np.maximum(left, 0.0))
+        out[at] = np.mean(np.where(left > 0, lapse, 0.0), axis=1)
+    return out
+
+
+def pair_risk(
+    job: Dist,
+    pairs,
+    a: Assumptions,
+    *,
+    busy: float,
+    jobs_per_day: float,
+    seed: int = 0,
+    only: np.ndarray | None = None,
+) -> np.ndarray:
+    """One row per (TTL, heartbeat or None) pair: the false-expiry probability per job, its 95%
+    upper bound, false expiries a day and its upper bound, with DB stalls (`busy` leases in flight
+    at each, a.db_stall_rate a day) added to each; NaN rows where `only` leaves a pair out."""
+    ttls = np.array([float(t) for t, _ in pairs])
+    hbs = np.array([np.nan if h is None else float(h) for _, h in pairs])
+    samples = np.asarray(job.samples, dtype=float)
+    point, high = pairs_per_job(
+        samples, ttls, hbs, a, bootstrap_weights(len(samples), seed), only=only
+    )
+    stall = a.db_stall_rate * busy * pairs_stall_lapse(job, ttls, hbs, a, seed, only=only)
+    return np.column_stack(
+        [
+            point + stall / jobs_per_day,
+            np.minimum(1.0, high + stall / jobs_per_day),
+            point * jobs_per_day + stall,
+            high * jobs_per_day + stall,
+        ]
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _since_renewal(job: Dist, heartbeat: float | None, latency: float, seed: int) -> np.ndarray:
+    """STALL_DRAWS draws of the time since the last renewal (kept: every moved assumption of
+    the sensitivity table asks for the same ones)."""
+    draws = analytic.time_since_renewal_samples(
+        STALL_DRAWS, job, heartbeat_interval=heartbeat, latency=latency, seed=seed
+    )
+    draws.flags.writeable = False
+    return draws
+
+
+@functools.lru_cache(maxsize=4)
 def bootstrap_weights(n: int, seed: int, draws: int = BOOTSTRAP) -> np.ndarray:
-    """Resampling weights (draws x n, each row sums to 1): row i @ values is one bootstrap mean."""
+    """Resampling weights (draws x n, each row sums to 1): row i @ values is one bootstrap mean
+    (the same for the same n and seed: kept, read-only, for the next search)."""
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=draws) / float(n)
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=draws) / float(n)
+    weights.flags.writeable = False
+    return weights
 
 
 def share_upper_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:

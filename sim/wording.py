@@ -1,7 +1,8 @@
 """Numbers in words for titles, reports and exercise feedback: '1 crash', 'twice', '12.3 s', '1.2%'.
 
 One home for every such rule, so that a figure, the review, the advisor and a notebook write the
-same value the same way; a missing value (None, NaN, inf) reads NO_VALUE everywhere.
+same value the same way; a missing value (None, NaN, inf) reads NO_VALUE everywhere. `claim` is the
+one check that a sentence's words follow its numbers (the advice's sentences, a notebook's prose).
 """
 
 from __future__ import annotations
@@ -76,3 +77,27 @@ def amount(n) -> str:
     if abs(x) < 0.001:
         return "< 0.001"
     return f"{x:.2g}" if abs(x) < 100 else f"{x:,.0f}"
+
+
+def apart(a, b, show=None, digits: int = 2) -> tuple[str, str]:
+    """`a` and `b` written by `show` (percent by default; duration works too) with the fewest
+    significant digits, from `digits`, at which two different numbers read differently: '0.1%'
+    and '0.1%' for 0.10004 and 0.1 would say nothing; '0.10004%' and '0.1%' do."""
+    show = show or percent
+    for n in range(digits, 10):
+        texts = show(a, n), show(b, n)
+        if a == b or texts[0] != texts[1]:
+            return texts
+    return texts
+
+
+CONTRADICTION = "a sentence contradicts its own figures"
+
+
+def claim(condition, text: str, *, who: str = CONTRADICTION) -> str:
+    """`text` when `condition` (computed from the numbers the text shows) holds; else
+    AssertionError naming the text: a sentence is built beside its figures and cannot drift from
+    them (a Lease Lab fault, never the user's)."""
+    if not bool(condition):
+        raise AssertionError(f"{who}: {text}")
+    return text

@@ -9,7 +9,8 @@ ax= and returns the Axes.
 - advice: `advice_frame` and `ADVICE_AXES`, an advice's candidates as `tradeoff` draws them, and
   `advice_chart`, the advisor's trade-off chart (notebook 06 and the advice report);
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
-  `heatmap`, `tradeoff`) and `plot_durations`;
+  `heatmap`) and `plot_durations`; tradeoff: the Pareto chart of settings (`tradeoff`,
+  `pareto_front`), a sweep's or an advice's;
 - peers: `peer_comparison`;
 - recovery: notebook 04's `claim_takes_expired` overlay and `watcher_cost`;
 - rules: the cheat sheet's measured rules of thumb, `repeat_recovery_excess` and
@@ -19,17 +20,14 @@ ax= and returns the Axes.
 
 from sim.plots.advice import ADVICE_AXES, advice_chart, advice_frame
 from sim.plots.analysis import (
-    LOG_DECADES,
     double_processing,
     duration_summary,
     heatmap,
     metric_table,
     multiplicity,
-    pareto_front,
     plot_durations,
     race_probability,
     recovery_vs_interval,
-    tradeoff,
 )
 from sim.plots.peers import PEER_COLUMNS, RECOVERY_STYLES, peer_comparison, peer_settings
 from sim.plots.recovery import claim_takes_expired, watcher_cost
@@ -55,6 +53,7 @@ from sim.plots.style import (
     setting_text,
 )
 from sim.plots.timeline import auto_window, busy_window, lease_clock, lease_timeline
+from sim.plots.tradeoff import LOG_DECADES, pareto_front, tradeoff
 
 __all__ = [
     "ADVICE_AXES",

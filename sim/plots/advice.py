@@ -1,7 +1,8 @@
 """An advice's candidates as the trade-off chart draws them, and the chart itself (notebook 06 and
 the advice report draw the same one): predicted risk against predicted recovery at the recommended
 watcher interval, for no heartbeat and the recommended heartbeat, over TTLs that reach a feasible
-setting on each line; infeasible settings faded, the recommendation starred.
+setting on each line, and the advice's named settings (A the recommendation, starred; B, C ...
+wherever they are) labelled by their letter; infeasible settings faded.
 
 from sim.plots import advice_chart
 advice_chart(advice)                   # or tradeoff(advice_frame(advice), **ADVICE_AXES)
@@ -56,6 +57,11 @@ def advice_frame(
         rows = rows[keep]
     if ttls is not None:
         rows = rows[rows["ttl"].isin([float(t) for t in ttls])]
+    return _shaped(rows)
+
+
+def _shaped(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a candidate table shaped as advice_frame describes."""
     labels = ["none" if pd.isna(h) else f"{h:g} s" for h in rows["heartbeat_interval"]]
     risk = rows["predicted_false_expiry"].to_numpy(float)
     return pd.DataFrame(
@@ -68,8 +74,18 @@ def advice_frame(
             "predicted_recovery_mean_mean": rows["predicted_recovery_mean"].to_numpy(float),
             "predicted_db_load_mean": rows["db_load"].to_numpy(float),
             "feasible": rows["feasible"].to_numpy(bool),
+            "policy.watcher_interval": rows["watcher_interval"].to_numpy(float),
         }
     ).reset_index(drop=True)
+
+
+def named_frame(advice) -> pd.DataFrame:
+    """advice_frame's rows for the advice's named settings (advice.shortlist, which may hold a
+    setting the candidate table does not: a queue's timeout searched second by second), with
+    their letter in a `name` column."""
+    frame = _shaped(advice.shortlist)
+    frame["name"] = list(advice.shortlist["name"])
+    return frame
 
 
 def chart_heartbeats(advice) -> list[float | None]:
@@ -99,23 +115,38 @@ def chart_ttls(advice, heartbeats: Iterable | None = None) -> list[float]:
     return [t for t in ttls if t <= reach]
 
 
-def advice_chart(advice, ax=None):
-    """Draw the advice's trade-off chart on `ax` (a new figure if None); returns the Axes."""
-    from sim.plots.analysis import tradeoff
+CHART_KEYS = ["policy.lease_ttl", "policy.heartbeat_interval", "policy.watcher_interval"]
 
+
+def chart_frame(advice) -> pd.DataFrame:
+    """The points advice_chart draws: advice_frame at A's watcher interval for no heartbeat and
+    A's heartbeat (chart_heartbeats, chart_ttls), and the named settings (named_frame) wherever
+    they are, each once, with its letter in `name` ("" for the unnamed)."""
     beats = chart_heartbeats(advice)
     frame = advice_frame(advice, heartbeats=beats, ttls=chart_ttls(advice, beats))
+    named = named_frame(advice) if advice.shortlist is not None else frame.iloc[:0]
+    frame = pd.concat([frame.assign(name=""), named], ignore_index=True)
+    return frame.drop_duplicates(CHART_KEYS, keep="last").reset_index(drop=True)
+
+
+def advice_chart(advice, ax=None):
+    """Draw the advice's trade-off chart on `ax` (a new figure if None); returns the Axes."""
+    from sim.plots.tradeoff import tradeoff
+
+    frame = chart_frame(advice)
+    keys = CHART_KEYS
     h = advice.heartbeat_interval
-    mark = {
-        "policy.lease_ttl": advice.ttl,
-        "policy.heartbeat_interval": "none" if h is None else f"{h:g} s",
-    }
+    beat = "none" if h is None else f"{h:g} s"
+    mark = {"policy.lease_ttl": advice.ttl, "policy.heartbeat_interval": beat}
+    mark["policy.watcher_interval"] = advice.watcher_interval
     return tradeoff(
         frame,
         ax,
         **ADVICE_AXES,
-        keys=["policy.lease_ttl", "policy.heartbeat_interval"],
+        keys=keys,
         mark=mark,
-        mark_label=f"recommended: TTL {advice.ttl:g} s, hb {mark['policy.heartbeat_interval']}",
+        mark_label=f"A (recommended): TTL {advice.ttl:g} s, hb {beat}",
         feasible="feasible",
+        named_by="name",
+        label_keys=keys[:2],
     )

@@ -10,6 +10,7 @@ import pandas as pd
 
 from sim.errors import ConfigError
 from sim.progress import HEADLESS_ENV, HEADLESS_RUNNERS, env_flag, headless  # noqa: F401
+from sim.wording import claim as checked
 from sim.wording import duration
 
 FAST_ENV = "LEASELAB_FAST"
@@ -120,11 +121,10 @@ def md(text: str):
 
 
 def claim(condition, text: str):
-    """Show `text` as prose if `condition` holds, else fail loudly: a notebook's claims are checked
-    every time it runs (CI included), so the narrative cannot drift from the numbers."""
-    if not bool(condition):
-        raise AssertionError(f"the notebook claims, but this run does not show: {text}")
-    return md(text)
+    """Show `text` as prose if `condition` holds, else fail loudly (sim.wording.claim, which the
+    advice's sentences use too): a notebook's claims are checked every time it runs (CI included),
+    so the narrative cannot drift from the numbers."""
+    return md(checked(condition, text, who="the notebook claims, but this run does not show"))
 
 
 def seconds(x: float, digits: int = 3) -> str:

@@ -15,11 +15,14 @@ import pytest
 from sim import analytic
 from sim.__main__ import main
 from sim.advice_evidence import leases_to_confirm
+from sim.advice_shortlist import setting_words
 from sim.advisor import advise, infeasible_reasons
 from sim.errors import ConfigError
 from sim.scenario import LeaseWarning
 from sim.stats import pooled_mean_ci, wilson_interval
 from sim.wording import duration, percent
+
+from .evidence import evidence_at_a
 
 RULES = {"recovery": 0.0, "balanced": 1.0, "safety": 10.0}
 
@@ -47,18 +50,15 @@ def test_each_preference_follows_its_stated_rule(by_preference):
             else f"score = predicted recovery x (1 + {w:g} x false-expiry upper bound / target)"
         )
         best = pool.loc[pool["score"].idxmin()]
-        beat = (
-            "no heartbeat"
-            if np.isnan(best["heartbeat_interval"])
-            else f"heartbeat every {duration(best['heartbeat_interval'])}"
-        )
         assert advice.tradeoff_lines()[0] == (
-            f"trade-off (prefer {prefer}: {score}; the cheapest in DB load within 10% of the "
-            f"lowest score among the feasible; the lowest is {duration(best['score'])}, at TTL "
-            f"{duration(best['ttl'])}, {beat}, watcher every "
-            f"{duration(best['watcher_interval'])}); "
-            "the best setting at each TTL step:"
+            f"the settings compared (prefer {prefer}: {score}; the cheapest in DB load within 10% "
+            "of the lowest score among the feasible); each one's role:"
         )
+        # the lowest score is a named setting, and its row says so
+        named = advice.shortlist.set_index("name")
+        parts = named["role"].str.split("; also ")
+        lowest = named[parts.apply(lambda roles: "the lowest score" in roles)]
+        assert len(lowest) == 1 and lowest["score"].iloc[0] == best["score"]
 
 
 def test_safety_buys_less_risk_with_slower_recovery(by_preference):
@@ -73,34 +73,41 @@ def test_safety_buys_less_risk_with_slower_recovery(by_preference):
     assert r.predicted_recovery_mean < b.predicted_recovery_mean < s.predicted_recovery_mean
 
 
-def _parse_neighbour(line: str) -> dict:
+def _parse_named(line: str) -> dict:
     m = re.fullmatch(
-        r" (?P<mark>[* ]) TTL (?P<ttl>[\d.]+ s), (?P<beat>no heartbeat|heartbeat every [\d.]+ s), "
-        r"watcher every (?P<w>[\d.]+ s): false expiry (?P<fe>[\d.]+%) \(upper bound "
-        r"(?P<high>[\d.]+%)\), (?P<day>[\d.,]+) a day; recovery (?P<rec>[\d.]+ s); "
-        r"(?P<load>[\d.,]+) statements/s; (?P<score>score [\d.]+ s|not feasible)",
+        r" (?P<mark>[* ]) (?P<name>[A-E]) TTL (?P<ttl>[\d.]+ (s|min)), (?P<beat>no heartbeat|"
+        r"heartbeat every [\d.]+ s), watcher every (?P<w>[\d.]+ s): false expiry (?P<fe>[\d.]+%) "
+        r"\(upper bound (?P<high>[\d.]+%)\), (?P<day>[\d.,]+) a day; recovery (?P<rec>[\d.]+ s); "
+        r"(?P<load>[\d.,]+) statements/s; (?P<score>score [\d.]+ s|not feasible); (?P<role>.+)",
         line,
     )
     assert m, line
     return m.groupdict()
 
 
-def test_the_neighbours_lines_carry_the_candidates_figures(by_preference):
-    """The issue's sample: the recommendation beside one TTL step either side, each line's numbers
-    those of the candidate table's row for that setting."""
+def test_the_named_settings_lines_carry_the_candidates_figures(by_preference):
+    """The issue's sample: one table of named settings, A the recommendation, B and C the rule's
+    choice one TTL step either side, D the lowest score, E the best without a heartbeat; each
+    line's numbers those of the candidate table's row for that setting, each name used once."""
     advice = by_preference["balanced"]
     lines = advice.tradeoff_lines()[1:]
-    assert len(lines) == 3 == len(advice.neighbours)
+    assert len(lines) == len(advice.shortlist) == 5
     table = advice.candidates
-    for line, row in zip(lines, advice.neighbours.itertuples(), strict=True):
-        got = _parse_neighbour(line)
+    for line, (_, same) in zip(lines, advice.shortlist.iterrows(), strict=True):
+        got = _parse_named(line)
+        h = same["heartbeat_interval"]
         hb = table["heartbeat_interval"]
-        same = table[
-            (table["ttl"] == row.ttl)
-            & (hb.isna() if pd.isna(row.heartbeat_interval) else hb == row.heartbeat_interval)
-            & (table["watcher_interval"] == row.watcher_interval)
-        ].iloc[0]
-        assert got["mark"] == ("*" if row.step == "chosen" else " ")
+        found = table[
+            (table["ttl"] == same["ttl"])
+            & (hb.isna() if pd.isna(h) else hb == h)
+            & (table["watcher_interval"] == same["watcher_interval"])
+        ]
+        if same["name"] != "E":  # E, a queue's timeout, may lie between the TTLs searched
+            assert len(found) == 1
+            pd.testing.assert_series_equal(
+                found.iloc[0][table.columns], same[table.columns], check_names=False
+            )
+        assert got["name"] == same["name"] and got["mark"] == ("*" if same["name"] == "A" else " ")
         assert got["ttl"] == duration(same["ttl"]) and got["w"] == duration(
             same["watcher_interval"]
         )
@@ -111,9 +118,19 @@ def test_the_neighbours_lines_carry_the_candidates_figures(by_preference):
         assert got["score"] == (
             f"score {duration(same['score'])}" if same["feasible"] else "not feasible"
         )
-    steps = list(advice.neighbours["step"])
-    assert steps == ["shorter", "chosen", "longer"]
-    assert list(advice.neighbours["ttl"]) == [2.0, 3.0, 4.0]
+        assert got["role"] == same["role"]
+    named = advice.shortlist.set_index("name")
+    assert list(named["step"][:3]) == ["chosen", "shorter", "longer"]
+    assert list(named["ttl"][:3]) == [3.0, 2.0, 4.0]
+    assert named.loc["B", "role"] == (
+        "one TTL step shorter (TTL 2 s): the cheapest in DB load within 10% of the lowest score "
+        "among the feasible with that TTL"
+    )
+    assert named.loc["D", "role"] == "the lowest score" and named.loc["D", "ttl"] == 2.0
+    assert np.isnan(named.loc["E", "heartbeat_interval"]) and not named.loc["E", "feasible"]
+    # one name per setting: no setting appears twice
+    keys = advice.shortlist[["ttl", "heartbeat_interval", "watcher_interval"]].fillna(-1)
+    assert not keys.duplicated().any()
 
 
 def test_feasibility_is_judged_on_the_upper_bound_not_the_point():
@@ -183,42 +200,14 @@ def unverified():
     return advise("sample", arrival_rate=1.0, verify=False)
 
 
-def _evidence(advice, **row) -> pd.DataFrame:
-    """One simulated row at the recommended TTL (the sweep's columns), with what `row` changes."""
-    base = {
-        "ttl": advice.ttl,
-        "heartbeat_interval": advice.heartbeat_interval,
-        "watcher_interval": advice.watcher_interval,
-        "recommended": True,
-        "runs": 4,
-        "jobs": 6000,
-        "crash_rate": 20.8,
-        "utilisation": 0.6,
-        "leases": 6080,
-        "false_expiries": 2,
-        "false_expiry": 2 / 6080,
-        "false_expiry_ci_low": wilson_interval(2, 6080)[0],
-        "false_expiry_ci_high": wilson_interval(2, 6080)[1],
-        "predicted_false_expiry": advice.predicted_false_expiry,
-        "recoveries": 80,
-        "recovery_mean": advice.predicted_recovery_mean,
-        "recovery_ci_low": advice.predicted_recovery_mean - 0.1,
-        "recovery_ci_high": advice.predicted_recovery_mean + 0.1,
-        "predicted_recovery_mean": advice.predicted_recovery_mean + 0.02,
-        "db_load": advice.db_load,
-        "predicted_db_load": advice.db_load,
-    }
-    return pd.DataFrame([base | row])
-
-
 def test_when_the_evidence_contains_the_prediction_the_advice_gives_the_prediction(unverified):
     advice = unverified
-    advice.evidence = _evidence(advice)
+    advice.evidence = evidence_at_a(advice)
     row = advice.evidence.iloc[0]
     assert advice.recovery_source == "predicted" and advice.findings() == []
     assert advice.recovery_mean == advice.predicted_recovery_mean
     assert advice.verdict() == (
-        "evidence agrees with the prediction: at TTL 3 s the simulated false expiry "
+        "evidence agrees with the prediction: at A the simulated false expiry "
         f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] contains the "
         f"predicted {percent(row.predicted_false_expiry)}, and the simulated recovery "
         f"[{duration(row.recovery_ci_low)}, {duration(row.recovery_ci_high)}] contains the "
@@ -233,7 +222,7 @@ def test_when_the_evidence_excludes_the_prediction_the_simulated_figure_is_the_a
     form's figure at that rate (predicted + 0.02 s); the advice gives 3.5 s moved to the assumed
     1 crash per worker-hour by the closed form's difference (-0.02 s): 3.48 s."""
     advice = unverified
-    advice.evidence = _evidence(
+    advice.evidence = evidence_at_a(
         advice, recovery_mean=3.5, recovery_ci_low=3.4, recovery_ci_high=3.6
     )
     shift = -0.02
@@ -243,7 +232,7 @@ def test_when_the_evidence_excludes_the_prediction_the_simulated_figure_is_the_a
     assert advice.verdict().startswith("evidence disagrees with the prediction on recovery: ")
     predicted = duration(advice.predicted_recovery_mean + 0.02)
     assert advice.findings() == [
-        f"finding: at TTL 3 s the closed form's recovery, {predicted}, is below the simulated 95% "
+        f"finding: at A the closed form's recovery, {predicted}, is below the simulated 95% "
         "interval [3.4 s, 3.6 s] (mean 3.5 s over 80 crashes at 20.8 crashes per worker-hour); "
         f"the advice gives the simulated figure, {duration(3.5 + shift)}, moved to your 1 crash "
         "per worker-hour by the closed form's difference (-0.02 s). The closed form: it takes "
@@ -256,7 +245,7 @@ def test_when_the_evidence_excludes_the_prediction_the_simulated_figure_is_the_a
 
 def test_too_few_crashes_give_no_interval_and_say_so(unverified):
     advice = unverified
-    advice.evidence = _evidence(
+    advice.evidence = evidence_at_a(
         advice, recoveries=7, recovery_ci_low=np.nan, recovery_ci_high=np.nan
     )
     assert advice.recovery_source == "predicted"
@@ -275,14 +264,7 @@ def test_the_target_is_confirmed_only_when_the_simulated_upper_bound_is_within_i
     [0.0043%, 0.14%], reaches above the 0.1% target: unconfirmed, with the leases that would do."""
     advice = unverified
     low, high = wilson_interval(seen, leases)
-    advice.evidence = _evidence(
-        advice,
-        leases=leases,
-        false_expiries=seen,
-        false_expiry=seen / leases,
-        false_expiry_ci_low=low,
-        false_expiry_ci_high=high,
-    )
+    advice.evidence = evidence_at_a(advice, (seen, leases))
     line = advice.target_line()
     assert line.startswith(f"target {verdict}: ")
     interval = f"[{percent(low)}, {percent(high)}]"
@@ -379,11 +361,16 @@ def test_the_heartbeat_is_priced_at_the_arrival_rate_not_at_full_load(by_prefere
         latency=0.002,
     )
     assert advice.heartbeat_load == pytest.approx(at_capacity / advice.inputs["pool"].capacity)
+    bare = advice.shortlist[advice.shortlist["heartbeat_interval"].isna()].iloc[0]
+    assert bare["name"] == "E" and bare["ttl"] >= advice.inputs["durations_max"]
     assert line.startswith(
-        "without a heartbeat no TTL searched is feasible: the lowest false-expiry upper bound is "
-        "0.15% per job (predicted < 0.0001%: 2000 observed jobs cannot show a smaller share "
-        "outlasting the TTL), over target / margin (0.05%); "
-    )
+        "without a heartbeat no TTL searched is feasible: the lowest false-expiry upper bound any "
+        "reaches is 0.15% per job, over target / margin (0.05%); E (TTL "
+        f"{duration(bare['ttl'])}, no heartbeat, watcher every 0.5 s), the shortest TTL near it, "
+        f"has {percent(bare['predicted_false_expiry_high'])} (predicted "
+        f"{percent(bare['predicted_false_expiry'])}: 2000 observed jobs cannot show a smaller "
+        "share outlasting the TTL); "
+    ), line
 
 
 @pytest.mark.slow
@@ -408,7 +395,8 @@ def test_the_bimodal_export_gets_an_answer_whose_sentences_follow_its_figures(bi
     text = str(advice)
     for row in evidence.itertuples():
         assert (
-            f"TTL {duration(row.ttl)}: false expiry {percent(row.false_expiry)} "
+            f"{row.name} {setting_words(row.ttl, row.heartbeat_interval, row.watcher_interval)}: "
+            f"false expiry {percent(row.false_expiry)} "
             f"[{percent(row.false_expiry_ci_low)}, {percent(row.false_expiry_ci_high)}] of "
             f"{row.leases} leases (predicted {percent(row.predicted_false_expiry)}); recovery "
             f"{duration(row.recovery_mean)} [{duration(row.recovery_ci_low)}, "
@@ -417,7 +405,8 @@ def test_the_bimodal_export_gets_an_answer_whose_sentences_follow_its_figures(bi
         assert 0 < row.recovery_ci_low <= row.recovery_mean <= row.recovery_ci_high
     row = evidence[evidence["recommended"]].iloc[0]
     inside = row.recovery_ci_low <= row.predicted_recovery_mean <= row.recovery_ci_high
-    assert ("excludes the predicted" in advice.verdict()) == (not inside)
+    rec_words = advice.verdict().split("the simulated recovery ")[1]
+    assert ("excludes the predicted" in rec_words) == (not inside)
     assert advice.recovery_source == ("predicted" if inside else "simulated")
     assert (advice.findings() == []) == inside
     target = advice.target_line()

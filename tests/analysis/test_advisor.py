@@ -25,7 +25,7 @@ from sim.errors import ConfigError
 from sim.scenario import LeaseWarning
 from sim.stats import wilson_interval
 from sim.sweep import sweep
-from sim.wording import duration, percent
+from sim.wording import apart, duration, percent
 
 TARGET = 0.01
 WORKERS = 20
@@ -107,11 +107,13 @@ def test_advice_reads_as_one_sentence_then_details(advice):
     text = str(advice)
     headline = text.splitlines()[0]
     assert re.fullmatch(
-        r"TTL [\d.]+ s, heartbeat every [\d.]+ s, watcher every [\d.]+ s: predicted false expiry "
-        r"[\d.]+% per job \(95% upper bound [\d.]+%; target 1%\), "
-        r"recovery ~ [\d.]+ s( \(simulated\))?, [\d.]+ heartbeat \+ watcher statements/s",
+        r"A: TTL [\d.]+ s, heartbeat every [\d.]+ s, watcher every [\d.]+ s: [\d.,]+ false "
+        r"expiries a day \(95% upper bound [\d.,]+; target 1% per job = [\d.,]+ a day at "
+        r"[\d.]+ jobs/s\), recovery ~ [\d.]+ s( \(simulated\))?, [\d.]+ heartbeat \+ watcher "
+        r"statements/s; rests on the assumed pauses",
         headline,
     ), headline
+    assert f"{advice.false_expiries_per_day:,.0f} false expiries a day" in headline
     assert "durations: read 3000 durations from values (unit s): median" in text
     assert (
         "  assumptions: pauses: 30 stop-the-world pauses per worker-hour (median 2 s, p99 30 s)"
@@ -294,7 +296,7 @@ def test_nothing_feasible_above_the_floor_is_reported_with_the_floor():
     )
     assert (
         "NOT MET: no candidate with TTL >= the 20 s floor (min_ttl) has a false-expiry upper "
-        "bound below 0.005% (target / margin); this is the lowest found at or above the floor."
+        "bound below 0.005% (target / margin); A is the lowest found at or above the floor."
         in str(advice)
     )
 
@@ -399,7 +401,7 @@ def test_cli_advise_prints_the_advice_and_writes_files(capsys, tmp_path):
     )
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert printed.out.startswith("TTL ") and "; target 0.1%)" in printed.out
+    assert printed.out.startswith("A: TTL ") and "; target 0.1% per job = " in printed.out
     assert (
         "evidence (simulated" in printed.out
         and "4 stop-the-world pauses per worker-hour (median 800 ms, p99 8 s)" in printed.out
@@ -425,7 +427,7 @@ def test_cli_advise_with_a_ttl_floor_prints_and_writes_it(capsys, tmp_path):
     out = tmp_path / "advice"
     assert main(["advise", "sample", "--no-verify", "--min-ttl", "15", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    ttl = float(re.match(r"TTL ([\d.]+) s,", printed).group(1))
+    ttl = float(re.match(r"A: TTL ([\d.]+) s,", printed).group(1))
     assert ttl >= 15 and "TTL floor: 15 s (min_ttl)" in printed
     assert "TTL floor: 15 s (min_ttl)" in (out / "advice.txt").read_text()
     assert sim.scenario.load(out / "scenario.toml").policy.lease_ttl == ttl
@@ -524,7 +526,9 @@ def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior
         "shorter TTLs (1 s to 4 s) were searched because the best setting sat at 5 s"
     )
     assert advice.position[1] == "interior: the search went past it on both sides"
-    steps = advice.neighbours.set_index("step")
+    steps = advice.shortlist.dropna(subset=["step"]).set_index("step")
+    assert list(advice.shortlist["name"][:3]) == ["A", "B", "C"]
+    assert list(steps["name"]) == ["A", "B", "C"] and steps.loc["chosen", "ttl"] == advice.ttl
     i = searched.index(advice.ttl)
     assert (steps.loc["shorter", "ttl"], steps.loc["longer", "ttl"]) == (
         searched[i - 1],
@@ -533,7 +537,11 @@ def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior
     # each side's line puts its figures beside the recommendation's, as the neighbours table does
     for step, line in zip(("shorter", "longer"), advice.position[2:4], strict=True):
         row = steps.loc[step]
-        assert line.startswith(f"one step {step}, TTL {row['ttl']:g} s: feasible, ")
+        h = row["heartbeat_interval"]
+        assert line.startswith(
+            f"one step {step}, {row['name']} (TTL {row['ttl']:g} s, heartbeat every {h:g} s, "
+            f"watcher every {duration(row['watcher_interval'])}): feasible, "
+        ), line
         factor = advice.predicted_false_expiry / row["predicted_false_expiry"]
         risk = (
             f"{factor:.2g} times less risk" if factor > 1 else f"{1 / factor:.2g} times more risk"
@@ -551,15 +559,21 @@ def test_the_range_extends_below_the_default_ladder_until_the_choice_is_interior
     lowest = table.loc[table["feasible"], "score"].min()
     shorter, longer = steps.loc["shorter"], steps.loc["longer"]
     assert shorter["score"] <= lowest * 1.1 and shorter["db_load"] > advice.db_load
+    # the score beside the limit it is judged against, with the digits that tell them apart
+    limit = lowest * 1.1
+    score_text, limit_text = apart(shorter["score"], limit, duration, 3)
+    assert float(score_text.removesuffix(" s")) <= float(limit_text.removesuffix(" s"))
     assert advice.position[2].endswith(
-        f"its score {duration(shorter['score'])} is within 10% of the lowest, {duration(lowest)}, "
-        f"but it costs {shorter['db_load']:.2g} statements/s against {advice.db_load:.2g}"
-    )
+        f"its score {score_text} is within the {limit_text} limit (the lowest, "
+        f"{duration(lowest)}, + 10%), but it costs {shorter['db_load']:.2g} statements/s against "
+        f"{advice.db_load:.2g}"
+    ), advice.position[2]
     assert longer["score"] > lowest * 1.1
+    score_text, limit_text = apart(longer["score"], limit, duration, 3)
     assert advice.position[3].endswith(
-        f"its score {duration(longer['score'])} is more than 10% above the lowest, "
-        f"{duration(lowest)} (prefer balanced)"
-    )
+        f"its score {score_text} is over the {limit_text} limit (the lowest, {duration(lowest)}, "
+        "+ 10%) (prefer balanced)"
+    ), advice.position[3]
     assert (
         "  where it sits: interior: the search went past it on both sides"
         in str(advice).splitlines()
@@ -610,7 +624,7 @@ def test_risk_per_day_is_per_job_risk_at_the_arrival_rate_with_upper_bounds():
     assert (table["predicted_false_expiry_high"] >= table["predicted_false_expiry"]).all()
     day, high = advice.false_expiries_per_day, advice.false_expiries_per_day_high
     assert advice.risk_lines()[0] == (
-        f"risk at 1 jobs/s (arrival_rate): {advice.predicted_false_expiry * 100:.2g}% of jobs "
+        f"risk of A at 1 jobs/s (arrival_rate): {advice.predicted_false_expiry * 100:.2g}% of jobs "
         f"(95% upper bound {advice.predicted_false_expiry_high * 100:.2g}%) = {day:.2g} false "
         f"expiries a day (upper bound {high:.2g})"
     )
@@ -624,7 +638,7 @@ def test_risk_per_day_is_per_job_risk_at_the_arrival_rate_with_upper_bounds():
     per_worker = (1 - 5 / 3600) / ((assumed.durations.mean_value() + 6 * 0.002) * crashed)
     assert rate == pytest.approx(0.5 * 4 * per_worker, rel=1e-9)
     assert assumed.risk_lines()[0].startswith(
-        f"risk at {rate:.3g} jobs/s (assumed; give arrival_rate for your queue's): "
+        f"risk of A at {rate:.3g} jobs/s (assumed; give arrival_rate for your queue's): "
     )
     assert assumed.load_line() == (
         f"load: {rate:.3g} jobs/s assumed (give arrival_rate for your queue's), 50% of the "

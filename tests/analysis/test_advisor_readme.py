@@ -33,6 +33,9 @@ def test_the_readme_commands_run_on_the_sample_at_a_rate_the_pool_carries(
     assert (
         tmp_path / "durations.csv"
     ).read_text() == sim.advisor.sample_durations_path().read_text()
+    # a GC log's pauses in ms, as the README's --pauses command reads them
+    pauses = "\n".join(["pause_ms", *(str(5 + (i * 37) % 90) for i in range(300))])
+    (tmp_path / "gc-pauses.csv").write_text(pauses + "\n", encoding="utf-8")
     commands = _commands("python -m sim advise ")
     assert len(commands) >= 3 and all("--arrival-rate" in c for c in commands)
     for command in commands:

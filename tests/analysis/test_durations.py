@@ -38,13 +38,19 @@ def test_an_id_column_is_never_taken_for_durations(tmp_path):
     assert d.column == "duration_ms" and d.unit == "s"
     median = float(np.median(d.seconds))
     assert 1000 < median < 1600
-    assert d.warnings[0] == (
+    # the column's name and the median's scale both say milliseconds: said once, not twice
+    assert d.warnings == (
+        f"column 'duration_ms' is named like milliseconds and its median read as seconds is "
+        f"{median:,.0f} s: if these are milliseconds, use unit ms (median {median / 1000:.3g} s)",
+    )
+    assert d.suspected_unit == "ms"
+    scale_only = from_values(d.seconds)  # no column name: the scale alone says it
+    assert scale_only.warnings == (
         f"median {median:,.0f} s read as seconds: if these are milliseconds, use unit ms "
-        f"(median {median / 1000:.3g} s)"
+        f"(median {median / 1000:.3g} s)",
     )
-    assert (
-        "column 'duration_ms' is named like milliseconds but was read as seconds" in d.warnings[1]
-    )
+    in_seconds = from_values(d.seconds / 1000)  # the same values in the unit they look like
+    assert in_seconds.warnings == () and in_seconds.suspected_unit is None
     with pytest.raises(ConfigError) as caught:
         read_durations(path, "job_id")
     assert str(caught.value) == (
@@ -147,11 +153,11 @@ def test_the_advice_echoes_what_it_read_and_warns(tmp_path):
     with pytest.warns(LeaseWarning) as caught:
         advice = advise(path, verify=False)
     said = [str(w.message) for w in caught]
-    assert len(said) == 2 and "if these are milliseconds, use unit ms" in said[0]
-    assert "named like milliseconds but was read as seconds" in said[1]
+    assert len(said) == 1 and said[0].startswith("column 'duration_ms' is named like milliseconds")
+    assert "if these are milliseconds, use unit ms" in said[0]
     text = str(advice)
     assert "  durations: read 200 durations from export.csv, column duration_ms (unit s" in text
-    assert "  warning: median " in text
+    assert f"  warning: {said[0]}" in text
     right = advise(path, column="duration_ms", unit="ms", verify=False)
     assert "warning" not in str(right) and right.inputs["durations_read"]["unit"] == "ms"
     assert right.inputs["durations_median"] == pytest.approx(
@@ -163,8 +169,9 @@ def test_cli_unit_and_warning_lines(tmp_path, capsys):
     path = write(tmp_path, ms_export())
     assert main(["advise", str(path), "--no-verify"]) == 0
     printed = capsys.readouterr()
-    assert any(line.startswith("warning: median ") for line in printed.err.splitlines())
-    assert "  warning: median " in printed.out
+    warned = [line for line in printed.err.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 1 and "use unit ms" in warned[0]
+    assert f"  {warned[0]}" in printed.out
     assert (
         main(["advise", str(path), "--no-verify", "--unit", "ms", "--column", "duration_ms"]) == 0
     )
@@ -195,8 +202,8 @@ def test_a_scenario_distribution_reads_its_csv_the_same_way(tmp_path):
         )
     said = [str(w.message) for w in caught]
     assert (
-        len(said) == 2
-        and said[0].startswith("workload.processing: median ")
+        len(said) == 1
+        and said[0].startswith("workload.processing: column 'duration_ms' is named like ")
         and "use unit ms" in said[0]
     )
     with pytest.raises(ConfigError, match="looks like an id"):

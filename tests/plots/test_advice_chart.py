@@ -15,11 +15,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from sim import teaching  # noqa: E402
 from sim.advisor import advise  # noqa: E402
 from sim.plots import advice_chart  # noqa: E402
-from sim.plots.advice import chart_heartbeats, chart_ttls  # noqa: E402
+from sim.plots.advice import chart_frame, chart_heartbeats, chart_ttls  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +31,8 @@ def advice():
 @pytest.fixture(scope="module")
 def chart(advice):
     """The chart as notebook 06 and the report draw it (sim.plots.advice_chart): no heartbeat and
-    the recommended one, at the recommended watcher interval."""
-    frame = teaching.advice_frame(
-        advice, heartbeats=chart_heartbeats(advice), ttls=chart_ttls(advice)
-    )
+    the recommended one, at the recommended watcher interval, and the named settings."""
+    frame = chart_frame(advice)
     fig = Figure(figsize=(10, 6.2), layout="constrained")
     FigureCanvasAgg(fig)  # rendered as the report and savefig render it
     ax = advice_chart(advice, fig.add_subplot())
@@ -43,10 +42,14 @@ def chart(advice):
 
 def test_the_frame_keeps_every_risk_and_its_upper_bound(advice, chart):
     frame, _ = chart
-    rows = advice.candidates.set_index(["ttl", "heartbeat_interval", "watcher_interval"])
+    keys = ["ttl", "heartbeat_interval", "watcher_interval"]
+    named = advice.shortlist.set_index("name")
+    rows = advice.candidates.set_index(keys)
     for r in frame.itertuples():
         h = np.nan if r._2 == "none" else float(r._2.removesuffix(" s"))
-        row = rows.loc[(r._1, h, advice.watcher_interval)]
+        # a named setting is its own row (a queue's timeout may lie between the TTLs searched)
+        row = named.loc[r.name] if r.name else rows.loc[(r._1, h, r._9)]
+        assert (row["ttl"] if r.name else r._1) == r._1
         assert r.predicted_false_expiry_mean == row["predicted_false_expiry"]  # not floored to 0
         assert r.predicted_false_expiry_ci_high == row["predicted_false_expiry_high"]
         assert r.predicted_false_expiry_ci_low == row["predicted_false_expiry"]
@@ -88,7 +91,7 @@ def test_labels_do_not_overlap_each_other_or_the_legend_and_stay_in_the_axes(cha
     renderer = fig.canvas.get_renderer()
     labels = [t for t in ax.texts if t.get_gid() == "point-label"]
     assert len(labels) >= 5
-    boxes = [t.get_window_extent(renderer) for t in labels]
+    boxes = [Text.get_window_extent(t, renderer) for t in labels]  # the words; leaders may cross
     overlapping = [
         (labels[a].get_text(), labels[b].get_text())
         for a, b in itertools.combinations(range(len(boxes)), 2)
@@ -115,7 +118,23 @@ def test_the_recommendation_is_starred_where_its_prediction_is(advice, chart):
         (advice.predicted_false_expiry, advice.predicted_recovery_mean), rel=1e-12
     )
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert f"recommended: TTL {advice.ttl:g} s, hb {advice.heartbeat_interval:g} s" in legend
+    assert f"A (recommended): TTL {advice.ttl:g} s, hb {advice.heartbeat_interval:g} s" in legend
+
+
+def test_every_named_setting_is_on_the_chart_under_its_letter(advice, chart):
+    """The chart names the settings the text, the tables and the evidence name: each letter once,
+    labelled beside its own point (its prediction), wherever its heartbeat or watcher is."""
+    frame, ax = chart
+    labels = {
+        t.get_text().split(":")[0]: t
+        for t in ax.texts
+        if t.get_gid() == "point-label" and t.get_text()[1:2] == ":"
+    }
+    assert sorted(labels) == sorted(advice.shortlist["name"])
+    for row in advice.shortlist.itertuples():
+        text = labels[row.name]
+        assert text.xy == pytest.approx((row.predicted_false_expiry, row.predicted_recovery_mean))
+        assert text.get_text().startswith(f"{row.name}: TTL {row.ttl:g} s, hb ")
 
 
 def test_infeasible_settings_are_faded_and_feasible_ones_are_not(chart):

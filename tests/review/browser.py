@@ -1,9 +1,12 @@
 """Headless Chromium for the report tests: find it, or install Debian's `chromium` package when
-running as root (as CI does), then screenshot an HTML file with the network switched off."""
+running as root (as CI does), then screenshot an HTML file with the network switched off, or
+measure where its elements are drawn at a given window size (layout)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -77,6 +80,66 @@ def screenshot(
         html.resolve().as_uri(),
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=180)
+
+
+# measures, once the page is laid out, each selector's first element: its box in CSS pixels and its
+# font size; and the page's own width (wider than the window: a horizontal scroll bar)
+_MEASURE = """
+<script>
+window.addEventListener("load", () => {
+  const out = {scrollWidth: document.documentElement.scrollWidth, boxes: {}};
+  for (const selector of %s) {
+    const e = document.querySelector(selector);
+    if (!e) continue;
+    const r = e.getBoundingClientRect();
+    out.boxes[selector] = {left: r.left, top: r.top, right: r.right, bottom: r.bottom,
+                           fontSize: parseFloat(getComputedStyle(e).fontSize),
+                           text: e.innerText};
+  }
+  const pre = document.createElement("pre");
+  pre.id = "layout-measured";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def layout(
+    html: Path,
+    selectors: list[str],
+    profile: Path,
+    *,
+    width: int,
+    height: int,
+    chromium: str | None = None,
+) -> dict:
+    """Where headless Chromium draws `selectors` in `html` in a window of width x height CSS
+    pixels: {"scrollWidth": page width, "boxes": {selector: {left, top, right, bottom, fontSize,
+    text}}}. The page is measured from a copy with a measuring script added (the report itself
+    has none)."""
+    chromium = chromium or ensure_chromium()
+    page = html.read_text(encoding="utf-8")
+    measured = html.with_name(f".measure-{width}-{html.name}")
+    measured.write_text(
+        page.replace("</body>", _MEASURE % json.dumps(selectors) + "</body>"), encoding="utf-8"
+    )
+    command = [
+        chromium,
+        *FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        measured.resolve().as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    measured.unlink()
+    found = re.search(r'<pre id="layout-measured">(.*?)</pre>', done.stdout, re.S)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"chromium did not measure the page: {done.stderr[-2000:]}")
+    text = found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+    return json.loads(text.replace("&amp;", "&"))
 
 
 if (

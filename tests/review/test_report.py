@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 
 import sim  # noqa: E402
 from sim.__main__ import main  # noqa: E402
+from sim.advice_shortlist import setting_words  # noqa: E402
 from sim.advisor import advise  # noqa: E402
 from sim.review import STATUS_STYLE, review  # noqa: E402
 
@@ -116,21 +117,20 @@ def test_advice_report_carries_assumptions_risk_chart_and_evidence(advice, advic
     html = advice_html.read_text(encoding="utf-8")
     page = Page(html)
     assert page.h2 == [
-        "Advice",
-        "Trade-off",
-        "Assumptions",
+        "If the assumptions move",
+        "The settings compared",
         "Evidence: simulation beside prediction",
-        "Lease timeline of the advised setting",
+        "How a lease is lost, and a crash recovered",
+        "Assumptions and inputs",
     ]
     assert page.fetches() == [] and page.count("svg") == 2  # trade-off chart and timeline
     text = " ".join(page.text)
-    assert advice.headline() in text
     for line in (
         advice.assumptions.lines()
         + [line.strip() for line in advice.risk_lines()]
         + advice.position
         + [advice.load_line(), advice.recovery_line(), advice.counts_line()]
-        + [advice.tradeoff_lines()[0]]
+        + [advice.choice_rule(), advice.heartbeat_line()]
     ):
         assert line in text, line
     assert "false expiries a day" in text and "at 1 jobs/s" in text
@@ -148,11 +148,11 @@ def test_advice_report_says_whether_the_evidence_agrees_and_marks_the_recommenda
         assert finding in text
     # the chart: the recommendation starred, infeasible settings faded, its range said
     assert html.count('id="mark"') == 1 and 'id="point-infeasible"' in html
-    assert "The star is the recommendation; faded points are not feasible." in text
-    # the neighbours table: one row per TTL step, the recommended one named
-    for row in advice.neighbours.itertuples():
-        name = "(recommended)" if row.step == "chosen" else f"(one step {row.step})"
-        assert f"TTL {row.ttl:g} s" in text and name in text
+    assert "The star is A; letters name the settings of the table above" in text
+    # the named settings' table: one row per setting, with its letter and role
+    for row in advice.shortlist.itertuples():
+        setting = setting_words(row.ttl, row.heartbeat_interval, row.watcher_interval)
+        assert row.role in text and setting in text, setting
 
 
 def test_advice_report_of_a_busy_pool_carries_the_load_warning(tmp_path):
@@ -167,12 +167,18 @@ def test_a_review_report_can_carry_the_advice_and_an_advice_report_the_review(
     checked, advice, tmp_path
 ):
     both = Page(checked.save_report(tmp_path / "r.html", advice=advice).read_text(encoding="utf-8"))
-    assert both.h2[:3] == ["Verdicts", "Lease timeline", "Settings"] and "Assumptions" in both.h2
+    assert both.h2[:4] == [
+        "Verdicts",
+        "Lease timeline",
+        "Settings",
+        "Advice: A = TTL 3 s, heartbeat every 1 s, watcher every 0.5 s",
+    ]
+    assert "Assumptions and inputs" in both.h2
     other = Page(
         advice.save_report(tmp_path / "a.html", review=checked).read_text(encoding="utf-8")
     )
     assert (
-        other.h2[0] == "Advice"
+        other.h2[0] == "If the assumptions move"
         and "Verdicts" in other.h2
         and len(other.badges) == len(checked.table)
     )
@@ -243,7 +249,7 @@ def test_report_from_the_command_line(tmp_path, capsys):
     )
     advice = tmp_path / "advice.html"
     assert main(["advise", "sample", "--no-verify", "--report", str(advice)]) == 0
-    assert Page(advice.read_text(encoding="utf-8")).h2[0] == "Advice"
+    assert Page(advice.read_text(encoding="utf-8")).h2[0] == "If the assumptions move"
 
 
 @pytest.mark.parametrize(
