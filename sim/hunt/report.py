@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.hunt.account import WHAT
-from sim.report import _e, _figure, _h1, _write
+from sim.report import escape, figure, heading, write_page
 
 SECTION = "The shortest bad timeline"
 
@@ -19,42 +19,44 @@ def hunt_section(result, level: int = 2) -> str:
     h, sub = f"h{level}", f"h{level + 1}"
     parts = [f"<{h}>{SECTION}</{h}>"]
     parts.append(
-        f"<p class='basis'>{_e(result.lines()[0])}; "
-        + "; ".join(_e(line) for line in result.coverage.lines())
+        f"<p class='basis'>{escape(result.lines()[0])}; "
+        + "; ".join(escape(line) for line in result.coverage.lines())
         + "</p>"
     )
-    parts.append("<ul class='tight'>" + "".join(f"<li>{_e(x)}</li>" for x in result.scope.lines()))
+    parts.append(
+        "<ul class='tight'>" + "".join(f"<li>{escape(x)}</li>" for x in result.scope.lines())
+    )
     parts.append("</ul>")
     for finding in result.findings.values():
         parts.append(
-            f"<{sub}>{_e(finding.invariant)}: {_e(WHAT.get(finding.invariant, ''))}</{sub}>"
+            f"<{sub}>{escape(finding.invariant)}: {escape(WHAT.get(finding.invariant, ''))}</{sub}>"
         )
-        parts.append(f"<p class='verdict'>{_e(finding.account)}</p>")
+        parts.append(f"<p class='verdict'>{escape(finding.account)}</p>")
         found = finding.found
         parts.append(
             f"<p class='basis'>first broke {found.after:.2f} s into the hunt (schedule "
             f"{found.first + 1}); the smallest breaking schedule ({found.number + 1}, "
-            f"{_e(found.strategy)}) shrunk in {len(finding.shrinking)} steps; "
-            f"replay: python -m sim run {_e(finding.invariant)}.toml"
-            + (f" --sql {_e(finding.sql)}" if finding.sql else "")
+            f"{escape(found.strategy)}) shrunk in {len(finding.shrinking)} steps; "
+            f"replay: python -m sim run {escape(finding.invariant)}.toml"
+            + (f" --sql {escape(finding.sql)}" if finding.sql else "")
             + "</p>"
         )
         if finding.postgres is not None:
-            parts.append(f"<p>{_e(finding.postgres.line(finding.invariant))}</p>")
+            parts.append(f"<p>{escape(finding.postgres.line(finding.invariant))}</p>")
         parts.append(
             "<ul class='tight'>"
-            + "".join(f"<li>{_e(line)}</li>" for line in finding.schedule.lines())
+            + "".join(f"<li>{escape(line)}</li>" for line in finding.schedule.lines())
             + "</ul>"
         )
         parts.append(
-            _figure(_timeline(finding), f"{_e(finding.invariant)}: the shortest bad timeline")
+            figure(_timeline(finding), f"{escape(finding.invariant)}: the shortest bad timeline")
         )
-        parts.append("<pre>" + _e("\n".join(finding.timeline())) + "</pre>")
+        parts.append("<pre>" + escape("\n".join(finding.timeline())) + "</pre>")
     if not result.findings:
         lines = (
             result.certificate.lines() if result.certificate is not None else result.lines()[-1:]
         )
-        parts.append("<pre>" + _e("\n".join(lines)) + "</pre>")
+        parts.append("<pre>" + escape("\n".join(lines)) + "</pre>")
     return "\n".join(parts)
 
 
@@ -75,4 +77,4 @@ def hunt_report(result, path: Path) -> Path:
         if result.findings
         else (result.certificate.headline() if result.certificate else "no violation found")
     )
-    return _write(path, title, [_h1(title, verdict), hunt_section(result)])
+    return write_page(path, title, [heading(title, verdict), hunt_section(result)])
