@@ -345,8 +345,10 @@ def _argument_types(column, unit, seed, takes_expired, verify, progress, candida
         raise ConfigError(
             f"candidates: expected a dict of ladders, got {type(candidates).__name__}"
         )
-    if not (executor is None or callable(getattr(executor, "map", None))):
-        raise ConfigError(f"executor: expected a concurrent.futures.Executor, got {executor!r:.60}")
+    if not (executor in (None, "serial") or callable(getattr(executor, "map", None))):
+        raise ConfigError(
+            f"executor: expected 'serial' or a concurrent.futures.Executor, got {executor!r:.60}"
+        )
 
 
 def advise(
