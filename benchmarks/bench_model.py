@@ -5,9 +5,10 @@ wall seconds, simulated jobs per wall second and the number of SimPy events the 
 The floor is a bare SimPy loop that schedules the same number of timeouts, measured in the same
 process right after; budget: ratio <= 3. To show where the time goes, the backend calls of one
 run are recorded and replayed on a fresh MemoryBackend without SimPy: the backend alone, against
-the same floor (backend alone + floor is a lower bound for any model on this backend). Then, in a
-child process, a 1M-job run with heartbeat records off reports its peak RSS (budget: < 1.5 GB).
-Prints one JSON object.
+the same floor (backend alone + floor is a lower bound for any model on this backend). Then, each
+in a child process, a 1M-job run with heartbeat records off and one with them on report their
+peak RSS (goal: < 1 GB each); --quick runs 200k jobs and extrapolates. Prints one JSON object
+(benchmarks/figures.py).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ import sys
 import time
 
 import simpy
+from figures import emit, figure, quick
 
 from sim.db.memory import MemoryBackend
 from sim.model.world import build, run_to_horizon
 from sim.scenario import preset
 
 JOBS = 100_000
-BIG_JOBS = 1_000_000
-RATIO_GOAL, RATIO_LIMIT, RSS_BUDGET_GB = 3.0, 7.5, 1.5  # DESIGN.md's goal; no change may pass 7.5x
+BIG_JOBS, QUICK_BIG_JOBS = 1_000_000, 200_000
+RATIO_GOAL, RATIO_LIMIT = 3.0, 7.5  # DESIGN.md's goal; no change may pass 7.5x
+RSS_GOAL_GB = 1.0  # issue 37: a 1M-job run, heartbeat records on and off
 
 
 def baseline(jobs: int, *, record_heartbeats: bool = True):
@@ -101,16 +104,48 @@ def bare_simpy(events: int, processes: int) -> float:
     return time.perf_counter() - start
 
 
-def peak_rss_child(jobs: int) -> dict:
+def peak_rss_child(jobs: int, *, record_heartbeats: bool) -> dict:
+    """A `jobs` run in a fresh interpreter: its wall seconds, completions, RSS after the imports
+    and peak RSS (GB)."""
     code = (
         "import json, resource, sys; sys.path.insert(0, 'benchmarks');"
         "from bench_model import simulate;"
-        f"wall, events, done = simulate({jobs}, record_heartbeats=False);"
-        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024;"
-        "print(json.dumps({'wall_seconds': wall, 'completed': done, 'peak_rss_gb': rss}))"
+        "gb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024;"
+        "start = gb();"
+        f"wall, events, done = simulate({jobs}, record_heartbeats={record_heartbeats});"
+        "print(json.dumps({'wall_seconds': wall, 'completed': done, 'start_rss_gb': start,"
+        " 'peak_rss_gb': gb()}))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rss_figures(jobs: int) -> tuple[list[dict], dict]:
+    """Peak RSS of a 1M-job run with heartbeat records off and on. With fewer `jobs` (--quick)
+    the 1M figure is extrapolated: RSS after imports + (peak - that) x 1M / jobs."""
+    figures, details = [], {}
+    for heartbeats in (False, True):
+        big = peak_rss_child(jobs, record_heartbeats=heartbeats)
+        growth = (big["peak_rss_gb"] - big["start_rss_gb"]) * BIG_JOBS / jobs
+        label = "heartbeat_records_" + ("on" if heartbeats else "off")
+        note = None if jobs == BIG_JOBS else f"extrapolated from {jobs:,} jobs"
+        figures.append(
+            figure(
+                f"peak_rss_1m_jobs_{label}",
+                big["start_rss_gb"] + growth,
+                unit="GB",
+                goal=RSS_GOAL_GB,
+                note=note,
+            )
+        )
+        details[label] = {
+            "jobs": jobs,
+            "wall_seconds": round(big["wall_seconds"], 1),
+            "completed": big["completed"],
+            "start_rss_gb": round(big["start_rss_gb"], 3),
+            "peak_rss_gb": round(big["peak_rss_gb"], 3),
+        }
+    return figures, details
 
 
 def main() -> None:
@@ -119,46 +154,37 @@ def main() -> None:
     floor = bare_simpy(events, workers)
     ratio = wall / floor
     backend, calls = backend_alone(JOBS)
-    big = peak_rss_child(BIG_JOBS) if "--quick" not in sys.argv else None
-    result = {
-        "scenario": "baseline",
-        "jobs": JOBS,
-        "completed": completed,
-        "wall_seconds": round(wall, 3),
-        "jobs_per_wall_second": round(completed / wall),
-        "simpy_events": events,
-        "simpy_events_per_job": round(events / JOBS, 2),
-        "bare_simpy_seconds": round(floor, 3),
-        "ratio_to_bare_simpy": round(ratio, 3),
-        "ratio_goal": RATIO_GOAL,
-        "ratio_limit": RATIO_LIMIT,
-        "ratio_within_limit": ratio <= RATIO_LIMIT,
-        "backend_calls_per_job": round(calls / JOBS, 2),
-        "backend_alone_seconds": round(backend, 3),
-        "backend_alone_ratio_to_bare_simpy": round(backend / floor, 3),
+    bare = {"floor": "bare SimPy loop, same events", "floor_value": floor, "floor_unit": "s"}
+    figures = [
+        figure("ratio_to_bare_simpy", ratio, unit="x", goal=RATIO_GOAL, **bare),
+        figure("jobs_per_wall_second", completed / wall, unit="jobs/s", digits=0),
+        figure("backend_alone_ratio_to_bare_simpy", backend / floor, unit="x", **bare),
         # any model on this backend runs its statements and schedules its timeouts: a lower bound
-        "lower_bound_ratio": round((backend + floor) / floor, 3),
-        "us_per_job": {
+        figure("lower_bound_ratio", (backend + floor) / floor, unit="x", **bare),
+        figure("simpy_events_per_job", events / JOBS, unit="events", digits=2),
+        figure("backend_calls_per_job", calls / JOBS, unit="calls", digits=2),
+    ]
+    rss, big = rss_figures(QUICK_BIG_JOBS if quick() else BIG_JOBS)
+    emit(
+        "model",
+        figures + rss,
+        scenario="baseline",
+        jobs=JOBS,
+        completed=completed,
+        wall_seconds=round(wall, 3),
+        simpy_events=events,
+        bare_simpy_seconds=round(floor, 3),
+        ratio_limit=RATIO_LIMIT,
+        ratio_within_limit=ratio <= RATIO_LIMIT,
+        backend_alone_seconds=round(backend, 3),
+        us_per_job={
             "model": round(wall / JOBS * 1e6, 2),
             "backend_alone": round(backend / JOBS * 1e6, 2),
             "bare_simpy": round(floor / JOBS * 1e6, 2),
         },
-        "self_peak_rss_gb": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024, 3
-        ),
-    }
-    if big is not None:
-        result.update(
-            {
-                "big_jobs": BIG_JOBS,
-                "big_wall_seconds": round(big["wall_seconds"], 1),
-                "big_completed": big["completed"],
-                "big_peak_rss_gb": round(big["peak_rss_gb"], 3),
-                "rss_budget_gb": RSS_BUDGET_GB,
-                "rss_within_budget": big["peak_rss_gb"] < RSS_BUDGET_GB,
-            }
-        )
-    print(json.dumps(result, indent=2))
+        self_peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 3),
+        big_runs=big,
+    )
 
 
 if __name__ == "__main__":

@@ -2,23 +2,79 @@
 
 Postgres tests never skip: without LEASELAB_DSN the embedded server is started, and if that
 fails the tests fail with its error.
+
+Under pytest-xdist (`make test`) every worker process has an embedded server of its own, in
+$LEASELAB_PGDATA (or the default data directory) with "-gw0", "-gw1", ... appended; the worker's
+subprocesses and notebook kernels inherit it. With LEASELAB_DSN all workers share that server:
+each test works in schemas and roles of its own, and a test that looks at the whole server (every
+schema, role or session on it) is marked `server_wide` and runs while no other postgres test of
+this run does (a file lock per server, shared by the postgres tests, exclusive for those).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
-from sim.db.server import embedded_server
+from sim.db.server import embedded_pgdata, embedded_server
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... in a pytest-xdist worker
+
+
+def pytest_configure(config):
+    if WORKER and not os.environ.get("LEASELAB_DSN"):
+        os.environ["LEASELAB_PGDATA"] = f"{embedded_pgdata()}-{WORKER}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist the modules of the longest tests (notebook kernels, live runs in real
+    time) come first, each kept whole, so that no worker ends the run alone on one of them."""
+    if not WORKER:
+        return
+    heavy = {
+        item.nodeid.partition("::")[0]
+        for item in items
+        if item.get_closest_marker("notebooks") or item.get_closest_marker("live")
+    }
+    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in heavy)  # stable
 
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> str:
-    """LEASELAB_DSN if set, else the embedded server (started once per session)."""
+    """LEASELAB_DSN if set, else the embedded server (started once per session and worker)."""
     return os.environ.get("LEASELAB_DSN") or embedded_server().get_uri()
+
+
+@contextlib.contextmanager
+def _server_lock(dsn: str, exclusive: bool):
+    """Shared (or exclusive) hold on the server of `dsn` among this machine's test processes."""
+    key = hashlib.sha256(dsn.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"leaselab-tests-{key}.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_server_wide(request):
+    """On a server shared by xdist workers (LEASELAB_DSN), a `server_wide` test runs alone."""
+    dsn = os.environ.get("LEASELAB_DSN")
+    if not (WORKER and dsn and request.node.get_closest_marker("postgres")):
+        yield
+        return
+    with _server_lock(dsn, exclusive=request.node.get_closest_marker("server_wide") is not None):
+        yield
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -21,6 +21,7 @@ from sim.teaching.exercises import recovery_mistakes, ttl_quantile_mistakes
 
 
 @pytest.mark.postgres
+@pytest.mark.server_wide  # counts every leaselab schema
 def test_the_stuck_query_checker_runs_answers_read_only_on_a_hidden_second_state(pg_dsn):
     db = sim.make_backend("postgres", dsn=pg_dsn)
     try:
