@@ -53,7 +53,7 @@ def figure(
     if floor is not None:
         out["floor"] = floor
         if floor_value is not None:
-            out["floor_value"] = round(floor_value, digits)
+            out["floor_value"] = round(floor_value, 3)
             out["floor_unit"] = floor_unit or unit
     if note:
         out["note"] = note
