@@ -29,9 +29,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
-# The inner loop: no PostgreSQL, no notebook kernels (under 90 s).
+# The inner loop (under 90 s): no PostgreSQL, no notebook kernels, none of the tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not postgres and not notebooks"
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not postgres and not notebooks and not slow"
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --allow-root

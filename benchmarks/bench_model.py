@@ -6,8 +6,9 @@ The floor is a bare SimPy loop that schedules the same number of timeouts, measu
 process right after; budget: ratio <= 3. To show where the time goes, the backend calls of one
 run are recorded and replayed on a fresh MemoryBackend without SimPy: the backend alone, against
 the same floor (backend alone + floor is a lower bound for any model on this backend). Then, each
-in a child process, a 1M-job run with heartbeat records off and one with them on report their
-peak RSS (goal: < 1 GB each); --quick runs 200k jobs and extrapolates. Prints one JSON object
+in a child process, 1M-job runs with heartbeat records off, on, and on with a heartbeat every
+second (RSS_RUNS) report their peak RSS (goal: < 1 GB each); --quick runs 200k jobs and
+extrapolates. Prints one JSON object
 (benchmarks/figures.py).
 """
 
@@ -18,6 +19,8 @@ import resource
 import subprocess
 import sys
 import time
+from collections import Counter
+from pathlib import Path
 
 import simpy
 from figures import emit, figure, quick
@@ -32,25 +35,31 @@ RATIO_GOAL, RATIO_LIMIT = 3.0, 7.5  # DESIGN.md's goal; no change may pass 7.5x
 RSS_GOAL_GB = 1.0  # issue 37: a 1M-job run, heartbeat records on and off
 
 
-def baseline(jobs: int, *, record_heartbeats: bool = True):
+def baseline(jobs: int, *, record_heartbeats: bool = True, heartbeat_interval: float | None = None):
     scenario = preset("baseline")
     rate = scenario.workload.rate
-    return scenario.with_overrides(
-        {
-            "workload.jobs": jobs,
-            "horizon": jobs / rate + 60.0,
-            "record_heartbeats": record_heartbeats,
-        }
+    overrides = {
+        "workload.jobs": jobs,
+        "horizon": jobs / rate + 60.0,
+        "record_heartbeats": record_heartbeats,
+    }
+    if heartbeat_interval is not None:
+        overrides["policy.heartbeat_interval"] = heartbeat_interval
+    return scenario.with_overrides(overrides)
+
+
+def simulate(
+    jobs: int, *, record_heartbeats: bool = True, heartbeat_interval: float | None = None
+) -> tuple[float, int, int, int]:
+    """(wall seconds, SimPy events scheduled, jobs completed, heartbeat records)."""
+    spec = baseline(
+        jobs, record_heartbeats=record_heartbeats, heartbeat_interval=heartbeat_interval
     )
-
-
-def simulate(jobs: int, *, record_heartbeats: bool = True) -> tuple[float, int, int]:
-    """(wall seconds, SimPy events scheduled, jobs completed)."""
-    world = build(baseline(jobs, record_heartbeats=record_heartbeats), MemoryBackend())
+    world = build(spec, MemoryBackend())
     wall = run_to_horizon(world, progress=False)
     events = next(world.env._eid)  # SimPy numbers every event it schedules
-    completed = sum(1 for e in world.log if e.kind == "complete")
-    return wall, events, completed
+    kinds = Counter(e.kind for e in world.log)
+    return wall, events, kinds["complete"], kinds["heartbeat"]
 
 
 class RecordingBackend:
@@ -104,31 +113,52 @@ def bare_simpy(events: int, processes: int) -> float:
     return time.perf_counter() - start
 
 
-def peak_rss_child(jobs: int, *, record_heartbeats: bool) -> dict:
-    """A `jobs` run in a fresh interpreter: its wall seconds, completions, RSS after the imports
-    and peak RSS (GB)."""
+def peak_rss_gb() -> float:
+    """This process's peak RSS in GB: VmHWM, which starts anew at exec (ru_maxrss keeps the peak
+    of the process that forked us), or ru_maxrss where there is no /proc."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(kb) / 1024**2
+
+
+def peak_rss_child(jobs: int, **settings) -> dict:
+    """A `jobs` run in a fresh interpreter: its wall seconds, completions, heartbeat records, RSS
+    after the imports and peak RSS (GB)."""
     code = (
-        "import json, resource, sys; sys.path.insert(0, 'benchmarks');"
-        "from bench_model import simulate;"
-        "gb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024;"
+        "import json, sys; sys.path.insert(0, 'benchmarks');"
+        "from bench_model import peak_rss_gb as gb, simulate;"
         "start = gb();"
-        f"wall, events, done = simulate({jobs}, record_heartbeats={record_heartbeats});"
-        "print(json.dumps({'wall_seconds': wall, 'completed': done, 'start_rss_gb': start,"
-        " 'peak_rss_gb': gb()}))"
+        f"wall, events, done, beats = simulate({jobs}, **{settings!r});"
+        "print(json.dumps({'wall_seconds': wall, 'completed': done, 'heartbeat_records': beats,"
+        " 'start_rss_gb': start, 'peak_rss_gb': gb()}))"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# The baseline's jobs (median 1 s) rarely outlast its 10 s heartbeat interval: the third run renews
+# every second, so that heartbeat records are a good part of the log.
+RSS_RUNS = {
+    "heartbeat_records_off": {"record_heartbeats": False},
+    "heartbeat_records_on": {"record_heartbeats": True},
+    "heartbeat_records_on_every_1s": {"record_heartbeats": True, "heartbeat_interval": 1.0},
+}
+
+
 def rss_figures(jobs: int) -> tuple[list[dict], dict]:
-    """Peak RSS of a 1M-job run with heartbeat records off and on. With fewer `jobs` (--quick)
-    the 1M figure is extrapolated: RSS after imports + (peak - that) x 1M / jobs."""
+    """Peak RSS of 1M-job runs (RSS_RUNS). With fewer `jobs` (--quick) the 1M figure is
+    extrapolated: RSS after imports + (peak - that) x 1M / jobs."""
     figures, details = [], {}
-    for heartbeats in (False, True):
-        big = peak_rss_child(jobs, record_heartbeats=heartbeats)
+    for label, settings in RSS_RUNS.items():
+        big = peak_rss_child(jobs, **settings)
         growth = (big["peak_rss_gb"] - big["start_rss_gb"]) * BIG_JOBS / jobs
-        label = "heartbeat_records_" + ("on" if heartbeats else "off")
-        note = None if jobs == BIG_JOBS else f"extrapolated from {jobs:,} jobs"
+        beats = big["heartbeat_records"] / jobs
+        note = f"{beats:.2f} heartbeat records per job"
+        if jobs != BIG_JOBS:
+            note += f"; extrapolated from {jobs:,} jobs"
         figures.append(
             figure(
                 f"peak_rss_1m_jobs_{label}",
@@ -142,6 +172,7 @@ def rss_figures(jobs: int) -> tuple[list[dict], dict]:
             "jobs": jobs,
             "wall_seconds": round(big["wall_seconds"], 1),
             "completed": big["completed"],
+            "heartbeat_records_per_job": round(beats, 3),
             "start_rss_gb": round(big["start_rss_gb"], 3),
             "peak_rss_gb": round(big["peak_rss_gb"], 3),
         }
@@ -150,7 +181,7 @@ def rss_figures(jobs: int) -> tuple[list[dict], dict]:
 
 def main() -> None:
     workers = preset("baseline").policy.workers
-    wall, events, completed = simulate(JOBS)
+    wall, events, completed, _ = simulate(JOBS)
     floor = bare_simpy(events, workers)
     ratio = wall / floor
     backend, calls = backend_alone(JOBS)
@@ -182,7 +213,7 @@ def main() -> None:
             "backend_alone": round(backend / JOBS * 1e6, 2),
             "bare_simpy": round(floor / JOBS * 1e6, 2),
         },
-        self_peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 3),
+        self_peak_rss_gb=round(peak_rss_gb(), 3),
         big_runs=big,
     )
 

@@ -85,12 +85,14 @@ def test_the_sql_lives_inside_the_package():
     assert {p.name for p in (ROOT / "sim" / "sql").glob("*.sql")} >= {"queries.sql", "schema.sql"}
 
 
+@pytest.mark.slow  # builds the sdist and wheel: make test only
 def test_wheel_ships_the_sql_files(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {Path(n).name for n in names if n.startswith("sim/sql/")}
     assert shipped == {p.name for p in (ROOT / "sql").glob("*.sql")}
 
 
+@pytest.mark.slow  # builds the sdist and wheel: make test only
 def test_wheel_is_typed_and_keeps_jupyter_in_the_notebooks_extra(wheel):
     archive = zipfile.ZipFile(wheel)
     assert "sim/py.typed" in archive.namelist()
@@ -107,6 +109,7 @@ def test_wheel_is_typed_and_keeps_jupyter_in_the_notebooks_extra(wheel):
     assert {"simpy", "pandas", "psycopg", "matplotlib"} <= required
 
 
+@pytest.mark.slow  # builds the sdist and wheel: make test only
 def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
     target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()

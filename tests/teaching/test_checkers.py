@@ -153,6 +153,7 @@ def test_the_ttl_quantile_accepts_only_the_smallest_whole_ttl_and_names_the_slip
 # ---- 10: the exercise's answer depends on its settings -------------------------------------------
 
 
+@pytest.mark.slow  # simulates every part of the live lesson: make test only
 def test_the_live_exercise_can_be_answered_by_each_part():
     """The defect: the answer was always lease_remaining."""
     answers = {}
