@@ -7,8 +7,9 @@ Under pytest-xdist (`make test`) every worker process has an embedded server of 
 $LEASELAB_PGDATA (or the default data directory) with "-gw0", "-gw1", ... appended; the worker's
 subprocesses and notebook kernels inherit it. With LEASELAB_DSN all workers share that server:
 each test works in schemas and roles of its own, and a test that looks at the whole server (every
-schema, role or session on it) is marked `server_wide` and runs while no other postgres test of
-this run does (a file lock per server, shared by the postgres tests, exclusive for those).
+schema, role or session on it) is marked `server_wide` and runs while no other postgres test does
+(a file lock per server, shared by the postgres tests, exclusive for those). Live runs (`live`)
+run while no other test of the run does: they are timed on the wall clock.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... in a pytest-xdis
 def pytest_configure(config):
     if WORKER and not os.environ.get("LEASELAB_DSN"):
         os.environ["LEASELAB_PGDATA"] = f"{embedded_pgdata()}-{WORKER}"
+
+
+def pytest_unconfigure(config):
+    if not WORKER:  # the run's lock (_alone_where_needed), named after this process; a server's
+        _lock_path(f"run-{os.getpid()}").unlink(missing_ok=True)  # stays: other runs may hold it
+
+
+def _server_lock_name(dsn: str) -> str:
+    return f"server-{hashlib.sha256(dsn.encode()).hexdigest()[:16]}"
+
+
+def _lock_path(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"leaselab-tests-{name}.lock"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -69,11 +83,9 @@ def pg_dsn() -> str:
 
 
 @contextlib.contextmanager
-def _server_lock(dsn: str, exclusive: bool):
-    """Shared (or exclusive) hold on the server of `dsn` among this machine's test processes."""
-    key = hashlib.sha256(dsn.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"leaselab-tests-{key}.lock"
-    with open(path, "a") as handle:
+def _flock(name: str, exclusive: bool):
+    """A shared (or exclusive) hold on lock `name` among this machine's test processes."""
+    with open(_lock_path(name), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
@@ -82,13 +94,22 @@ def _server_lock(dsn: str, exclusive: bool):
 
 
 @pytest.fixture(autouse=True)
-def _alone_when_server_wide(request):
-    """On a server shared by xdist workers (LEASELAB_DSN), a `server_wide` test runs alone."""
-    dsn = os.environ.get("LEASELAB_DSN")
-    if not (WORKER and dsn and request.node.get_closest_marker("postgres")):
+def _alone_where_needed(request):
+    """Under pytest-xdist: a `live` test (real worker processes timed on the wall clock; the time
+    scale guard refuses to run when replacements start late) runs while no other test of this run
+    does; on a server shared by the workers (LEASELAB_DSN) a `server_wide` test runs while no other
+    postgres test does. Locks are taken in that order."""
+    if not WORKER:
         yield
         return
-    with _server_lock(dsn, exclusive=request.node.get_closest_marker("server_wide") is not None):
+    node = request.node
+    with contextlib.ExitStack() as held:
+        live = node.get_closest_marker("live") is not None
+        held.enter_context(_flock(f"run-{os.getppid()}", exclusive=live))  # the xdist controller
+        dsn = os.environ.get("LEASELAB_DSN")
+        if dsn and node.get_closest_marker("postgres"):
+            wide = node.get_closest_marker("server_wide") is not None
+            held.enter_context(_flock(_server_lock_name(dsn), exclusive=wide))
         yield
 
 

@@ -23,6 +23,7 @@ FOLDER = ROOT / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("[0-9][0-9]-*.ipynb"))
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
 NEEDS_POSTGRES = {"08-on-real-postgres.ipynb", "09-your-own-queue.ipynb", "10-live.ipynb"}
+LIVE = "10-live.ipynb"
 CELL_TIMEOUT_S = 240
 TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS, **CHEAT_SHEET_TAGS, **CLOCKS_TAGS}
 CHEAT_SHEET = "11-cheat-sheet.ipynb"
@@ -197,6 +198,8 @@ def _params():
         marks = [pytest.mark.notebooks]
         if path.name in NEEDS_POSTGRES:
             marks.append(pytest.mark.postgres)
+        if path.name == LIVE:  # its lesson starts live runs: worker processes on the wall clock
+            marks.append(pytest.mark.live)
         yield pytest.param(path, id=path.stem, marks=marks)
 
 
