@@ -36,7 +36,7 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    if not WORKER:  # the run's lock (_alone_where_needed), named after this process; a server's
+    if not WORKER:  # the run's lock (pytest_runtest_protocol), named after this process; a server's
         _lock_path(f"run-{os.getpid()}").unlink(missing_ok=True)  # stays: other runs may hold it
 
 
@@ -93,24 +93,23 @@ def _flock(name: str, exclusive: bool):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@pytest.fixture(autouse=True)
-def _alone_where_needed(request):
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist: a `live` test (real worker processes timed on the wall clock; the time
     scale guard refuses to run when replacements start late) runs while no other test of this run
     does; on a server shared by the workers (LEASELAB_DSN) a `server_wide` test runs while no other
-    postgres test does. Locks are taken in that order."""
+    postgres test does. Locks are taken in that order, before the test's setup: a wait is not
+    counted in its durations."""
     if not WORKER:
-        yield
-        return
-    node = request.node
+        return (yield)
     with contextlib.ExitStack() as held:
-        live = node.get_closest_marker("live") is not None
+        live = item.get_closest_marker("live") is not None
         held.enter_context(_flock(f"run-{os.getppid()}", exclusive=live))  # the xdist controller
         dsn = os.environ.get("LEASELAB_DSN")
-        if dsn and node.get_closest_marker("postgres"):
-            wide = node.get_closest_marker("server_wide") is not None
+        if dsn and item.get_closest_marker("postgres"):
+            wide = item.get_closest_marker("server_wide") is not None
             held.enter_context(_flock(_server_lock_name(dsn), exclusive=wide))
-        yield
+        return (yield)
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
