@@ -7,7 +7,14 @@ VENV = .venv
 PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 
-.PHONY: demo test test-fast lab bench html lint clean
+# Tests run on every core (pytest-xdist: one process and one embedded PostgreSQL per worker),
+# and end with the ten slowest. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS = auto
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist worksteal --durations=10
+# make bench BENCH_ARGS=--quick (or make bench-quick): minutes instead of tens of minutes.
+BENCH_ARGS =
+
+.PHONY: demo test test-fast lab bench bench-quick html lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,17 +27,28 @@ demo: $(STAMP)
 	$(PY) -m sim demo --force
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
 
-# The inner loop: no PostgreSQL, no notebook kernels (about a minute or two).
+# The inner loop (under 90 s): no PostgreSQL, no notebook kernels, none of the tests marked slow.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not postgres and not notebooks"
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not postgres and not notebooks and not slow"
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --allow-root
 
+# Each benchmark prints one JSON line (benchmarks/figures.py), kept in out/bench/; the table of
+# every figure against its goal comes last.
 bench: $(STAMP)
-	for script in benchmarks/*.py; do echo "# $$script"; $(PY) "$$script" || exit 1; done
+	rm -rf out/bench && mkdir -p out/bench
+	for script in benchmarks/bench_*.py; do \
+		name=$$(basename "$$script" .py); echo "# $$script $(BENCH_ARGS)"; \
+		$(PY) "$$script" $(BENCH_ARGS) > "out/bench/$$name.json" || exit 1; \
+		cat "out/bench/$$name.json"; \
+	done
+	$(PY) benchmarks/table.py out/bench/*.json
+
+bench-quick:
+	$(MAKE) bench BENCH_ARGS=--quick
 
 html: $(STAMP)
 	mkdir -p out/html

@@ -16,19 +16,20 @@ the live run: a raw `SELECT 1` round trip on the same server and a bare interpre
 (`python -c pass`); the guard's figures are reported as ratios to it, so that a busy machine is
 told apart from slow statements or a slow worker start. Done when the run is sound, no row DIFFERs,
 the recovery rows are judged (had enough recoveries) unless the scenario kills no worker, and, for
-Lease Lab's own statements, no completion or effect happened twice (fenced).
+Lease Lab's own statements, no completion or effect happened twice (fenced). --quick: 30 wall
+seconds and 5 simulated seeds. Prints one JSON object (benchmarks/figures.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import subprocess
 import sys
 import time
 
 import numpy as np
+from figures import emit, figure
 
 from sim.comparison import MEAN, TOO_FEW, compare, duplicate_completions
 from sim.db.server import connect_dsn, open_connection
@@ -84,7 +85,10 @@ def main() -> None:
     parser.add_argument("--watcher-only", action="store_true")
     parser.add_argument("--read-then-write", action="store_true", help="the race preset, --sql")
     parser.add_argument("--sql", help="a queue directory: its SQL live and simulated")
+    parser.add_argument("--quick", action="store_true", help="30 s live, 5 simulated seeds")
     args = parser.parse_args()
+    if args.quick:
+        args.duration, args.seeds = 30.0, 5
     sql = args.sql
     if args.read_then_write:
         scenario, name = read_then_write_race(), "read-then-write race"
@@ -103,7 +107,7 @@ def main() -> None:
     guard = run.guard
     select1 = (before["select1_s"] + after["select1_s"]) / 2
     interpreter = (before["interpreter_start_s"] + after["interpreter_start_s"]) / 2
-    out = {
+    details = {
         "scenario": name + (f" with --sql {sql}" if sql else ""),
         "duration_s": args.duration,
         "live_wall_over_duration": _num(live_wall / args.duration),
@@ -162,11 +166,45 @@ def main() -> None:
         "invariants_ok": check(run).ok,
         "records_repaired": len(run.repaired),
     }
-    clean = out["duplicate_completions"] == 0 and out["duplicate_db_effects"] == 0
+    clean = details["duplicate_completions"] == 0 and details["duplicate_db_effects"] == 0
     # a scenario that kills no worker has no recovery to judge: its count rows decide
     judged = comparison.table.loc[MEAN, "verdict"] != TOO_FEW or not kills_expected(scenario)
-    out["done"] = bool(comparison.sound and not comparison.differ and judged and (clean or sql))
-    print(json.dumps(out, indent=2, allow_nan=False))
+    details["done"] = bool(comparison.sound and not comparison.differ and judged and (clean or sql))
+    slowest = max(guard.statements, key=guard.statements.get) if guard.statements else None
+    figures = [
+        figure("rows_differing", len(comparison.differ), unit="rows", goal=0, digits=0),
+        figure("unsound_reasons", len(run.unsound), unit="", goal=0, digits=0),
+        figure(
+            "slowest_statement_over_select1",
+            guard.statements[slowest] / select1 if slowest else None,
+            unit="x",
+            floor="raw SELECT 1 round trip",
+            floor_value=select1 * 1000,
+            floor_unit="ms",
+            note=slowest,
+            digits=1,
+        ),
+        figure(
+            "replacement_start_over_interpreter_start",
+            guard.replacement_start / interpreter,
+            unit="x",
+            floor="python -c pass",
+            floor_value=interpreter,
+            floor_unit="s",
+            digits=2,
+        ),
+        figure("live_wall_over_duration", live_wall / args.duration, unit="x", digits=2),
+    ]
+    if not sql:  # Lease Lab's own statements are fenced: nothing happens twice
+        figures.append(
+            figure(
+                "duplicate_completions_and_effects",
+                details["duplicate_completions"] + details["duplicate_db_effects"],
+                goal=0,
+                digits=0,
+            )
+        )
+    emit("live", figures, **details)
 
 
 if __name__ == "__main__":

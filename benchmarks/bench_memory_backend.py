@@ -6,14 +6,16 @@ Each round claims a batch (claim_skip_locked, then claim_conditional on ids from
 select_candidates), renews and completes it, enqueues as many new jobs, and runs the watcher
 (requeue_expired) on a few leases that have just lapsed. The table keeps its shape while it is
 measured. Costs are per statement (per watcher call), the median over rounds; the two sizes
-take turns in blocks of rounds. Prints one JSON object.
+take turns in blocks of rounds (--quick: a third of the rounds). Prints one JSON object
+(benchmarks/figures.py).
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
+
+from figures import emit, figure, quick
 
 from sim.db.memory import MemoryBackend
 from sim.db.queries import QUERY_DEFAULTS, get_query
@@ -21,7 +23,8 @@ from sim.db.queries import QUERY_DEFAULTS, get_query
 SIZES = (10_000, 1_000_000)
 BUDGET = 1.3
 COMPLETED_SHARE, PROCESSING_SHARE = 0.89, 0.01
-ROUNDS, BATCH = 60, 200  # per round: BATCH claims of each kind, heartbeats and completions
+ROUNDS, QUICK_ROUNDS = 60, 20
+BATCH = 200  # per round: BATCH claims of each kind, heartbeats and completions
 BLOCK = 5  # consecutive rounds on one size before the other size's turn
 WATCHER_CALLS, EXPIRED = 20, 5  # per round: watcher calls, each finding EXPIRED lapsed leases
 TTL, TICK = 30.0, 0.001  # lease length; simulated seconds between statements
@@ -138,7 +141,8 @@ class Bench:
 def main() -> None:
     started = time.perf_counter()
     benches = {n: Bench(n) for n in SIZES}
-    for _ in range(ROUNDS // BLOCK):  # sizes take turns, so a burst of other load hits both
+    rounds = QUICK_ROUNDS if quick() else ROUNDS
+    for _ in range(rounds // BLOCK):  # sizes take turns, so a burst of other load hits both
         for bench in benches.values():
             for _ in range(BLOCK):
                 bench.round()
@@ -147,25 +151,31 @@ def main() -> None:
         for n, b in benches.items()
     }
     small, large = (sizes[n]["us_per_op"] for n in SIZES)
-    ratios = {op: round(large[op] / small[op], 3) for op in OPS}
-    print(
-        json.dumps(
-            {
-                "benchmark": "memory_backend",
-                "table": {
-                    "completed": COMPLETED_SHARE,
-                    "processing": PROCESSING_SHARE,
-                    "pending": round(1 - COMPLETED_SHARE - PROCESSING_SHARE, 2),
-                    "expired_per_watcher_call": EXPIRED,
-                },
-                "sizes": {str(n): v for n, v in sizes.items()},
-                "ratio_1m_over_10k": ratios,
-                "budget": BUDGET,
-                "within_budget": all(r <= BUDGET for r in ratios.values()),
-                "seconds": round(time.perf_counter() - started, 1),
-            },
-            indent=2,
+    figures = [
+        figure(
+            f"{op}_1m_over_10k",
+            large[op] / small[op],
+            unit="x",
+            goal=BUDGET,
+            floor="the same statement on a 10k-job table",
+            floor_value=small[op],
+            floor_unit="us",
         )
+        for op in OPS
+    ]
+    emit(
+        "memory_backend",
+        figures,
+        table={
+            "completed": COMPLETED_SHARE,
+            "processing": PROCESSING_SHARE,
+            "pending": round(1 - COMPLETED_SHARE - PROCESSING_SHARE, 2),
+            "expired_per_watcher_call": EXPIRED,
+        },
+        rounds=rounds,
+        sizes={str(n): v for n, v in sizes.items()},
+        within_budget=all(f["met"] for f in figures),
+        seconds=round(time.perf_counter() - started, 1),
     )
 
 

@@ -12,19 +12,20 @@ measured over the same minutes, interleaved, and a busy neighbour slows both ali
     raw round trips per second = SELECT 1 round trips / wall seconds spent in the bursts
 
 Budget: their ratio >= 0.4. Also reports wall time on both backends (the whole run, as
-sim.run measures it) and whether the two event logs are identical. Prints one JSON object.
+sim.run measures it) and whether the two event logs are identical. --quick: 1000 jobs, one
+repeat. Prints one JSON object (benchmarks/figures.py).
 
-    python benchmarks/bench_postgres.py [--jobs N] [--repeats R]
+    python benchmarks/bench_postgres.py [--jobs N] [--repeats R] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
 import psycopg
+from figures import emit, figure
 
 import sim
 from sim.db.postgres import PostgresBackend
@@ -75,7 +76,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="1000 jobs, one repeat")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.repeats = 1000, 1
     dsn = os.environ.get("LEASELAB_DSN") or embedded_server().get_uri()
     spec = scenario(args.jobs)
 
@@ -90,28 +94,45 @@ def main() -> None:
         )
         version = conn.execute("SHOW server_version").fetchone()[0]
     median = runs[len(runs) // 2]
-    result = {
-        "scenario": "baseline",
-        "jobs": args.jobs,
-        "horizon": spec.horizon,
-        "server": redact_dsn(dsn),
-        "server_version": version,
-        "completed": int(postgres.summary["completed"]),
-        "statements": median["statements"],
-        "postgres_statements_per_second": round(median["rate"]),
-        "raw_select1_per_second": round(median["raw"]),
-        "ratio": round(median["ratio"], 3),
-        "ratio_runs": [round(r["ratio"], 3) for r in runs],
-        "ratio_budget": RATIO_BUDGET,
-        "ratio_within_budget": median["ratio"] >= RATIO_BUDGET,
-        "memory_wall_seconds": round(memory.wall_seconds, 3),
-        "postgres_wall_seconds": round(postgres.wall_seconds, 3),
-        "postgres_over_memory_wall": round(postgres.wall_seconds / memory.wall_seconds, 1),
-        "event_logs_identical": bool(
+    figures = [
+        figure(
+            "statements_over_select1",
+            median["ratio"],
+            unit="x",
+            goal=RATIO_BUDGET,
+            better="higher",
+            floor="raw psycopg SELECT 1 round trips, interleaved",
+            floor_value=median["raw"],
+            floor_unit="/s",
+        ),
+        figure("postgres_statements_per_second", median["rate"], unit="/s", digits=0),
+        figure(
+            "postgres_over_memory_wall",
+            postgres.wall_seconds / memory.wall_seconds,
+            unit="x",
+            floor="the same run on the memory backend",
+            floor_value=memory.wall_seconds,
+            floor_unit="s",
+            digits=1,
+        ),
+    ]
+    emit(
+        "postgres",
+        figures,
+        scenario="baseline",
+        jobs=args.jobs,
+        horizon=spec.horizon,
+        server=redact_dsn(dsn),
+        server_version=version,
+        completed=int(postgres.summary["completed"]),
+        statements=median["statements"],
+        ratio_runs=[round(r["ratio"], 3) for r in runs],
+        memory_wall_seconds=round(memory.wall_seconds, 3),
+        postgres_wall_seconds=round(postgres.wall_seconds, 3),
+        event_logs_identical=bool(
             memory.events.equals(postgres.events) and memory.tables == postgres.tables
         ),
-    }
-    print(json.dumps(result, indent=2))
+    )
 
 
 if __name__ == "__main__":

@@ -9,25 +9,25 @@ or pool CPU / (wall x cores) well below 1, means other processes were competing 
 The preset is scaled down so that the benchmark takes a few minutes: horizon 3600 -> 900 s and
 workload.jobs 600 -> 150 (its Poisson stream of 0.15 jobs/s brings ~135 jobs in 900 s, so the cap
 hardly binds; crashes stay at 6 per worker-hour). Budget: speedup >= 0.8 x cores (1.6 on 2 cores).
-Prints one JSON object.
+--quick: 25 replications, one round. Prints one JSON object (benchmarks/figures.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import sys
 import time
 
 import pandas as pd
+from figures import emit, figure, quick
 
 from sim.scenario import preset
 from sim.sweep import _cpu_count, shutdown_pools, sweep
 
 WATCHER_INTERVALS = [2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300]
-REPLICATIONS = 100
-ROUNDS = 2
+REPLICATIONS, QUICK_REPLICATIONS = 100, 25
+ROUNDS, QUICK_ROUNDS = 2, 1
 SCALED = {"horizon": 900.0, "workload.jobs": 150}
 TARGET_PER_CORE = 0.8  # 1.6 on 2 cores
 
@@ -37,17 +37,17 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def serial_round(scenario, grid):
+def serial_round(scenario, grid, replications: int):
     wall, cpu = time.perf_counter(), time.process_time()
-    result = sweep(scenario, grid, REPLICATIONS, seed=0, executor="serial", progress=False)
+    result = sweep(scenario, grid, replications, seed=0, executor="serial", progress=False)
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def pool_round(scenario, grid):
+def pool_round(scenario, grid, replications: int):
     shutdown_pools()  # a fresh default pool: its start-up is part of the time
     cpu = _children_cpu()
     wall = time.perf_counter()
-    result = sweep(scenario, grid, REPLICATIONS, seed=0, progress=False)
+    result = sweep(scenario, grid, replications, seed=0, progress=False)
     wall = time.perf_counter() - wall
     shutdown_pools(wait=True)  # reap the workers so that their CPU time is counted
     return result, wall, _children_cpu() - cpu
@@ -59,12 +59,14 @@ def main() -> int:
     grid = {"policy.watcher_interval": WATCHER_INTERVALS}
     cores = _cpu_count()
     load_before = os.getloadavg()
+    replications = QUICK_REPLICATIONS if quick() else REPLICATIONS
+    rounds = QUICK_ROUNDS if quick() else ROUNDS
     serial_times, pool_times = [], []
     identical = True
-    for _ in range(ROUNDS):
-        serial, wall, cpu = serial_round(scenario, grid)
+    for _ in range(rounds):
+        serial, wall, cpu = serial_round(scenario, grid, replications)
         serial_times.append((wall, cpu))
-        pooled, wall, cpu = pool_round(scenario, grid)
+        pooled, wall, cpu = pool_round(scenario, grid, replications)
         pool_times.append((wall, cpu))
         try:
             pd.testing.assert_frame_equal(serial.runs, pooled.runs)
@@ -76,35 +78,43 @@ def main() -> int:
     speedup = serial_wall / pool_wall
     target = TARGET_PER_CORE * cores
     recovery = serial.aggregate(["recovery_latency_mean"]).set_index("policy.watcher_interval")
-    report = {
-        "benchmark": "sweep_parallel_speedup",
-        "scenario": "crash-recovery",
-        "scaled": {
-            key: {"preset": _get(original, key), "used": value} for key, value in SCALED.items()
-        },
-        "grid": {"policy.watcher_interval": WATCHER_INTERVALS},
-        "replications": REPLICATIONS,
-        "runs": runs,
-        "rounds": ROUNDS,
-        "cores": cores,
-        "load_average_before": [round(x, 2) for x in load_before],
-        "serial_wall_s": round(serial_wall, 2),
-        "process_pool_wall_s": round(pool_wall, 2),
-        "all_serial_wall_s": [round(w, 2) for w, _ in serial_times],
-        "all_process_pool_wall_s": [round(w, 2) for w, _ in pool_times],
-        "serial_cpu_per_wall": round(serial_cpu / serial_wall, 2),
-        "process_pool_cpu_per_wall_and_core": round(pool_cpu / (pool_wall * cores), 2),
-        "serial_ms_per_run": round(1000 * serial_wall / runs, 1),
-        "speedup": round(speedup, 2),
-        "target_speedup": round(target, 2),
-        "met_target": bool(speedup >= target),
-        "identical_runs_tables": identical,
-        "recovery_latency_mean_by_watcher_interval": {
+    figures = [
+        figure(
+            "speedup",
+            speedup,
+            unit="x",
+            goal=round(target, 2),
+            better="higher",
+            floor="the same sweep, serial",
+            floor_value=serial_wall,
+            floor_unit="s",
+            digits=2,
+        ),
+        figure("serial_ms_per_run", 1000 * serial_wall / runs, unit="ms", digits=1),
+    ]
+    emit(
+        "sweep",
+        figures,
+        scenario="crash-recovery",
+        scaled={k: {"preset": _get(original, k), "used": v} for k, v in SCALED.items()},
+        grid={"policy.watcher_interval": WATCHER_INTERVALS},
+        replications=replications,
+        runs=runs,
+        rounds=rounds,
+        cores=cores,
+        load_average_before=[round(x, 2) for x in load_before],
+        serial_wall_s=round(serial_wall, 2),
+        process_pool_wall_s=round(pool_wall, 2),
+        all_serial_wall_s=[round(w, 2) for w, _ in serial_times],
+        all_process_pool_wall_s=[round(w, 2) for w, _ in pool_times],
+        serial_cpu_per_wall=round(serial_cpu / serial_wall, 2),
+        process_pool_cpu_per_wall_and_core=round(pool_cpu / (pool_wall * cores), 2),
+        identical_runs_tables=identical,
+        recovery_latency_mean_by_watcher_interval={
             str(w): round(float(recovery.loc[w, "recovery_latency_mean_mean"]), 1)
             for w in WATCHER_INTERVALS
         },
-    }
-    print(json.dumps(report))
+    )
     return 0 if identical else 1
 
 

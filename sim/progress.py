@@ -19,6 +19,7 @@ from sim.errors import ConfigError
 HEADLESS_ENV = "LEASELAB_HEADLESS"
 # Processes that execute notebooks without a widget frontend (the kernel's parent).
 HEADLESS_RUNNERS = ("nbconvert", "nbclient", "papermill", "pytest", "nbmake")
+ANCESTORS = 3  # the kernel's parent, and up to two of its ancestors, may name the runner
 SHOW_AFTER = 2.0  # progress=None: a bar appears once the work has taken this many wall seconds
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
@@ -38,19 +39,23 @@ def env_flag(name: str) -> bool | None:
 
 
 def _parent_cmdline() -> str:
-    """The command line of the process that launched this kernel (Linux), or ''."""
+    """The command line of the process that launched this kernel and those of its ancestors, up
+    to three (Linux), or '': a pytest-xdist worker that starts kernels runs under pytest."""
     pid = os.environ.get("JPY_PARENT_PID")
-    if not pid:
-        return ""
+    lines = []
     try:
-        return (
-            Path(f"/proc/{int(pid)}/cmdline")
-            .read_bytes()
-            .replace(b"\0", b" ")
-            .decode("utf-8", "replace")
-        )
-    except (OSError, ValueError):
-        return ""
+        process = int(pid or 0)
+        for _ in range(ANCESTORS):
+            if process <= 1:
+                break
+            proc = Path(f"/proc/{process}")
+            lines.append(
+                (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
+            process = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return " ".join(lines)
 
 
 def in_kernel() -> bool:

@@ -2,23 +2,114 @@
 
 Postgres tests never skip: without LEASELAB_DSN the embedded server is started, and if that
 fails the tests fail with its error.
+
+Under pytest-xdist (`make test`) every worker process has an embedded server of its own, in
+$LEASELAB_PGDATA (or the default data directory) with "-gw0", "-gw1", ... appended; the worker's
+subprocesses and notebook kernels inherit it. With LEASELAB_DSN all workers share that server:
+each test works in schemas and roles of its own, and a test that looks at the whole server (every
+schema, role or session on it) is marked `server_wide` and runs while no other postgres test does
+(a file lock per server, shared by the postgres tests, exclusive for those). Live runs (`live`)
+run while no other test of the run does: they are timed on the wall clock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
-from sim.db.server import embedded_server
+from sim.db.server import embedded_pgdata, embedded_server
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... in a pytest-xdist worker
+
+
+def pytest_configure(config):
+    if WORKER and not os.environ.get("LEASELAB_DSN"):
+        os.environ["LEASELAB_PGDATA"] = f"{embedded_pgdata()}-{WORKER}"
+
+
+def pytest_unconfigure(config):
+    if not WORKER:  # the run's lock (pytest_runtest_protocol), named after this process; a server's
+        _lock_path(f"run-{os.getpid()}").unlink(missing_ok=True)  # stays: other runs may hold it
+
+
+def _server_lock_name(dsn: str) -> str:
+    return f"server-{hashlib.sha256(dsn.encode()).hexdigest()[:16]}"
+
+
+def _lock_path(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"leaselab-tests-{name}.lock"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist the modules of the longest tests (notebook kernels, live runs in real
+    time) come first, each kept whole, so that no worker ends the run alone on one of them."""
+    if not WORKER:
+        return
+    heavy = {
+        item.nodeid.partition("::")[0]
+        for item in items
+        if item.get_closest_marker("notebooks") or item.get_closest_marker("live")
+    }
+    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in heavy)  # stable
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The sum of every test's durations (setup, call, teardown), after --durations' list: less
+    noisy than the wall time on a busy machine, and the same whatever the number of workers."""
+    reports = [
+        report
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if hasattr(report, "duration") and getattr(report, "when", None)
+    ]
+    if reports:
+        tests = len({report.nodeid for report in reports})
+        total = sum(report.duration for report in reports)
+        terminalreporter.write_line(f"sum of test durations: {total:.1f} s over {tests} tests")
 
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> str:
-    """LEASELAB_DSN if set, else the embedded server (started once per session)."""
+    """LEASELAB_DSN if set, else the embedded server (started once per session and worker)."""
     return os.environ.get("LEASELAB_DSN") or embedded_server().get_uri()
+
+
+@contextlib.contextmanager
+def _flock(name: str, exclusive: bool):
+    """A shared (or exclusive) hold on lock `name` among this machine's test processes."""
+    with open(_lock_path(name), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist: a `live` test (real worker processes timed on the wall clock; the time
+    scale guard refuses to run when replacements start late) runs while no other test of this run
+    does; on a server shared by the workers (LEASELAB_DSN) a `server_wide` test runs while no other
+    postgres test does. Locks are taken in that order, before the test's setup: a wait is not
+    counted in its durations."""
+    if not WORKER:
+        return (yield)
+    with contextlib.ExitStack() as held:
+        live = item.get_closest_marker("live") is not None
+        held.enter_context(_flock(f"run-{os.getppid()}", exclusive=live))  # the xdist controller
+        dsn = os.environ.get("LEASELAB_DSN")
+        if dsn and item.get_closest_marker("postgres"):
+            wide = item.get_closest_marker("server_wide") is not None
+            held.enter_context(_flock(_server_lock_name(dsn), exclusive=wide))
+        return (yield)
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -23,6 +23,7 @@ def _commands(prefix: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # README's advise commands in subprocesses: make test only
 def test_the_readme_commands_run_on_the_sample_at_a_rate_the_pool_carries(
     tmp_path, monkeypatch, capsys
 ):

@@ -122,6 +122,7 @@ def test_settings_table_shows_intervals_of_mechanisms_a_queue_does_not_run_as_of
     assert list(settings_table(["sqs-visibility"]).index) == ["SQS"]
 
 
+@pytest.mark.slow  # every peer, simulated: make test only
 def test_one_row_per_peer_with_confidence_intervals(frame):
     assert list(frame["peer"]) == list(PEERS)
     assert list(frame["label"]) == list(PEERS.values())
@@ -141,6 +142,7 @@ def test_one_row_per_peer_with_confidence_intervals(frame):
     assert (frame["crashed_jobs_mean"] > 2).all()  # every peer meets crashed jobs
 
 
+@pytest.mark.slow  # every peer, simulated: make test only
 def test_documented_facts_show_up(frame):
     rows = frame.set_index("peer")
     mean = rows["recovery_latency_mean_mean"]
@@ -226,6 +228,7 @@ def test_compare_peers_with_overrides_and_bad_names():
         compare_peers(["rivr"], seeds=[1])
 
 
+@pytest.mark.slow  # every peer, simulated: make test only
 def test_peer_comparison_figure(frame):
     ax = plots.peer_comparison(frame)
     bars = [p for p in ax.patches if p.get_gid() == "bar"]
@@ -270,6 +273,7 @@ def test_peer_comparison_figure(frame):
         plots.peer_comparison(frame.drop(columns=["recovery"]))
 
 
+@pytest.mark.slow  # every peer, simulated: make test only
 def test_only_a_crash_on_a_retry_can_outlast_the_horizon():
     """07 says so: a job whose first attempt crashes is recovered before the run ends (the horizon
     outlasts every recovery window after the last arrival); only a second crash, on the retry

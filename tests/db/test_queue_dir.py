@@ -266,6 +266,7 @@ def test_statements_are_prepared_against_the_schema(tmp_path, pg_dsn, queries, s
 
 
 @pytest.mark.postgres
+@pytest.mark.server_wide  # counts every leaselab schema and role
 def test_the_check_leaves_nothing_behind(tmp_path, pg_dsn, admin):
     ours = (
         "SELECT (SELECT array_agg(nspname) FROM pg_namespace WHERE nspname LIKE 'leaselab%'),"

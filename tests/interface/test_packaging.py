@@ -25,8 +25,13 @@ def distribution_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# from the [dev] extra, what running the suite (in parallel) needs: the rest is the maintainers'
+TEST_RUNNER = {"pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "pyyaml"}
+
+
 def test_environment_yml_lists_pyproject_dependencies():
-    """The conda environment is the whole course: the runtime dependencies and the notebooks'."""
+    """The conda environment is the whole course: the runtime dependencies, the notebooks', and
+    what runs the test suite on every core."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = [dep for dep in environment["dependencies"] if isinstance(dep, str)]
@@ -37,7 +42,9 @@ def test_environment_yml_lists_pyproject_dependencies():
     project = pyproject["project"]
     notebooks = project["optional-dependencies"]["notebooks"]
     expected = {distribution_name(req) for req in project["dependencies"] + notebooks}
-    assert set(listed) - NOT_DEPENDENCIES == expected
+    dev = {distribution_name(req) for req in project["optional-dependencies"]["dev"]}
+    assert TEST_RUNNER <= dev, f"not in the [dev] extra: {TEST_RUNNER - dev}"
+    assert set(listed) - NOT_DEPENDENCIES == expected | TEST_RUNNER
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +85,14 @@ def test_the_sql_lives_inside_the_package():
     assert {p.name for p in (ROOT / "sim" / "sql").glob("*.sql")} >= {"queries.sql", "schema.sql"}
 
 
+@pytest.mark.slow  # builds the sdist and wheel: make test only
 def test_wheel_ships_the_sql_files(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {Path(n).name for n in names if n.startswith("sim/sql/")}
     assert shipped == {p.name for p in (ROOT / "sql").glob("*.sql")}
 
 
+@pytest.mark.slow  # builds the sdist and wheel: make test only
 def test_wheel_is_typed_and_keeps_jupyter_in_the_notebooks_extra(wheel):
     archive = zipfile.ZipFile(wheel)
     assert "sim/py.typed" in archive.namelist()
@@ -100,6 +109,7 @@ def test_wheel_is_typed_and_keeps_jupyter_in_the_notebooks_extra(wheel):
     assert {"simpy", "pandas", "psycopg", "matplotlib"} <= required
 
 
+@pytest.mark.slow  # builds the sdist and wheel: make test only
 def test_installed_wheel_works_outside_the_checkout(wheel, tmp_path):
     target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -6,11 +6,14 @@ stops the server when it exits (no live holder is left). SIGTERM cleans up at on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,14 +28,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def own_server(tmp_path):
-    """The environment of a Lease Lab process with an embedded server and a temp dir of its own."""
+    """The environment of a Lease Lab process with an embedded server and a temp dir of its own.
+    The server's data lives outside pytest's temporary tree: each pytest session that starts (a
+    pytest-xdist worker, another run) makes /tmp/pytest-of-<user> private again, and the server's
+    own user (Lease Lab runs it as postgres when root) would lose its way to the data."""
     (tmp_path / "tmp").mkdir()
+    home = Path(tempfile.mkdtemp(prefix="leaselab-test-pg-"))
     env = {k: v for k, v in os.environ.items() if k not in ("LEASELAB_DSN", "DATABASE_URL")}
-    env.update(LEASELAB_PGDATA=str(tmp_path / "pg"), TMPDIR=str(tmp_path / "tmp"))
+    env.update(LEASELAB_PGDATA=str(home / "pg"), TMPDIR=str(tmp_path / "tmp"))
     yield env
-    postmaster = _postmaster(tmp_path / "pg")
+    postmaster = _postmaster(home / "pg")
     if postmaster is not None:  # a failed test: do not leave the server behind
         postmaster.terminate()
+        with contextlib.suppress(psutil.Error):
+            postmaster.wait(30)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def _postmaster(pgdata: Path) -> psutil.Process | None:
@@ -77,8 +87,8 @@ def _schemas(pgdata: Path) -> list[str]:
 
 
 @pytest.mark.timeout(300)
-def test_after_sigkill_of_the_runner_the_next_start_cleans_up_everything(own_server, tmp_path):
-    pgdata = tmp_path / "pg"
+def test_after_sigkill_of_the_runner_the_next_start_cleans_up_everything(own_server):
+    pgdata = Path(own_server["LEASELAB_PGDATA"])
     runner = _live(own_server)
     folder = _await_running(own_server, runner)
     schema = json.loads((folder / "run.json").read_text())["schema"]
@@ -126,8 +136,8 @@ def test_after_sigkill_of_the_runner_the_next_start_cleans_up_everything(own_ser
 
 
 @pytest.mark.timeout(300)
-def test_sigterm_of_the_runner_cleans_up_like_ctrl_c(own_server, tmp_path):
-    pgdata = tmp_path / "pg"
+def test_sigterm_of_the_runner_cleans_up_like_ctrl_c(own_server):
+    pgdata = Path(own_server["LEASELAB_PGDATA"])
     runner = _live(own_server, "--sql", str(ROOT / "examples" / "queues" / "seed"))
     folder = _await_running(own_server, runner)
     runner.send_signal(signal.SIGTERM)

@@ -17,7 +17,8 @@ from sim.scenario import CrashPoint, Faults, ScriptedCrash
 from tests.live.test_live_run import _children, _live_backends
 from tests.model.scripts import scripted, with_deadline
 
-pytestmark = [pytest.mark.live, pytest.mark.postgres]
+# server_wide: they count every live session and stopped server process on the server
+pytestmark = [pytest.mark.live, pytest.mark.postgres, pytest.mark.server_wide]
 
 SLACK = 0.3  # scenario seconds a loaded machine may add to a live step
 

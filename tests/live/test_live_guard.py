@@ -19,7 +19,8 @@ from sim.scenario import save
 from tests.interface.test_hardening import one_error_line
 from tests.live.test_live_run import _children, _live_backends
 
-pytestmark = [pytest.mark.live, pytest.mark.postgres]
+# server_wide: they count every live session and stopped server process on the server
+pytestmark = [pytest.mark.live, pytest.mark.postgres, pytest.mark.server_wide]
 
 READ = """-- name: select_candidates
 -- The read of a claim, {what}

@@ -13,7 +13,8 @@ from sim.__main__ import main
 from sim.limits import STATEMENT_TIMEOUT_ENV
 from tests.interface.test_hardening import one_error_line
 
-pytestmark = [pytest.mark.live, pytest.mark.postgres]
+# server_wide: they count every live session and stopped server process on the server
+pytestmark = [pytest.mark.live, pytest.mark.postgres, pytest.mark.server_wide]
 
 SLEEPY_HEARTBEAT = (
     "-- name: heartbeat\n-- renew, slowly\n"

@@ -27,7 +27,8 @@ from sim.live.settings import READ_THEN_WRITE_QUEUE, hand_check, read_then_write
 from sim.scenario import Faults, ScriptedOutage
 from tests.model.scripts import scripted
 
-pytestmark = [pytest.mark.live, pytest.mark.postgres]
+# server_wide: they count every live session and stopped server process on the server
+pytestmark = [pytest.mark.live, pytest.mark.postgres, pytest.mark.server_wide]
 
 
 def _processes():

@@ -22,6 +22,8 @@ from sim.advisor import advise  # noqa: E402
 from sim.plots import advice_chart  # noqa: E402
 from sim.plots.advice import chart_frame, chart_heartbeats, chart_ttls  # noqa: E402
 
+pytestmark = pytest.mark.slow  # an advice with its evidence sweep: make test only
+
 
 @pytest.fixture(scope="module")
 def advice():

@@ -4,11 +4,13 @@ measure where its elements are drawn at a given window size (layout)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -36,10 +38,17 @@ def find_chromium() -> str | None:
 
 
 def ensure_chromium() -> str:
-    """The path of a Chromium binary; installs Debian's package (apt-get) when missing and root."""
+    """The path of a Chromium binary; installs Debian's package (apt-get) when missing and root.
+    One process at a time looks and installs (pytest-xdist workers may ask together)."""
     path = find_chromium()
     if path:
         return path
+    with open(Path(tempfile.gettempdir()) / "leaselab-chromium-install.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return find_chromium() or _install_chromium()
+
+
+def _install_chromium() -> str:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         raise RuntimeError(
             "chromium is not installed and this is not a root Debian system: "

@@ -23,6 +23,8 @@ from sim.review import STATUS_STYLE, review  # noqa: E402
 
 from .browser import ensure_chromium, screenshot  # noqa: E402
 
+pytestmark = pytest.mark.slow  # advice runs, reports and a headless browser: make test only
+
 
 class Page(HTMLParser):
     """Tags, attributes and text of a page, with the sections (h2) and the verdict badges."""

@@ -127,6 +127,28 @@ def test_the_parent_command_line_is_read_from_the_process(monkeypatch):
     assert progress._parent_cmdline() == ""
 
 
+def test_a_kernel_started_by_a_process_under_pytest_is_batch(monkeypatch):
+    """A pytest-xdist worker (`python -c "import sys;exec(...)"`) starts the kernels of the tests
+    it runs: its command line names no runner, its parent's does. The parent and two ancestors
+    are read, the parent first."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(1, flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        child.stdout.readline()
+        monkeypatch.setenv("JPY_PARENT_PID", str(child.pid))
+        lines = progress._parent_cmdline()
+        assert lines.startswith(f"{sys.executable} -c import time;")
+        assert "pytest" in lines  # this process, or (under xdist) the one that started it
+        monkeypatch.setattr("IPython.get_ipython", lambda: type("S", (), {"kernel": 1})())
+        monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)
+        assert progress.batch_kernel() is True
+    finally:
+        child.kill()
+        child.wait()
+
+
 # ---- in a real kernel ---------------------------------------------------------------------------
 
 

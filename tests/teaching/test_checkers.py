@@ -178,6 +178,7 @@ def test_set_checkers_refuse_a_number_instead_of_raising():
 # ---- 10: the exercise's answer depends on its settings -------------------------------------------
 
 
+@pytest.mark.slow  # simulates every part of the live lesson: make test only
 def test_the_live_exercise_can_be_answered_by_each_part():
     """The defect: the answer was always lease_remaining."""
     answers = {}

@@ -23,6 +23,7 @@ FOLDER = ROOT / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("[0-9][0-9]-*.ipynb"))
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00-")]
 NEEDS_POSTGRES = {"08-on-real-postgres.ipynb", "09-your-own-queue.ipynb", "10-live.ipynb"}
+LIVE = "10-live.ipynb"
 CELL_TIMEOUT_S = 240
 TAGS = {**REQUIRED_TAGS, **DEDUP_TAGS, **CHEAT_SHEET_TAGS, **CLOCKS_TAGS}
 CHEAT_SHEET = "11-cheat-sheet.ipynb"
@@ -197,11 +198,15 @@ def _params():
         marks = [pytest.mark.notebooks]
         if path.name in NEEDS_POSTGRES:
             marks.append(pytest.mark.postgres)
+        if path.name == LIVE:  # its lesson starts live runs: worker processes on the wall clock
+            marks.append(pytest.mark.live)
         yield pytest.param(path, id=path.stem, marks=marks)
 
 
-def _kernel_environment(monkeypatch) -> None:
-    """Headless, inline figures, and this interpreter's kernel first on the PATH."""
+def _kernel_environment(monkeypatch, tmp_path: Path) -> None:
+    """Headless, inline figures, this interpreter's kernel first on the PATH, and a temporary
+    directory of the test's own (06 saves its report there; pytest-xdist runs notebooks at once)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("LEASELAB_HEADLESS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv(
@@ -259,11 +264,11 @@ def _assert_clean_output(path: Path, i: int, out) -> None:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", list(_params()))
-def test_notebook_executes_in_fast_mode(path, monkeypatch):
+def test_notebook_executes_in_fast_mode(path, monkeypatch, tmp_path):
     from nbclient import NotebookClient
 
     monkeypatch.setenv("LEASELAB_FAST", "1")
-    _kernel_environment(monkeypatch)
+    _kernel_environment(monkeypatch, tmp_path)
     nb = read(path)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
     client = NotebookClient(
@@ -322,7 +327,7 @@ def test_notebook_runs_under_papermill_with_a_changed_parameter(path, monkeypatc
     monkeypatch.delenv(
         "LEASELAB_FAST", raising=False
     )  # fast mode comes from the injected parameter
-    _kernel_environment(monkeypatch)
+    _kernel_environment(monkeypatch, tmp_path)
     changed = dict(PAPERMILL_PARAMETERS.get(path.name, {"seed": 2}))
     if (
         changed.get("durations_csv") == "<your.csv>"

@@ -20,7 +20,8 @@ from sim.__main__ import main
 from sim.db import leftovers
 from sim.db.processes import process_state
 
-pytestmark = pytest.mark.postgres
+# server_wide: cleanups see (and remove) every dead run's schema and role on the server
+pytestmark = [pytest.mark.postgres, pytest.mark.server_wide]
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED = ROOT / "examples" / "queues" / "seed"

@@ -22,7 +22,8 @@ from sim.limits import STATEMENT_TIMEOUT_ENV
 from tests.db.postgres.fingerprint import create_role, fingerprint, hostile_database
 from tests.interface.test_hardening import one_error_line
 
-pytestmark = pytest.mark.postgres
+# server_wide: the tests compare every schema, role, setting and session on the server
+pytestmark = [pytest.mark.postgres, pytest.mark.server_wide]
 
 HEARTBEAT = (
     "-- name: heartbeat\n-- renew\n-- params: id int, owner text, attempt int, lease_until time\n"
