@@ -12,19 +12,20 @@ issue takes to be found (seconds into the hunt, and the schedule it was found at
 
 `--postgres` adds the rate on PostgreSQL with a queue's own SQL (River-like, --sql; embedded
 server, or $LEASELAB_DSN) and the time River-like's overwrite takes to be found there.
-Prints one JSON object.
+Prints one JSON line (benchmarks/figures.py); --quick checks fewer schedules.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sys
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from figures import emit, figure, quick
 
 import sim
 from sim.hunt.grid import Grid
@@ -35,6 +36,7 @@ from sim.hunt.strategies import candidates
 from sim.scenario import preset
 
 SCHEDULES = 3000
+QUICK_SCHEDULES = 600
 SLOW_SLICE = 150  # of the same candidates, through sim.run + sim.check
 GOAL_PER_CORE = 1000.0
 RIVER = Path(__file__).resolve().parents[1] / "examples/queues/river-like"
@@ -119,7 +121,7 @@ def on_postgres() -> dict:
 
 def main() -> None:
     scope = make_scope(preset("baseline"), workers=2, jobs=2, max_faults=3, horizon=60.0)
-    schedules = stream(scope, SCHEDULES)
+    schedules = stream(scope, QUICK_SCHEDULES if quick() else SCHEDULES)
     hot_cpu, hot_wall = timed(lambda s: execute(scope, s), schedules)
     whole_cpu, _ = timed(lambda s: execute(scope, s, early=False), schedules)
     slow = schedules[:SLOW_SLICE]
@@ -131,10 +133,10 @@ def main() -> None:
     pool_wall = on_processes(scope, schedules, 2)
     start = time.perf_counter()
     parallel = sim.hunt(
-        "baseline", schedules=SCHEDULES, parallel=2, postgres=False, horizon=60.0, time=600
+        "baseline", schedules=len(schedules), parallel=2, postgres=False, horizon=60.0, time=600
     )
     parallel_wall = time.perf_counter() - start
-    result = {
+    details = {
         "scenario": "baseline",
         "scope": "2 workers, 2 jobs, 60 s, up to 3 faults; grid, swarm and PCT candidates, seed 0",
         "schedules": len(schedules),
@@ -167,8 +169,29 @@ def main() -> None:
         "acceptance": acceptance(),
     }
     if "--postgres" in sys.argv:
-        result["postgres"] = on_postgres()
-    print(json.dumps(result, indent=2))
+        details["postgres"] = on_postgres()
+    figures = [
+        figure(
+            "schedules_per_cpu_second",
+            hot_per_core,
+            unit="/s",
+            goal=GOAL_PER_CORE,
+            better="higher",
+            note="2 workers, 2 jobs, 60 s, up to 3 faults; the hunt's own candidates",
+        ),
+        figure(
+            "speedup_over_sim_run_and_check",
+            (slow_cpu / len(slow)) / (hot_cpu / len(schedules)),
+            unit="x",
+            better="higher",
+            floor="sim.run + sim.check of the same schedules, same process",
+        ),
+    ]
+    for name, case in details["acceptance"].items():
+        figures.append(
+            figure(f"found_{name}", case["first_broke_after_seconds"], unit="s", goal=60.0)
+        )
+    emit("hunt", figures, **details)
 
 
 if __name__ == "__main__":

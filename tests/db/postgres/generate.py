@@ -109,7 +109,7 @@ def scenarios(draw) -> Scenario:
             st.sampled_from([0.0, 0.0, 0.3, ttl * 0.5])
         ),  # worker-side deadline (pg-boss #555)
         execution_timeout=draw(st.sampled_from([0.0, 0.0, 0.0, 1.0, ttl * 0.7])),  # issue #25
-        deadline_action=draw(st.sampled_from(["drop", "complete", "cancel"])),  # issue #31
+        deadline_action=draw(st.sampled_from(["drop", "drop", "complete", "cancel"])),  # issue #31
         completion=draw(st.sampled_from(["transaction", "transaction", "background"])),
     )
     at = st.floats(0.0, horizon)
