@@ -1,4 +1,4 @@
-"""sim.hunt's hot path: schedules checked per second per core on the memory backend.
+"""sim.hunting's hot path: schedules checked per second per core on the memory backend.
 
 The scope is issue 33's: the `baseline` preset, 2 workers, 2 jobs, a 60 s horizon, up to 3 faults.
 The hunt's own candidates (grid, swarm and PCT, seed 0) are checked one by one in this process,
@@ -28,12 +28,12 @@ from pathlib import Path
 from figures import emit, figure, quick
 
 import sim
-from sim.hunt.grid import Grid
-from sim.hunt.runner import execute, replay
-from sim.hunt.search import CHUNK, _check_chunk
-from sim.hunt.space import make_scope
-from sim.hunt.strategies import candidates
-from sim.scenario import preset
+from sim.hunting.grid import Grid
+from sim.hunting.runner import execute, replay
+from sim.hunting.search import CHUNK, _check_chunk
+from sim.hunting.space import make_scope
+from sim.hunting.strategies import candidates
+from sim.scenario.settings import preset
 
 SCHEDULES = 3000
 QUICK_SCHEDULES = 600

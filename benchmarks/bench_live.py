@@ -1,11 +1,11 @@
 """Live against simulated, with the comparison's verdicts: prints one JSON object.
 
-Default: issue 18's settings (sim.live.settings.hand_check): 4 worker processes and a watcher on
-PostgreSQL (embedded, or $LEASELAB_DSN), the seed's claim, TTL 2 s, heartbeat 0.5 s, watcher 1 s,
-poll 0.2 s, exponential jobs of mean 1 s, a job holder killed about every 2 s, for --duration
-wall seconds (default 100); then --seeds simulated runs of the same scenario (default 20).
+Default: issue 18's settings (sim.live_mode.settings.hand_check): 4 worker processes and a watcher
+on PostgreSQL (embedded, or $LEASELAB_DSN), the seed's claim, TTL 2 s, heartbeat 0.5 s, watcher 1 s,
+poll 0.2 s, exponential jobs of mean 1 s, a job holder killed about every 2 s, for --duration wall
+seconds (default 100); then --seeds simulated runs of the same scenario (default 20).
 --watcher-only: the claim does not take expired leases, so only the watcher recovers jobs.
---read-then-write: sim.live.settings.read_then_write_race with examples/queues/read-then-write
+--read-then-write: sim.live_mode.settings.read_then_write_race with examples/queues/read-then-write
 (--sql DIR: another queue directory), live and simulated with the queue's SQL on PostgreSQL.
 
 Reports what the time-scale guard measured before the run (each statement on the loaded table at
@@ -31,12 +31,12 @@ import time
 import numpy as np
 from figures import emit, figure
 
-from sim.comparison import MEAN, TOO_FEW, compare, duplicate_completions
+from sim.comparisons.live_vs_simulated import MEAN, TOO_FEW, compare, duplicate_completions
 from sim.db.server import connect_dsn, open_connection
 from sim.invariants import check
-from sim.live import live
-from sim.live.budget import kills_expected
-from sim.live.settings import READ_THEN_WRITE_QUEUE, hand_check, read_then_write_race
+from sim.live_mode import live
+from sim.live_mode.budget import kills_expected
+from sim.live_mode.settings import READ_THEN_WRITE_QUEUE, hand_check, read_then_write_race
 from sim.teaching.queue_lab import example
 
 ROUND_TRIPS = 200  # SELECT 1 round trips per floor measurement

@@ -27,7 +27,7 @@ from figures import emit, figure, quick
 
 from sim.db.memory import MemoryBackend
 from sim.model.world import build, run_to_horizon
-from sim.scenario import preset
+from sim.scenario.settings import preset
 
 JOBS = 100_000
 BIG_JOBS, QUICK_BIG_JOBS = 1_000_000, 200_000

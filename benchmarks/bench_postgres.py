@@ -31,7 +31,7 @@ import sim
 from sim.db.postgres import PostgresBackend
 from sim.db.server import embedded_server, redact_dsn
 from sim.model.world import build
-from sim.scenario import preset
+from sim.scenario.settings import preset
 
 RATIO_BUDGET = 0.4
 SLICES = 200

@@ -21,7 +21,7 @@ from figures import emit, figure, quick
 import sim
 from sim.db.memory import MemoryBackend
 from sim.model.world import build
-from sim.scenario import preset
+from sim.scenario.settings import preset
 
 PRESETS = ("baseline", "crash-recovery", "read-then-write-race")
 SCOPE = {"policy.workers": 2, "workload.jobs": 2, "horizon": 60.0}

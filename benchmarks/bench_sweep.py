@@ -1,4 +1,4 @@
-"""sim.sweep's parallel speedup: 12 watcher intervals x 100 replications of `crash-recovery`.
+"""sim.sweeps's parallel speedup: 12 watcher intervals x 100 replications of `crash-recovery`.
 
 The same 1200-run sweep runs serially (in this process) and on the default process pool over
 every core (a fresh pool each time: start-up included), alternately, ROUNDS times; the best wall
@@ -22,8 +22,8 @@ import time
 import pandas as pd
 from figures import emit, figure, quick
 
-from sim.scenario import preset
-from sim.sweep import _cpu_count, shutdown_pools, sweep
+from sim.scenario.settings import preset
+from sim.sweeps import _cpu_count, shutdown_pools, sweep
 
 WATCHER_INTERVALS = [2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300]
 REPLICATIONS, QUICK_REPLICATIONS = 100, 25

@@ -15,43 +15,43 @@ print(sim.hunt("read-then-write-race", time=10))  # the shortest schedule that b
 
 Names are loaded on first use (PEP 562), so `import sim` costs nothing until a name is used, and a
 process that needs one module (a live worker, `python -m sim list`) imports only what that module
-imports. Any module of the package is also an attribute: `sim.plots`, `sim.scenario`.
+imports. Any module of the package is also an attribute: `sim.plots`, `sim.scenario`. No module
+or folder of sim shares a name with a public function (sim.review lives in sim.checklist, sim.live
+in sim.live_mode, sim.sweep in sim.sweeps), so `import sim.X` never hides one.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 
 __version__ = "0.1.0"
 
 _EXPORTS = {  # public name -> the module that defines it
-    "Advice": "sim.advisor",
-    "advise": "sim.advisor",
-    "Comparison": "sim.comparison",
-    "compare": "sim.comparison",
-    "Dist": "sim.dists",
+    "Advice": "sim.advice.advisor",
+    "advise": "sim.advice.advisor",
+    "Comparison": "sim.comparisons.live_vs_simulated",
+    "compare": "sim.comparisons.live_vs_simulated",
+    "Dist": "sim.scenario.dists",
     "check": "sim.invariants",
-    "HuntResult": "sim.hunt",
-    "hunt": "sim.hunt",
-    "LiveRun": "sim.live.result",
-    "live": "sim.live.runner",
-    "compare_peers": "sim.peers",
+    "HuntResult": "sim.hunting",
+    "hunt": "sim.hunting",
+    "LiveRun": "sim.live_mode.result",
+    "live": "sim.live_mode.runner",
+    "compare_peers": "sim.comparisons.peers",
     "Run": "sim.results",
-    "Review": "sim.review",
-    "review": "sim.review",
+    "Review": "sim.checklist.design_review",
+    "review": "sim.checklist.design_review",
     "make_backend": "sim.runner",
     "run": "sim.runner",
-    "Faults": "sim.scenario",
-    "Policy": "sim.scenario",
-    "Scenario": "sim.scenario",
-    "Workload": "sim.scenario",
-    "preset": "sim.scenario",
-    "preset_names": "sim.scenario",
-    "SweepResult": "sim.sweep",
-    "sweep": "sim.sweep",
+    "Faults": "sim.scenario.settings",
+    "Policy": "sim.scenario.settings",
+    "Scenario": "sim.scenario.settings",
+    "Workload": "sim.scenario.settings",
+    "preset": "sim.scenario.settings",
+    "preset_names": "sim.scenario.settings",
+    "SweepResult": "sim.sweeps",
+    "sweep": "sim.sweeps",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -68,16 +68,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """Importing a submodule binds it on its package: `import sim.review` would make `sim.review`
-    the module instead of the function. The function names keep their functions."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim import files
 from sim.invariants import Report
 from sim.results import Run, json_number
 from sim.runner import run
-from sim.scenario import preset
+from sim.scenario.settings import preset
+from sim.support import output_paths
 
 SCENARIOS: tuple[tuple[str, str, str, dict[str, object], str], ...] = (
     # (file stem, label, preset, overrides, what to look at)
@@ -115,7 +115,7 @@ class Demo:
         (created if missing; one that holds files only with `overwrite`)."""
         from sim.plots.timeline import save_timeline
 
-        out = files.directory(directory, overwrite)
+        out = output_paths.directory(directory, overwrite)
         written = [
             save_timeline(result, out / f"{stem}.png")
             for (stem, *_), result in zip(SCENARIOS, self.runs, strict=True)

@@ -16,8 +16,8 @@ import pandas as pd
 
 from sim.errors import ConfigError
 from sim.model.events import STATUS_MOVES
-from sim.pinned import recovery_deadline
-from sim.scenario import recovery_allowance
+from sim.scenario.pinned import recovery_deadline
+from sim.scenario.settings import recovery_allowance
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def _duplicate_db_effects(run):
 
 
 def _statement_errors(run):
-    """Every failure of a statement of the user's queue (sim.db.queue_guard): a run whose
+    """Every failure of a statement of the user's queue (sim.db.queue.guard): a run whose
     statements fail is not a clean run."""
     for error in getattr(run, "statement_errors", None) or []:
         detail = (

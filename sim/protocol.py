@@ -4,7 +4,7 @@ order, and what they record, for every claim strategy, completion, heartbeat and
 Each protocol function is a generator of *steps*. It yields a step, receives its result (or has
 its error thrown in) and goes on, so one text runs under two drivers, as SimPy's real-time
 environment runs the same processes on the wall clock: sim.model.driver plays the steps in
-simulated time (statements on a DbSession, work frozen by pauses), sim.live.driver as blocking
+simulated time (statements on a DbSession, work frozen by pauses), sim.live_mode.driver as blocking
 calls on a real connection and sleeps on the shared clock. A step is a plain tuple whose first
 item says what to do (one tuple per step, built once where it can be):
 
@@ -119,8 +119,8 @@ class WorkerProtocol:
         self.drops_late = policy.deadline_action == "drop"  # a result past the deadline is dropped
         self.cancels = policy.deadline_action == "cancel"
         self.psp_call, self.hb_delay, self.hb_loss = psp_call, hb_delay, hb_loss
-        # scripted heartbeat faults (sim.pinned.HeartbeatFault): the extra delay of a heartbeat
-        # sent now, inf when it is lost; None: none scripted
+        # scripted heartbeat faults (sim.scenario.pinned.HeartbeatFault): the extra delay of a
+        # heartbeat sent now, inf when it is lost; None: none scripted
         self.scripted_delay = scripted_delay
         self.release_loss = scenario.faults.release_loss
         if self.release_loss and release_loss is None:

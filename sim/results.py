@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim import files
 from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.errors import ConfigError
 from sim.invariants import Report, check
 from sim.model.clock import db_clock
 from sim.model.events import STATUS_MOVES, EventLog, LogArrays
-from sim.pinned import recovery_deadline
-from sim.scenario import Scenario, dumps, recovery_allowance
+from sim.scenario.pinned import recovery_deadline
+from sim.scenario.settings import Scenario, dumps, recovery_allowance
+from sim.support import output_paths
 
 TERMINAL = ("Completed", "Dead")
 RUN_FILES = ("events", "leases", "jobs")  # the frames Run.save writes
@@ -51,7 +51,7 @@ class Run:
     queue_settings: dict = field(default_factory=dict)
     # {(move, attempt): seconds}: how long after a requeue (or a deadline's failure) of a job's
     # attempt-th lease the queue's own SQL makes it due again (None: never), measured for the
-    # jobs a queue's run left unfinished (sim.sql_findings.retry_delays); else the policy's
+    # jobs a queue's run left unfinished (sim.db.queue.sql_findings.retry_delays); else the policy's
     # retry_backoff x attempts^4
     retry_delays: dict = field(default_factory=dict)
     kept_role: str | None = None  # the role that owns a kept schema of a queue's SQL (sandbox)
@@ -139,7 +139,7 @@ class Run:
         if format not in ("csv", "parquet"):
             raise ConfigError(f"format: {format!r} is not one of csv, parquet")
         report = self.check() if report is None else report
-        out = files.directory(directory, overwrite)
+        out = output_paths.directory(directory, overwrite)
         written = []
         for name in RUN_FILES:
             frame = getattr(self, name)
@@ -561,7 +561,8 @@ def _summary(run: Run) -> pd.Series:
     }
     out.update(_percentiles(jobs["latency"], "job_latency"))
     out.update(_percentiles(recoveries["latency"], "recovery_latency"))
-    # with the mean and the count, lets runs be pooled into one interval (sim.stats.pooled_mean_ci)
+    # with the mean and the count, lets runs be pooled into one interval
+    # (sim.theory.stats.pooled_mean_ci)
     out["recovery_latency_sd"] = float(recoveries["latency"].std(ddof=1))
     out["statements_per_s"] = sum(run.statement_counts.values()) / horizon
     for kind, count in sorted(run.statement_counts.items()):

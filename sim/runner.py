@@ -11,10 +11,10 @@ from sim.db.memory import MemoryBackend
 from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
-from sim.scenario import Scenario, as_scenario
+from sim.scenario.settings import Scenario, as_scenario
 
 if TYPE_CHECKING:
-    from sim.db.queue_dir import QueueDefinition
+    from sim.db.queue.directory import QueueDefinition
 
 
 def make_backend(
@@ -41,7 +41,7 @@ def make_backend(
 
         queue = None
         if sql is not None:
-            from sim.db.queue_dir import loaded
+            from sim.db.queue.directory import loaded
 
             queue = loaded(sql)
         return PostgresBackend(dsn, keep_schema=keep_schema, queue=queue)
@@ -60,7 +60,7 @@ def with_queue(scenario: Scenario, sql) -> tuple[Scenario, QueueDefinition]:
     """(scenario with the queue's own settings (queue.toml), the queue marked settled) for a queue
     directory or QueueDefinition `sql`: callers apply their overrides after, and pass the settled
     queue down, so that nothing below applies the queue's settings over those overrides."""
-    from sim.db.queue_dir import loaded
+    from sim.db.queue.directory import loaded
 
     return loaded(sql).settle(scenario)
 
@@ -71,7 +71,7 @@ def checked_queue(sql, dsn: str | None, scenarios, *, memory: bool = False):
     anything runs; refused when `memory` (a run asked for the memory backend)."""
     if memory:
         refuse_memory(sql)
-    from sim.db.queue_dir import loaded
+    from sim.db.queue.directory import loaded
     from sim.db.server import connect_dsn
 
     queue, dsn = loaded(sql), connect_dsn(dsn)
@@ -95,10 +95,10 @@ def run(
 
     `overrides` are dotted keys, e.g. run("baseline", seed=3, **{"policy.lease_ttl": 20}).
     The backend defaults to the scenario's own setting. `sql`: a queue directory (queries.sql,
-    optional schema.sql and queue.toml; see sim.db.queue_dir) whose statements replace Lease Lab's
-    and whose settings replace the scenario's (overrides still win); it runs on the postgres
-    backend (the default then), is checked on the server before anything runs, and is refused on
-    the memory backend.
+    optional schema.sql and queue.toml; see sim.db.queue.directory) whose statements replace Lease
+    Lab's and whose settings replace the scenario's (overrides still win); it runs on the postgres
+    backend (the default then), is checked on the server before anything runs, and is refused on the
+    memory backend.
     """
     scenario = as_scenario(scenario)
     if sql is not None and (backend is None or isinstance(backend, str)):
@@ -167,11 +167,11 @@ def run(
 def judged_by_the_queue(run: Run, queue, dsn: str | None) -> Run:
     """`run`, its unfinished jobs judged by when the queue's own SQL makes them due again (a retry
     delay its statements compute, not policy.retry_backoff): the delay each last move gave,
-    measured on the server (sim.sql_findings.retry_delays), so that a job waiting out a long
-    retry is not reported lost."""
+    measured on the server (sim.db.queue.sql_findings.retry_delays), so that a job waiting out a
+    long retry is not reported lost."""
     if dsn is None:
         return run
-    from sim.sql_findings import retry_delays
+    from sim.db.queue.sql_findings import retry_delays
 
     waiting = set(run.lost["job"].tolist())
     events = run.events

@@ -21,6 +21,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from sim.db.memory import MemoryBackend
@@ -121,3 +123,24 @@ def backend(request):
         db = PostgresBackend(request.getfixturevalue("pg_dsn"))
     yield db
     db.close()
+
+
+# ---- issue 22's files, as a new user brings them (the advice's and the pool's tests) -----------
+
+
+# milliseconds (90% of jobs around 2 s, 10% around 40 s), our own variant of the issue's file
+def bimodal_ms(n: int = 2000, seed: int = 22) -> pd.DataFrame:
+    """n durations in ms: 90% lognormal around 2 s, 10% around 40 s (sigma 0.3 each), with an id."""
+    rng = np.random.default_rng(seed)
+    slow = rng.random(n) < 0.1
+    seconds = rng.lognormal(np.where(slow, np.log(40.0), np.log(2.0)), 0.3)
+    return pd.DataFrame(
+        {"job_id": np.arange(1, n + 1), "duration_ms": np.round(seconds * 1000).astype(int)}
+    )
+
+
+@pytest.fixture(scope="session")
+def bimodal_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("issue22") / "bimodal.csv"
+    bimodal_ms().to_csv(path, index=False)
+    return path

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sim.db import contracts
 from sim.db.base import Backend, Blocked, Rows, from_timestamp
 from sim.db.errors import ClientStateError
 from sim.db.queries import QUERY_DEFAULTS
+from sim.db.queue import contracts
 from sim.errors import ConfigError
 
 CLIENT = "inspector"

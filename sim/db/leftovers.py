@@ -30,7 +30,7 @@ import psycopg
 from psycopg import sql
 
 from sim.db.processes import may_signal, process_state
-from sim.scenario import LeaseWarning
+from sim.scenario.settings import LeaseWarning
 
 LIVE_FOLDER_PREFIX = "leaselab-live-"
 OWNER_FILE = "owner.json"

@@ -2,16 +2,16 @@
 
 Each backend creates its own schema `leaselab_<hex>` (tables from schema_sql()) and drops it on
 close (or at interpreter exit if never closed). With `queue=` (a user's queue directory, see
-sim.db.queue_dir) the job table and the statements are the user's, checked on the server first, and
-every client logs in as a role of the run's own that owns only that schema (sim.db.sandbox); Lease
-Lab's bookkeeping tables are created beside them as always. Each simulated client owns one
-connection, opened on first use. Everything runs on the driving (SimPy) thread through psycopg's
-low-level libpq interface (`psycopg.pq`): a statement is sent as a prepared statement with its
-parameters bound separately (dumped by psycopg, never formatted into SQL), and the driver polls the
-connection's socket. If the statement has not finished within a short poll, the monitor connection
-asks pg_blocking_pids() which client's transaction holds the lock it waits for, and `execute`
-returns `Blocked` naming that client; `resume` later collects the statement's real outcome. BEGIN
-travels with the transaction's first statement (one pipeline, one round trip).
+sim.db.queue.directory) the job table and the statements are the user's, checked on the server
+first, and every client logs in as a role of the run's own that owns only that schema
+(sim.db.queue.sandbox); Lease Lab's bookkeeping tables are created beside them as always. Each
+simulated client owns one connection, opened on first use. Everything runs on the driving (SimPy)
+thread through psycopg's low-level libpq interface (`psycopg.pq`): a statement is sent as a prepared
+statement with its parameters bound separately (dumped by psycopg, never formatted into SQL), and
+the driver polls the connection's socket. If the statement has not finished within a short poll, the
+monitor connection asks pg_blocking_pids() which client's transaction holds the lock it waits for,
+and `execute` returns `Blocked` naming that client; `resume` later collects the statement's real
+outcome. BEGIN travels with the transaction's first statement (one pipeline, one round trip).
 
 Determinism, and the waiters paused while their holder ends: sim.db.lock_waits.
 """
@@ -45,10 +45,10 @@ from sim.db.errors import (
 from sim.db.lock_waits import FIRST_WAIT_S, MAX_WAIT_S, LockWaits, _Client
 from sim.db.processes import may_signal
 from sim.db.queries import bookkeeping_sql, get_query, job_schema_sql, load_queries, schema_sql
-from sim.db.queue_adapter import QueueAdapter
-from sim.db.queue_dir import SCHEMA_FILE, QueueDefinition
-from sim.db.queue_guard import QueueGuard
-from sim.db.sandbox import (
+from sim.db.queue.adapter import QueueAdapter
+from sim.db.queue.directory import SCHEMA_FILE, QueueDefinition
+from sim.db.queue.guard import QueueGuard
+from sim.db.queue.sandbox import (
     Sandbox,
     SandboxRefused,
     admin_session,
@@ -58,7 +58,8 @@ from sim.db.sandbox import (
     past_limit,
     timed_out,
 )
-from sim.db.sandbox import create as create_sandbox
+from sim.db.queue.sandbox import create as create_sandbox
+from sim.db.queue.user_sql import run_schema, settings_of
 from sim.db.server import (
     connect_dsn,
     connection_error,
@@ -67,7 +68,6 @@ from sim.db.server import (
     redact_dsn,
     unavailable,
 )
-from sim.db.user_sql import run_schema, settings_of
 from sim.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -179,14 +179,14 @@ class PostgresBackend(LockWaits, ClientTable):
     @property
     def client_dsn(self) -> str:
         """The DSN a client of this run connects with: the run's role for a user's queue
-        (sim.db.sandbox), else the DSN itself. It may hold the role's one-run password."""
+        (sim.db.queue.sandbox), else the DSN itself. It may hold the role's one-run password."""
         if self.sandbox is not None:
             return self.sandbox.dsn
         return self._reader.dsn if self._reader is not None else self.dsn
 
     @property
     def statement_errors(self) -> list[dict]:
-        """Each distinct error of the queue's statements, counted (sim.db.queue_guard)."""
+        """Each distinct error of the queue's statements, counted (sim.db.queue.guard)."""
         return self.guard.report() if self.guard is not None else []
 
     @classmethod
@@ -216,7 +216,7 @@ class PostgresBackend(LockWaits, ClientTable):
 
     def _create_schema(self) -> None:
         """The run's schema (for a user's queue: owned by a role of the run's own, which every
-        client logs in as; see sim.db.sandbox), with Lease Lab's tables and the job table."""
+        client logs in as; see sim.db.queue.sandbox), with Lease Lab's tables and the job table."""
         settings = {"deadlock_timeout": CLIENT_DEADLOCK_TIMEOUT} if self._superuser else {}
         self.sandbox = create_sandbox(
             self._monitor,
@@ -545,7 +545,7 @@ class PostgresBackend(LockWaits, ClientTable):
         return self._adapted(client, state, self._outcome(client, state, query))
 
     def _adapted(self, client: str, state: _Client, outcome: Rows | Blocked) -> Rows | Blocked:
-        """A user's queue's rows in the model's terms (sim.db.queue_adapter)."""
+        """A user's queue's rows in the model's terms (sim.db.queue.adapter)."""
         if self._adapter is None or isinstance(outcome, Blocked):
             return outcome
         return self._adapter.rows(client, outcome, state.in_tx)

@@ -1,9 +1,9 @@
-"""How statements reach the database when a scenario schedules it (sim.pinned): after a database
-stall ends, and, among those that reach it at the same simulated instant, in a pinned order of
-clients instead of the order SimPy happened to wake them. Whoever is served first also queues
-first for a row lock (sim.model.session's TxRegistry wakes waiters in the order they began to
-wait), so the order reaches the lock queue of either backend. By default a run has no Arrivals
-and its statements go straight through.
+"""How statements reach the database when a scenario schedules it (sim.scenario.pinned): after a
+database stall ends, and, among those that reach it at the same simulated instant, in a pinned order
+of clients instead of the order SimPy happened to wake them. Whoever is served first also queues
+first for a row lock (sim.model.session's TxRegistry wakes waiters in the order they began to wait),
+so the order reaches the lock queue of either backend. By default a run has no Arrivals and its
+statements go straight through.
 """
 
 from __future__ import annotations

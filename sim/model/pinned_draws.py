@@ -1,5 +1,5 @@
-"""The draws a scenario's explicit schedule pins (sim.pinned), for the model's processes: each
-worker's and the watcher's first tick, each job's processing time, a worker's heartbeat faults.
+"""The draws a scenario's explicit schedule pins (sim.scenario.pinned), for the model's processes:
+each worker's and the watcher's first tick, each job's processing time, a worker's heartbeat faults.
 Without a schedule each falls back to the draw it replaces, from the same stream as before."""
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from sim.dists import Dist, blocks
 from sim.model.pinned_draws import work as pinned_work
 from sim.model.session import DbSession
 from sim.payload import payload_hash, payload_json
 from sim.protocol import bind_clock
+from sim.scenario.dists import Dist, blocks
 
 
 class JobSpec(NamedTuple):

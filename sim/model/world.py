@@ -27,8 +27,8 @@ from sim.model.rescue import RescueJobs
 from sim.model.session import TxRegistry
 from sim.model.watcher import watcher
 from sim.model.worker import Worker
-from sim.progress import Progress
-from sim.rng import Streams
+from sim.support.progress import Progress
+from sim.support.rng import Streams
 
 
 class World:
@@ -96,7 +96,7 @@ def build(scenario, backend) -> World:
 
 def run_to_horizon(world: World, progress: bool | None = None) -> float:
     """Run the environment to the horizon; a progress bar appears for runs over ~2 wall seconds
-    (sim.progress: never in batch output)."""
+    (sim.support.progress: never in batch output)."""
     horizon = world.scenario.horizon
     start = time.perf_counter()
     slices = 100

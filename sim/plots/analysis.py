@@ -6,7 +6,7 @@ These take DataFrames shaped like sim.sweep's: `SweepResult.runs` (one row per r
 grid key named by its dotted key, `replication`, `seed`, the summary metrics) or
 `SweepResult.aggregate()` (one row per grid point: the keys, `n`, `<metric>_mean`, `_ci_low`,
 `_ci_high`). Given per-run rows they compute the mean and its CI themselves; rates the summary
-does not carry (false_expiry_rate, race_probability, ...) come from sim.stats.RATES.
+does not carry (false_expiry_rate, race_probability, ...) come from sim.theory.stats.RATES.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from sim.plots.style import (
     new_axes,
     setting_text,
 )
-from sim.wording import count
+from sim.support.in_words import count
 
 if TYPE_CHECKING:
     pass
@@ -52,7 +52,7 @@ def metric_table(
     Every metric here is >= 0 and rates are <= 1, so the intervals are clipped to that range. `n`
     is the number of runs behind each row (NaN if the frame does not say).
     """
-    from sim.stats import RATES, add_rates, summarize
+    from sim.theory.stats import RATES, add_rates, summarize
 
     missing = [k for k in keys if k not in frame.columns]
     if missing:
@@ -129,7 +129,7 @@ def double_processing(runs_by_strategy, ax=None, *, confidence: float = 0.95):
         raise ConfigError(
             "runs_by_strategy: expected a non-empty mapping of label -> Run or list of Runs"
         )
-    from sim.stats import mean_ci
+    from sim.theory.stats import mean_ci
 
     ax = new_axes(ax, (9, 4.8))
     labels, counts, tops = [], [], [1.0]
@@ -294,15 +294,16 @@ def recovery_vs_interval(
     theory=None,
     *,
     metric: str = "recovery_latency_mean",
-    theory_label: str = "theory (sim.analytic)",
+    theory_label: str = "theory (sim.theory.closed_forms)",
     confidence: float = 0.95,
 ):
     """Simulated recovery latency (mean, CI band) vs `x` (watcher interval or TTL), beside the
     theory.
 
-    `theory`: a callable x -> seconds (e.g. a lambda around sim.analytic.recovery_latency_mean),
-    drawn as a smooth dashed curve over the swept range; or precomputed values (a Series indexed
-    by x, a dict, or a sequence aligned with the sorted x values).
+    `theory`: a callable x -> seconds (e.g. a lambda around
+    sim.theory.closed_forms.recovery_latency_mean), drawn as a smooth dashed curve over the swept
+    range; or precomputed values (a Series indexed by x, a dict, or a sequence aligned with the
+    sorted x values).
     """
     table = metric_table(agg, [x], metric, confidence)
     ax = new_axes(ax, (8, 4.8))

@@ -9,11 +9,11 @@ from matplotlib.patches import Patch
 
 from sim.errors import ConfigError
 from sim.plots.style import ANNOTATION_PT, INK, METRIC_LABELS, finish, format_value, new_axes
-from sim.wording import count, duration
+from sim.support.in_words import count, duration
 
 # ---- peers ---------------------------------------------------------------------------------------
 
-RECOVERY_STYLES = {  # sim.peers.recovery_mechanism -> (colour, hatch, legend text)
+RECOVERY_STYLES = {  # sim.comparisons.peers.recovery_mechanism -> (colour, hatch, legend text)
     "watcher requeues": ("#0072B2", "", "a watcher requeues the expired job"),
     "claim takes expired": ("#E69F00", "////", "the claim itself takes the expired job"),
     "watcher fails the job": ("#CC79A7", "xxxx", "the expired job is failed, not re-run"),
@@ -65,12 +65,13 @@ def peer_settings(row) -> str:
 def peer_comparison(
     frame: pd.DataFrame, ax=None, *, metric: str = "recovery_latency_mean", columns=PEER_COLUMNS
 ):
-    """One bar per peer (sim.peers.compare_peers): `metric` on a log time axis, CI whiskers,
-    hatched by how the peer recovers an expired lease; per-run means of `columns` on the right."""
+    """One bar per peer (sim.comparisons.peers.compare_peers): `metric` on a log time axis, CI
+    whiskers, hatched by how the peer recovers an expired lease; per-run means of `columns` on the
+    right."""
     needed = {"label", "recovery", "lease_ttl", f"{metric}_mean"}
     if not needed <= set(frame.columns):
         raise ConfigError(
-            "peer_comparison: expected a sim.peers.compare_peers frame with "
+            "peer_comparison: expected a sim.comparisons.peers.compare_peers frame with "
             f"{', '.join(sorted(needed))}"
         )
     from matplotlib.ticker import FixedLocator, NullLocator

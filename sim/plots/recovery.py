@@ -62,7 +62,7 @@ def watcher_cost(
 
     It counts statements, not their cost: one scan is one indexed statement (see sql/), and how
     long it takes on a real server is measured in notebook 08, not here."""
-    from sim import analytic
+    from sim.theory import closed_forms
 
     ax = new_axes(ax, (6, 4.8))
     ws = agg[x].to_numpy(dtype=float)
@@ -79,7 +79,7 @@ def watcher_cost(
     grid = np.geomspace(ws.min(), ws.max(), 100)
     ax.plot(
         grid,
-        [analytic.watcher_load(watcher_interval=w, latency=latency) for w in grid],
+        [closed_forms.watcher_load(watcher_interval=w, latency=latency) for w in grid],
         "--",
         color=PALETTE[5],
         label="theory: 1 / W",

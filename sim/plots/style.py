@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.wording import NO_VALUE, percent, plural
+from sim.support.in_words import NO_VALUE, percent, plural
 
 # Okabe-Ito without vermillion (red means "overlap") and black (markers are black).
 JOB_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#CC79A7")

@@ -30,8 +30,8 @@ from sim.plots.style import (
     PALETTE,
     new_axes,
 )
-from sim.scenario import LOCK_TTL
-from sim.wording import count, plural
+from sim.scenario.settings import LOCK_TTL
+from sim.support.in_words import count, plural
 
 
 def lease_timeline(

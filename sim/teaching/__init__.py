@@ -45,6 +45,11 @@ from sim.payload import payload_hash
 from sim.plots.advice import ADVICE_AXES, advice_frame  # notebook 06: the advice charted
 from sim.plots.analysis import duration_summary, plot_durations
 from sim.plots.timeline import busy_window, lease_clock
+from sim.support.in_words import (  # teaching.percent, teaching.times in the notebooks
+    count,
+    percent,
+    times,
+)
 from sim.teaching import cheatsheet, clocks, fencing, rules_of_thumb
 from sim.teaching.answers import Verdict
 from sim.teaching.by_hand import Delivery, Script, deliver, ledger_counts
@@ -131,7 +136,6 @@ from sim.teaching.ttl_exercises import (  # notebook 03
     pause_survival,
     ttl_for_quantile,
 )
-from sim.wording import count, percent, times  # teaching.percent, teaching.times in the notebooks
 
 __all__ = [
     "ADVICE_AXES",

@@ -13,7 +13,7 @@ from sim.db.queries import QUERY_DEFAULTS, get_query
 from sim.errors import ConfigError
 from sim.payload import payload_hash
 from sim.protocol import bind_clock
-from sim.wording import count
+from sim.support.in_words import count
 
 
 class Script:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.wording import percent
+from sim.support.in_words import percent
 
 
 def contention_sentence(frame: pd.DataFrame) -> str:
@@ -160,14 +160,14 @@ def false_expiry_caveat(table: pd.DataFrame, theory, *, fast: bool) -> str:
 
 
 def false_expiry_theory(scenario):
-    """theory(ttl, heartbeat) -> sim.analytic's false-expiry probability for `scenario` (what
-    teaching.plot_false_expiry draws as dashed lines)."""
-    from sim import analytic
+    """theory(ttl, heartbeat) -> sim.theory.closed_forms's false-expiry probability for `scenario`
+    (what teaching.plot_false_expiry draws as dashed lines)."""
+    from sim.theory import closed_forms
 
     w, p, f = scenario.workload, scenario.policy, scenario.faults
 
     def theory(ttl: float, heartbeat: bool) -> float:
-        return analytic.false_expiry_probability(
+        return closed_forms.false_expiry_probability(
             ttl=float(ttl),
             heartbeat_interval=p.heartbeat_interval if heartbeat else None,
             job_duration=w.processing,

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sim import analytic
-from sim.stats import mean_ci, wilson_interval
+from sim.support.in_words import count
+from sim.support.in_words import percent as pct
 from sim.teaching import clocks, fencing
 from sim.teaching.by_hand import Script
 from sim.teaching.coverage import CLOCKS_TAGS
 from sim.teaching.lessons import one_job, recovery_experiment, stalling_queue
 from sim.teaching.rules_of_thumb import load_recovery, repeat_recovery
-from sim.wording import count
-from sim.wording import percent as pct
+from sim.theory import closed_forms
+from sim.theory.stats import mean_ci, wilson_interval
 
 CHEAT_SHEET_TAGS = {
     "takeaway:1": "A lease is not a lock: ownership limited in time that ends by itself",
@@ -103,7 +103,7 @@ def _crash_scene(seed: int, crash_at: float = 12.0):
 def _long_jobs(seed: int):
     """03's long jobs without and with a heartbeat (every 10 s)."""
     from sim import runner
-    from sim.scenario import preset
+    from sim.scenario.settings import preset
 
     long_jobs = preset("no-heartbeat-long-jobs")
     beating = long_jobs.with_overrides(
@@ -118,7 +118,7 @@ def _long_jobs(seed: int):
 def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     """Items 1 to 6, each with its number."""
     from sim import runner
-    from sim.scenario import preset
+    from sim.scenario.settings import preset
 
     race = preset("read-then-write-race")
     naive = runner.run(race, seed=seed).summary
@@ -280,7 +280,7 @@ def takeaways(
     recovery_replications: int = 12,
 ) -> list[Proof]:
     from sim import runner
-    from sim.scenario import preset
+    from sim.scenario.settings import preset
 
     _, lease_run = _crash_scene(seed)
     dead = lease_run.leases.iloc[0]
@@ -343,7 +343,7 @@ def takeaways(
         for k in range(recovery_replications)
     ]
     mean, low, high, n = mean_ci(latencies)
-    theory = analytic.recovery_latency_mean(
+    theory = closed_forms.recovery_latency_mean(
         ttl=p.lease_ttl,
         heartbeat_interval=p.heartbeat_interval,
         poll_interval=p.poll_interval,

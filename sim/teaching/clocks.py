@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import ConfigError
-from sim.scenario import Scenario, preset
+from sim.scenario.settings import Scenario, preset
 from sim.teaching.answers import (
     Verdict,
     accepts,

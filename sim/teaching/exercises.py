@@ -12,6 +12,7 @@ import pandas as pd
 
 from sim.db.base import Backend
 from sim.errors import ConfigError
+from sim.support.in_words import percent
 from sim.teaching.answers import (
     Verdict,
     accepts,
@@ -26,7 +27,6 @@ from sim.teaching.answers import (
 from sim.teaching.by_hand import Delivery, Script, ledger_counts
 from sim.teaching.lessons import STRATEGIES, retention_experiment
 from sim.teaching.notebook import seconds
-from sim.wording import percent
 
 if TYPE_CHECKING:
     pass
@@ -93,7 +93,7 @@ def check_lock_recovery(answer, run) -> Verdict:
 @cache
 def _double_claims_by_strategy(seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, int]:
     from sim import runner
-    from sim.scenario import preset
+    from sim.scenario.settings import preset
 
     race = preset("read-then-write-race")
     settings = {"workload.jobs": 120, "horizon": 90.0, "expect": []}
@@ -217,7 +217,7 @@ def check_recovery_prediction(
 ) -> Verdict:
     """04: predict the mean recovery latency. Within 2% of the formula and less than half the gap
     to each common slip (recovery_mistakes), which is named when it is made."""
-    from sim.analytic import recovery_latency_mean
+    from sim.theory.closed_forms import recovery_latency_mean
 
     if answer is None:
         return unanswered(
@@ -258,7 +258,7 @@ def check_watcher_interval(
     """04: the longest watcher interval whose predicted mean recovery stays within `target` seconds.
     Within a second below the exact limit (whole seconds are fine) and less than half the gap to
     each common slip, which is named; longer intervals cost fewer statements."""
-    from sim.analytic import recovery_latency_mean, watcher_load
+    from sim.theory.closed_forms import recovery_latency_mean, watcher_load
 
     if answer is None:
         return unanswered("solve L - h/2 + W/2 + P/2 <= target for W.")
@@ -412,7 +412,7 @@ def check_retention(
 def _infeasible_because(row: pd.DataFrame, advice) -> str:
     """Why the advisor left a candidate (a one-row frame of its table) out: the rules it fails
     (advisor.infeasible_reasons), in words."""
-    from sim.advisor import infeasible_reasons
+    from sim.advice.advisor import infeasible_reasons
 
     return "; ".join(infeasible_reasons(row.iloc[0], advice)) or "the advisor marked it infeasible"
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sim.errors import ConfigError
 from sim.plots.style import ANNOTATION_PT
 from sim.plots.timeline import busy_window
-from sim.scenario import LeaseWarning
+from sim.scenario.settings import LeaseWarning
 from sim.teaching.notebook import widgets_available
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from sim.scenario import Scenario
-from sim.stats import mean_ci
+from sim.scenario.settings import Scenario
+from sim.support.in_words import count
 from sim.teaching.answers import Verdict, as_set, unanswered
 from sim.teaching.lessons import stalling_queue
-from sim.wording import count
+from sim.theory.stats import mean_ci
 
 # The protections compared (policy overrides): the lease alone; completion fenced by owner and
 # attempt (the token the database checks); fenced, plus the event id as the PSP's idempotency key.

@@ -15,11 +15,11 @@ from sim.plots.style import (
     label_log_axis,
     new_axes,
 )
-from sim.scenario import Scenario
-from sim.stats import wilson_interval
+from sim.scenario.settings import Scenario
+from sim.support.in_words import count
 from sim.teaching.caveats import false_expiry_theory
 from sim.teaching.lessons import STRATEGIES
-from sim.wording import count
+from sim.theory.stats import wilson_interval
 
 
 def false_expiry_table(
@@ -41,7 +41,8 @@ def false_expiry_table(
 
 def plot_false_expiry(table: pd.DataFrame, scenario: Scenario, ax=None):
     """False-expiry rate vs lease TTL, without and with heartbeats (false_expiry_table of a sweep
-    over policy.lease_ttl x policy.heartbeat), beside sim.analytic.false_expiry_probability.
+    over policy.lease_ttl x policy.heartbeat), beside
+    sim.theory.closed_forms.false_expiry_probability.
 
     Log-log axes; a setting with no false expiry is drawn as a down-pointing marker at the upper end
     of its interval. Dotted lines mark the p99 of the job durations and of the pauses.

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from sim.hunt.account import story
-from sim.hunt.runner import execute, replay
-from sim.hunt.shrink import shrink
-from sim.hunt.space import Fault, Schedule, Scope
+from sim.hunting.account import story
+from sim.hunting.runner import execute, replay
+from sim.hunting.shrink import shrink
+from sim.hunting.space import Fault, Schedule, Scope
 from sim.teaching.answers import Verdict, accepts, named_mistake, number, tolerance, unanswered
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from sim.db.base import Backend
-from sim.dists import Dist
 from sim.errors import ConfigError
-from sim.scenario import (
+from sim.scenario.dists import Dist
+from sim.scenario.settings import (
     LOCK_TTL,
     Faults,
     Policy,
@@ -129,7 +129,8 @@ def recovery_experiment(
     latency: float = 0.002,
     longest_watcher_interval: float = 300.0,
 ) -> Scenario:
-    """The controlled recovery experiment behind notebook 04's sweep (closed form: sim.analytic).
+    """The controlled recovery experiment behind notebook 04's sweep (closed form:
+    sim.theory.closed_forms).
 
     One very long job arrives at an exponentially distributed time (mean `mean_arrival`), is claimed
     by one of two workers, renewed by heartbeat, and its owner crashes at `crash_at` for good; the

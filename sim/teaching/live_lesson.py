@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim import analytic, two_sample
-from sim.comparison import (
+from sim.comparisons import two_sample
+from sim.comparisons.live_vs_simulated import (
     COUNTS,
     DIFFER,
     PARTS,
@@ -21,9 +21,10 @@ from sim.comparison import (
     own_statements,
     recovery_parts,
 )
-from sim.scenario import Scenario
+from sim.scenario.settings import Scenario
+from sim.support.in_words import count
 from sim.teaching.answers import Verdict, typed_name, unanswered
-from sim.wording import count
+from sim.theory import closed_forms
 
 
 def effects(run, comparison) -> pd.DataFrame:
@@ -41,7 +42,7 @@ def effects(run, comparison) -> pd.DataFrame:
             "live": p.lease_ttl - parts.loc["lease_remaining", "live"],
             "simulated": p.lease_ttl - parts.loc["lease_remaining", "simulated"],
             "closed form (long jobs)": (p.heartbeat_interval + lat) / 2,
-            "corrected (this job length)": analytic.time_since_renewal_mean(
+            "corrected (this job length)": closed_forms.time_since_renewal_mean(
                 jobs, heartbeat_interval=p.heartbeat_interval, latency=lat
             ),
         },
@@ -49,10 +50,10 @@ def effects(run, comparison) -> pd.DataFrame:
             "live": parts.loc["poll_wait", "live"] + parts.loc["watcher_wait", "live"],
             "simulated": parts.loc["poll_wait", "simulated"]
             + parts.loc["watcher_wait", "simulated"],
-            "closed form (long jobs)": analytic.poll_wait_mean(
+            "closed form (long jobs)": closed_forms.poll_wait_mean(
                 poll_interval=p.poll_interval, idle_pollers=1, latency=lat
             ),
-            "corrected (this job length)": analytic.poll_wait_mean(
+            "corrected (this job length)": closed_forms.poll_wait_mean(
                 poll_interval=p.poll_interval,
                 idle_pollers=0,
                 busy_workers=busy,
@@ -88,7 +89,8 @@ def effects_sentence(effects: pd.DataFrame, busy_workers: int) -> str:
         f"{side(renewal['live'], closed_r, age)}. Wait for a poller: {wait['simulated']:.3f} s "
         f"simulated and {wait['live']:.3f} s live, against {closed_w:.3f} s for one idle poller "
         f"and {wait['corrected (this job length)']:.3f} s for {busy_workers} busy workers "
-        "(`sim.analytic.poll_wait_mean`); beside the idle-poller closed form, the simulated wait "
+        "(`sim.theory.closed_forms.poll_wait_mean`); beside the idle-poller closed form, the "
+        "simulated wait "
         f"was {side(wait['simulated'], closed_w, length)} and the live one "
         f"{side(wait['live'], closed_w, length)}."
     )
@@ -154,8 +156,8 @@ def sql_sentence(queue_sim, own_sim) -> str:
     return sentence
 
 
-# The exercise's settings, on top of the live scenario (sim.live.settings.hand_check): under each,
-# another part of a recovery is the largest. exercise(seed) picks one.
+# The exercise's settings, on top of the live scenario (sim.live_mode.settings.hand_check): under
+# each, another part of a recovery is the largest. exercise(seed) picks one.
 EXERCISE_SETTINGS: tuple[dict[str, object], ...] = (
     {},  # TTL 2 s, heartbeat 0.5 s, the claim takes expired leases, 4 busy workers polling 0.2 s
     {"policy.claim_takes_expired": False, "policy.watcher_interval": 8.0},
@@ -170,7 +172,7 @@ EXERCISE_SETTINGS: tuple[dict[str, object], ...] = (
 
 def exercise(seed: int = 1) -> Scenario:
     """10's exercise: the live scenario with one of EXERCISE_SETTINGS, drawn from `seed`."""
-    from sim.live.settings import hand_check
+    from sim.live_mode.settings import hand_check
 
     pick = int(np.random.default_rng(seed).integers(len(EXERCISE_SETTINGS)))
     return hand_check(**EXERCISE_SETTINGS[pick], horizon=600.0, name="live-exercise")

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pandas as pd
 
 from sim.errors import ConfigError
-from sim.progress import HEADLESS_ENV, HEADLESS_RUNNERS, env_flag, headless  # noqa: F401
-from sim.wording import claim as checked
-from sim.wording import duration
+from sim.support.in_words import claim as checked
+from sim.support.in_words import duration
+from sim.support.progress import HEADLESS_ENV, HEADLESS_RUNNERS, env_flag, headless  # noqa: F401
 
 FAST_ENV = "LEASELAB_FAST"
 
@@ -71,7 +71,7 @@ def _show_figures_as_images() -> None:
     `<Figure size ... with 2 Axes>`: matplotlib's inline backend teaches IPython to draw figures
     only once its module is loaded, which pyplot does at the first pyplot figure. Load it now
     when it is the backend (another backend, `%matplotlib widget` say, is left alone)."""
-    from sim.progress import in_kernel
+    from sim.support.progress import in_kernel
 
     if not in_kernel():
         return
@@ -95,7 +95,7 @@ def executor(fast: bool | None = None) -> str | None:
 def release_workers() -> None:
     """Stop the worker processes that full-mode sweeps started (they otherwise live until the
     kernel exits)."""
-    from sim.sweep import shutdown_pools
+    from sim.sweeps import shutdown_pools
 
     shutdown_pools()
 
@@ -121,9 +121,9 @@ def md(text: str):
 
 
 def claim(condition, text: str):
-    """Show `text` as prose if `condition` holds, else fail loudly (sim.wording.claim, which the
-    advice's sentences use too): a notebook's claims are checked every time it runs (CI included),
-    so the narrative cannot drift from the numbers."""
+    """Show `text` as prose if `condition` holds, else fail loudly (sim.support.in_words.claim,
+    which the advice's sentences use too): a notebook's claims are checked every time it runs (CI
+    included), so the narrative cannot drift from the numbers."""
     return md(checked(condition, text, who="the notebook claims, but this run does not show"))
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sim.db.contracts import bound_params
-from sim.db.queue_dir import QueueDefinition, QueueDefinitionError, load_queue
+from sim.db.queue.contracts import bound_params
+from sim.db.queue.directory import QueueDefinition, QueueDefinitionError, load_queue
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "queues"
 _PLACEHOLDER = "%({})s"
@@ -58,7 +58,7 @@ def overrides_frame(queue: QueueDefinition) -> pd.DataFrame:
 
 def findings_frame(review) -> pd.DataFrame:
     """The items the SQL text speaks to: what the text shows, what the runs measured, the status."""
-    from sim.review import ITEMS, trouble
+    from sim.checklist.design_review import ITEMS, trouble
 
     rows = []
     for key, finding in review.findings.items():

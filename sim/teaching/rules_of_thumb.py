@@ -8,8 +8,8 @@
   h (less the poll), mean W/2 + h/2 instead of the formula's W/2. `repeat_recovery()` measures
   the second recovery of a job whose owners crash one after another.
 - Use the simulation, not the closed form, for percentiles or above light load. The closed form
-  (sim.analytic.recovery_latency_mean) is a mean under light load (idle pollers). `load_recovery()`
-  measures mean and 95th percentile against it as the workers get busier.
+  (sim.theory.closed_forms.recovery_latency_mean) is a mean under light load (idle pollers).
+  `load_recovery()` measures mean and 95th percentile against it as the workers get busier.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim import analytic
-from sim.dists import Dist
-from sim.scenario import Faults, Policy, Scenario, ScriptedCrash, Workload, validate
-from sim.stats import mean_ci
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, Policy, Scenario, ScriptedCrash, Workload, validate
+from sim.theory import closed_forms
+from sim.theory.stats import mean_ci
 
 LATENCY = 0.002  # constant statement latency of both experiments (s)
 
@@ -102,7 +102,7 @@ def repeat_recovery(
             second = run.recoveries.sort_values("crash_at")["latency"]
             latencies.append(float(second.iloc[1]) if len(second) > 1 else np.nan)
         mean, low, high, n = mean_ci(latencies)
-        theory = analytic.recovery_latency_mean(
+        theory = closed_forms.recovery_latency_mean(
             ttl=ttl,
             heartbeat_interval=heartbeat_interval,
             poll_interval=poll_interval,
@@ -177,7 +177,7 @@ def load_recovery(
     """Per utilization: simulated mean and 95th percentile of the recovery latency (95% CIs over
     replications), beside the closed form's mean and the 95th percentile of its light-load
     distribution (every worker idle when the job becomes claimable)."""
-    from sim.sweep import sweep
+    from sim.sweeps import sweep
 
     rows = []
     for u in utilizations:
@@ -212,10 +212,10 @@ def load_recovery(
                 "p95": a["recovery_latency_p95_mean"],
                 "p95_ci_low": a["recovery_latency_p95_ci_low"],
                 "p95_ci_high": a["recovery_latency_p95_ci_high"],
-                "closed_form_mean": analytic.recovery_latency_mean(**light),
+                "closed_form_mean": closed_forms.recovery_latency_mean(**light),
                 "closed_form_p95": float(
                     np.quantile(
-                        analytic.recovery_latency_samples(100_000, seed=seed, **light), 0.95
+                        closed_forms.recovery_latency_samples(100_000, seed=seed, **light), 0.95
                     )
                 ),
             }

@@ -1,6 +1,6 @@
 """Notebook 08's exercise: the reader writes the SQL that finds stuck jobs.
 
-The statement runs as a role of its own (the sandbox the `--sql` runs use, sim.db.sandbox: no
+The statement runs as a role of its own (the sandbox the `--sql` runs use, sim.db.queue.sandbox: no
 superuser, no membership of pg_read_server_files or pg_execute_server_program, allowed only to
 read the exercise's tables), read-only, in a transaction that is rolled back, after which its
 advisory locks are released and the role is dropped. It is judged on the tables the reader sees,
@@ -19,9 +19,9 @@ import psycopg
 from psycopg import sql
 
 from sim.errors import ConfigError
+from sim.support.in_words import count
 from sim.teaching.answers import Verdict, unanswered
 from sim.teaching.by_hand import Script
-from sim.wording import count
 
 TTL = 30.0  # the exercise's lease TTL
 READER_TIMEOUT_MS = 10_000  # a reader's statement may take this long
@@ -97,10 +97,10 @@ def hidden_state(db, rng: np.random.Generator) -> dict:
 
 def run_sandboxed(db, statement: str, params: dict | None) -> tuple[list[str], list[tuple]]:
     """Run one statement typed by a reader on a PostgresBackend's schema as a fresh sandbox role
-    (sim.db.sandbox, as `--sql` runs do) that may only read that schema's tables: one statement,
-    READ ONLY, rolled back; then its advisory locks are released, its sessions ended and the role
-    dropped. (column names, rows)."""
-    from sim.db import sandbox
+    (sim.db.queue.sandbox, as `--sql` runs do) that may only read that schema's tables: one
+    statement, READ ONLY, rolled back; then its advisory locks are released, its sessions ended and
+    the role dropped. (column names, rows)."""
+    from sim.db.queue import sandbox
     from sim.db.server import open_connection
 
     admin = open_connection(db.dsn, autocommit=True, application_name="leaselab:admin")

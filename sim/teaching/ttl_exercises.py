@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from sim.support.in_words import count, percent
 from sim.teaching.answers import Verdict, number, unanswered
 from sim.teaching.lessons import one_job
-from sim.wording import count, percent
 
 if TYPE_CHECKING:
-    from sim.scenario import Scenario
+    from sim.scenario.settings import Scenario
 
 
 def pause_survival(ttl: float, *, heartbeat_interval: float = 5.0, pause: float = 12.0) -> bool:
@@ -96,9 +96,10 @@ def ttl_for_quantile(
     target: float, scenario: str = "no-heartbeat-long-jobs"
 ) -> tuple[float, Scenario]:
     """03: the smallest whole-second TTL with which at most `target` of a scenario's leases outlast
-    it without a heartbeat (processing + PSP call + its statements; sim.analytic.sum_quantile)."""
-    from sim.analytic import sum_quantile
-    from sim.scenario import preset
+    it without a heartbeat (processing + PSP call + its statements;
+    sim.theory.closed_forms.sum_quantile)."""
+    from sim.scenario.settings import preset
+    from sim.theory.closed_forms import sum_quantile
 
     s = preset(scenario)
     w = s.workload
@@ -114,7 +115,7 @@ def _job_statements(workload) -> float:
 
 def ttl_quantile_mistakes(target: float, scenario) -> dict[str, float]:
     """03 exercise 2: the TTLs (exact seconds) the usual slips give, by name."""
-    from sim.analytic import sum_quantile
+    from sim.theory.closed_forms import sum_quantile
 
     w = scenario.workload
     statements = _job_statements(w)
@@ -153,13 +154,13 @@ def _whole_second_mistake(value: float, truth: float, mistakes: dict[str, float]
 
 def check_ttl_quantile(answer, *, target: float = 1e-4, seeds=(1, 2, 3, 4, 5)) -> Verdict:
     """03: the smallest whole-second TTL with which, without a heartbeat, at most `target` of the
-    leases of no-heartbeat-long-jobs expire under a live owner. Judged on the tail (sim.analytic)
-    and on runs of several seeds at that TTL, which must not contradict it; a TTL longer than
-    needed is turned down for what it costs a crashed job. Only the smallest whole TTL
-    is right; the common slips (ttl_quantile_mistakes) are named when made."""
+    leases of no-heartbeat-long-jobs expire under a live owner. Judged on the tail
+    (sim.theory.closed_forms) and on runs of several seeds at that TTL, which must not contradict
+    it; a TTL longer than needed is turned down for what it costs a crashed job. Only the smallest
+    whole TTL is right; the common slips (ttl_quantile_mistakes) are named when made."""
     from sim import runner
-    from sim.analytic import sum_survival
-    from sim.stats import wilson_interval
+    from sim.theory.closed_forms import sum_survival
+    from sim.theory.stats import wilson_interval
 
     if answer is None:
         return unanswered(

@@ -1,7 +1,7 @@
 """Small scripted scenarios with constant times, for exact-timeline tests."""
 
-from sim.dists import Dist
-from sim.scenario import (
+from sim.scenario.dists import Dist
+from sim.scenario.settings import (
     LOCK_TTL,
     ClockStep,
     CrashPoint,

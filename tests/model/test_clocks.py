@@ -7,7 +7,7 @@ import pytest
 from sim import run
 from sim.errors import ConfigError
 from sim.model.clock import WorkerClock
-from sim.scenario import ClockStep, Faults, LeaseWarning, Scenario
+from sim.scenario.settings import ClockStep, Faults, LeaseWarning, Scenario
 
 from .scripts import mechanism_scenarios, timeline
 

@@ -5,11 +5,11 @@ import pytest
 from scipy import stats
 
 from sim import run
-from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.model.faults import poisson_times
-from sim.rng import Streams
-from sim.scenario import Faults, Policy, Scenario, Workload
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, Policy, Scenario, Workload
+from sim.support.rng import Streams
 
 from .scripts import scripted, timeline
 

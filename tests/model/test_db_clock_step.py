@@ -9,7 +9,7 @@ import pytest
 from sim import run
 from sim.errors import ConfigError
 from sim.model.clock import DbClock
-from sim.scenario import DbClockStep, Faults, Scenario, from_dict
+from sim.scenario.settings import DbClockStep, Faults, Scenario, from_dict
 
 from .scripts import mechanism_scenarios, timeline
 
@@ -117,7 +117,7 @@ def test_db_clock_steps_are_checked_in_one_line_and_read_from_toml():
 
 
 def test_live_mode_refuses_a_db_clock_step_in_one_line():
-    from sim.live.runner import check_played
+    from sim.live_mode.runner import check_played
 
     with pytest.raises(ConfigError, match=r"^faults.db_clock_steps: not played in live mode yet"):
         check_played(MECHANISMS["db clock step back"])

@@ -1,8 +1,8 @@
 """Seed 2 on the model: marker + effect in one transaction make duplicate delivery harmless."""
 
 from sim import run
-from sim.dists import Dist
-from sim.scenario import CrashPoint, Faults, Workload
+from sim.scenario.dists import Dist
+from sim.scenario.settings import CrashPoint, Faults, Workload
 
 from .scripts import LATENCY, scripted, timeline
 

@@ -9,10 +9,10 @@ import dataclasses
 import pytest
 
 from sim import run
-from sim.dists import Dist
 from sim.errors import ConfigError
 from sim.invariants import check
-from sim.scenario import Faults, ScriptedCrash, preset
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, ScriptedCrash, preset
 
 from .scripts import (
     HICCUP,

@@ -3,8 +3,8 @@
 import pytest
 
 from sim import run
-from sim.dists import Dist
-from sim.scenario import Faults, ScriptedCrash, recovery_allowance
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, ScriptedCrash, recovery_allowance
 
 from .scripts import scripted
 

@@ -6,7 +6,7 @@ import pytest
 
 from sim import run
 from sim.errors import ConfigError
-from sim.scenario import Policy, Scenario
+from sim.scenario.settings import Policy, Scenario
 
 from .scripts import mechanism_scenarios, prefetched, timeline
 

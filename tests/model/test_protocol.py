@@ -10,11 +10,11 @@ import pytest
 from sim import protocol
 from sim.db.errors import DbUnavailable, StatementError
 from sim.db.queries import load_queries
-from sim.live.driver import LiveDriver
+from sim.live_mode.driver import LiveDriver
 from sim.model.producer import JobCatalog
 from sim.payload import payload_hash, payload_json
 from sim.protocol import Lease, WatcherProtocol, WorkerProtocol, bind_clock
-from sim.scenario import CrashPoint, Faults
+from sim.scenario.settings import CrashPoint, Faults
 
 from .scripts import scripted
 

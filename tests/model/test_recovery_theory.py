@@ -1,4 +1,5 @@
-"""Recovery latency against theory (sim.analytic), over 200 replications with fixed seeds.
+"""Recovery latency against theory (sim.theory.closed_forms), over 200 replications with fixed
+seeds.
 
 Assumptions met by the scenario: light load (one job, one idle poller: the other worker), the crash
 falls at a uniformly random time long after the claim (random heartbeat phase), random poll and
@@ -8,9 +9,10 @@ watcher phases, a constant 2 ms statement latency, the crashed worker never come
 import numpy as np
 from scipy import stats
 
-from sim import analytic, run
-from sim.dists import Dist
-from sim.scenario import Faults, Policy, Scenario, ScriptedCrash, Workload
+from sim import run
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, Policy, Scenario, ScriptedCrash, Workload
+from sim.theory import closed_forms
 
 TTL, H, W, P, LAT = 30.0, 10.0, 30.0, 2.0, 0.002
 REPLICATIONS = 200
@@ -67,12 +69,12 @@ def _assert_mean_within_ci(values: np.ndarray, predicted: float) -> None:
 
 def test_watcher_recovery_matches_L_minus_h_half_plus_W_half_plus_P_half():
     values = _recovery_latencies(watcher=True)
-    predicted = analytic.recovery_latency_mean(
+    predicted = closed_forms.recovery_latency_mean(
         ttl=TTL, heartbeat_interval=H, poll_interval=P, watcher_interval=W, latency=LAT
     )
     assert abs(predicted - (TTL - H / 2 + W / 2 + P / 2)) < 0.02
     _assert_mean_within_ci(values, predicted)
-    variance = analytic.recovery_latency_variance(
+    variance = closed_forms.recovery_latency_variance(
         heartbeat_interval=H, poll_interval=P, watcher_interval=W, latency=LAT
     )
     assert (
@@ -82,7 +84,7 @@ def test_watcher_recovery_matches_L_minus_h_half_plus_W_half_plus_P_half():
 
 def test_claim_takes_expired_recovery_matches_L_minus_h_half_plus_P_half():
     values = _recovery_latencies(watcher=False)
-    predicted = analytic.recovery_latency_mean(
+    predicted = closed_forms.recovery_latency_mean(
         ttl=TTL, heartbeat_interval=H, poll_interval=P, latency=LAT
     )
     _assert_mean_within_ci(values, predicted)

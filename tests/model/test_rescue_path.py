@@ -7,7 +7,7 @@ import pytest
 
 from sim import run
 from sim.errors import ConfigError
-from sim.scenario import Faults, Policy, Scenario
+from sim.scenario.settings import Faults, Policy, Scenario
 
 from .scripts import mechanism_scenarios, timeline
 

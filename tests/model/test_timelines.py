@@ -1,8 +1,8 @@
 """Exact timelines of scripted scenarios: constant work, 1 ms statements, no random phases."""
 
 from sim import run
-from sim.dists import Dist
-from sim.scenario import Faults, ScriptedCrash
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, ScriptedCrash
 
 from .scripts import paused_zombie, scripted, timeline
 

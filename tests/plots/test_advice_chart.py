@@ -18,7 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from sim import teaching  # noqa: E402
-from sim.advisor import advise  # noqa: E402
+from sim.advice.advisor import advise  # noqa: E402
 from sim.plots import advice_chart  # noqa: E402
 from sim.plots.advice import chart_frame, chart_heartbeats, chart_ttls  # noqa: E402
 

@@ -15,9 +15,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import sim  # noqa: E402
-from sim import analytic, plots  # noqa: E402
+from sim import plots  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
-from sim.stats import add_rates, summarize  # noqa: E402
+from sim.theory import closed_forms  # noqa: E402
+from sim.theory.stats import add_rates, summarize  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +156,7 @@ def watcher_sweep():
 
 def _theory(w: float) -> float:
     p = sim.preset("crash-recovery").policy
-    return analytic.recovery_latency_mean(
+    return closed_forms.recovery_latency_mean(
         ttl=p.lease_ttl,
         heartbeat_interval=p.heartbeat_interval,
         poll_interval=p.poll_interval,

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import sim
-from sim import progress
+from sim.support import progress
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_a_terminal_keeps_its_bars_and_the_flag_wins(monkeypatch):
 def test_a_pipe_or_a_log_gets_no_automatic_bar(tmp_path):
     """`python -m sim advise ... 2>log` (or CI capturing stderr): no bar frames in the log."""
     env = {k: v for k, v in os.environ.items() if k != "LEASELAB_HEADLESS"}
-    code = "from sim import progress; print(progress.bars_allowed())"
+    code = "from sim.support import progress; print(progress.bars_allowed())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
@@ -164,7 +164,7 @@ def test_in_a_kernel_a_returned_figure_is_an_image_and_no_bar_is_saved(monkeypat
     monkeypatch.delenv("LEASELAB_HEADLESS", raising=False)  # the kernel's parent must say it
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     cells = [
-        "from sim import progress, teaching\nteaching.setup(True)",
+        "from sim import teaching\nfrom sim.support import progress\nteaching.setup(True)",
         "from matplotlib.figure import Figure\nfig = Figure()\nfig.add_subplot().plot([1, 2])\nfig",
         "import sim\nprogress.SHOW_AFTER = -1.0\n"
         "sim.run('baseline', seed=1, **{'workload.jobs': 20, 'horizon': 60.0}).summary['jobs']",
@@ -204,6 +204,6 @@ def test_a_review_of_a_queue_names_its_folder_not_its_path(tmp_path):
     assert queue_lab.shareable(wrapped + "/queries.sql:7)", hyphened) == (
         "SQL: complete_fenced (queries.sql:7)"
     )
-    definition = sim.db.queue_dir.load_queue(queue_lab.example("unfenced-completion"))
+    definition = sim.db.queue.directory.load_queue(queue_lab.example("unfenced-completion"))
     where = queue_lab.overrides_frame(definition)["where"]
     assert where.tolist() == ["queries.sql:7"] and str(tmp_path) not in where.iloc[0]

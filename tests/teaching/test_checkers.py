@@ -12,12 +12,12 @@ import pytest
 
 import sim
 from sim import teaching
-from sim.comparison import own_statements
-from sim.live.settings import read_then_write_race
-from sim.stats import add_rates
+from sim.comparisons.live_vs_simulated import own_statements
+from sim.live_mode.settings import read_then_write_race
 from sim.teaching import cheatsheet, live_lesson
 from sim.teaching.exercises import recovery_mistakes
 from sim.teaching.ttl_exercises import ttl_quantile_mistakes
+from sim.theory.stats import add_rates
 
 # ---- 04 and 03: tolerance tighter than every common slip, and the slip named ---------------------
 
@@ -37,7 +37,7 @@ QUESTION = dict(ttl=30.0, heartbeat_interval=10.0, watcher_interval=60.0, poll_i
 def test_the_recovery_prediction_refuses_and_names_every_common_slip(question):
     """The defect: 04 exercise 1 accepted 55 (poll term dropped) and 57
     (P for P/2) at +-5% of 56."""
-    from sim.analytic import recovery_latency_mean
+    from sim.theory.closed_forms import recovery_latency_mean
 
     truth = recovery_latency_mean(**question)
     assert teaching.check_recovery_prediction(truth, **question).ok is True
@@ -227,7 +227,9 @@ def test_the_live_effects_sentence_follows_the_live_numbers():
 
 
 def _race_runs(claim: str, seeds) -> list:
-    scenario = sim.scenario.preset("read-then-write-race").with_overrides({"policy.claim": claim})
+    scenario = sim.scenario.settings.preset("read-then-write-race").with_overrides(
+        {"policy.claim": claim}
+    )
     return [sim.run(scenario.replace(horizon=40.0), seed=s, progress=False) for s in seeds]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import sim
 from sim import teaching
-from sim.db import sandbox
+from sim.db.queue import sandbox
 from sim.errors import ConfigError
 from sim.teaching import sql_exercise
 

@@ -16,9 +16,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import sim  # noqa: E402
-from sim import plots, progress, teaching  # noqa: E402
+from sim import plots, teaching  # noqa: E402
 from sim.db.base import Blocked  # noqa: E402
 from sim.errors import ConfigError  # noqa: E402
+from sim.support import progress  # noqa: E402
 from tools.link_html import link_html  # noqa: E402
 
 
@@ -137,7 +138,7 @@ def test_one_job_with_a_lock_is_never_recovered():
 
 
 def test_one_job_warns_when_the_heartbeat_is_not_shorter_than_the_ttl():
-    with pytest.warns(sim.scenario.LeaseWarning, match="heartbeat_interval"):
+    with pytest.warns(sim.scenario.settings.LeaseWarning, match="heartbeat_interval"):
         teaching.one_job(ttl=5.0, heartbeat_interval=10.0)
 
 
@@ -522,8 +523,8 @@ def test_check_ttl_quantile_judges_the_tail_not_a_sample_maximum():
     """03's exercise 2: the smallest whole-second TTL with at most 1 false expiry in 10,000 leases
     of no-heartbeat-long-jobs. The answer comes from the distribution's tail, never from the longest
     job of one run; the seeds' runs are reported beside it and must not contradict it."""
-    from sim.analytic import sum_quantile, sum_survival
-    from sim.stats import wilson_interval
+    from sim.theory.closed_forms import sum_quantile, sum_survival
+    from sim.theory.stats import wilson_interval
 
     truth, scenario = teaching.ttl_for_quantile(1e-4)
     w = scenario.workload
@@ -559,8 +560,8 @@ def test_check_ttl_quantile_judges_the_tail_not_a_sample_maximum():
 def test_the_no_heartbeat_tail_predicts_the_simulated_false_expiries():
     """The checker's model: a first lease lapses iff processing + PSP call outlast the TTL. At TTL
     60 s (about 6% of jobs) 8 seeds' first leases agree with it within a 99% interval."""
-    from sim.analytic import sum_survival
-    from sim.stats import wilson_interval
+    from sim.theory.closed_forms import sum_survival
+    from sim.theory.stats import wilson_interval
 
     scenario = sim.preset("no-heartbeat-long-jobs")
     w = scenario.workload

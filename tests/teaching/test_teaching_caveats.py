@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sim.stats import wilson_interval
 from sim.teaching.caveats import (
     contention_sentence,
     duplicate_charge_sentence,
@@ -13,6 +12,7 @@ from sim.teaching.caveats import (
     leases_to_show,
     recovery_theory_sentence,
 )
+from sim.theory.stats import wilson_interval
 
 
 def _contention(gap: float, rows: dict[str, tuple[float, float, float]]) -> pd.DataFrame:

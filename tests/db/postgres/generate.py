@@ -10,8 +10,8 @@ import warnings
 
 from hypothesis import strategies as st
 
-from sim.dists import Dist
-from sim.scenario import (
+from sim.scenario.dists import Dist
+from sim.scenario.settings import (
     CLAIM_STRATEGIES,
     ClockStep,
     CrashPoint,

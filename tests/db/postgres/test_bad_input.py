@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import sim
-from sim.__main__ import main
+from sim.cli.main import main
 from sim.db.postgres import PostgresBackend
 from tests.db.postgres.fingerprint import create_role
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.scenario import preset
+from sim.scenario.settings import preset
 from tests.model.scripts import PAUSED, with_deadline
 
 from .test_equivalence import assert_same, run_both

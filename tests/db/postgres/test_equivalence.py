@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import sim
-from sim.dists import Dist
-from sim.scenario import (
+from sim.scenario.dists import Dist
+from sim.scenario.settings import (
     Faults,
     Policy,
     Scenario,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sim.__main__ import main
+from sim.cli.main import main
 from sim.db.queries import job_schema_sql
+from tests.cli.test_hardening import one_error_line
 from tests.db.postgres.fingerprint import fingerprint, hostile_database
-from tests.interface.test_hardening import one_error_line
 
 pytestmark = pytest.mark.postgres
 
@@ -228,7 +228,7 @@ def test_the_sum_of_the_statements_has_a_limit(unchanged, tmp_path, capsys, monk
 
 
 def test_the_role_gets_a_temp_file_limit_where_the_admin_may(unchanged):
-    from sim.db.sandbox import sandbox
+    from sim.db.queue.sandbox import sandbox
 
     with sandbox(unchanged.superuser) as box, box.connect() as conn:
         assert conn.execute("SHOW temp_file_limit").fetchone() == ("1GB",)
@@ -279,7 +279,7 @@ def test_public_security_definer_functions_outside_refuse_the_server(unchanged, 
 def test_another_runs_public_grants_do_not_refuse_this_run(unchanged, tmp_path, capsys):
     """Item 12: a queue that grants CREATE on its own schema to PUBLIC does not make other runs
     refuse the server: another run's sandbox is not the user's exposure."""
-    from sim.db.sandbox import sandbox
+    from sim.db.queue.sandbox import sandbox
 
     seed = Path(__file__).resolve().parents[3] / "examples" / "queues" / "seed"
     with sandbox(unchanged.createrole) as box, box.connect() as conn:
@@ -465,11 +465,11 @@ def test_the_next_start_rolls_back_what_a_dead_runs_role_prepared(unchanged):
 
 
 def test_one_statement_runs_as_a_fresh_role_and_leaves_nothing(unchanged):
-    """sim.db.sandbox.run_as_sandbox (for SQL a reader typed): the statement sees its own schema,
-    may touch nothing else, and role and schema are gone afterwards."""
+    """sim.db.queue.sandbox.run_as_sandbox (for SQL a reader typed): the statement sees its own
+    schema, may touch nothing else, and role and schema are gone afterwards."""
     import psycopg
 
-    from sim.db.sandbox import run_as_sandbox
+    from sim.db.queue.sandbox import run_as_sandbox
 
     setup = "CREATE TABLE t (x int); INSERT INTO t VALUES (1), (2), (3);"
     assert run_as_sandbox(
@@ -511,7 +511,7 @@ def test_a_cleanup_that_cannot_get_its_lock_says_so_within_the_lock_timeout(unch
 
     from sim.db.errors import ServerUnavailableError
     from sim.db.postgres import PostgresBackend
-    from sim.db.queue_dir import load_queue
+    from sim.db.queue.directory import load_queue
 
     seed = Path(__file__).resolve().parents[3] / "examples" / "queues" / "seed"
     db = PostgresBackend(unchanged.superuser, queue=load_queue(seed))
@@ -554,7 +554,7 @@ def test_the_statements_of_a_run_have_a_total_limit(unchanged, tmp_path, capsys,
 def test_a_copy_that_reaches_the_wire_is_ended_without_reading_it(unchanged, statement):
     """Item 2, whatever got past the parser: bounded() ends a COPY in either direction at once,
     reads none of its data and leaves the connection usable."""
-    from sim.db.sandbox import StatementLimitError, bounded, sandbox
+    from sim.db.queue.sandbox import StatementLimitError, bounded, sandbox
 
     with sandbox(unchanged.superuser) as box, box.connect() as conn:
         conn.execute("CREATE TABLE t (x int)")

@@ -10,8 +10,8 @@ from sim.db.errors import DatabaseError
 from sim.db.inspect import query_state
 from sim.db.memory import MemoryBackend
 from sim.db.postgres import PostgresBackend
-from sim.dists import Dist
-from sim.scenario import Faults, ScriptedCrash
+from sim.scenario.dists import Dist
+from sim.scenario.settings import Faults, ScriptedCrash
 
 from .conftest import schema_exists
 from .scripted import scripted

@@ -1,6 +1,6 @@
-"""Death of a run leaves nothing for good (sim.db.leftovers, sim.interrupts): SIGTERM cleans up like
-Ctrl-C; after SIGKILL the next start removes the dead run's schema and role (ending its server
-processes, even paused ones), and says what it removed."""
+"""Death of a run leaves nothing for good (sim.db.leftovers, sim.support.interrupts): SIGTERM cleans
+up like Ctrl-C; after SIGKILL the next start removes the dead run's schema and role (ending its
+server processes, even paused ones), and says what it removed."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from sim.__main__ import main
+from sim.cli.main import main
 from sim.db import leftovers
 from sim.db.processes import process_state
 
@@ -204,7 +204,7 @@ def test_close_releases_on_a_fresh_connection_when_the_monitor_is_lost(pg_dsn, a
     """A Ctrl-C's cancel can close the monitor connection (psycopg closes it when the cancel
     does not finish) or land on its next statement: the run's schema and role still go."""
     from sim.db.postgres import PostgresBackend
-    from sim.db.queue_dir import load_queue
+    from sim.db.queue.directory import load_queue
 
     db = PostgresBackend(pg_dsn, queue=load_queue(SEED))
     role, schema = db.sandbox.role, db.schema

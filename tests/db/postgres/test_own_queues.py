@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim.review import FAIL, PASS, RISK, UNTESTED
-from sim.run_text import format_summary
+from sim.checklist.design_review import FAIL, PASS, RISK, UNTESTED
+from sim.cli.run_text import format_summary
 
 pytestmark = pytest.mark.postgres
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import sim
+from sim.checklist.design_review import UNTESTED
 from sim.db.queries import job_schema_sql, load_queries
-from sim.db.queue_dir import QueueDefinitionError, load_queue
-from sim.review import UNTESTED
+from sim.db.queue.directory import QueueDefinitionError, load_queue
 
 pytestmark = pytest.mark.postgres
 

@@ -7,7 +7,7 @@ import pytest
 
 import sim
 import sim.runner
-from sim.__main__ import main
+from sim.cli.main import main
 from sim.db.base import Blocked
 from sim.db.postgres import PostgresBackend
 

@@ -1,4 +1,4 @@
-"""A queue's own SQL is sandboxed by PostgreSQL's privileges (sim.db.sandbox): every attack of
+"""A queue's own SQL is sandboxed by PostgreSQL's privileges (sim.db.queue.sandbox): every attack of
 issue 27 item 1 exits 2 with one line, and a fingerprint of the server (schemas, relations,
 functions, types, roles, settings, the rows of a sentinel table) is unchanged afterwards.
 Transaction control and settings in the user's files are refused before anything runs, and every
@@ -14,13 +14,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from sim.__main__ import main
+from sim.cli.main import main
 from sim.db.queries import job_schema_sql
-from sim.db.queue_dir import QueueDefinitionError, load_queue
-from sim.db.sandbox import SandboxRefused, sandbox
-from sim.limits import STATEMENT_TIMEOUT_ENV
+from sim.db.queue.directory import QueueDefinitionError, load_queue
+from sim.db.queue.sandbox import SandboxRefused, sandbox
+from sim.scenario.limits import STATEMENT_TIMEOUT_ENV
+from tests.cli.test_hardening import one_error_line
 from tests.db.postgres.fingerprint import create_role, fingerprint, hostile_database
-from tests.interface.test_hardening import one_error_line
 
 # server_wide: the tests compare every schema, role, setting and session on the server
 pytestmark = [pytest.mark.postgres, pytest.mark.server_wide]

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.dists import Dist
-from sim.scenario import CrashPoint, Faults
+from sim.scenario.dists import Dist
+from sim.scenario.settings import CrashPoint, Faults
 
 from .conftest import alive
 from .scripted import scripted, timeline

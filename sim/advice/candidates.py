@@ -1,0 +1,282 @@
+"""The advisor's candidates: predictions for every (TTL, heartbeat, watcher) setting, the
+feasibility rules, and the choice among the feasible (sim.advice.advisor's docstring states them in
+words).
+
+A candidate's predicted recovery is the lease left at the crash (TTL minus the time since the last
+renewal, which heartbeat delays lengthen), the watcher's wait, and the wait for a worker to claim
+the job under the arrival rate's load (closed_forms.CrashPollWait: idle workers polling, busy ones
+finishing their job, the crashed one back after its restart). Its risk is sim.advice.risk's, per job
+and per day, each with a 95% upper bound; feasibility and the choice use the upper bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sim.advice.risk import SECONDS_PER_DAY, Assumptions, pair_risk
+from sim.scenario.dists import Dist
+from sim.theory import closed_forms
+from sim.theory.pool import ASSUMED_UTILISATION, Pool
+
+# the ladders searched: the defaults, extended only when the best setting sits at an end
+DEFAULT_TTLS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+DEFAULT_HEARTBEATS = (None, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 1800)
+DEFAULT_WATCHERS = (1, 2, 5, 10, 15, 30, 60, 120, 300)
+# searched only when the best setting sits at an end of the default ladders (the range adapts)
+SHORT_TTLS, SHORT_HEARTBEATS, SHORT_WATCHERS = (1, 1.5, 2, 3, 4), (0.25, 0.5), (0.5,)
+LONG_TTLS, LONG_HEARTBEATS = (7200, 14400, 43200, 86400), (3600,)
+CANDIDATE_COLUMNS = [
+    "ttl",
+    "heartbeat_interval",
+    "watcher_interval",
+    "predicted_false_expiry",
+    "predicted_false_expiry_high",
+    "false_expiries_per_day",
+    "false_expiries_per_day_high",
+    "predicted_recovery_mean",
+    "heartbeat_load",
+    "watcher_load",
+    "db_load",
+    "meets_target",
+    "feasible",
+    "score",
+]
+# draws of the lease left at a crash, over which the wait for a worker is averaged
+SPREAD_DRAWS = 256
+WATCHER_PHASES = (np.arange(16) + 0.5) / 16  # the watcher's wait, as quantiles of its cycle
+# prefer -> weight w of the risk in the score: recovery x (1 + w x risk upper bound / target)
+PREFER = {"recovery": 0.0, "balanced": 1.0, "safety": 10.0}
+
+
+def prefer_rule(prefer: str, tolerance: float) -> str:
+    """The choice rule for `prefer`, in words, with its numbers."""
+    w = PREFER[prefer]
+    score = (
+        "score = predicted recovery"
+        if w == 0
+        else f"score = predicted recovery x (1 + {w:g} x false-expiry upper bound / target)"
+    )
+    return (
+        f"prefer {prefer}: {score}; the cheapest in DB load within {tolerance:.0%} of the lowest "
+        "score among the feasible"
+    )
+
+
+def pool_of(job: Dist, workers: int, assumptions: Assumptions) -> Pool:
+    return Pool(
+        workers,
+        job,
+        assumptions.statement_latency,
+        assumptions.crash_rate,
+        assumptions.restart_delay,
+    )
+
+
+def rate_of(pool: Pool, arrival_rate: float | None) -> float:
+    """The arrival rate, or the one assumed without it (sim.theory.pool.ASSUMED_UTILISATION
+    of capacity)."""
+    return float(arrival_rate) if arrival_rate is not None else ASSUMED_UTILISATION * pool.capacity
+
+
+def poll_waits(
+    job: Dist,
+    *,
+    workers: int,
+    poll_interval: float,
+    arrival_rate: float | None,
+    assumptions: Assumptions,
+) -> closed_forms.CrashPollWait:
+    """The wait for a worker after a crash, at this load (the pool must keep up)."""
+    pool = pool_of(job, workers, assumptions)
+    return closed_forms.CrashPollWait.build(
+        workers=workers,
+        offered_load=pool.offered_load(rate_of(pool, arrival_rate)),
+        poll_interval=poll_interval,
+        job_duration=job,
+        latency=assumptions.statement_latency,
+        restart_delay=assumptions.restart_delay,
+    )
+
+
+def _cycle(h: float | None, a: Assumptions) -> float | None:
+    """The renewal cycle's interval part: h plus the mean heartbeat statement delay."""
+    return None if h is None else h + a.heartbeat_delay.mean_value()
+
+
+def candidate_table(
+    job: Dist,
+    *,
+    ttls,
+    heartbeats,
+    watchers,
+    workers: int,
+    poll_interval: float,
+    arrival_rate: float | None,
+    claim_takes_expired: bool,
+    assumptions: Assumptions,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination; meets_target,
+    feasible and score are left for feasibility_rules and score (True, True and NaN here).
+
+    heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would lapse
+    between heartbeats). False expiries per job and per day, with 95% upper bounds, come from
+    sim.advice.risk under `assumptions`; DB load, recovery and the per-day figures are at the
+    arrival rate (without one, at the assumed half of the pool's capacity: sim.theory.pool).
+    """
+    a = assumptions
+    lat = a.statement_latency
+    pool = pool_of(job, workers, a)
+    rate = rate_of(pool, arrival_rate)
+    busy = pool.offered_load(rate)
+    waits = poll_waits(
+        job,
+        workers=workers,
+        poll_interval=poll_interval,
+        arrival_rate=rate,
+        assumptions=a,
+    )
+    pairs = [(ttl, h) for ttl in ttls for h in heartbeats if h is None or h + lat < ttl]
+    risk = pair_risk(job, pairs, a, busy=busy, jobs_per_day=rate * SECONDS_PER_DAY, seed=seed)
+    rows = []
+    for (ttl, h), (fe, fe_high, per_day, per_day_high) in zip(pairs, risk, strict=True):
+        cycle = _cycle(h, a)
+        lease_left = ttl - closed_forms.time_since_renewal_mean(
+            job, ttl=ttl, heartbeat_interval=cycle, latency=lat
+        )
+        # the wait depends on when the job becomes claimable (a restarted worker may be back)
+        since = closed_forms.time_since_renewal_samples(
+            SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
+        )
+        # centred on the exact mean, so that the draws add only the spread, not their noise
+        left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
+        load = closed_forms.db_load(
+            workers=workers,
+            poll_interval=poll_interval,
+            heartbeat_interval=h,
+            watcher_interval=None,
+            job_duration=job,
+            arrival_rate=rate,
+            latency=lat,
+        )
+        for w in watchers:
+            phases = 0.0 if claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
+            claimable = np.add.outer(left_draws, phases)
+            watcher_wait = 0.0 if claim_takes_expired else (w + lat) / 2 + lat
+            recovery = lease_left + watcher_wait + waits.mean(claimable) + lat
+            watcher = closed_forms.watcher_load(watcher_interval=w, latency=lat)
+            rows.append(
+                (
+                    ttl,
+                    np.nan if h is None else h,
+                    w,
+                    fe,
+                    fe_high,
+                    per_day,
+                    per_day_high,
+                    recovery,
+                    load["heartbeat"],
+                    watcher,
+                    load["heartbeat"] + watcher,
+                    True,
+                    True,
+                    np.nan,
+                )
+            )
+    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+
+
+def recovery_draws(
+    job: Dist,
+    ttl: float,
+    h: float | None,
+    w: float,
+    inputs: dict,
+    n: int = 100_000,
+) -> np.ndarray:
+    """`n` draws of the recovery latency of one setting, under candidate_table's model."""
+    a, seed = inputs["assumptions"], inputs["seed"]
+    lat = a.statement_latency
+    since = closed_forms.time_since_renewal_samples(
+        n, job, ttl=ttl, heartbeat_interval=_cycle(h, a), latency=lat, seed=seed
+    )
+    rng = np.random.default_rng(seed + 1)
+    claimable = np.maximum(ttl - since, 0.0)
+    if not inputs["claim_takes_expired"]:
+        claimable += rng.uniform(0.0, w + lat, n) + lat
+    waits = poll_waits(
+        job,
+        workers=inputs["workers"],
+        poll_interval=inputs["poll_interval"],
+        arrival_rate=inputs["jobs_per_s"],
+        assumptions=a,
+    )
+    return claimable + waits.samples(claimable, seed + 2) + lat
+
+
+def feasibility_rules(
+    table: pd.DataFrame, target_false_expiry: float, inputs: dict
+) -> pd.DataFrame:
+    """One boolean column per feasibility rule of sim.advice.advisor's docstring (True: the
+    candidate passes it): target (the 95% upper bound within target / margin), heartbeats_per_ttl,
+    max_db_load, min_ttl. A candidate is feasible if it passes all."""
+    rules = pd.DataFrame(index=table.index)
+    rules["target"] = table["predicted_false_expiry_high"] <= target_false_expiry / inputs["margin"]
+    per_ttl, hb = inputs["heartbeats_per_ttl"], table["heartbeat_interval"]
+    rules["heartbeats_per_ttl"] = (
+        hb.isna() | (table["ttl"] >= per_ttl * (hb + inputs["statement_latency"]))
+        if per_ttl
+        else True
+    )
+    load, floor = inputs["max_db_load"], inputs["min_ttl"]
+    rules["max_db_load"] = table["db_load"] <= load if load is not None else True
+    rules["min_ttl"] = table["ttl"] >= floor if floor is not None else True
+    return rules
+
+
+def score(table: pd.DataFrame, target_false_expiry: float, prefer: str) -> pd.Series:
+    """recovery x (1 + w x risk upper bound / target), w = PREFER[prefer]."""
+    w = PREFER[prefer]
+    risk = table["predicted_false_expiry_high"] / target_false_expiry
+    return table["predicted_recovery_mean"] * (1.0 + w * risk)
+
+
+CHOICE_ORDER = ("db_load", "score", "predicted_false_expiry_high", "predicted_false_expiry", "ttl")
+SAFEST_ORDER = (
+    "predicted_false_expiry_high",
+    "predicted_false_expiry",
+    "predicted_recovery_mean",
+    "db_load",
+)
+
+
+def choose_position(
+    columns: dict[str, np.ndarray], feasible: np.ndarray, allowed: np.ndarray, tolerance: float
+) -> int:
+    """choose() on arrays (the columns of CHOICE_ORDER and SAFEST_ORDER): the position of the row
+    the rule picks (ties go to the earlier row)."""
+    if feasible.any():
+        lowest = columns["score"][feasible].min()
+        pool = np.flatnonzero(feasible & (columns["score"] <= lowest * (1 + tolerance) + 1e-9))
+        keys: tuple[str, ...] = CHOICE_ORDER
+    else:
+        pool, keys = np.flatnonzero(allowed), SAFEST_ORDER
+    order = np.lexsort([columns[k][pool] for k in reversed(keys)])
+    return int(pool[order[0]])
+
+
+def choose(
+    table: pd.DataFrame, feasible: pd.Series, allowed: pd.Series, tolerance: float
+) -> pd.Series:
+    """The rule of sim.advice.advisor's docstring: the cheapest feasible within `tolerance` of the
+    lowest score; with none feasible, the lowest risk (upper bound, then point) among the
+    `allowed`."""
+    columns = {k: table[k].to_numpy(float) for k in {*CHOICE_ORDER, *SAFEST_ORDER}}
+    at = choose_position(
+        columns,
+        feasible.reindex(table.index).to_numpy(bool),
+        allowed.reindex(table.index).to_numpy(bool),
+        tolerance,
+    )
+    return table.iloc[at]

@@ -1,0 +1,35 @@
+"""The live stuck watcher's life cycle: a tick of sim.protocol every watcher_interval, from a
+random phase, on the shared clock."""
+
+from __future__ import annotations
+
+from sim.live_mode.connection import LiveConnection
+from sim.live_mode.driver import LiveDriver
+from sim.protocol import WatcherProtocol
+from sim.support.rng import Streams
+
+
+class LiveWatcher:
+    def __init__(self, scenario, *, dsn, schema, queries, clock, recorder):
+        self.policy = scenario.policy
+        self.clock = clock
+        self.db = LiveConnection(dsn, schema, "watcher", queries, clock, recorder)
+        self.steps, self.driver = WatcherProtocol(self.policy), LiveDriver(clock, recorder)
+        self.phase = (
+            float(
+                Streams(scenario.seed)
+                .generator("watcher/phase")
+                .uniform(0, self.policy.watcher_interval)
+            )
+            if self.policy.random_phase
+            else 0.0
+        )
+
+    def prepare(self) -> None:
+        self.db.open()
+
+    def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
+        self.clock.sleep(self.phase)
+        while True:
+            self.driver.run(self.steps.tick(), self.db)
+            self.clock.sleep(self.policy.watcher_interval)
