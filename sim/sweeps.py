@@ -274,30 +274,10 @@ def sweep(
         base, sql = with_queue(base, sql)  # the queue's settings under the overrides and the grid
     if overrides:
         base = base.with_overrides(overrides)
-    if (
-        isinstance(replications, bool)
-        or not isinstance(replications, int | np.integer)
-        or replications < 1
-    ):
-        raise ConfigError(f"replications: must be a whole number >= 1, got {replications!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ConfigError(f"seed: must be a whole number >= 0, got {seed!r}")
-    replications, seed = int(replications), int(seed)
+    replications, seed = _checked_counts(replications, seed)
     grid = _normalise_grid(grid)
-    points_n = math.prod(len(values) for values in grid.values())
-    if points_n * replications > limits.MAX_RUNS:
-        raise ConfigError(
-            f"replications: {points_n:,} grid points x {replications:,} replications = "
-            f"{points_n * replications:,} runs, over the limit of {limits.MAX_RUNS:,}; "
-            "split the sweep or use fewer values"
-        )
-    if metrics is not None:
-        if isinstance(metrics, str):
-            metrics = [metrics]
-        if not isinstance(metrics, Iterable) or not all(isinstance(m, str) for m in metrics):
-            raise ConfigError(f"metrics: expected summary metric names, got {metrics!r:.80}")
-        metrics = tuple(dict.fromkeys(metrics))
-        _check_metric_names(base, metrics)
+    _check_run_count(grid, replications)
+    checked_metrics = _checked_metrics(base, metrics)
     points = _points(grid)
     scenarios = {i: base.with_overrides(point) if point else base for i, point in enumerate(points)}
     if sql is not None:
@@ -316,6 +296,72 @@ def sweep(
         for i, point in enumerate(points)
         for r in range(replications)
     ]
+    serial = _is_serial(executor, max_workers)
+    expect_flag("progress", progress, none_ok=True)
+    start = time.perf_counter()
+    bar = Progress(len(tasks), progress, f"sweep {base.name}", unit="run")
+    work = _Work(scenarios, checked_metrics, sql, dsn)
+    try:
+        if serial:
+            results = work.run_here(tasks, bar)
+        else:
+            results = work.run_on(_executor_for(executor, max_workers), max_workers, tasks, bar)
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+    return SweepResult(
+        runs=_runs_table(tasks, points, results, replications, list(grid), checked_metrics),
+        scenario=base,
+        grid=grid,
+        replications=replications,
+        seed=seed,
+        wall_seconds=wall,
+        queue=None if sql is None else str(sql.path),
+    )
+
+
+# ---- the sweep's arguments -----------------------------------------------------------------------
+
+
+def _checked_counts(replications: int, seed: int) -> tuple[int, int]:
+    """replications (>= 1) and seed (>= 0) as ints; ConfigError naming the one that is not."""
+    if (
+        isinstance(replications, bool)
+        or not isinstance(replications, int | np.integer)
+        or replications < 1
+    ):
+        raise ConfigError(f"replications: must be a whole number >= 1, got {replications!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed: must be a whole number >= 0, got {seed!r}")
+    return int(replications), int(seed)
+
+
+def _check_run_count(grid: dict[str, list], replications: int) -> None:
+    """ConfigError when points x replications passes limits.MAX_RUNS."""
+    points_n = math.prod(len(values) for values in grid.values())
+    if points_n * replications > limits.MAX_RUNS:
+        raise ConfigError(
+            f"replications: {points_n:,} grid points x {replications:,} replications = "
+            f"{points_n * replications:,} runs, over the limit of {limits.MAX_RUNS:,}; "
+            "split the sweep or use fewer values"
+        )
+
+
+def _checked_metrics(base: Scenario, metrics: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The metric names to keep, once each (None: all); ConfigError for one the summary lacks."""
+    if metrics is None:
+        return None
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    if not isinstance(metrics, Iterable) or not all(isinstance(m, str) for m in metrics):
+        raise ConfigError(f"metrics: expected summary metric names, got {metrics!r:.80}")
+    names = tuple(dict.fromkeys(metrics))
+    _check_metric_names(base, names)
+    return names
+
+
+def _is_serial(executor: cf.Executor | str | None, max_workers: int | None) -> bool:
+    """Whether the runs go in this process; ConfigError for a bad max_workers or executor."""
     if max_workers is not None and (
         isinstance(max_workers, bool)
         or not isinstance(max_workers, int | np.integer)
@@ -329,44 +375,77 @@ def sweep(
         raise ConfigError(
             f"executor: {executor!r:.80} is not 'serial' or a concurrent.futures.Executor"
         )
+    return serial
 
-    expect_flag("progress", progress, none_ok=True)
-    start = time.perf_counter()
-    bar = Progress(len(tasks), progress, f"sweep {base.name}", unit="run")
-    results: dict[int, dict] = {}
-    try:
-        if serial:
-            for chunk in _chunks(tasks, max(1, len(tasks) // 10)):
-                results.update(
-                    _run_chunk({p: scenarios[p] for _, p, _ in chunk}, chunk, metrics, sql, dsn)
-                )
-                bar.tick(len(chunk))
-        else:
-            pool = (
-                _default_pool(max_workers or _cpu_count())
-                if executor is None or isinstance(executor, str)  # "serial" never comes here
-                else executor
-            )
-            workers = getattr(pool, "_max_workers", None) or max_workers or _cpu_count()
-            futures = {}
-            for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):
-                needed = {p: scenarios[p] for _, p, _ in chunk}
-                futures[pool.submit(_run_chunk, needed, chunk, metrics, sql, dsn)] = len(chunk)
-            pending = set(futures)
-            try:
-                while pending:
-                    done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
-                    for future in done:
-                        results.update(future.result())
-                    bar.tick(sum(futures[f] for f in done))
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
-    finally:
-        bar.close()
-    wall = time.perf_counter() - start
 
+def _executor_for(executor: cf.Executor | str | None, max_workers: int | None) -> cf.Executor:
+    """The user's executor, else the default process pool ("serial" never comes here)."""
+    if executor is None or isinstance(executor, str):
+        return _default_pool(max_workers or _cpu_count())
+    return executor
+
+
+# ---- executing and collecting --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What every chunk of runs needs: the scenario of each point, the metrics kept, the queue."""
+
+    scenarios: dict[int, Scenario]
+    metrics: tuple[str, ...] | None
+    sql: object
+    dsn: str | None
+
+    def _chunk_args(self, chunk: list[tuple[int, int, int]]) -> tuple:
+        needed = {p: self.scenarios[p] for _, p, _ in chunk}
+        return needed, chunk, self.metrics, self.sql, self.dsn
+
+    def run_here(self, tasks: list[tuple[int, int, int]], bar: Progress) -> dict[int, dict]:
+        """Every task in this process, in chunks of about a tenth (so that the bar moves)."""
+        results: dict[int, dict] = {}
+        for chunk in _chunks(tasks, max(1, len(tasks) // 10)):
+            results.update(_run_chunk(*self._chunk_args(chunk)))
+            bar.tick(len(chunk))
+        return results
+
+    def run_on(
+        self,
+        pool: cf.Executor,
+        max_workers: int | None,
+        tasks: list[tuple[int, int, int]],
+        bar: Progress,
+    ) -> dict[int, dict]:
+        """Every task on `pool`, ~_CHUNKS_PER_WORKER chunks per worker; pending ones are cancelled
+        when one fails or the sweep is interrupted."""
+        workers = getattr(pool, "_max_workers", None) or max_workers or _cpu_count()
+        futures = {}
+        for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):
+            futures[pool.submit(_run_chunk, *self._chunk_args(chunk))] = len(chunk)
+        results: dict[int, dict] = {}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    results.update(future.result())
+                bar.tick(sum(futures[f] for f in done))
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+        return results
+
+
+def _runs_table(
+    tasks: list[tuple[int, int, int]],
+    points: list[dict[str, object]],
+    results: dict[int, dict],
+    replications: int,
+    keys: list[str],
+    metrics: tuple[str, ...] | None,
+) -> pd.DataFrame:
+    """One row per run, in task order: the point's values, replication, seed, then the metrics."""
     rows = []
     for index, point, run_seed_ in tasks:
         values = results[index]
@@ -375,16 +454,7 @@ def sweep(
         row["seed"] = run_seed_
         row.update(values)
         rows.append(row)
-    runs = _tidy(pd.DataFrame(rows), list(grid), metrics)
-    return SweepResult(
-        runs=runs,
-        scenario=base,
-        grid=grid,
-        replications=replications,
-        seed=seed,
-        wall_seconds=wall,
-        queue=None if sql is None else str(sql.path),
-    )
+    return _tidy(pd.DataFrame(rows), keys, metrics)
 
 
 def _tidy(frame: pd.DataFrame, keys: list[str], metrics: tuple[str, ...] | None) -> pd.DataFrame:

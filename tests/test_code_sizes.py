@@ -19,15 +19,10 @@ WAIVED = {  # being split (issue 32): an entry goes when its split lands, and no
     "sim/db/memory.py: MemoryBackend",
     "sim/db/postgres.py: PostgresBackend",
     "sim/live_mode/runner.py: LiveRunner",
-    "sim/plots/analysis.py: heatmap",
-    "sim/plots/peers.py: peer_comparison",
-    "sim/plots/timeline.py: lease_clock",
-    "sim/plots/tradeoff.py: tradeoff",
     "sim/protocol.py: WorkerProtocol",
     "sim/results.py: lease_rows",
     "sim/scenario/settings.py: module",
     "sim/scenario/settings.py: validate",
-    "sim/sweeps.py: sweep",
 }
 
 

@@ -5,7 +5,8 @@ ax= and returns the Axes.
     from sim.plots import lease_timeline
     lease_timeline(sim.run("gc-pause-zombie"))
 
-- timeline: `lease_timeline` (who held which job when), `auto_window`, `busy_window`, `lease_clock`;
+- timeline: `lease_timeline` (who held which job when), `auto_window`, `busy_window`; clock:
+  `lease_clock` (the seconds left on each lease of a job);
 - advice: `advice_frame` and `ADVICE_AXES`, an advice's candidates as `tradeoff` draws them, and
   `advice_chart`, the advisor's trade-off chart (notebook 06 and the advice report);
 - analysis: sweep figures (`double_processing`, `race_probability`, `recovery_vs_interval`,
@@ -29,6 +30,7 @@ from sim.plots.analysis import (
     race_probability,
     recovery_vs_interval,
 )
+from sim.plots.clock import lease_clock
 from sim.plots.peers import PEER_COLUMNS, RECOVERY_STYLES, peer_comparison, peer_settings
 from sim.plots.recovery import claim_takes_expired, watcher_cost
 from sim.plots.rules import load_recovery_figure, repeat_recovery_excess
@@ -52,7 +54,7 @@ from sim.plots.style import (
     metric_label,
     setting_text,
 )
-from sim.plots.timeline import auto_window, busy_window, lease_clock, lease_timeline
+from sim.plots.timeline import auto_window, busy_window, lease_timeline
 from sim.plots.tradeoff import LOG_DECADES, pareto_front, tradeoff
 
 __all__ = [

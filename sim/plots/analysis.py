@@ -405,59 +405,9 @@ def heatmap(
         for j, yv in enumerate(ys):
             row = cells.get((xv, yv))
             if row is not None and np.isfinite(row["mean"]):
-                v = row["mean"]
-                face = colours(norm(v))
-                ax.add_patch(
-                    Rectangle(
-                        (i - 0.5, j - 0.5),
-                        1,
-                        1,
-                        facecolor=face,
-                        edgecolor="white",
-                        lw=1.5,
-                        gid="cell",
-                    )
-                )
-                text = format_value(value, v)
-                if not big and np.isfinite(row["low"]) and np.isfinite(row["high"]):
-                    text += (
-                        f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
-                    )
-                lum = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
-                ax.text(
-                    i,
-                    j,
-                    text,
-                    ha="center",
-                    va="center",
-                    fontsize=ANNOTATION_PT,
-                    linespacing=1.3,
-                    color="white" if lum < 0.45 else INK,
-                    gid="cell-label",
-                )
+                _data_cell(ax, (i, j), row, value, colours(norm(row["mean"])), intervals=not big)
             else:
-                ax.add_patch(
-                    Rectangle(
-                        (i - 0.5, j - 0.5),
-                        1,
-                        1,
-                        facecolor="#f4f4f4",
-                        edgecolor="#bbbbbb",
-                        hatch="////",
-                        lw=0.8,
-                        gid="cell-missing",
-                    )
-                )
-                ax.text(
-                    i,
-                    j,
-                    "no data",
-                    ha="center",
-                    va="center",
-                    fontsize=ANNOTATION_PT,
-                    color="#666666",
-                    gid="cell-label",
-                )
+                _missing_cell(ax, (i, j))
     ax.set_xlim(-0.5, len(xs) - 0.5)
     ax.set_ylim(-0.5, len(ys) - 0.5)
     ax.set_xticks(range(len(xs)), [f"{v:g}" if isinstance(v, int | float) else str(v) for v in xs])
@@ -485,6 +435,66 @@ def heatmap(
     )
     ax.grid(False)
     return ax
+
+
+def _data_cell(ax, at: tuple[int, int], row: dict, value: str, face, *, intervals: bool) -> None:
+    """A cell of colour `face` with its mean (and its interval, if `intervals` and known) written in
+    white or ink, whichever reads on it."""
+    i, j = at
+    v = row["mean"]
+    ax.add_patch(
+        Rectangle(
+            (i - 0.5, j - 0.5),
+            1,
+            1,
+            facecolor=face,
+            edgecolor="white",
+            lw=1.5,
+            gid="cell",
+        )
+    )
+    text = format_value(value, v)
+    if intervals and np.isfinite(row["low"]) and np.isfinite(row["high"]):
+        text += f"\n[{format_value(value, row['low'])}, {format_value(value, row['high'])}]"
+    lum = 0.2126 * face[0] + 0.7152 * face[1] + 0.0722 * face[2]
+    ax.text(
+        i,
+        j,
+        text,
+        ha="center",
+        va="center",
+        fontsize=ANNOTATION_PT,
+        linespacing=1.3,
+        color="white" if lum < 0.45 else INK,
+        gid="cell-label",
+    )
+
+
+def _missing_cell(ax, at: tuple[int, int]) -> None:
+    """A hatched grey cell reading "no data"."""
+    i, j = at
+    ax.add_patch(
+        Rectangle(
+            (i - 0.5, j - 0.5),
+            1,
+            1,
+            facecolor="#f4f4f4",
+            edgecolor="#bbbbbb",
+            hatch="////",
+            lw=0.8,
+            gid="cell-missing",
+        )
+    )
+    ax.text(
+        i,
+        j,
+        "no data",
+        ha="center",
+        va="center",
+        fontsize=ANNOTATION_PT,
+        color="#666666",
+        gid="cell-label",
+    )
 
 
 # ---- observed durations (sim.advise's input) ------------------------------------------------

@@ -74,9 +74,6 @@ def peer_comparison(
             "peer_comparison: expected a sim.comparisons.peers.compare_peers frame with "
             f"{', '.join(sorted(needed))}"
         )
-    from matplotlib.ticker import FixedLocator, NullLocator
-    from matplotlib.transforms import ScaledTranslation, blended_transform_factory
-
     # the columns sit right of the axes at fixed offsets in inches; constrained layout makes room
     legend_rows = 2.0  # empty rows under the last bar, where the legend sits
     ax = new_axes(ax, (10 + 0.8 * len(columns), 1.6 + 0.75 * (len(frame) + legend_rows)))
@@ -92,77 +89,10 @@ def peer_comparison(
         colour, hatch, text = RECOVERY_STYLES.get(row["recovery"], RECOVERY_STYLES["none"])
         seen.setdefault(text, Patch(facecolor=colour, hatch=hatch, edgecolor=INK, lw=0.7))
         if np.isfinite(means[y]):
-            ax.barh(
-                y,
-                means[y] - left,
-                left=left,
-                height=0.62,
-                color=colour,
-                hatch=hatch,
-                edgecolor=INK,
-                lw=0.7,
-                zorder=3,
-                gid="bar",
-            )
-            end = means[y]
-            if np.isfinite(low[y]) and np.isfinite(high[y]) and high[y] > low[y]:
-                ax.plot(
-                    [max(low[y], left), high[y]],
-                    [y, y],
-                    color=INK,
-                    lw=1.2,
-                    marker="|",
-                    ms=9,
-                    mew=1.2,
-                    zorder=4,
-                    gid="ci",
-                )
-                end = max(end, high[y])
-            ax.text(
-                end * 1.12,
-                y,
-                duration(means[y]),
-                va="center",
-                ha="left",
-                fontsize=ANNOTATION_PT,
-                color=INK,
-                zorder=5,
-                gid="bar-label",
-            )
+            _draw_bar(ax, y, (means[y], low[y], high[y]), left, colour, hatch)
         else:
-            detected = row.get("detection_latency_mean_mean", np.nan)
-            note = "never re-run"
-            if row["recovery"] in ("watcher fails the job", "process prune fails the job"):
-                note += (
-                    f": the crashed job is marked failed after ~{duration(detected)}"
-                    if np.isfinite(detected)
-                    else ": the crashed job is marked failed"
-                )
-            ax.text(
-                left * 1.15,
-                y,
-                note,
-                va="center",
-                ha="left",
-                fontsize=ANNOTATION_PT,
-                color=INK,
-                style="italic",
-                zorder=5,
-                gid="no-bar",
-                bbox={
-                    "boxstyle": "square,pad=0.3",
-                    "facecolor": "white",
-                    "edgecolor": colour,
-                    "ls": "--",
-                    "lw": 1.2,
-                },
-            )
-    ax.set_xscale("log")
-    ax.set_xlim(left, right)
-    ticks = [(t, s) for t, s in _TIME_TICKS if left <= t <= right]
-    ax.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([s for _, s in ticks])
+            _draw_no_bar(ax, y, row, left, colour)
+    _time_axis(ax, left, right)
     ax.set_ylim(len(rows) - 0.5 + legend_rows, -0.5)
     ax.set_yticks(
         range(len(rows)),
@@ -172,6 +102,118 @@ def peer_comparison(
     ax.tick_params(axis="y", length=0)
     name = METRIC_LABELS.get(metric, (metric,))[0]
     ax.set_xlabel(f"{name}: the owner crashes -> another worker claims the job (log scale)")
+    _draw_columns(ax, rows, columns)
+    n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
+    seeds = f"{count(int(n.min()), 'seed')} per peer" if len(n) else "seeds: not given"
+    confidence = frame.attrs.get("confidence", 0.95)
+    finish(
+        ax,
+        f"Peer queues' default recovery settings on one payment workload: {name}",
+        f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run",
+    )
+    ax.grid(axis="y", visible=False)
+    ax.legend(
+        list(seen.values()),
+        list(seen),
+        loc="lower right",
+        fontsize=ANNOTATION_PT,
+        frameon=True,
+        framealpha=0.9,
+        title="how an expired lease comes back",
+        title_fontsize=ANNOTATION_PT,
+    )
+    return ax
+
+
+def _draw_bar(ax, y: int, interval: tuple[float, float, float], left: float, colour, hatch) -> None:
+    """A peer's bar from the axis' left edge to its mean, its CI whisker, and the mean in words."""
+    mean, low, high = interval
+    ax.barh(
+        y,
+        mean - left,
+        left=left,
+        height=0.62,
+        color=colour,
+        hatch=hatch,
+        edgecolor=INK,
+        lw=0.7,
+        zorder=3,
+        gid="bar",
+    )
+    end = mean
+    if np.isfinite(low) and np.isfinite(high) and high > low:
+        ax.plot(
+            [max(low, left), high],
+            [y, y],
+            color=INK,
+            lw=1.2,
+            marker="|",
+            ms=9,
+            mew=1.2,
+            zorder=4,
+            gid="ci",
+        )
+        end = max(end, high)
+    ax.text(
+        end * 1.12,
+        y,
+        duration(mean),
+        va="center",
+        ha="left",
+        fontsize=ANNOTATION_PT,
+        color=INK,
+        zorder=5,
+        gid="bar-label",
+    )
+
+
+def _draw_no_bar(ax, y: int, row, left: float, colour) -> None:
+    """A peer that never re-runs a crashed job: a dashed note instead of a bar."""
+    detected = row.get("detection_latency_mean_mean", np.nan)
+    note = "never re-run"
+    if row["recovery"] in ("watcher fails the job", "process prune fails the job"):
+        note += (
+            f": the crashed job is marked failed after ~{duration(detected)}"
+            if np.isfinite(detected)
+            else ": the crashed job is marked failed"
+        )
+    ax.text(
+        left * 1.15,
+        y,
+        note,
+        va="center",
+        ha="left",
+        fontsize=ANNOTATION_PT,
+        color=INK,
+        style="italic",
+        zorder=5,
+        gid="no-bar",
+        bbox={
+            "boxstyle": "square,pad=0.3",
+            "facecolor": "white",
+            "edgecolor": colour,
+            "ls": "--",
+            "lw": 1.2,
+        },
+    )
+
+
+def _time_axis(ax, left: float, right: float) -> None:
+    """A log time axis from `left` to `right`, ticked at round durations (1 s ... 1 day)."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log")
+    ax.set_xlim(left, right)
+    ticks = [(t, s) for t, s in _TIME_TICKS if left <= t <= right]
+    ax.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([s for _, s in ticks])
+
+
+def _draw_columns(ax, rows: pd.DataFrame, columns) -> None:
+    """Each of `columns`' per-run means as a column of text right of the axes, under its header."""
+    from matplotlib.transforms import ScaledTranslation, blended_transform_factory
+
     edge = blended_transform_factory(ax.transAxes, ax.transData)
     for k, (column, header) in enumerate(columns):
         shift = ScaledTranslation(0.5 + 0.8 * k, 0, ax.figure.dpi_scale_trans)
@@ -200,23 +242,3 @@ def peer_comparison(
                 color=INK,
                 gid="cell-text",
             )
-    n = rows["n"].dropna() if "n" in rows else pd.Series(dtype=float)
-    seeds = f"{count(int(n.min()), 'seed')} per peer" if len(n) else "seeds: not given"
-    confidence = frame.attrs.get("confidence", 0.95)
-    finish(
-        ax,
-        f"Peer queues' default recovery settings on one payment workload: {name}",
-        f"{seeds}; whiskers: {confidence:.0%} CI of the mean; right: means per run",
-    )
-    ax.grid(axis="y", visible=False)
-    ax.legend(
-        list(seen.values()),
-        list(seen),
-        loc="lower right",
-        fontsize=ANNOTATION_PT,
-        frameon=True,
-        framealpha=0.9,
-        title="how an expired lease comes back",
-        title_fontsize=ANNOTATION_PT,
-    )
-    return ax

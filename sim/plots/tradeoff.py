@@ -9,10 +9,12 @@ one (sim.plots.advice.advice_frame).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import Normalize
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
@@ -88,129 +90,207 @@ def tradeoff(
     advice's text and tables name it; label_keys: the keys an unnamed point's label shows (all by
     default).
     """
-    import matplotlib as mpl
-    from matplotlib.colors import Normalize
-
     if logx is not None and not isinstance(logx, bool | np.bool_):
         raise ConfigError(f"logx: expected True, False or None (automatic), got {logx!r}")
     keys = keys if keys is not None else [c for c in agg.columns if isinstance(c, str) and "." in c]
     if not keys:
         raise ConfigError("tradeoff: the frame has no dotted grid-key columns; pass keys=[...]")
-    tx = metric_table(agg, keys, x, confidence)
-    ty = metric_table(agg, keys, y, confidence)
-    ts = metric_table(agg, keys, size, confidence)
+    points, ty = _point_table(agg, keys, (x, y, size), confidence, (feasible, named_by))
+    chart = _Chart.of(points, x, logx, feasible)
+    ax = new_axes(ax, (9, 6))
+    if chart.log:
+        ax.set_xscale("log")
+    chart.draw_whiskers(ax)
+    chart.draw_points(ax)
+    marked = _marked(points, keys, mark) & chart.shown
+    chart.draw_marks(ax, marked)
+    front = chart.draw_frontier(ax)
+    bar = ax.figure.colorbar(chart.colour_scale(), ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(f"{metric_label(size)}: marker size and shade")
+    log = chart.log
+    ax.set_xlabel(metric_label(x) + "  (risk: lower is better" + ("; log scale)" if log else ")"))
+    ax.set_ylabel(metric_label(y) + "  (lower is better)")
+    ax.set_ylim(bottom=0)
+    chart.set_x_limits(ax, x)
+    _x_ticks(ax, x, log, chart.edge)
+    legend = chart.legend(ax, x, marked, mark_label)
+    finish(
+        ax,
+        "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
+        f"each point is one setting; {n_text(ty)}"
+        + (f"; {whiskers}" if any(a.get_gid() == "ci" for a in ax.lines) else ""),
+    )
+    # labels last: the title and the colour bar have moved the axes to where they will be drawn
+    chart.label_points(ax, keys, front, named_by, label_keys, legend)
+    return ax
+
+
+def _point_table(
+    agg: pd.DataFrame,
+    keys: list[str],
+    metrics: tuple[str, str, str],
+    confidence: float,
+    extras: tuple[str | None, ...],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per setting: the keys, mean/low/high of the x, y and size metrics (suffixed _x, _y,
+    _s) and the `extras` columns; with the y metric's own table (whose n the subtitle gives)."""
+    tx, ty, ts = (metric_table(agg, keys, metric, confidence) for metric in metrics)
     points = tx.rename(columns={c: f"{c}_x" for c in ("mean", "low", "high")})
     for table, tag in ((ty, "y"), (ts, "s")):
         points = points.merge(
             table.rename(columns={c: f"{c}_{tag}" for c in ("mean", "low", "high")}), on=keys
         )
-    for extra in (feasible, named_by):
+    for extra in extras:
         if extra is not None:
             points = points.merge(agg[[*keys, extra]].drop_duplicates(keys), on=keys, how="left")
-    px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
-    shown = np.isfinite(px) & np.isfinite(py)
-    ok = (
-        np.ones(len(points), bool)
-        if feasible is None
-        else points[feasible].fillna(False).to_numpy(bool)
-    )
-    log = _spans_decades(px[shown], LOG_DECADES) if logx is None else bool(logx)
-    if log and not (px[shown] > 0).any():
-        raise ConfigError(f"logx: no setting has a positive {x}; a log axis needs some")
-    edge = (
-        _zero_edge(px[shown], points.loc[shown, ["low_x", "high_x"]].to_numpy(dtype=float))
-        if log
-        else None
-    )
-    dx = np.where(px > 0, px, edge) if edge is not None else px  # where each point is drawn
-    ax = new_axes(ax, (9, 6))
-    if log:
-        ax.set_xscale("log")
-    finite_s = ps[np.isfinite(ps)]
-    s_low, s_high = (finite_s.min(), finite_s.max()) if len(finite_s) else (0.0, 1.0)
-    if s_high <= s_low:
-        s_high = s_low + (abs(s_low) * 0.1 or 1.0)
-    areas = 40 + 360 * np.clip((np.nan_to_num(ps, nan=s_low) - s_low) / (s_high - s_low), 0, 1)
-    norm = Normalize(s_low, s_high)
-    colours = mpl.colormaps["cividis"]
-    for i in np.flatnonzero(shown):
-        if np.isfinite(points["low_y"].iat[i]) and np.isfinite(points["high_y"].iat[i]):
-            ax.plot(
-                [dx[i]] * 2,
-                [points["low_y"].iat[i], points["high_y"].iat[i]],
-                color="#b0b0b0",
-                lw=0.8,
-                zorder=1,
-                gid="ci",
-            )
-        if np.isfinite(points["low_x"].iat[i]) and np.isfinite(points["high_x"].iat[i]):
-            ends = [points["low_x"].iat[i], points["high_x"].iat[i]]
-            if log:  # an interval reaching 0 reaches the dotted line
-                ends = [v if v > 0 else edge for v in ends]
-            ax.plot(ends, [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
-    for keep, alpha, gid in ((shown & ok, 0.9, "point"), (shown & ~ok, 0.3, "point-infeasible")):
-        if keep.any():
+    return points, ty
+
+
+@dataclass
+class _Chart:
+    """The settings as drawn: means, where each point sits on the x axis (dx: a log axis puts x <= 0
+    on the dotted line at `edge`), which are shown and feasible, and marker areas and shades."""
+
+    points: pd.DataFrame
+    px: np.ndarray
+    py: np.ndarray
+    ps: np.ndarray
+    dx: np.ndarray
+    shown: np.ndarray
+    ok: np.ndarray
+    log: bool
+    edge: float | None
+    areas: np.ndarray
+    norm: Normalize
+
+    @classmethod
+    def of(cls, points: pd.DataFrame, x: str, logx: bool | None, feasible: str | None) -> _Chart:
+        """The chart of `points`; ConfigError when a log axis has no positive x to show."""
+        px, py, ps = (points[c].to_numpy(dtype=float) for c in ("mean_x", "mean_y", "mean_s"))
+        shown = np.isfinite(px) & np.isfinite(py)
+        ok = (
+            np.ones(len(points), bool)
+            if feasible is None
+            else points[feasible].fillna(False).to_numpy(bool)
+        )
+        log = _spans_decades(px[shown], LOG_DECADES) if logx is None else bool(logx)
+        if log and not (px[shown] > 0).any():
+            raise ConfigError(f"logx: no setting has a positive {x}; a log axis needs some")
+        edge = (
+            _zero_edge(px[shown], points.loc[shown, ["low_x", "high_x"]].to_numpy(dtype=float))
+            if log
+            else None
+        )
+        dx = np.where(px > 0, px, edge) if edge is not None else px  # where each point is drawn
+        finite_s = ps[np.isfinite(ps)]
+        s_low, s_high = (finite_s.min(), finite_s.max()) if len(finite_s) else (0.0, 1.0)
+        if s_high <= s_low:
+            s_high = s_low + (abs(s_low) * 0.1 or 1.0)
+        areas = 40 + 360 * np.clip((np.nan_to_num(ps, nan=s_low) - s_low) / (s_high - s_low), 0, 1)
+        return cls(points, px, py, ps, dx, shown, ok, log, edge, areas, Normalize(s_low, s_high))
+
+    def colour_scale(self):
+        """The colour bar's mappable: DB load on the cividis map."""
+        import matplotlib as mpl
+
+        return mpl.cm.ScalarMappable(norm=self.norm, cmap=mpl.colormaps["cividis"])
+
+    def draw_whiskers(self, ax) -> None:
+        """Grey CI whiskers in y and x (on a log axis an interval reaching 0 ends on the line)."""
+        points, dx, py = self.points, self.dx, self.py
+        for i in np.flatnonzero(self.shown):
+            if np.isfinite(points["low_y"].iat[i]) and np.isfinite(points["high_y"].iat[i]):
+                ax.plot(
+                    [dx[i]] * 2,
+                    [points["low_y"].iat[i], points["high_y"].iat[i]],
+                    color="#b0b0b0",
+                    lw=0.8,
+                    zorder=1,
+                    gid="ci",
+                )
+            if np.isfinite(points["low_x"].iat[i]) and np.isfinite(points["high_x"].iat[i]):
+                ends = [points["low_x"].iat[i], points["high_x"].iat[i]]
+                if self.log:  # an interval reaching 0 reaches the dotted line
+                    ends = [v if v > 0 else self.edge for v in ends]
+                ax.plot(ends, [py[i]] * 2, color="#b0b0b0", lw=0.8, zorder=1, gid="ci")
+
+    def draw_points(self, ax) -> None:
+        """The feasible settings, then the infeasible ones faded."""
+        import matplotlib as mpl
+
+        shown, ok = self.shown, self.ok
+        for keep, alpha, gid in (
+            (shown & ok, 0.9, "point"),
+            (shown & ~ok, 0.3, "point-infeasible"),
+        ):
+            if keep.any():
+                ax.scatter(
+                    self.dx[keep],
+                    self.py[keep],
+                    s=self.areas[keep],
+                    c=self.ps[keep],
+                    cmap=mpl.colormaps["cividis"],
+                    norm=self.norm,
+                    edgecolors=INK,
+                    linewidths=0.7,
+                    alpha=alpha,
+                    zorder=3,
+                    gid=gid,
+                )
+
+    def draw_marks(self, ax, marked: np.ndarray) -> None:
+        """A star on each marked setting."""
+        for i in np.flatnonzero(marked):
             ax.scatter(
-                dx[keep],
-                py[keep],
-                s=areas[keep],
-                c=ps[keep],
-                cmap=colours,
-                norm=norm,
+                [self.dx[i]],
+                [self.py[i]],
+                s=self.areas[i] + 420,
+                marker="*",
+                facecolors=PALETTE[5],
                 edgecolors=INK,
-                linewidths=0.7,
-                alpha=alpha,
-                zorder=3,
-                gid=gid,
+                linewidths=1.0,
+                zorder=5,
+                gid="mark",
             )
-    marked = _marked(points, keys, mark) & shown
-    for i in np.flatnonzero(marked):
-        ax.scatter(
-            [dx[i]],
-            [py[i]],
-            s=areas[i] + 420,
-            marker="*",
-            facecolors=PALETTE[5],
-            edgecolors=INK,
-            linewidths=1.0,
-            zorder=5,
-            gid="mark",
-        )
-    front = pareto_front(px, py)
-    order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
-    if len(order):
-        ax.plot(
-            dx[order],
-            py[order],
-            drawstyle="steps-post",
-            color=INK,
-            ls="--",
-            lw=1.2,
-            zorder=2,
-            gid="frontier",
-        )
-        ax.scatter(
-            dx[order],
-            py[order],
-            s=areas[order] + 160,
-            facecolors="none",
-            edgecolors=INK,
-            linewidths=1.8,
-            zorder=4,
-            gid="frontier-point",
-        )
-    bar = ax.figure.colorbar(
-        mpl.cm.ScalarMappable(norm=norm, cmap=colours), ax=ax, fraction=0.05, pad=0.02
-    )
-    bar.set_label(f"{metric_label(size)}: marker size and shade")
-    ax.set_xlabel(metric_label(x) + "  (risk: lower is better" + ("; log scale)" if log else ")"))
-    ax.set_ylabel(metric_label(y) + "  (lower is better)")
-    ax.set_ylim(bottom=0)
-    if shown.any():  # room on the right for the labels
-        if log:
-            ends = points.loc[shown, "high_x"].to_numpy(dtype=float)
+
+    def draw_frontier(self, ax) -> np.ndarray:
+        """Circle the Pareto frontier (on the true values) and join it by a dashed staircase;
+        returns its mask."""
+        px, dx, py = self.px, self.dx, self.py
+        front = pareto_front(px, py)
+        order = np.flatnonzero(front)[np.argsort(px[front], kind="stable")]
+        if len(order):
+            ax.plot(
+                dx[order],
+                py[order],
+                drawstyle="steps-post",
+                color=INK,
+                ls="--",
+                lw=1.2,
+                zorder=2,
+                gid="frontier",
+            )
+            ax.scatter(
+                dx[order],
+                py[order],
+                s=self.areas[order] + 160,
+                facecolors="none",
+                edgecolors=INK,
+                linewidths=1.8,
+                zorder=4,
+                gid="frontier-point",
+            )
+        return front
+
+    def set_x_limits(self, ax, x: str) -> None:
+        """x limits with room on the right for the labels (a share stops near 100%)."""
+        shown, dx, px = self.shown, self.dx, self.px
+        if not shown.any():
+            return
+        if self.log:
+            ends = self.points.loc[shown, "high_x"].to_numpy(dtype=float)
             right = max(dx[shown].max(), np.nanmax(ends) if np.isfinite(ends).any() else 0.0)
-            low, high = np.log10(min(dx[shown].min(), edge or np.inf)), np.log10(right)
+            low, high = np.log10(min(dx[shown].min(), self.edge or np.inf)), np.log10(right)
             span = max(high - low, 1.0)
             top = 10 ** (high + 0.24 * span)
             ax.set_xlim(
@@ -220,53 +300,63 @@ def tradeoff(
             ax.set_xlim(
                 min(0.0, px[shown].min()) - _pad(px[shown]), px[shown].max() + 4 * _pad(px[shown])
             )
-    _x_ticks(ax, x, log, edge)
-    handles = [
-        Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
-        Line2D([], [], color=INK, ls="--", lw=1.2),
-    ]
-    names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
-    if marked.any():
-        handles.append(
-            Line2D([], [], ls="none", marker="*", ms=15, mfc=PALETTE[5], mec=INK, mew=1.0)
-        )
-        names.append(mark_label)
-    if (shown & ~ok).any():
-        handles.append(Line2D([], [], ls="none", marker="o", ms=9, mfc="#999999", alpha=0.3))
-        names.append("faded: not feasible")
-    if edge is not None:
-        ax.axvline(edge, color="#888888", ls=":", lw=1.2, zorder=1, gid="zero-line")
-        handles.append(Line2D([], [], color="#888888", ls=":", lw=1.2))
-        sign = "=" if (px[shown] >= 0).all() else "<="
-        names.append(
-            f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
-            "(a log axis has no 0)"
-        )
-    legend = ax.legend(handles, names, fontsize=ANNOTATION_PT, frameon=False, loc="upper right")
-    finish(
+
+    def legend(self, ax, x: str, marked: np.ndarray, mark_label: str):
+        """The frontier's legend, the star, faded settings and the dotted zero line when drawn
+        (the line itself is drawn here)."""
+        handles = [
+            Line2D([], [], ls="none", marker="o", ms=13, mfc="none", mec=INK, mew=1.8),
+            Line2D([], [], color=INK, ls="--", lw=1.2),
+        ]
+        names = ["Pareto frontier: no other setting is better on both axes", "frontier staircase"]
+        if marked.any():
+            handles.append(
+                Line2D([], [], ls="none", marker="*", ms=15, mfc=PALETTE[5], mec=INK, mew=1.0)
+            )
+            names.append(mark_label)
+        if (self.shown & ~self.ok).any():
+            handles.append(Line2D([], [], ls="none", marker="o", ms=9, mfc="#999999", alpha=0.3))
+            names.append("faded: not feasible")
+        if self.edge is not None:
+            ax.axvline(self.edge, color="#888888", ls=":", lw=1.2, zorder=1, gid="zero-line")
+            handles.append(Line2D([], [], color="#888888", ls=":", lw=1.2))
+            sign = "=" if (self.px[self.shown] >= 0).all() else "<="
+            names.append(
+                f"on the dotted line: {METRIC_LABELS.get(x, (x.replace('_', ' '),))[0]} {sign} 0 "
+                "(a log axis has no 0)"
+            )
+        return ax.legend(handles, names, fontsize=ANNOTATION_PT, frameon=False, loc="upper right")
+
+    def label_points(
+        self,
         ax,
-        "Trade-off: recovery latency vs false-expiry risk (bottom left is better)",
-        f"each point is one setting; {n_text(ty)}"
-        + (f"; {whiskers}" if any(a.get_gid() == "ci" for a in ax.lines) else ""),
-    )
-    # labels last: the title and the colour bar have moved the axes to where they will be drawn
-    label_all = shown.sum() <= 24
-    named = (
-        points[named_by].fillna("").astype(str).to_numpy()
-        if named_by is not None
-        else np.full(len(points), "")
-    )
-    chosen = [i for i in np.flatnonzero(shown) if label_all or front[i] or named[i]]
-    texts = [
-        f"{named[i]}: " + ", ".join(setting_text(k, points[k].iat[i]) for k in keys)
-        if named[i]
-        else ", ".join(setting_text(k, points[k].iat[i]) for k in (label_keys or keys))
-        for i in chosen
-    ]
-    # named settings first, in name order (A, the recommendation, before all)
-    first = np.array([named[i] or "~" for i in chosen])
-    _place_labels(ax, dx[chosen], py[chosen], texts, front[chosen], avoid=[legend], first=first)
-    return ax
+        keys: list[str],
+        front: np.ndarray,
+        named_by: str | None,
+        label_keys: list[str] | None,
+        legend,
+    ) -> None:
+        """Label every setting (up to 24), else the frontier and the named ones; named labels
+        read "B: <its settings>" and are placed first, in name order."""
+        points, shown = self.points, self.shown
+        label_all = shown.sum() <= 24
+        named = (
+            points[named_by].fillna("").astype(str).to_numpy()
+            if named_by is not None
+            else np.full(len(points), "")
+        )
+        chosen = [i for i in np.flatnonzero(shown) if label_all or front[i] or named[i]]
+        texts = [
+            f"{named[i]}: " + ", ".join(setting_text(k, points[k].iat[i]) for k in keys)
+            if named[i]
+            else ", ".join(setting_text(k, points[k].iat[i]) for k in (label_keys or keys))
+            for i in chosen
+        ]
+        # named settings first, in name order (A, the recommendation, before all)
+        first = np.array([named[i] or "~" for i in chosen])
+        _place_labels(
+            ax, self.dx[chosen], self.py[chosen], texts, front[chosen], avoid=[legend], first=first
+        )
 
 
 def _marked(points: pd.DataFrame, keys: list[str], mark: dict | None) -> np.ndarray:

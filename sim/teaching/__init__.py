@@ -44,7 +44,8 @@ from sim.db.inspect import sim_seconds, sql_frame
 from sim.payload import payload_hash
 from sim.plots.advice import ADVICE_AXES, advice_frame  # notebook 06: the advice charted
 from sim.plots.analysis import duration_summary, plot_durations
-from sim.plots.timeline import busy_window, lease_clock
+from sim.plots.clock import lease_clock
+from sim.plots.timeline import busy_window
 from sim.support.in_words import (  # teaching.percent, teaching.times in the notebooks
     count,
     percent,

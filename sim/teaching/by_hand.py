@@ -232,14 +232,15 @@ class Delivery:
         self.state = "crashed"
         return self.state
 
-    def run(self) -> str:
+    def start_and_finish(self) -> str:
+        """start() then finish(): the whole delivery, with no other client in between."""
         self.start()
         return self.finish()
 
 
 def deliver(script: Script, client: str, event_id: str, **kwargs) -> str:
     """Deliver an event once, start to finish: 'applied', 'skipped' or 'rejected'."""
-    return Delivery(script, client, event_id, **kwargs).run()
+    return Delivery(script, client, event_id, **kwargs).start_and_finish()
 
 
 def ledger_counts(script: Script) -> pd.Series:
