@@ -202,8 +202,6 @@ def review(
     PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
     say what the statements do, asked of the server, confirmed or refuted by the runs.
     """
-    from sim.runner import run
-
     scenario = as_scenario(scenario)
     if sql is not None:
         from sim.runner import with_queue
@@ -241,8 +239,8 @@ def review(
             sql, dsn, [scenario], memory=overrides.get("backend") == "memory"
         )
         on = {"sql": queue, "dsn": dsn}
-    runs = [run(scenario, seed=s, **on) for s in seeds]
-    evidence = Evidence(scenario, runs, variants, on)
+    evidence = Evidence.gathered(scenario, seeds, variants, on)
+    runs = evidence.runs
     rows, measured = [], {}
     for key, check in CHECKS.items():
         status, text, numbers = check(evidence)

@@ -4,7 +4,8 @@ on, in words ("basis")."""
 
 from __future__ import annotations
 
-from sim.checklist.variants import variant_scenario
+from sim.checklist.parallel_runs import run_all
+from sim.checklist.variants import ahead_of_time, seed_variant, variant_scenario
 from sim.scenario.settings import Scenario
 from sim.support.in_words import count, plural
 
@@ -54,6 +55,28 @@ class Evidence:
         self.n = len(runs)
         self.used: dict[str, list[str]] = {}  # item -> names of the variants its evidence also used
         self._reports: dict[int, object] = {}  # id(run) -> its sim.check report, checked once
+        self._ahead: dict[str, list] = {}  # variants run ahead of time, until an item asks
+
+    @classmethod
+    def gathered(
+        cls, scenario: Scenario, seeds: tuple[int, ...], allow_variants: bool, on: dict
+    ) -> Evidence:
+        """The scenario's runs for `seeds`, run in one batch with the variants every review asks
+        for (sim.checklist.variants.ahead_of_time), side by side where they can be."""
+        planned = {
+            name: [v for v in (seed_variant(name, scenario, s) for s in seeds) if v is not None]
+            for name in (ahead_of_time(scenario) if allow_variants else ())
+        }
+        done = run_all(
+            [scenario.replace(seed=s) for s in seeds] + [v for vs in planned.values() for v in vs],
+            on,
+        )
+        evidence = cls(scenario, done[: len(seeds)], allow_variants, on)
+        start = len(seeds)
+        for name, scenarios in planned.items():
+            evidence._ahead[name] = done[start : start + len(scenarios)]
+            start += len(scenarios)
+        return evidence
 
     def report(self, run):
         """The run's invariant report (sim.check), computed once per run."""
@@ -94,13 +117,13 @@ class Evidence:
         """The runs of a variant, one per seed (built on first use); [] if variants are off."""
         if not self.allow_variants:
             return []
+        if name in self._ahead:
+            self.variants[name] = self._ahead.pop(name)
         if name not in self.variants:
-            from sim.runner import run
-
             scenarios = [
                 s
                 for s in (variant_scenario(name, self.scenario, base) for base in self.runs)
                 if s is not None
             ]
-            self.variants[name] = [run(s, seed=s.seed, **self.on) for s in scenarios]
+            self.variants[name] = run_all(scenarios, self.on)
         return self.variants[name]

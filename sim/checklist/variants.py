@@ -20,6 +20,25 @@ def variant_scenario(name: str, scenario: Scenario, base) -> Scenario | None:
     return VARIANTS[name](scenario.replace(seed=base.scenario.seed), base)
 
 
+def ahead_of_time(scenario: Scenario) -> tuple[str, ...]:
+    """The variants every review with variants asks for, built from the scenario and a seed alone,
+    so that they can run beside the scenario's own runs: contention (item 1), no-heartbeat (item
+    3, when the heartbeat is on), duplicates (dedup and PSP)."""
+    return (
+        ("contention", "no-heartbeat", "duplicates")
+        if scenario.policy.heartbeat
+        else (
+            "contention",
+            "duplicates",
+        )
+    )
+
+
+def seed_variant(name: str, scenario: Scenario, seed: int) -> Scenario | None:
+    """A variant of ahead_of_time(): the same as variant_scenario() with a run of that seed."""
+    return VARIANTS[name](scenario.replace(seed=seed), None)
+
+
 def spread(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     """k rows spread over the frame (at its 1/(k+1), 2/(k+1), ... positions)."""
     if frame.empty:
