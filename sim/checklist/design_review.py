@@ -25,7 +25,8 @@ same items and variants, and for the claim, fencing and watcher what its stateme
 server before the runs (sim.db.queue.sql_findings), put beside the runs that confirm or refute it
 (`Review.findings`); a last item counts every invariant any run broke.
 
-The items themselves, what each measures and the variants, are in sim.checklist.items.
+The items themselves, one module each with what it measures, are in sim.checklist.items; the runs
+they share and the variants, in sim.checklist.evidence and sim.checklist.variants.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim.checklist.items import FAIL, ITEMS, PASS, RISK, STATUS_STYLE, STATUSES, UNTESTED, Checker
+from sim.checklist.evidence import Evidence
+from sim.checklist.items import CHECKS, ITEMS
+from sim.checklist.verdicts import FAIL, PASS, RISK, STATUS_STYLE, STATUSES, UNTESTED
 from sim.db.queue.settings import describe
 from sim.errors import ConfigError, expect_text
 from sim.scenario import limits
@@ -199,8 +202,6 @@ def review(
     PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
     say what the statements do, asked of the server, confirmed or refuted by the runs.
     """
-    from sim.runner import run
-
     scenario = as_scenario(scenario)
     if sql is not None:
         from sim.runner import with_queue
@@ -238,18 +239,18 @@ def review(
             sql, dsn, [scenario], memory=overrides.get("backend") == "memory"
         )
         on = {"sql": queue, "dsn": dsn}
-    runs = [run(scenario, seed=s, **on) for s in seeds]
-    checker = Checker(scenario, runs, variants, on)
+    evidence = Evidence.gathered(scenario, seeds, variants, on)
+    runs = evidence.runs
     rows, measured = [], {}
-    for key in ITEMS:
-        status, evidence, numbers = getattr(checker, key)()
+    for key, check in CHECKS.items():
+        status, text, numbers = check(evidence)
         rows.append(
             {
                 "check": key,
                 "item": ITEMS[key],
                 "status": status,
-                "evidence": evidence,
-                "basis": checker.basis(key),
+                "evidence": text,
+                "basis": evidence.basis(key),
             }
         )
         measured[key] = numbers
@@ -270,7 +271,7 @@ def review(
         table,
         measured,
         runs,
-        checker.variants,
+        evidence.variants,
         queue=str(on["sql"].path) if on else None,
         queue_settings=describe(on["sql"].settings) if on else "",
         findings=found,

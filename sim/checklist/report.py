@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sim.checklist.items import STATUS_STYLE
+from sim.checklist.verdicts import STATUS_STYLE
 from sim.plots.page import escape, figure, heading, timeline_figure, write_page
 from sim.scenario.settings import dumps
 from sim.support.in_words import count
