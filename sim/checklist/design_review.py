@@ -43,7 +43,7 @@ from sim.checklist.items import FAIL, ITEMS, PASS, RISK, STATUS_STYLE, STATUSES,
 from sim.db.queue.settings import describe
 from sim.errors import ConfigError, expect_text
 from sim.scenario import limits
-from sim.scenario.settings import Scenario, as_scenario
+from sim.scenario.settings import Scenario, prepared
 from sim.support import output_paths
 from sim.support.in_words import count, plural
 
@@ -201,13 +201,11 @@ def review(
     """
     from sim.runner import run
 
-    scenario = as_scenario(scenario)
     if sql is not None:
-        from sim.runner import with_queue
+        from sim.db.queue.directory import loaded
 
-        scenario, sql = with_queue(scenario, sql)
-    if overrides:
-        scenario = scenario.with_overrides(overrides)
+        sql = loaded(sql)
+    scenario, sql = prepared(scenario, overrides, queue=sql)
     if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
         raise ConfigError(
             f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}"
