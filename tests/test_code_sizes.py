@@ -18,7 +18,6 @@ WAIVED = {  # being split (issue 32): an entry goes when its split lands, and no
     "sim/db/memory.py: module",
     "sim/db/memory.py: MemoryBackend",
     "sim/db/postgres.py: PostgresBackend",
-    "sim/live_mode/runner.py: LiveRunner",
     "sim/plots/analysis.py: heatmap",
     "sim/plots/peers.py: peer_comparison",
     "sim/plots/timeline.py: lease_clock",
