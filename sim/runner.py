@@ -11,7 +11,7 @@ from sim.db.memory import MemoryBackend
 from sim.errors import ConfigError
 from sim.model.world import build, run_to_horizon
 from sim.results import Run
-from sim.scenario.settings import Scenario, as_scenario
+from sim.scenario.settings import Scenario, prepared
 
 if TYPE_CHECKING:
     from sim.db.queue.directory import QueueDefinition
@@ -100,18 +100,16 @@ def run(
     backend (the default then), is checked on the server before anything runs, and is refused on the
     memory backend.
     """
-    scenario = as_scenario(scenario)
     if sql is not None and (backend is None or isinstance(backend, str)):
-        scenario, sql = with_queue(scenario, sql)
+        from sim.db.queue.directory import loaded
+
+        sql = loaded(sql)
+    scenario, sql = prepared(scenario, overrides, seed, queue=sql)
     for name, value in (("keep_schema", keep_schema), ("progress", progress)):
         if not (isinstance(value, bool) or (name == "progress" and value is None)):
             raise ConfigError(
                 f"{name}: expected True or False, got {type(value).__name__} {value!r}"
             )
-    if overrides:
-        scenario = scenario.with_overrides(overrides)
-    if seed is not None:
-        scenario = scenario.replace(seed=seed)
     given = not (backend is None or isinstance(backend, str))  # a Backend the caller made
     queue = getattr(backend, "queue", None) if given else None
     if sql is not None:

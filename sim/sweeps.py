@@ -49,7 +49,7 @@ import pandas as pd
 
 from sim.errors import ConfigError, expect_flag
 from sim.scenario import limits
-from sim.scenario.settings import LeaseWarning, Scenario, as_scenario, dumps, loads
+from sim.scenario.settings import LeaseWarning, Scenario, dumps, loads, prepared
 from sim.support import output_paths
 from sim.support.progress import Progress
 from sim.theory.stats import summarize
@@ -267,13 +267,11 @@ def sweep(
     sql: a queue directory whose statements replace Lease Lab's (see sim.run); every run is then on
     PostgreSQL (`dsn`, else the embedded server), and the definition is checked before any runs.
     """
-    base = as_scenario(scenario)
     if sql is not None:
-        from sim.runner import with_queue
+        from sim.db.queue.directory import loaded
 
-        base, sql = with_queue(base, sql)  # the queue's settings under the overrides and the grid
-    if overrides:
-        base = base.with_overrides(overrides)
+        sql = loaded(sql)
+    base, sql = prepared(scenario, overrides, queue=sql)  # queue.toml under overrides and grid
     replications, seed = _checked_counts(replications, seed)
     grid = _normalise_grid(grid)
     _check_run_count(grid, replications)

@@ -46,7 +46,7 @@ from sim.checklist.verdicts import FAIL, PASS, RISK, STATUS_STYLE, STATUSES, UNT
 from sim.db.queue.settings import describe
 from sim.errors import ConfigError, expect_text
 from sim.scenario import limits
-from sim.scenario.settings import Scenario, as_scenario
+from sim.scenario.settings import Scenario, prepared
 from sim.support import output_paths
 from sim.support.in_words import count, plural
 
@@ -202,13 +202,11 @@ def review(
     PostgreSQL (`dsn`, else the embedded server), and the claim, fencing and watcher items also
     say what the statements do, asked of the server, confirmed or refuted by the runs.
     """
-    scenario = as_scenario(scenario)
     if sql is not None:
-        from sim.runner import with_queue
+        from sim.db.queue.directory import loaded
 
-        scenario, sql = with_queue(scenario, sql)
-    if overrides:
-        scenario = scenario.with_overrides(overrides)
+        sql = loaded(sql)
+    scenario, sql = prepared(scenario, overrides, queue=sql)
     if isinstance(seeds, str | bytes) or not isinstance(seeds, Iterable):
         raise ConfigError(
             f"seeds: expected a list of whole numbers, got {type(seeds).__name__} {seeds!r}"

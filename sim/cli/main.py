@@ -21,7 +21,7 @@ from sim.cli.messages import dsns_in, failed, interrupted, show_warning, silence
 from sim.cli.overrides import parse_assignments, parse_grid
 from sim.errors import ConfigError
 from sim.scenario.limits import MAX_COMPARE_SEEDS, MAX_RUNS
-from sim.scenario.settings import LeaseWarning, dumps, preset, preset_names, resolve
+from sim.scenario.settings import LeaseWarning, dumps, prepared, preset, preset_names
 from sim.support.interrupts import terminate_like_interrupt
 from sim.support.output_paths import check_directory, check_report
 
@@ -412,12 +412,11 @@ def _save(args, *saves) -> None:
 def _resolve(name: str, overrides: dict, sql=None):
     """(the scenario SCENARIO names with the --set overrides, over the settings of the queue
     directory `sql` (queue.toml) if any; that queue, its settings settled, or None)."""
-    scenario = resolve(name)
     if sql is not None and overrides.get("backend") != "memory":  # memory: refused by the run
-        from sim.runner import with_queue
+        from sim.db.queue.directory import loaded
 
-        scenario, sql = with_queue(scenario, sql)
-    return (scenario.with_overrides(overrides) if overrides else scenario), sql
+        sql = loaded(sql)
+    return prepared(name, overrides, queue=sql)
 
 
 if __name__ == "__main__":

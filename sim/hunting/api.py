@@ -25,7 +25,7 @@ from sim.hunting.runner import execute, replay
 from sim.hunting.search import Coverage, Found, search
 from sim.hunting.shrink import nearest, shrink
 from sim.hunting.space import Schedule, Scope, make_scope
-from sim.scenario.settings import INVARIANTS, as_scenario
+from sim.scenario.settings import INVARIANTS, prepared
 from sim.support import output_paths
 
 SCREEN_SHARE, SCREEN_MAX = 1 / 6, 5.0  # a --sql hunt's screen on the simulated database: of its
@@ -211,15 +211,14 @@ def hunt(
 def _scope(scenario, sql, dsn, overrides, workers, jobs, max_faults, kinds, invariant) -> Scope:
     """The hunt's scope: the scenario with a queue's settings (queue.toml) and the overrides,
     and that queue checked on its server before anything runs."""
-    scenario = as_scenario(scenario)
-    invariants = _invariants(invariant)
     queue = None
     if sql is not None:
-        from sim.runner import checked_queue, with_queue
+        from sim.db.queue.directory import loaded
+        from sim.runner import checked_queue
 
-        scenario, queue = with_queue(scenario, sql)
-    if overrides:
-        scenario = scenario.with_overrides(overrides)
+        queue = loaded(sql)
+    scenario, queue = prepared(scenario, overrides, queue=queue)
+    invariants = _invariants(invariant)
     if queue is not None:
         queue, dsn = checked_queue(queue, dsn, [scenario])
     scope = make_scope(

@@ -36,7 +36,8 @@ class LiveProducer:
             self._enqueue(job, 0.0)
             self._loaded += 1
 
-    def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
+    def lifecycle(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
+        """Enqueue each arrival after t = 0 at its time (those at 0 were loaded by prepare)."""
         for t, job, _event in self.arrivals[self._loaded :]:
             self.clock.sleep_until(t)
             self._enqueue(job, None)

@@ -64,6 +64,6 @@ def setup(config: dict):
         clock.sleep_until(
             0.0
         )  # everyone begins at the common start, not when its start line arrived
-        role.run(incarnation, start_at)
+        role.lifecycle(incarnation, start_at)
 
     return start

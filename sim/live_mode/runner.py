@@ -2,9 +2,9 @@
 PostgreSQL.
 
 The runner creates the run's schema (through PostgresBackend: embedded server or a DSN), checks the
-time scale against the measured statement latency, starts every child
-(`python -m sim.live_mode.process`), hands them one start instant t0, then plays the fault schedule
-as signals until the horizon. It then kills every child, waits until their server backends are gone
+time scale against the measured statement latency, starts every child (sim.live_mode.children),
+hands them one start instant t0, then plays the fault schedule as signals until the horizon
+(sim.live_mode.fault_play). It then kills every child, waits until their server backends are gone
 (PostgreSQL rolled back whatever they left open), reads the final tables and the per-process record
 files, and returns a LiveRun: the same event log, metrics, plots and invariant checks as a simulated
 run.
@@ -15,35 +15,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import pandas as pd
 
-import sim as sim_package
 from sim.db import leftovers
 from sim.db.inspect import final_tables
 from sim.db.processes import process_state
 from sim.errors import ConfigError
 from sim.live_mode.budget import Measured, check_scale, watch
+from sim.live_mode.children import Children, LiveError
 from sim.live_mode.clock import LiveClock
-from sim.live_mode.connection import (
-    APP_PREFIX,
-    CRASH_POINT_EXIT,
-    FATAL_EXIT,
-    SHUTDOWN_EXIT,
-    SandboxHit,
-)
+from sim.live_mode.connection import APP_PREFIX, SandboxHit
+from sim.live_mode.fault_play import FaultPlayer
 from sim.live_mode.faults import FaultSchedule
 from sim.live_mode.plan import job_plan
 from sim.live_mode.probe import LoadedTableProbe, medians
-from sim.live_mode.process import command
 from sim.live_mode.recorder import Recorder, event_log, read_records
 from sim.live_mode.repair import repair
 from sim.live_mode.result import LiveRun
@@ -60,52 +50,20 @@ from sim.scenario.limits import (
     statement_timeout,
     statement_timeout_words,
 )
-from sim.scenario.settings import Scenario, as_scenario, dumps
+from sim.scenario.settings import Scenario, prepared
 from sim.support.interrupts import terminate_like_interrupt
 from sim.support.rng import Streams
 
 TICK_S = 0.02  # wall seconds between two looks at the children
-STOP_GRACE_S = 10.0  # a graceful shutdown that takes longer ends in SIGKILL
 BACKENDS_GONE_S = 10.0
 IN_FLIGHT_S = 1.0  # a statement still running this long at the end leaves the run inconclusive
 REPLACEMENT_SAMPLES = 2  # replacement worker starts timed before the run (one after the other)
 
 
-class LiveError(RuntimeError):
-    """A live run could not go on (a child process failed); the message says which and why."""
-
-
-class _Process(subprocess.Popen[bytes]):
-    """A live child: its stdin and stdout are pipes to the runner, its stderr goes to a file."""
-
-    stdin: IO[bytes]
-    stdout: IO[bytes]
-
-    def __init__(self, argv: list[str], stderr_path: Path):
-        with open(stderr_path, "wb") as stderr:
-            super().__init__(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-        self.stderr_path = stderr_path
-
-
-class _Child:
-    """One role's process (for a worker: the one running now, and its spare, started and
-    waiting)."""
-
-    def __init__(self, name: str, role: str, proc: _Process, index: int | None = None):
-        self.name, self.role, self.proc, self.index = name, role, proc, index
-        self.spare: _Process | None = None
-        self.incarnation = 0
-        self.restarting = False  # killed; its next process waits for the restart time
-        self.stopping: float | None = None  # asked to shut down gracefully at this monotonic()
-
-    @property
-    def worker(self) -> int:
-        """A worker's index (the other roles have none)."""
-        assert self.index is not None, f"{self.name} is not a worker"
-        return self.index
-
-
 class LiveRunner:
+    """One live run: its schema, its children (sim.live_mode.children), the time-scale guard, the
+    fault schedule played on them (sim.live_mode.fault_play) and the LiveRun read back."""
+
     def __init__(
         self,
         scenario: Scenario,
@@ -132,85 +90,34 @@ class LiveRunner:
         else:
             self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.children: dict[str, _Child] = {}
         self.lag: list[float] = []  # wall seconds late, per fault action
-        self.planned_restarts: list[tuple[str, float]] = []  # (worker, when its restart is due)
         self.measured: Measured | None = None
-        self.incidents: list[
-            str
-        ] = []  # workers that died on their own (not killed by the fault schedule)
-        self._spawned = 0
         self._next_watch = 0.0  # monotonic() of the next look at the user's statements
 
     # ---- children -----------------------------------------------------------------------------
 
-    def _spawn(self, name: str, role: str, index: int | None = None) -> _Process:
-        """Start a child: it imports, connects, says `ready` and waits for its start line."""
-        self._spawned += 1
-        config = {
-            "name": name,
-            "role": role,
-            "index": index,
-            "spare": self._spawned,
-            "dsn": self.backend.client_dsn,  # the run's role for a queue's SQL (db/queue/sandbox)
-            "schema": self.backend.schema,
-            "folder": str(self.folder / "records"),
-            "slots": str(self.folder / "slots"),
-            "scale": self.scale,
-            "scenario": dumps(self.scenario),
-            "sql_dir": self.sql_dir,
-        }
-        proc = _Process(
-            command(sys.executable, str(Path(sim_package.__file__).parent)),
-            self.folder / f"{name}-{self._spawned}.stderr",
-        )
-        proc.stdin.write((json.dumps(config) + "\n").encode())
-        proc.stdin.flush()
-        return proc
-
-    @staticmethod
-    def _start(proc: _Process, t0: float, incarnation: int = 0, start_at: float = 0.0) -> None:
-        try:
-            proc.stdin.write(
-                (
-                    json.dumps({"t0": t0, "incarnation": incarnation, "start_at": start_at}) + "\n"
-                ).encode()
-            )
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died while starting: _watch_children reports it
-
-    def _await_ready(self, name: str, proc: _Process) -> None:
-        line = proc.stdout.readline()
-        proc.stdout.close()
-        if line.strip() != b"ready":
-            proc.wait()
-            raise LiveError(f"live {name} process failed to start: {_last_line(proc.stderr_path)}")
-
     def _start_all(self) -> float:
         """Start every child; measure the loaded table and a replacement's start (refusing a
         scale they make unsound) before the spares are all started; the shared start t0."""
-        policy = self.scenario.policy
-        specs = [("producer", "producer", None)] + [
-            (f"w{i}", "worker", i) for i in range(policy.workers)
-        ]
+        policy, children = self.scenario.policy, self.children
+        children.add("producer", "producer")
+        for i in range(policy.workers):
+            children.add(f"w{i}", "worker", i)
         if policy.watcher:
-            specs.append(("watcher", "watcher", None))
-        for name, role, index in specs:
-            self.children[name] = _Child(name, role, self._spawn(name, role, index), index)
-        for child in self.children.values():  # the producer has loaded the t = 0 jobs then
-            self._await_ready(child.name, child.proc)
+            children.add("watcher", "watcher")
+        for child in children.values():  # the producer has loaded the t = 0 jobs then
+            children.await_ready(child.name, child.proc)
         self.measured = self._measure()
         waiting = []
-        for child in self.children.values():
+        for child in children.values():
             if child.role == "worker" and child.spare is None:
-                child.spare = self._spawn(child.name, "worker", child.index)
+                child.spare = children.spawn(child.name, "worker", child.index)
                 waiting.append((child.name, child.spare))
         for name, spare in waiting:
-            self._await_ready(name, spare)
+            children.await_ready(name, spare)
         t0 = time.monotonic() + 0.05
-        for child in self.children.values():
-            self._start(child.proc, t0)
+        for child in children.values():
+            children.start(child.proc, t0)
         return t0
 
     def _measure(self) -> Measured:
@@ -233,8 +140,8 @@ class LiveRunner:
         try:
             for child in workers[:REPLACEMENT_SAMPLES]:
                 began = time.monotonic()
-                child.spare = self._spawn(child.name, "worker", child.index)
-                self._await_ready(child.name, child.spare)
+                child.spare = self.children.spawn(child.name, "worker", child.index)
+                self.children.await_ready(child.name, child.spare)
                 starts.append(time.monotonic() - began)
         finally:
             try:
@@ -253,151 +160,7 @@ class LiveRunner:
         check_scale(self.scenario, self.scale, measured)
         return measured
 
-    def _kill_all(self) -> None:
-        procs = [c.proc for c in self.children.values()] + [
-            c.spare for c in self.children.values() if c.spare
-        ]
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-        for proc in procs:
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None and not stream.closed:
-                    try:
-                        stream.close()
-                    except BrokenPipeError:
-                        pass
-
-    # ---- faults -------------------------------------------------------------------------------
-
-    def _worker(self, i: int) -> _Child:
-        return self.children[f"w{i}"]
-
-    def _up(self, i: int) -> bool:
-        child = self._worker(i)
-        return child.proc.poll() is None and not child.restarting and child.stopping is None
-
-    def _crash(self, i: int, schedule: FaultSchedule) -> None:
-        """Kill worker i (SIGKILL), or with faults.shutdown = graceful ask it to stop (SIGTERM):
-        it then logs its shutdown, releases its job and exits (see _watch_children)."""
-        child = self._worker(i)
-        if not self._up(i):
-            return
-        if self.scenario.faults.shutdown == "graceful":
-            child.proc.send_signal(signal.SIGTERM)
-            child.stopping = time.monotonic()
-            return
-        child.proc.send_signal(signal.SIGKILL)
-        t = self.clock.now()
-        child.proc.wait()
-        self._crashed(i, t, schedule)
-
-    def _crashed(self, i: int, t: float, schedule: FaultSchedule, logged: bool = False) -> None:
-        """Log the crash with what the worker held (unless the worker `logged` its own end);
-        start its spare, due after the restart delay; a new spare."""
-        child = self._worker(i)
-        held = self.slots.held(i)
-        if logged:
-            pass
-        elif held is None:
-            self.recorder.add(t, "crash", child.name)
-        else:
-            self.recorder.add(t, "crash", child.name, held[0], held[1], held[2])
-        self.slots.release(i)
-        restart_at = t + schedule.restart_delay[i]()
-        self.planned_restarts.append((child.name, restart_at))
-        child.incarnation += 1
-        if (
-            child.spare is None
-        ):  # killed again before a new spare was started: start one now (it starts late)
-            child.spare = self._spawn(child.name, "worker", i)
-        child.proc, child.spare = child.spare, None
-        self._start(child.proc, self.clock.t0, child.incarnation, restart_at)
-        child.restarting = True
-        schedule.push(restart_at, "restart", worker=i)
-
-    def _replenish(self) -> None:
-        """A spare for each worker whose spare went into service (started outside the fault
-        actions)."""
-        for child in self.children.values():
-            if child.role == "worker" and child.spare is None:
-                child.spare = self._spawn(child.name, "worker", child.index)
-
-    def _act(self, action, schedule: FaultSchedule) -> None:
-        kind, i = action.kind, action.worker
-        if kind == "crash":
-            self._crash(i, schedule)
-        elif kind == "crash_holder":
-            holders = [
-                j for j in range(self.scenario.policy.workers) if self._up(j) and self.slots.held(j)
-            ]
-            if holders:
-                self._crash(holders[int(schedule.pick.integers(len(holders)))], schedule)
-        elif kind == "crash_job":
-            for j in range(self.scenario.policy.workers):
-                held = self.slots.held(j)
-                if self._up(j) and held and held[0] == action.job:
-                    self._crash(j, schedule)
-        elif kind == "restart":
-            self._worker(i).restarting = False
-        elif kind == "pause":
-            child = self._worker(i)
-            if child.proc.poll() is None:
-                child.proc.send_signal(signal.SIGSTOP)
-            self.recorder.add(
-                action.t, "pause_start", child.name, None, None, action.until - action.t
-            )
-        elif kind == "unpause":
-            child = self._worker(i)
-            if child.proc.poll() is None:
-                child.proc.send_signal(signal.SIGCONT)
-            self.recorder.add(action.t, "pause_end", child.name)
-        elif kind == "partition":
-            self.slots.partition(i, action.until)
-            self.recorder.add(
-                action.t, "partition_start", f"w{i}", None, None, action.until - action.t
-            )
-        elif kind == "heal":
-            self.recorder.add(action.t, "partition_end", f"w{i}")
-
-    def _watch_children(self, schedule: FaultSchedule) -> None:
-        """A worker that died at a crash point or shut down gracefully is restarted (it logged
-        that itself); one that died on its own is logged as crashed and restarted; a graceful
-        shutdown that takes too long ends in a kill; any other child's death ends the run."""
-        for child in self.children.values():
-            code = child.proc.poll()
-            if code is None:
-                if child.stopping is not None and time.monotonic() > child.stopping + STOP_GRACE_S:
-                    child.proc.send_signal(signal.SIGKILL)
-                    child.proc.wait()
-                    child.stopping = None
-                    t = self.clock.now()
-                    self.incidents.append(
-                        f"{child.name} did not shut down within {STOP_GRACE_S:g} s: killed at "
-                        f"{t:.3f}s"
-                    )
-                    self._crashed(child.worker, t, schedule)
-                continue
-            if child.role == "producer" and code == 0:
-                continue
-            if code == FATAL_EXIT:
-                raise LiveError(self._located(_last_line(child.proc.stderr_path)))
-            if child.role == "worker" and code in (CRASH_POINT_EXIT, SHUTDOWN_EXIT):
-                child.stopping = None
-                self._crashed(child.worker, self.clock.now(), schedule, logged=True)
-            elif child.role == "worker" and not child.restarting:
-                t = self.clock.now()
-                self.incidents.append(
-                    f"{child.name} exited on its own at {t:.3f}s with code {code}: "
-                    f"{_last_line(child.proc.stderr_path)}"
-                )
-                self._crashed(child.worker, t, schedule)
-            elif child.role != "worker" or code != -signal.SIGKILL:
-                raise LiveError(
-                    f"live {child.name} process exited with code {code}: "
-                    f"{_last_line(child.proc.stderr_path)}"
-                )
+    # ---- while it runs ------------------------------------------------------------------------
 
     def _located(self, line: str) -> str:
         """A child's one-line account of a statement that hit the sandbox, with where the
@@ -438,15 +201,15 @@ class LiveRunner:
             t_next = min(schedule.next_time(), horizon)
             due = self.clock.monotonic_at(t_next)
             while (now := time.monotonic()) < due:
-                self._watch_children(schedule)
+                self.player.watch_children()
                 self._watch_statements()
                 if due - now > TICK_S:
-                    self._replenish()
+                    self.children.replenish()
                 time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
             if t_next >= horizon:
                 return
             self.lag.append(time.monotonic() - due)
-            self._act(schedule.pop(), schedule)
+            self.player.act(schedule.pop())
             if time.monotonic() >= end:
                 return
 
@@ -486,6 +249,9 @@ class LiveRunner:
         self._next_watch = 0.0
         try:
             check_connections(self.backend, self.scenario)
+            self.children = Children(
+                self.scenario, self.backend, self.folder, self.scale, self.sql_dir
+            )
             self.slots = Slots(self.folder / "slots", self.scenario.policy.workers, create=True)
             schedule = FaultSchedule(self.scenario)
             try:
@@ -493,11 +259,20 @@ class LiveRunner:
                 self.clock = LiveClock(t0, self.scale)
                 # made once every child is ready: a killed runner's folder shows how far it got
                 self.recorder = Recorder(self.folder / "records" / "runner.jsonl", self.clock)
+                self.player = FaultPlayer(
+                    self.scenario,
+                    self.children,
+                    schedule,
+                    self.slots,
+                    self.recorder,
+                    self.clock,
+                    self._located,
+                )
                 time.sleep(max(0.0, t0 - time.monotonic()))
                 self._play(schedule)
                 self.in_flight = in_flight(self.backend, self.queue)
             finally:
-                self._kill_all()
+                self.children.kill_all()
                 self.slots.close()
             self.recorder.close()
             self._await_backends_gone()
@@ -521,7 +296,7 @@ class LiveRunner:
         horizon = self.scenario.horizon
         during = [s for s in statements if 0.0 <= s[0] <= horizon]  # not the producer's loading
         counts = pd.Series([name for _, name, _ in statements], dtype=object).value_counts()
-        lags = restart_lags(self.planned_restarts, records)
+        lags = restart_lags(self.player.planned_restarts, records)
         workers, streams = self.scenario.policy.workers, Streams(self.scenario.seed)
         run = LiveRun(
             self.scenario,
@@ -539,7 +314,7 @@ class LiveRunner:
             guard=self.measured,
             unsound=watch(self.scenario, self.scale, during, lags, self.lag),
             repaired=repaired,
-            incidents=list(self.incidents),
+            incidents=list(self.player.incidents),
             folder=str(self.folder),
             inconclusive=list(getattr(self, "in_flight", [])),
         )
@@ -679,11 +454,6 @@ def in_flight(backend, queue) -> list[str]:
     return found
 
 
-def _last_line(path: Path) -> str:
-    text = path.read_text(errors="replace").strip() if path.exists() else ""
-    return text.splitlines()[-1] if text else "no message"
-
-
 def live(
     scenario: Scenario | str,
     *,
@@ -704,15 +474,11 @@ def live(
             f"folder: expected a directory path for the run's records, got "
             f"{type(folder).__name__} {folder!r:.60}"
         )
-    scenario = as_scenario(scenario)
     if sql is not None:
-        from sim.runner import with_queue
+        from sim.db.queue.directory import loaded
 
-        scenario, sql = with_queue(scenario, sql)
-    if overrides:
-        scenario = scenario.with_overrides(overrides)
-    if seed is not None:
-        scenario = scenario.replace(seed=seed)
+        sql = loaded(sql)
+    scenario, sql = prepared(scenario, overrides, seed, queue=sql)
     return LiveRunner(
         scenario, duration=duration, time_scale=time_scale, dsn=dsn, folder=folder, sql_dir=sql
     ).run()

@@ -28,7 +28,8 @@ class LiveWatcher:
     def prepare(self) -> None:
         self.db.open()
 
-    def run(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
+    def lifecycle(self, _incarnation: int = 0, _start_at: float = 0.0) -> None:
+        """Tick every watcher_interval from the watcher's phase until the runner kills it."""
         self.clock.sleep(self.phase)
         while True:
             self.driver.run(self.steps.tick(), self.db)

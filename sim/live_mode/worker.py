@@ -149,7 +149,9 @@ class LiveWorker:
 
     # ---- life cycle ---------------------------------------------------------------------------
 
-    def run(self, incarnation: int = 0, start_at: float = 0.0) -> None:
+    def lifecycle(self, incarnation: int = 0, start_at: float = 0.0) -> None:
+        """Poll, claim and handle jobs until the runner stops this process; a restarted
+        incarnation first waits for its restart time and logs it."""
         self._streams(incarnation)
         if self.scenario.faults.shutdown == "graceful":
             signal.signal(signal.SIGTERM, self._shutdown)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +68,7 @@ class Dist:
         return cls("pareto", scale=float(scale), alpha=float(alpha))
 
     @classmethod
-    def empirical(cls, samples) -> Dist:
+    def empirical(cls, samples: Iterable[float]) -> Dist:
         return cls("empirical", samples=tuple(float(s) for s in samples))
 
     def problems(self, field: str) -> list[str]:
@@ -164,7 +166,7 @@ class Dist:
             return itertools.repeat(self.value).__next__
         return blocks(_block_draw(self, rng)).__next__
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         keys = PARAMETERS[self.kind]
         out: dict[str, object] = {"kind": self.kind}
         for key in keys:
@@ -173,7 +175,7 @@ class Dist:
         return out
 
 
-def blocks(draw, *args) -> Iterator:
+def blocks(draw: Callable[..., np.ndarray], *args: Any) -> Iterator[Any]:
     """The values of `draw(*args, _BLOCK)` called again and again: one numpy call per 512 values,
     the same sequence as drawing them one at a time from that generator."""
     while True:
@@ -198,7 +200,7 @@ def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndar
     raise ConfigError(f"unknown distribution kind {dist.kind!r}")
 
 
-def decode_utf8(raw: bytes, path, what: str) -> str:
+def decode_utf8(raw: bytes, path: str | Path, what: str) -> str:
     """The text of a file that must be UTF-8 (a leading byte-order mark is dropped);
     ConfigError if not."""
     try:

@@ -114,7 +114,7 @@ class Durations:
             f"{_s(self.p99)}, max {_s(self.max)}"
         )
 
-    def facts(self) -> dict:
+    def facts(self) -> dict[str, object]:
         """The echo as a dict (for Advice.inputs and the report)."""
         return {
             "source": self.source,
@@ -134,7 +134,7 @@ def _s(seconds: float) -> str:
     return f"{seconds:.3g} s" if seconds < 1000 else f"{seconds:,.0f} s"
 
 
-def check_unit(unit) -> str:
+def check_unit(unit: object) -> str:
     if unit not in UNITS:
         raise ConfigError(
             f"unit: {unit!r} is not one of {', '.join(UNITS)} (seconds, milliseconds, microseconds)"
@@ -143,7 +143,7 @@ def check_unit(unit) -> str:
 
 
 def from_values(
-    values, unit: str = "s", *, source: str = "values", kind: Kind = DURATIONS
+    values: object, unit: str = "s", *, source: str = "values", kind: Kind = DURATIONS
 ) -> Durations:
     """Durations from an array-like of numbers in `unit`; ConfigError naming the first bad value."""
     unit = check_unit(unit)

@@ -13,6 +13,7 @@ import types
 import typing
 import warnings
 from dataclasses import fields
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,14 +26,20 @@ class LeaseWarning(UserWarning):
     """A setting that works but is probably not what the user wants."""
 
 
-def build(cls, data, path: str):
+T = TypeVar("T")
+
+
+def build(cls: type[T], data: object, path: str) -> T:
+    """A `cls` (a scenario dataclass) from a table, every key known and every value coerced to its
+    field's type; ConfigError naming the field (with a did-you-mean for an unknown key)."""
+    shape: Any = cls  # a dataclass
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path.rstrip('.') or 'scenario'}: expected a table, got {describe(data)}"
         )
-    hints = hints_of(cls)
-    names = [f.name for f in fields(cls)]
-    kwargs = {}
+    hints = hints_of(shape)
+    names = [f.name for f in fields(shape)]
+    kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str):
             raise ConfigError(
@@ -48,7 +55,7 @@ def build(cls, data, path: str):
         kwargs[key] = convert(hints[key], value, where)
     missing = [
         f.name
-        for f in fields(cls)
+        for f in fields(shape)
         if f.name not in kwargs
         and f.default is dataclasses.MISSING
         and f.default_factory is dataclasses.MISSING
@@ -58,7 +65,7 @@ def build(cls, data, path: str):
     return cls(**kwargs)
 
 
-def check_types(obj, prefix: str) -> None:
+def check_types(obj: Any, prefix: str) -> None:
     """Check (and normalise: numpy scalars, ints for floats, lists for tuples) every field of a
     scenario dataclass as it is built, so that a wrong type fails here, naming the field."""
     hints = hints_of(obj.__class__)
@@ -81,7 +88,7 @@ def hints_of(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 
 
-def convert(hint, value, where: str):
+def convert(hint: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if hint is Dist:
         return value if isinstance(value, Dist) else dist_from(value, where)
@@ -126,7 +133,7 @@ def convert(hint, value, where: str):
     raise ConfigError(f"{where}: unsupported value {describe(value)}")
 
 
-def dist_from(value, where: str) -> Dist:
+def dist_from(value: object, where: str) -> Dist:
     """A number means a constant; a table names its kind and parameters; csv= reads samples."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -166,11 +173,11 @@ def dist_from(value, where: str) -> Dist:
     return build(Dist, data, where + ".")
 
 
-def describe(value) -> str:
+def describe(value: object) -> str:
     return f"{type(value).__name__} {short(value)}"
 
 
-def short(value) -> str:
+def short(value: object) -> str:
     """repr of a value, cut short: a 10**400 or a megabyte string stays one readable line."""
     if isinstance(value, int) and abs(value) >= 10**30:
         return f"{'-' if value < 0 else ''}an integer of {abs(value).bit_length()} bits"

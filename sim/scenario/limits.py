@@ -12,6 +12,7 @@ in the message that refuses them.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 MAX_SECONDS = 1e9  # any time value (horizon, TTL, intervals, durations, skew): about 31.7 years
 MAX_WORKERS = 10_000  # policy.workers: each worker is a set of processes and random streams
@@ -50,7 +51,7 @@ SQL_TOTAL_TIMEOUT_S = 3600.0
 SQL_TOTAL_TIMEOUT_ENV = "LEASELAB_SQL_TOTAL_TIMEOUT"
 
 
-def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
+def estimate_events(scenario: Any) -> list[tuple[str, str, float, str]]:
     """(key, how the term is computed, events, what would shrink it) for each term of a run's
     event count, largest first: an upper bound of the wakeups the simulation will schedule."""
     w, p, f, horizon = scenario.workload, scenario.policy, scenario.faults, scenario.horizon
@@ -110,8 +111,9 @@ def estimate_events(scenario) -> list[tuple[str, str, float, str]]:
     return sorted(terms, key=lambda term: -term[2])
 
 
-def size_problem(scenario) -> str | None:
-    """One line naming the setting that makes the run too big to simulate, or None."""
+def size_problem(scenario: Any) -> str | None:
+    """One line naming the setting that makes the run too big to simulate, or None (`scenario`: a
+    Scenario; sim.scenario.settings imports this module)."""
     terms = estimate_events(scenario)
     total = sum(term[2] for term in terms)
     if total <= MAX_EVENTS:
@@ -165,7 +167,7 @@ def statement_timeout_words() -> str:
     return f"the statement time limit of {statement_timeout():g} s (set {STATEMENT_TIMEOUT_ENV})"
 
 
-def nesting_problem(value, where: str) -> str | None:
+def nesting_problem(value: object, where: str) -> str | None:
     """One line when `value` (parsed TOML) nests tables and arrays deeper than MAX_TOML_DEPTH."""
     stack = [(value, 0)]
     while stack:

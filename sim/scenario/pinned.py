@@ -7,13 +7,15 @@ the same instant are served). `sim hunt` writes them into the scenario file it h
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sim.scenario import limits
 from sim.scenario.fields import check_types
 
 
-def _checked(obj, prefix: str) -> None:
+def _checked(obj: object, prefix: str) -> None:
     check_types(obj, prefix)
 
 
@@ -25,7 +27,7 @@ class DbStall:
     at: float
     duration: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _checked(self, "db_stall.")
 
 
@@ -40,7 +42,7 @@ class HeartbeatFault:
     delay: float = 0.0
     lost: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _checked(self, "heartbeat_fault.")
 
     def delay_at(self, t: float) -> float:
@@ -66,13 +68,13 @@ class Pinned:
     order: tuple[str, ...] | None = None
     order_changes: tuple[int, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _checked(self, "pinned.")
 
 
-def rules(scenario) -> tuple[list[tuple[bool, str, str]], dict[str, float]]:
+def rules(scenario: Any) -> tuple[list[tuple[bool, str, str]], dict[str, float]]:
     """(rules, time values) of the schedule's sections, for sim.scenario.settings.validate: each
-    rule is (holds, key, what is allowed)."""
+    rule is (holds, key, what is allowed). `scenario`: a Scenario (settings imports this module)."""
     f, p, pinned = scenario.faults, scenario.policy, scenario.pinned
     out: list[tuple[bool, str, str]] = []
     times: dict[str, float] = {}
@@ -143,7 +145,7 @@ def rules(scenario) -> tuple[list[tuple[bool, str, str]], dict[str, float]]:
     return out, times
 
 
-def recovery_deadline(stalls, start: float, allowance: float) -> float:
+def recovery_deadline(stalls: Iterable[DbStall], start: float, allowance: float) -> float:
     """When `allowance` seconds of the database answering have passed since `start`: while it
     stalls nothing can recover a job, so a recovery allowance counts only the time it answers."""
     t, left = start, allowance

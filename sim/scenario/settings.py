@@ -8,46 +8,41 @@ import difflib
 import os
 import tomllib
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
+from operator import attrgetter
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import tomli_w
 
 from sim.errors import ConfigError
 from sim.scenario import limits
 from sim.scenario.dists import Dist, decode_utf8
-from sim.scenario.fields import LeaseWarning, build, check_types, describe
+from sim.scenario.fields import LeaseWarning as LeaseWarning
+from sim.scenario.fields import build, check_types, convert, describe, hints_of
 from sim.scenario.pinned import DbStall, HeartbeatFault, Pinned
 from sim.scenario.pinned import rules as schedule_rules
+from sim.scenario.rules import ARRIVALS as ARRIVALS
+from sim.scenario.rules import CLAIM_STRATEGIES as CLAIM_STRATEGIES
+from sim.scenario.rules import CLOCKS as CLOCKS
+from sim.scenario.rules import COMPLETIONS as COMPLETIONS
+from sim.scenario.rules import CRASH_POINTS as CRASH_POINTS
+from sim.scenario.rules import CRASH_TARGETS as CRASH_TARGETS
+from sim.scenario.rules import DEADLINE_ACTIONS as DEADLINE_ACTIONS
+from sim.scenario.rules import FIELD_RULES, ITEM_RULES, SECONDS, rules_of, too_long
+from sim.scenario.rules import IDENTITIES as IDENTITIES
+from sim.scenario.rules import INVARIANTS as INVARIANTS
+from sim.scenario.rules import PARTITION_MODES as PARTITION_MODES
+from sim.scenario.rules import PRUNE_ACTIONS as PRUNE_ACTIONS
+from sim.scenario.rules import RESCUES as RESCUES
+from sim.scenario.rules import SHUTDOWNS as SHUTDOWNS
+from sim.scenario.rules import STALL_CHECKS as STALL_CHECKS
+from sim.scenario.rules import WATCHER_ACTIONS as WATCHER_ACTIONS
 from sim.support.input_files import read_capped
 
-CLAIM_STRATEGIES = ("read_then_write", "conditional_update", "skip_locked", "select_for_update")
-ARRIVALS = ("batch", "poisson")
-WATCHER_ACTIONS = ("requeue", "dead")
-STALL_CHECKS = ("single", "two_phase")
-PRUNE_ACTIONS = ("requeue", "dead")
-IDENTITIES = ("reused", "fresh")
-CLOCKS = ("db", "worker")
-PARTITION_MODES = ("fail", "hang")
-SHUTDOWNS = ("crash", "graceful")
-RESCUES = ("watcher", "job")
-COMPLETIONS = ("transaction", "background")
-DEADLINE_ACTIONS = ("drop", "complete", "cancel")
-CRASH_POINTS = ("after_psp", "after_marker")
-CRASH_TARGETS = ("any", "holder")
 LOCK_TTL = 1e9  # a lease TTL that stands for a lock: no claim expires within any horizon
-INVARIANTS = (
-    "lost_job",
-    "double_claim",
-    "non_owner_completion",
-    "duplicate_db_effect",
-    "duplicate_external_effect",
-    "attempts_not_incremented",
-    "stuck_processing",
-    "attempts_beyond_max",
-    "terminal_overwritten",
-)
 
 
 @dataclass(frozen=True)
@@ -65,7 +60,7 @@ class Workload:
     redelivery_delay: Dist = Dist.constant(0.0)
     payload_mismatch: float = 0.0  # probability a redelivery carries a different payload
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "workload.")
 
 
@@ -147,7 +142,7 @@ class Policy:
     clock: str = "db"  # db: every statement uses the DB clock | worker: each worker's own clock
     random_phase: bool = True  # idle polls and watcher ticks start at a random phase; false: at t=0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "policy.")
 
     @property
@@ -175,7 +170,7 @@ class ScriptedCrash:
     worker: int | None = None
     job: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "crash.")
 
 
@@ -187,7 +182,7 @@ class ScriptedOutage:
     at: float
     duration: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "outage.")
 
 
@@ -200,7 +195,7 @@ class CrashPoint:
     probability: float = 1.0
     limit: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "crash_point.")
 
 
@@ -212,7 +207,7 @@ class ClockStep:
     at: float
     by: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "clock_step.")
 
 
@@ -225,7 +220,7 @@ class DbClockStep:
     at: float
     by: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "db_clock_step.")
 
 
@@ -273,7 +268,7 @@ class Faults:
     db_stalls: tuple[DbStall, ...] = ()
     heartbeat_faults: tuple[HeartbeatFault, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "faults.")
 
 
@@ -291,128 +286,171 @@ class Scenario:
     expect: tuple[str, ...] = ()  # invariant violations this scenario exists to show
     pinned: Pinned | None = None  # draws fixed by an explicit schedule (pinned.py; sim hunt)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_types(self, "")
 
-    def with_overrides(self, assignments: dict[str, object]) -> Scenario:
-        """A copy with dotted keys replaced, e.g. {"policy.lease_ttl": 20}; validated."""
-        data = to_dict(self)
-        for dotted, value in assignments.items():
-            deep = limits.nesting_problem(value, str(dotted))
-            if deep:
-                raise ConfigError(deep)
-            _assign(data, dotted, value)
-        return from_dict(data)
+    @property
+    def validated(self) -> bool:
+        """Has validate passed this very object? (A copy made by dataclasses.replace has not.)"""
+        return bool(self.__dict__.get("_validated", False))
 
-    def replace(self, **sections) -> Scenario:
-        """A copy with whole fields or sections replaced, e.g. replace(seed=2)."""
-        return validate(replace(self, **sections))
+    def with_overrides(self, assignments: Mapping[str, object]) -> Scenario:
+        """A copy with dotted keys replaced, e.g. {"policy.lease_ttl": 20}; validated."""
+        return validate(_overridden(self, assignments))
+
+    def replace(self, **sections: Any) -> Scenario:
+        """A copy with whole fields or sections replaced, e.g. replace(seed=2); validated (a
+        validated scenario given a new seed, name or description: only those fields' rules)."""
+        copy = replace(self, **sections)
+        if not (self.validated and set(sections) <= FREE_FIELDS):
+            return validate(copy)
+        problems = (rule.problem(key, sections[key]) for key in sections for rule in rules_of(key))
+        problem = next(filter(None, problems), None)
+        if problem:
+            raise ConfigError(problem)
+        return _validated(copy)
+
+
+FREE_FIELDS = {"name", "description", "seed", "record_heartbeats"}  # no rule reads them together
+
+
+def _overridden(scenario: Scenario, assignments: Mapping[str, object]) -> Scenario:
+    """`scenario` with dotted keys replaced, not validated yet: each value is coerced by its
+    field's type and checked by the field's rules in sim.scenario.rules as it comes (an unknown
+    key is left to build, which names it with a did-you-mean)."""
+    data = to_dict(scenario)
+    for dotted, value in assignments.items():
+        deep = limits.nesting_problem(value, str(dotted))
+        if deep:
+            raise ConfigError(deep)
+        hint = _hint(dotted)
+        if hint is not None:
+            value = convert(hint, value, dotted)
+            problem = next(filter(None, (r.problem(dotted, value) for r in rules_of(dotted))), None)
+            if problem:
+                raise ConfigError(problem)
+        _assign(data, dotted, value)
+    return build(Scenario, data, "")
+
+
+def _hint(dotted: object) -> object:
+    """The type of the field a dotted key names (None when it names none)."""
+    cls: object = Scenario
+    for part in str(dotted).split(".") if isinstance(dotted, str) else [None]:
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)) or part is None:
+            return None
+        cls = hints_of(cls).get(part)
+    return cls
+
+
+@runtime_checkable
+class Settles(Protocol):
+    """A queue whose own settings (queue.toml) a scenario takes: sim.db.queue's QueueDefinition."""
+
+    def settle(self, scenario: Scenario) -> tuple[Scenario, Any]: ...
+
+
+def prepared(
+    scenario: Scenario | str | os.PathLike[str],
+    overrides: Mapping[str, object] | None = None,
+    seed: int | None = None,
+    *,
+    queue: object = None,
+) -> tuple[Scenario, Any]:
+    """The preamble of every entry point, validated once, at its end: the scenario (a Scenario, a
+    preset name or a TOML path); the settings of `queue` (anything with settle(), a loaded queue
+    directory) under the overrides; the overrides; the seed. Returns (the scenario, the queue
+    settled), or the `queue` given back as it is when it has no settle()."""
+    base = _unchecked(scenario)
+    if isinstance(queue, Settles):  # a bad scenario must not be blamed on the queue's settings
+        base, queue = queue.settle(validate(base))
+    if overrides:
+        base = _overridden(base, overrides)
+    if seed is not None:
+        base = base.replace(seed=seed) if base.validated else replace(base, seed=seed)
+    return validate(base), queue
 
 
 # ---- validation ---------------------------------------------------------------------------------
 
 
 def validate(scenario: Scenario) -> Scenario:
-    """Raise ConfigError (one line) for values a run cannot use; warn for risky ones.
+    """Raise ConfigError (one line) for values a run cannot use; warn for risky ones; mark the
+    scenario validated, so that handing it on does not check it again.
 
-    Types were checked when the scenario was built; here: ranges, the limits of sim.scenario.limits
-    (time values a timestamptz holds on both backends, sizes a run can simulate) and cross-field
-    rules.
+    Types were checked when the scenario was built; here: the table of sim.scenario.rules (ranges,
+    time values a timestamptz holds on both backends), the rules across fields, the distributions
+    and the sizes a run can simulate (sim.scenario.limits).
     """
     if not isinstance(scenario, Scenario):
         raise ConfigError(
             f"scenario: expected a Scenario, a preset name or a TOML path, got {describe(scenario)}"
         )
-    w, p, f = scenario.workload, scenario.policy, scenario.faults
-    rules = [
-        (0 < scenario.horizon, "horizon", "must be > 0 seconds"),
-        (scenario.seed >= 0, "seed", "must be a whole number >= 0"),
-        (
-            scenario.seed <= limits.MAX_SEED,
-            "seed",
-            f"must be at most {limits.MAX_SEED} (a 64-bit integer)",
-        ),
-        (scenario.backend in ("memory", "postgres"), "backend", "must be memory or postgres"),
-        (0 <= w.jobs <= limits.MAX_JOBS, "workload.jobs", f"must be from 0 to {limits.MAX_JOBS:,}"),
-        (w.arrival in ARRIVALS, "workload.arrival", f"must be one of {', '.join(ARRIVALS)}"),
-        (w.rate > 0, "workload.rate", "must be > 0 jobs per second"),
-        (0 <= w.psp_at <= 1, "workload.psp_at", "must be a fraction between 0 and 1"),
-        (
-            0 <= w.duplicate_delivery <= 1,
-            "workload.duplicate_delivery",
-            "must be a probability between 0 and 1",
-        ),
-        (
-            0 <= w.payload_mismatch <= 1,
-            "workload.payload_mismatch",
-            "must be a probability between 0 and 1",
-        ),
-        (
-            1 <= p.workers <= limits.MAX_WORKERS,
-            "policy.workers",
-            f"must be from 1 to {limits.MAX_WORKERS:,}",
-        ),
-        (p.poll_interval > 0, "policy.poll_interval", "must be > 0 seconds"),
-        (
-            p.claim in CLAIM_STRATEGIES,
-            "policy.claim",
-            f"must be one of {', '.join(CLAIM_STRATEGIES)}",
-        ),
-        (
-            1 <= p.candidates <= limits.MAX_CANDIDATES,
-            "policy.candidates",
-            f"must be from 1 to {limits.MAX_CANDIDATES:,}",
-        ),
-        (p.select_to_update_gap >= 0, "policy.select_to_update_gap", "must be >= 0 seconds"),
-        (
-            1 <= p.prefetch <= limits.MAX_CANDIDATES,
-            "policy.prefetch",
-            f"must be from 1 to {limits.MAX_CANDIDATES:,}",
-        ),
+    if scenario.validated:
+        return scenario
+    problem = next(_problems(scenario), None) or limits.size_problem(scenario)
+    if problem:
+        raise ConfigError(problem)
+    for message in _doubts(scenario):
+        warnings.warn(message, LeaseWarning, stacklevel=2)
+    return _validated(scenario)
+
+
+def _validated(scenario: Scenario) -> Scenario:
+    object.__setattr__(scenario, "_validated", True)
+    return scenario
+
+
+_FIELDS = tuple((key, attrgetter(key), rule) for key, rule in FIELD_RULES)
+_TIMED = tuple((key, value_of) for key, value_of, rule in _FIELDS if rule.unit == SECONDS)
+
+
+def _problems(scenario: Scenario) -> Iterator[str]:
+    """The line of each rule that breaks, in the order validate reports the first: the table, the
+    rules across fields, the faults lists, the expected invariants, the schedule, the time values,
+    the distributions."""
+    for key, value_of, rule in _FIELDS:
+        if not rule.holds(value_of(scenario)):
+            yield f"{key}: {rule.message}"
+    yield from _across_fields(scenario)
+    yield from _item_problems(scenario)
+    for i, name in enumerate(scenario.expect):
+        if name not in INVARIANTS:
+            yield f"expect[{i}]: {name!r} is not one of {', '.join(INVARIANTS)}"
+    scheduled, scheduled_times = schedule_rules(scenario)
+    yield from (f"{key}: {message}" for holds, key, message in scheduled if not holds)
+    for key, seconds in (*_times(scenario), *scheduled_times.items()):
+        if seconds > limits.MAX_SECONDS:
+            yield too_long(key, seconds)
+    for section, keys in DISTRIBUTIONS.items():
+        for key in keys:
+            yield from getattr(getattr(scenario, section), key).problems(f"{section}.{key}")[:1]
+
+
+DISTRIBUTIONS = {
+    "workload": ("processing", "psp_call", "statement_latency", "redelivery_delay"),
+    "faults": ("restart_delay", "pause_duration", "heartbeat_delay", "partition_duration"),
+}
+
+
+def _across_fields(scenario: Scenario) -> Iterator[str]:
+    """The rules that tie a field to another: `key: what to set` for each that breaks."""
+    p, f = scenario.policy, scenario.faults
+    rules = (
         (
             p.prefetch == 1 or p.claim == "skip_locked",
             "policy.prefetch",
             "a batch claim is one SKIP LOCKED statement: set policy.claim = skip_locked",
         ),
-        (p.lease_ttl > 0, "policy.lease_ttl", "must be > 0 seconds"),
-        (p.heartbeat_interval > 0, "policy.heartbeat_interval", "must be > 0 seconds"),
-        (p.watcher_interval > 0, "policy.watcher_interval", "must be > 0 seconds"),
-        (
-            p.watcher_action in WATCHER_ACTIONS,
-            "policy.watcher_action",
-            f"must be one of {', '.join(WATCHER_ACTIONS)}",
-        ),
-        (
-            1 <= p.watcher_batch <= limits.MAX_BATCH,
-            "policy.watcher_batch",
-            f"must be from 1 to {limits.MAX_BATCH:,}",
-        ),
-        (
-            1 <= p.max_attempts <= limits.MAX_BATCH,
-            "policy.max_attempts",
-            f"must be from 1 to {limits.MAX_BATCH:,}",
-        ),
-        (p.watcher_gap >= 0, "policy.watcher_gap", "must be >= 0 seconds"),
-        (p.rescue in RESCUES, "policy.rescue", f"must be one of {', '.join(RESCUES)}"),
         (
             p.rescue == "watcher" or p.watcher,
             "policy.rescue",
             "job runs the watcher's tick as a job: set policy.watcher = true",
         ),
         (
-            p.stall_check in STALL_CHECKS,
-            "policy.stall_check",
-            f"must be one of {', '.join(STALL_CHECKS)}",
-        ),
-        (
             not (p.stall_check == "two_phase" and p.watcher_gap),
             "policy.watcher_gap",
             "must be 0 with policy.stall_check = two_phase (its passes re-check every row)",
-        ),
-        (
-            p.max_stalls is None or 0 <= p.max_stalls <= limits.MAX_BATCH,
-            "policy.max_stalls",
-            f"must be from 0 to {limits.MAX_BATCH:,} (or absent: stalls count as attempts)",
         ),
         (
             p.max_stalls is None or p.stall_check == "two_phase" or p.process_heartbeat_interval,
@@ -421,200 +459,57 @@ def validate(scenario: Scenario) -> Scenario:
             "policy.stall_check = two_phase or policy.process_heartbeat_interval > 0",
         ),
         (
-            p.process_heartbeat_interval >= 0,
-            "policy.process_heartbeat_interval",
-            "must be >= 0 seconds (0: no process liveness)",
-        ),
-        (p.process_stale_after > 0, "policy.process_stale_after", "must be > 0 seconds"),
-        (
-            p.prune_action in PRUNE_ACTIONS,
-            "policy.prune_action",
-            f"must be one of {', '.join(PRUNE_ACTIONS)}",
-        ),
-        (
-            p.worker_identity in IDENTITIES,
-            "policy.worker_identity",
-            f"must be one of {', '.join(IDENTITIES)}",
-        ),
-        (
             0 <= p.retry_backoff
             and p.retry_backoff * min(p.max_attempts, 10**4) ** 4 <= limits.MAX_SECONDS,
             "policy.retry_backoff",
             "must be >= 0 seconds, with retry_backoff x max_attempts^4 at most 1e9 s",
         ),
-        (p.deadline >= 0, "policy.deadline", "must be >= 0 seconds (0: no worker-side deadline)"),
-        (
-            p.deadline_action in DEADLINE_ACTIONS,
-            "policy.deadline_action",
-            f"must be one of {', '.join(DEADLINE_ACTIONS)}",
-        ),
-        (
-            p.execution_timeout >= 0,
-            "policy.execution_timeout",
-            "must be >= 0 seconds (0: no execution timeout)",
-        ),
-        (
-            p.completion in COMPLETIONS,
-            "policy.completion",
-            f"must be one of {', '.join(COMPLETIONS)}",
-        ),
-        (p.clock in CLOCKS, "policy.clock", f"must be one of {', '.join(CLOCKS)}"),
-        (f.crash_rate >= 0, "faults.crash_rate", "must be >= 0 per worker-hour"),
-        (
-            f.crash_target in CRASH_TARGETS,
-            "faults.crash_target",
-            f"must be one of {', '.join(CRASH_TARGETS)}",
-        ),
-        (f.pause_rate >= 0, "faults.pause_rate", "must be >= 0 per worker-hour"),
-        (f.partition_rate >= 0, "faults.partition_rate", "must be >= 0 per worker-hour"),
-        (
-            0 <= f.heartbeat_loss <= 1,
-            "faults.heartbeat_loss",
-            "must be a probability between 0 and 1",
-        ),
-        (
-            f.partition_mode in PARTITION_MODES,
-            "faults.partition_mode",
-            f"must be one of {', '.join(PARTITION_MODES)}",
-        ),
-        (f.clock_skew >= 0, "faults.clock_skew", "must be >= 0 seconds"),
-        (
-            abs(f.clock_drift_ppm) < limits.MAX_DRIFT_PPM,
-            "faults.clock_drift_ppm",
-            f"must be between -{limits.MAX_DRIFT_PPM:g} and {limits.MAX_DRIFT_PPM:g} "
-            "parts per million",
-        ),
-        (f.shutdown in SHUTDOWNS, "faults.shutdown", f"must be one of {', '.join(SHUTDOWNS)}"),
-        (0 <= f.release_loss <= 1, "faults.release_loss", "must be a probability between 0 and 1"),
         (
             not f.release_loss or f.shutdown == "graceful",
             "faults.release_loss",
             "is the loss of a graceful release: set faults.shutdown = graceful",
         ),
-    ]
-    times = {
-        "horizon": scenario.horizon,
-        "policy.poll_interval": p.poll_interval,
-        "policy.select_to_update_gap": p.select_to_update_gap,
-        "policy.lease_ttl": p.lease_ttl,
-        "policy.heartbeat_interval": p.heartbeat_interval,
-        "policy.watcher_interval": p.watcher_interval,
-        "policy.watcher_gap": p.watcher_gap,
-        "policy.deadline": p.deadline,
-        "policy.execution_timeout": p.execution_timeout,
-        "policy.process_heartbeat_interval": p.process_heartbeat_interval,
-        "policy.process_stale_after": p.process_stale_after,
-        "faults.clock_skew": f.clock_skew,
-        "faults.clock_offset": abs(f.clock_offset),
-    }
-    for i, crash in enumerate(f.crashes):
-        rules.append(
-            (
-                (crash.worker is None) != (crash.job is None),
-                f"faults.crashes[{i}]",
-                "give either worker or job, not both"
-                if crash.worker is not None
-                else "give the worker (an index) or the job it crashes holding, one of them",
-            )
-        )
-        if crash.worker is not None:
-            rules.append(
-                (
-                    0 <= crash.worker < p.workers,
-                    f"faults.crashes[{i}].worker",
-                    f"must be a worker index 0..{p.workers - 1}",
+    )
+    return (f"{key}: {message}" for holds, key, message in rules if not holds)
+
+
+def _item_problems(scenario: Scenario) -> Iterator[str]:
+    """The entries of the faults lists: a scripted crash names its worker or its job, a worker
+    index is below policy.workers, and each field keeps its rules in the table."""
+    workers = scenario.policy.workers
+    for section, rows in ITEM_RULES.items():
+        for i, item in enumerate(getattr(scenario.faults, section)):
+            key = f"faults.{section}[{i}]"
+            if isinstance(item, ScriptedCrash) and (item.worker is None) == (item.job is None):
+                yield f"{key}: " + (
+                    "give either worker or job, not both"
+                    if item.worker is not None
+                    else "give the worker (an index) or the job it crashes holding, one of them"
                 )
-            )
-        if crash.job is not None:
-            rules.append(
-                (
-                    0 <= crash.job <= limits.MAX_SEED,
-                    f"faults.crashes[{i}].job",
-                    "must be a job id >= 0",
-                )
-            )
-        rules.append((crash.at >= 0, f"faults.crashes[{i}].at", "must be >= 0 seconds"))
-        times[f"faults.crashes[{i}].at"] = crash.at
-    for section in ("pauses", "partitions"):
-        for i, outage in enumerate(getattr(f, section)):
-            rules.append(
-                (
-                    0 <= outage.worker < p.workers,
-                    f"faults.{section}[{i}].worker",
-                    f"must be a worker index 0..{p.workers - 1}",
-                )
-            )
-            rules.append((outage.at >= 0, f"faults.{section}[{i}].at", "must be >= 0 seconds"))
-            rules.append(
-                (outage.duration > 0, f"faults.{section}[{i}].duration", "must be > 0 seconds")
-            )
-            times[f"faults.{section}[{i}].at"] = outage.at
-            times[f"faults.{section}[{i}].duration"] = outage.duration
-    for i, step in enumerate(f.clock_steps):
-        rules.append(
-            (
-                0 <= step.worker < p.workers,
-                f"faults.clock_steps[{i}].worker",
-                f"must be a worker index 0..{p.workers - 1}",
-            )
-        )
-        rules.append((step.at >= 0, f"faults.clock_steps[{i}].at", "must be >= 0 seconds"))
-        times[f"faults.clock_steps[{i}].at"] = step.at
-        times[f"faults.clock_steps[{i}].by"] = abs(step.by)
-    for i, db_step in enumerate(f.db_clock_steps):
-        rules.append((db_step.at >= 0, f"faults.db_clock_steps[{i}].at", "must be >= 0 seconds"))
-        times[f"faults.db_clock_steps[{i}].at"] = db_step.at
-        times[f"faults.db_clock_steps[{i}].by"] = abs(db_step.by)
-    times["faults.db_clock_steps (all steps together)"] = sum(abs(s.by) for s in f.db_clock_steps)
-    for i, cp in enumerate(f.crash_points):
-        rules.append(
-            (
-                cp.point in CRASH_POINTS,
-                f"faults.crash_points[{i}].point",
-                f"must be one of {', '.join(CRASH_POINTS)}",
-            )
-        )
-        rules.append(
-            (
-                0 <= cp.probability <= 1,
-                f"faults.crash_points[{i}].probability",
-                "must be a probability between 0 and 1",
-            )
-        )
-        rules.append(
-            (
-                1 <= cp.limit <= limits.MAX_SEED,
-                f"faults.crash_points[{i}].limit",
-                "must be at least 1",
-            )
-        )
-    for i, name in enumerate(scenario.expect):
-        rules.append(
-            (name in INVARIANTS, f"expect[{i}]", f"{name!r} is not one of {', '.join(INVARIANTS)}")
-        )
-    scheduled, scheduled_times = schedule_rules(scenario)
-    rules += scheduled
-    times.update(scheduled_times)
-    rules += [
-        (
-            value <= limits.MAX_SECONDS,
-            key,
-            f"{value:g} s is too long: time values are at most "
-            f"{limits.MAX_SECONDS:g} s (about 31 years), "
-            "so that every timestamp fits a timestamptz",
-        )
-        for key, value in times.items()
-    ]
-    for ok, key, message in rules:
-        if not ok:
-            raise ConfigError(f"{key}: {message}")
-    for key in ("processing", "psp_call", "statement_latency", "redelivery_delay"):
-        _check_dist(getattr(w, key), f"workload.{key}")
-    for key in ("restart_delay", "pause_duration", "heartbeat_delay", "partition_duration"):
-        _check_dist(getattr(f, key), f"faults.{key}")
-    size = limits.size_problem(scenario)
-    if size:
-        raise ConfigError(size)
+            worker = getattr(item, "worker", None)
+            if worker is not None and not 0 <= worker < workers:
+                yield f"{key}.worker: must be a worker index 0..{workers - 1}"
+            for name, rule in rows:
+                if not rule.holds(getattr(item, name)):
+                    yield f"{key}.{name}: {rule.message}"
+
+
+def _times(scenario: Scenario) -> Iterator[tuple[str, float]]:
+    """(key, size in seconds) of every time value of the table and of the faults lists."""
+    for key, value_of in _TIMED:
+        yield key, abs(value_of(scenario))
+    for section, rows in ITEM_RULES.items():
+        for i, item in enumerate(getattr(scenario.faults, section)):
+            for name, rule in rows:
+                if rule.unit == SECONDS:
+                    yield f"faults.{section}[{i}].{name}", abs(getattr(item, name))
+    steps = scenario.faults.db_clock_steps
+    yield "faults.db_clock_steps (all steps together)", sum(abs(s.by) for s in steps)
+
+
+def _doubts(scenario: Scenario) -> list[str]:
+    """Settings that run but likely do not do what was meant: a warning each."""
+    p, f = scenario.policy, scenario.faults
     worker_clock = [
         key
         for key, value in (
@@ -624,7 +519,7 @@ def validate(scenario: Scenario) -> Scenario:
         )
         if value
     ]
-    doubts = [  # settings that run but likely do not do what was meant: a warning each
+    doubts = [
         (
             bool(worker_clock) and p.clock != "worker",
             f"{worker_clock[0] if worker_clock else ''} has no effect with policy.clock = "
@@ -648,22 +543,13 @@ def validate(scenario: Scenario) -> Scenario:
             f"policy.lease_ttl {p.lease_ttl:g} s: leases will lapse between heartbeats",
         ),
     ]
-    for doubtful, message in doubts:
-        if doubtful:
-            warnings.warn(message, LeaseWarning, stacklevel=2)
-    return scenario
-
-
-def _check_dist(dist: Dist, key: str) -> None:
-    problems = dist.problems(key)
-    if problems:
-        raise ConfigError(problems[0])
+    return [message for doubtful, message in doubts if doubtful]
 
 
 # ---- dict / TOML conversion ---------------------------------------------------------------------
 
 
-def to_dict(obj) -> dict:
+def to_dict(obj: Any) -> dict[str, Any]:
     """Plain nested dict of a scenario (distributions as tables), ready for TOML."""
     if isinstance(obj, Dist):
         return obj.to_dict()
@@ -681,12 +567,12 @@ def to_dict(obj) -> dict:
     return out
 
 
-def from_dict(data: dict) -> Scenario:
+def from_dict(data: dict[str, Any]) -> Scenario:
     """Build and validate a Scenario from a nested dict (e.g. parsed TOML)."""
     return validate(build(Scenario, data, ""))
 
 
-def _assign(data: dict, dotted: str, value) -> None:
+def _assign(data: dict[str, Any], dotted: str, value: object) -> None:
     *parents, leaf = dotted.split(".")
     node = data
     walked = []
@@ -705,6 +591,11 @@ def _assign(data: dict, dotted: str, value) -> None:
 def loads(text: str, source: str = "scenario", *, folder: str | Path | None = None) -> Scenario:
     """A scenario from TOML text; `{csv = "d.csv"}` distributions resolve relative to `folder`
     (the TOML file's own folder when read by load(); else the current directory)."""
+    return validate(_parsed(text, source, folder))
+
+
+def _parsed(text: str, source: str, folder: str | Path | None = None) -> Scenario:
+    """loads, not validated yet."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -716,10 +607,10 @@ def loads(text: str, source: str = "scenario", *, folder: str | Path | None = No
         raise ConfigError(deep)
     if folder is not None:
         _anchor_csv_paths(data, Path(folder))
-    return from_dict(data)
+    return build(Scenario, data, "")
 
 
-def _anchor_csv_paths(node, folder: Path) -> None:
+def _anchor_csv_paths(node: object, folder: Path) -> None:
     """Make every relative `csv = "..."` path in parsed TOML relative to `folder` instead of the
     cwd."""
     if isinstance(node, list):
@@ -734,9 +625,14 @@ def _anchor_csv_paths(node, folder: Path) -> None:
 
 
 def load(path: str | os.PathLike[str]) -> Scenario:
+    return validate(_loaded(path))
+
+
+def _loaded(path: str | os.PathLike[str]) -> Scenario:
+    """load, not validated yet."""
     path = Path(path)
     raw = read_capped(path, "scenario TOML", limits.MAX_TOML_BYTES)
-    return loads(decode_utf8(raw, path, "TOML"), str(path), folder=path.parent)
+    return _parsed(decode_utf8(raw, path, "TOML"), str(path), folder=path.parent)
 
 
 def dumps(scenario: Scenario) -> str:
@@ -764,6 +660,11 @@ def preset_names() -> list[str]:
 
 def preset(name: str) -> Scenario:
     """A named preset from sim/scenario/presets/, or ConfigError with a did-you-mean."""
+    return validate(_preset(name))
+
+
+def _preset(name: str) -> Scenario:
+    """preset, not validated yet."""
     if not isinstance(name, str):
         raise ConfigError(f"preset: expected a preset name, got {describe(name)}")
     names = preset_names()
@@ -774,32 +675,38 @@ def preset(name: str) -> Scenario:
     text = (resources.files("sim.scenario") / "presets" / f"{name}.toml").read_text(
         encoding="utf-8"
     )
-    return loads(text, f"preset {name}")
+    return _parsed(text, f"preset {name}")
 
 
-def resolve(name_or_path: str | os.PathLike) -> Scenario:
+def resolve(name_or_path: str | os.PathLike[str]) -> Scenario:
     """A preset name, or a path to a TOML file."""
-    if isinstance(name_or_path, os.PathLike):
-        return load(name_or_path)
-    if not isinstance(name_or_path, str):
+    if isinstance(name_or_path, Scenario) or not isinstance(name_or_path, str | os.PathLike):
         raise ConfigError(
             f"scenario: expected a preset name or a TOML path, got {describe(name_or_path)}"
         )
-    if name_or_path.endswith(".toml") or "/" in name_or_path:
-        return load(name_or_path)
-    return preset(name_or_path)
+    return validate(_unchecked(name_or_path))
 
 
-def as_scenario(scenario: Scenario | str | os.PathLike) -> Scenario:
+def as_scenario(scenario: Scenario | str | os.PathLike[str]) -> Scenario:
     """What the public entry points accept as a scenario: a Scenario (validated here, since one
     built in code has not been checked yet), a preset name or a TOML path; else ConfigError."""
+    return validate(_unchecked(scenario))
+
+
+def _unchecked(scenario: object) -> Scenario:
+    """A Scenario as given, or the preset or TOML file a name or path names, not validated yet;
+    else ConfigError."""
     if isinstance(scenario, Scenario):
-        return validate(scenario)
-    if isinstance(scenario, str | os.PathLike):
-        return resolve(scenario)
-    raise ConfigError(
-        f"scenario: expected a Scenario, a preset name or a TOML path, got {describe(scenario)}"
-    )
+        return scenario
+    if isinstance(scenario, os.PathLike):
+        return _loaded(scenario)
+    if not isinstance(scenario, str):
+        raise ConfigError(
+            f"scenario: expected a Scenario, a preset name or a TOML path, got {describe(scenario)}"
+        )
+    if scenario.endswith(".toml") or "/" in scenario:
+        return _loaded(scenario)
+    return _preset(scenario)
 
 
 def recovery_allowance(scenario: Scenario) -> float:
