@@ -172,35 +172,12 @@ class CandidateModel:
         a, job, seed, rate = self.assumptions, self.job, self.seed, self.rate
         lat = a.statement_latency
         busy = self.pool.offered_load(rate)
-        waits = self.waits
         pairs = [(ttl, h) for ttl in ttls for h in heartbeats if h is None or h + lat < ttl]
         risk = pair_risk(job, pairs, a, busy=busy, jobs_per_day=rate * SECONDS_PER_DAY, seed=seed)
         rows = []
         for (ttl, h), (fe, fe_high, per_day, per_day_high) in zip(pairs, risk, strict=True):
-            cycle = _cycle(h, a)
-            lease_left = ttl - closed_forms.time_since_renewal_mean(
-                job, ttl=ttl, heartbeat_interval=cycle, latency=lat
-            )
-            # the wait depends on when the job becomes claimable (a restarted worker may be back)
-            since = closed_forms.time_since_renewal_samples(
-                SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
-            )
-            # centred on the exact mean, so that the draws add only the spread, not their noise
-            left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
-            load = closed_forms.db_load(
-                workers=self.workers,
-                poll_interval=self.poll_interval,
-                heartbeat_interval=h,
-                watcher_interval=None,
-                job_duration=job,
-                arrival_rate=rate,
-                latency=lat,
-            )
+            heartbeat_load = self._renewals(ttl, h)[2]
             for w in watchers:
-                phases = 0.0 if self.claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
-                claimable = np.add.outer(left_draws, phases)
-                watcher_wait = 0.0 if self.claim_takes_expired else (w + lat) / 2 + lat
-                recovery = lease_left + watcher_wait + waits.mean(claimable) + lat
                 watcher = closed_forms.watcher_load(watcher_interval=w, latency=lat)
                 rows.append(
                     (
@@ -211,16 +188,61 @@ class CandidateModel:
                         fe_high,
                         per_day,
                         per_day_high,
-                        recovery,
-                        load["heartbeat"],
+                        self._recovery(ttl, h, w),
+                        heartbeat_load,
                         watcher,
-                        load["heartbeat"] + watcher,
+                        heartbeat_load + watcher,
                         True,
                         True,
                         np.nan,
                     )
                 )
         return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+
+    @functools.cached_property
+    def _kept(self) -> dict:
+        """The per-setting parts of table's rows, kept: a search that widens its ladders, and the
+        named settings after it, ask for the same settings again."""
+        return {}
+
+    def _renewals(self, ttl: float, h: float | None) -> tuple[float, np.ndarray, float]:
+        """(the mean lease left at a crash, draws of it, heartbeat statements/s) for (ttl, h)."""
+        key = ("renewals", ttl, h)
+        if key not in self._kept:
+            a, job, lat = self.assumptions, self.job, self.assumptions.statement_latency
+            cycle = _cycle(h, a)
+            lease_left = ttl - closed_forms.time_since_renewal_mean(
+                job, ttl=ttl, heartbeat_interval=cycle, latency=lat
+            )
+            # the wait depends on when the job becomes claimable (a restarted worker may be back)
+            since = closed_forms.time_since_renewal_samples(
+                SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=self.seed
+            )
+            # centred on the exact mean, so that the draws add only the spread, not their noise
+            left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
+            load = closed_forms.db_load(
+                workers=self.workers,
+                poll_interval=self.poll_interval,
+                heartbeat_interval=h,
+                watcher_interval=None,
+                job_duration=job,
+                arrival_rate=self.rate,
+                latency=lat,
+            )
+            self._kept[key] = (lease_left, left_draws, load["heartbeat"])
+        return self._kept[key]
+
+    def _recovery(self, ttl: float, h: float | None, w: float) -> float:
+        """The predicted mean recovery after a crash of the setting (ttl, h, w)."""
+        key = ("recovery", ttl, h, w)
+        if key not in self._kept:
+            lat = self.assumptions.statement_latency
+            lease_left, left_draws, _ = self._renewals(ttl, h)
+            phases = 0.0 if self.claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
+            claimable = np.add.outer(left_draws, phases)
+            watcher_wait = 0.0 if self.claim_takes_expired else (w + lat) / 2 + lat
+            self._kept[key] = lease_left + watcher_wait + self.waits.mean(claimable) + lat
+        return self._kept[key]
 
     def priced(
         self, ttls, heartbeats, watchers, target: float, inputs: dict

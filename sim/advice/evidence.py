@@ -21,7 +21,6 @@ import pandas as pd
 
 from sim.advice.candidates import pool_of
 from sim.support.in_words import apart, claim, count, duration, percent
-from sim.theory.stats import pooled_mean_ci, wilson_interval
 
 EVIDENCE_CRASHES = 40  # wanted per run, to measure recovery
 STEADY_MEAN_JOBS = 10  # the arrivals of a run last at least this many mean jobs (not a warm-up)
@@ -87,6 +86,7 @@ def simulate(
     simulated figures beside predictions made at the crash rate simulated."""
     from sim.scenario.settings import to_dict
     from sim.sweeps import sweep
+    from sim.theory.stats import pooled_mean_ci, wilson_interval
 
     named = advice.shortlist[
         advice.shortlist["step"].notna() & advice.shortlist["ttl"].isin(ttls)
@@ -270,6 +270,7 @@ def leases_to_confirm(rate: float, target: float, confidence: float = 0.95) -> i
     (None when rate >= target: no number confirms it)."""
     if not rate < target:
         return None
+    from sim.theory.stats import wilson_interval
 
     def confirms(n: int) -> bool:
         return wilson_interval(rate * n, n, confidence)[1] <= target

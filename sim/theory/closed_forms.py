@@ -30,11 +30,12 @@ Rates of faults are per worker-hour, as in sim.scenario.settings.Faults; times a
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import signal, special, stats
+from scipy import fft, special
 
 from sim.scenario.dists import Dist
 
@@ -287,10 +288,18 @@ class CrashPollWait:
         """Mean wait for a job claimable `claimable_after` seconds after its owner's crash (a
         number, or draws of it: then the mean over them)."""
         d = np.atleast_1d(np.asarray(claimable_after, dtype=float))
-        away = _cumulative(self.grid, self.away)
-        within = np.interp(np.maximum(self.restart_delay - d, 0.0), self.grid, away)
-        back = _integral(self.grid, self.back, self.grid[-1])
+        within = np.interp(np.maximum(self.restart_delay - d, 0.0), self.grid, self._away_integral)
+        back = self._back_mean
         return float(np.mean(np.where(d >= self.restart_delay, back, within)))
+
+    @functools.cached_property
+    def _away_integral(self) -> np.ndarray:
+        """The integral of `away` up to each grid point (once per wait: mean is called often)."""
+        return _cumulative(self.grid, self.away)
+
+    @functools.cached_property
+    def _back_mean(self) -> float:
+        return _integral(self.grid, self.back, self.grid[-1])
 
     def samples(self, claimable_after: np.ndarray, seed: int = 0) -> np.ndarray:
         """One draw of the wait per entry of `claimable_after` (inverse transform on the grid)."""
@@ -341,19 +350,57 @@ def cdf(dist: Dist, x) -> np.ndarray:
         case "constant":
             return (x >= dist.value).astype(float)
         case "exponential":
-            return stats.expon.cdf(x, scale=dist.mean)
+            return _stats().expon.cdf(x, scale=dist.mean)
         case "uniform":
             if dist.high == dist.low:
                 return (x >= dist.low).astype(float)
-            return stats.uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
+            return _stats().uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
         case "lognormal":
-            return stats.lognorm.cdf(x, dist.sigma, scale=dist.median)
+            return lognormal_cdf(x, dist.sigma, dist.median)
         case "pareto":
-            return stats.pareto.cdf(x, dist.alpha, scale=dist.scale)
+            return _stats().pareto.cdf(x, dist.alpha, scale=dist.scale)
         case "empirical":
             samples = np.sort(np.asarray(dist.samples, dtype=float))
             return np.searchsorted(samples, x, side="right") / len(samples)
     raise ValueError(f"unknown distribution kind {dist.kind!r}")
+
+
+def _stats():
+    """scipy.stats, imported on first use: it takes a second or more to import, and the kinds the
+    advice meets (lognormal, empirical, constant) are computed below without it."""
+    from scipy import stats
+
+    return stats
+
+
+# scipy.stats' lognormal and Poisson, the same steps (and so the same numbers) without importing it
+
+
+def lognormal_cdf(x, sigma: float, median: float) -> np.ndarray:
+    """scipy.stats.lognorm.cdf(x, sigma, scale=median)."""
+    y = np.asarray(np.asarray(x, dtype=float) / median)
+    out = np.where(np.isnan(y), np.nan, np.where(y >= np.inf, 1.0, 0.0))
+    inside = (y > 0) & (y < np.inf)
+    if inside.any():
+        out[inside] = special.ndtr(np.log(y[inside]) / sigma)
+    return out[()] if out.ndim == 0 else out
+
+
+def lognormal_ppf(q, sigma: float, median: float) -> np.ndarray:
+    """scipy.stats.lognorm.ppf(q, sigma, scale=median), for 0 < q < 1."""
+    return np.exp(sigma * special.ndtri(np.asarray(q, dtype=float))) * median + 0
+
+
+def poisson_pmf(k, mu) -> np.ndarray:
+    """scipy.stats.poisson.pmf(k, mu) for whole k >= 0 and mu >= 0."""
+    return np.clip(np.exp(special.xlogy(k, mu) - special.gammaln(k + 1) - mu), 0, 1)
+
+
+def poisson_ppf(q: float, mu: float) -> float:
+    """scipy.stats.poisson.ppf(q, mu) for 0 < q < 1 and mu > 0."""
+    vals = np.ceil(special.pdtrik(q, mu))
+    vals1 = np.maximum(vals - 1, 0)
+    return float(np.where(special.pdtr(vals1, mu) >= q, vals1, vals) + 0)
 
 
 def survival(dist: Dist, x) -> np.ndarray:
@@ -371,13 +418,13 @@ def _support(dist: Dist, grid: int = _GRID) -> tuple[np.ndarray, np.ndarray]:
     q = (np.arange(grid) + 0.5) / grid
     match dist.kind:
         case "exponential":
-            values = stats.expon.ppf(q, scale=dist.mean)
+            values = _stats().expon.ppf(q, scale=dist.mean)
         case "uniform":
             values = dist.low + q * (dist.high - dist.low)
         case "lognormal":
-            values = stats.lognorm.ppf(q, dist.sigma, scale=dist.median)
+            values = lognormal_ppf(q, dist.sigma, dist.median)
         case "pareto":
-            values = stats.pareto.ppf(q, dist.alpha, scale=dist.scale)
+            values = _stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
         case _:
             raise ValueError(f"unknown distribution kind {dist.kind!r}")
     return values, np.full(grid, 1.0 / grid)
@@ -407,13 +454,13 @@ def _expect(dist: Dist, fn, below: float | None = None, above_value: float = 0.0
 def _ppf(dist: Dist, q: np.ndarray) -> np.ndarray:
     match dist.kind:
         case "exponential":
-            return stats.expon.ppf(q, scale=dist.mean)
+            return _stats().expon.ppf(q, scale=dist.mean)
         case "uniform":
             return dist.low + q * (dist.high - dist.low)
         case "lognormal":
-            return stats.lognorm.ppf(q, dist.sigma, scale=dist.median)
+            return lognormal_ppf(q, dist.sigma, dist.median)
         case "pareto":
-            return stats.pareto.ppf(q, dist.alpha, scale=dist.scale)
+            return _stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
     raise ValueError(f"no quantile function for {dist.kind!r}")
 
 
@@ -538,12 +585,24 @@ def _lapse_given_duration(
     return lapse_by_phase, None
 
 
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """scipy.signal.fftconvolve(a, b) of two real 1-D arrays, the same steps and so the same
+    numbers, without importing scipy.signal (a second or more at start-up)."""
+    n = len(a) + len(b) - 1
+    size = [fft.next_fast_len(n, True)]
+    return fft.irfftn(fft.rfftn(a, size, axes=[0]) * fft.rfftn(b, size, axes=[0]), size, axes=[0])[
+        :n
+    ]
+
+
+@functools.lru_cache(maxsize=256)
 def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):
     """f(t, x) = P(the pauses starting in t seconds of working time add up to <= x), 0 <= x <= span.
 
     N ~ Poisson(rate t) pauses, durations iid D: sum over k of P(N = k) P(D1 + .. + Dk <= x), with
     the k-fold sums convolved on a grid of `cells` steps over [0, span] (durations rounded down to
-    the grid, so the sums are slightly optimistic, by at most k steps of span / cells).
+    the grid, so the sums are slightly optimistic, by at most k steps of span / cells). Kept: a
+    search asks for the same TTLs again.
     """
     step = span / cells
     edges = np.arange(cells + 1) * step
@@ -552,17 +611,17 @@ def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: i
     )  # P(D in [j step, (j+1) step)); mass beyond span dropped
     pmf[0] += float(cdf(pause_duration, 0.0))  # (a zero-length pause)
     expected = rate * span
-    most = int(stats.poisson.ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
+    most = int(poisson_ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
     sums = [np.concatenate([[1.0], np.zeros(cells)])]  # pmf of the sum of k durations on the grid
     for _ in range(most):
-        sums.append(np.clip(signal.fftconvolve(sums[-1], pmf)[: cells + 1], 0.0, None))
+        sums.append(np.clip(_convolve(sums[-1], pmf)[: cells + 1], 0.0, None))
     cumulative = np.array([np.cumsum(s) for s in sums])  # [k, j] = P(S_k <= j step)
 
     def f(t, x):
         t, x = np.broadcast_arrays(np.asarray(t, float), np.asarray(x, float))
         index = np.clip(np.floor(x / step + 1e-9).astype(int), 0, cells)
         k = np.arange(len(sums))[:, None]
-        weights = stats.poisson.pmf(k, rate * t.ravel()[None, :])
+        weights = poisson_pmf(k, rate * t.ravel()[None, :])
         within = cumulative[:, index.ravel()]
         return np.where(x.ravel() < 0, 0.0, np.sum(weights * within, axis=0)).reshape(t.shape)
 
