@@ -121,6 +121,13 @@ class Pair:
         return mine and (theirs if self.excludes else not theirs)
 
 
+BOTH_TARGETS = Pair(
+    "target_per_day",
+    "target_false_expiry",
+    True,
+    "target_per_day: give a target per job (target_false_expiry) or per day, not both",
+    "--target-per-day: give it or --target (per job), not both",
+)
 PAIRS = (  # advise()'s keywords; pause_duration stands for --pause-p99
     Pair("pause_duration", "pauses", True, "pauses: give measured pauses or pause_duration, not "
          "both", "--pauses: give it or --pause-p99, not both (it measures what that assumes)"),
@@ -132,9 +139,7 @@ PAIRS = (  # advise()'s keywords; pause_duration stands for --pause-p99
          "FILE"),
     Pair("pause_hours", "pauses", False, "pause_hours: needs pauses (the measured pauses it "
          "counts)", "--pause-hours: applies to a file of measured pauses; give --pauses FILE"),
-    Pair("target_per_day", "target_false_expiry", True, "target_per_day: give a target per job "
-         "(target_false_expiry) or per day, not both",
-         "--target-per-day: give it or --target (per job), not both"),
+    BOTH_TARGETS,
     Pair("target_per_day", "arrival_rate", False, "target_per_day: needs arrival_rate (jobs/s), "
          "since how many jobs a day there are decides what a per-day target asks of each job",
          "--target-per-day {value:g}: needs --arrival-rate (jobs/s), since how many jobs a day "
@@ -147,8 +152,8 @@ def check_arguments(given: dict) -> None:
     """ConfigError naming the first of advise()'s arguments (`given`, by keyword) that NUMBERS,
     the targets, `prefer` or PAIRS refuse."""
     target = given["target_false_expiry"]
-    if PAIRS[4].broken(given):  # the two targets first
-        raise ConfigError(PAIRS[4].argument_words)
+    if BOTH_TARGETS.broken(given):  # the targets first
+        raise ConfigError(BOTH_TARGETS.argument_words)
     if target is not None:
         Number("target_false_expiry", None).check_argument(target)
         if target >= 1:

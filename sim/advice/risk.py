@@ -33,6 +33,7 @@ from sim.errors import ConfigError
 from sim.scenario.dists import Dist
 from sim.support.in_words import count, duration
 from sim.theory import closed_forms
+from sim.theory.scipy_steps import beta_ppf
 
 SECONDS_PER_DAY = 86_400.0
 BOOTSTRAP = 400
@@ -369,20 +370,12 @@ def bootstrap_weights(n: int, seed: int, draws: int = BOOTSTRAP) -> np.ndarray:
     return weights
 
 
-def _beta_ppf(q: float, a: float, b: float) -> float:
-    """scipy.stats.beta.ppf(q, a, b) for 0 < q < 1, a, b > 0: the ufunc it calls, without
-    importing scipy.stats (a second or more)."""
-    from scipy.special import _ufuncs
-
-    return float(_ufuncs._beta_ppf(q, a, b) * 1.0 + 0)
-
-
 def share_upper_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
     """One-sided exact (Clopper-Pearson) upper bound of a share seen k times in n
     (3/n-ish for k = 0)."""
     if k >= n:
         return 1.0
-    return float(_beta_ppf(confidence, k + 1, n - k))
+    return float(beta_ppf(confidence, k + 1, n - k))
 
 
 def per_job(

@@ -35,9 +35,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import fft, special
+from scipy import special
 
 from sim.scenario.dists import Dist
+from sim.theory.scipy_steps import (
+    convolve,
+    lognormal_cdf,
+    lognormal_ppf,
+    poisson_pmf,
+    poisson_ppf,
+    scipy_stats,
+)
 
 _GRID = 4096  # quantile points used for expectations over a parametric job-duration distribution
 
@@ -350,57 +358,19 @@ def cdf(dist: Dist, x) -> np.ndarray:
         case "constant":
             return (x >= dist.value).astype(float)
         case "exponential":
-            return _stats().expon.cdf(x, scale=dist.mean)
+            return scipy_stats().expon.cdf(x, scale=dist.mean)
         case "uniform":
             if dist.high == dist.low:
                 return (x >= dist.low).astype(float)
-            return _stats().uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
+            return scipy_stats().uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
         case "lognormal":
             return lognormal_cdf(x, dist.sigma, dist.median)
         case "pareto":
-            return _stats().pareto.cdf(x, dist.alpha, scale=dist.scale)
+            return scipy_stats().pareto.cdf(x, dist.alpha, scale=dist.scale)
         case "empirical":
             samples = np.sort(np.asarray(dist.samples, dtype=float))
             return np.searchsorted(samples, x, side="right") / len(samples)
     raise ValueError(f"unknown distribution kind {dist.kind!r}")
-
-
-def _stats():
-    """scipy.stats, imported on first use: it takes a second or more to import, and the kinds the
-    advice meets (lognormal, empirical, constant) are computed below without it."""
-    from scipy import stats
-
-    return stats
-
-
-# scipy.stats' lognormal and Poisson, the same steps (and so the same numbers) without importing it
-
-
-def lognormal_cdf(x, sigma: float, median: float) -> np.ndarray:
-    """scipy.stats.lognorm.cdf(x, sigma, scale=median)."""
-    y = np.asarray(np.asarray(x, dtype=float) / median)
-    out = np.where(np.isnan(y), np.nan, np.where(y >= np.inf, 1.0, 0.0))
-    inside = (y > 0) & (y < np.inf)
-    if inside.any():
-        out[inside] = special.ndtr(np.log(y[inside]) / sigma)
-    return out[()] if out.ndim == 0 else out
-
-
-def lognormal_ppf(q, sigma: float, median: float) -> np.ndarray:
-    """scipy.stats.lognorm.ppf(q, sigma, scale=median), for 0 < q < 1."""
-    return np.exp(sigma * special.ndtri(np.asarray(q, dtype=float))) * median + 0
-
-
-def poisson_pmf(k, mu) -> np.ndarray:
-    """scipy.stats.poisson.pmf(k, mu) for whole k >= 0 and mu >= 0."""
-    return np.clip(np.exp(special.xlogy(k, mu) - special.gammaln(k + 1) - mu), 0, 1)
-
-
-def poisson_ppf(q: float, mu: float) -> float:
-    """scipy.stats.poisson.ppf(q, mu) for 0 < q < 1 and mu > 0."""
-    vals = np.ceil(special.pdtrik(q, mu))
-    vals1 = np.maximum(vals - 1, 0)
-    return float(np.where(special.pdtr(vals1, mu) >= q, vals1, vals) + 0)
 
 
 def survival(dist: Dist, x) -> np.ndarray:
@@ -418,13 +388,13 @@ def _support(dist: Dist, grid: int = _GRID) -> tuple[np.ndarray, np.ndarray]:
     q = (np.arange(grid) + 0.5) / grid
     match dist.kind:
         case "exponential":
-            values = _stats().expon.ppf(q, scale=dist.mean)
+            values = scipy_stats().expon.ppf(q, scale=dist.mean)
         case "uniform":
             values = dist.low + q * (dist.high - dist.low)
         case "lognormal":
             values = lognormal_ppf(q, dist.sigma, dist.median)
         case "pareto":
-            values = _stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
+            values = scipy_stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
         case _:
             raise ValueError(f"unknown distribution kind {dist.kind!r}")
     return values, np.full(grid, 1.0 / grid)
@@ -454,13 +424,13 @@ def _expect(dist: Dist, fn, below: float | None = None, above_value: float = 0.0
 def _ppf(dist: Dist, q: np.ndarray) -> np.ndarray:
     match dist.kind:
         case "exponential":
-            return _stats().expon.ppf(q, scale=dist.mean)
+            return scipy_stats().expon.ppf(q, scale=dist.mean)
         case "uniform":
             return dist.low + q * (dist.high - dist.low)
         case "lognormal":
             return lognormal_ppf(q, dist.sigma, dist.median)
         case "pareto":
-            return _stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
+            return scipy_stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
     raise ValueError(f"no quantile function for {dist.kind!r}")
 
 
@@ -585,16 +555,6 @@ def _lapse_given_duration(
     return lapse_by_phase, None
 
 
-def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """scipy.signal.fftconvolve(a, b) of two real 1-D arrays, the same steps and so the same
-    numbers, without importing scipy.signal (a second or more at start-up)."""
-    n = len(a) + len(b) - 1
-    size = [fft.next_fast_len(n, True)]
-    return fft.irfftn(fft.rfftn(a, size, axes=[0]) * fft.rfftn(b, size, axes=[0]), size, axes=[0])[
-        :n
-    ]
-
-
 @functools.lru_cache(maxsize=256)
 def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):
     """f(t, x) = P(the pauses starting in t seconds of working time add up to <= x), 0 <= x <= span.
@@ -614,7 +574,7 @@ def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: i
     most = int(poisson_ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
     sums = [np.concatenate([[1.0], np.zeros(cells)])]  # pmf of the sum of k durations on the grid
     for _ in range(most):
-        sums.append(np.clip(_convolve(sums[-1], pmf)[: cells + 1], 0.0, None))
+        sums.append(np.clip(convolve(sums[-1], pmf)[: cells + 1], 0.0, None))
     cumulative = np.array([np.cumsum(s) for s in sums])  # [k, j] = P(S_k <= j step)
 
     def f(t, x):
