@@ -63,29 +63,17 @@ from sim.advice import inputs as advice_inputs
 from sim.advice import sensitivity as advice_sensitivity
 from sim.advice import shortlist as advice_shortlist
 from sim.advice import text as advice_text
-from sim.advice.candidates import (
-    CANDIDATE_COLUMNS,
-    LONG_HEARTBEATS,
-    LONG_TTLS,
-    SHORT_HEARTBEATS,
-    SHORT_TTLS,
-    SHORT_WATCHERS,
-    candidate_table,
-    choose,
-    feasibility_rules,
-    recovery_draws,
-    score,
-)
+from sim.advice.candidates import CANDIDATE_COLUMNS, CandidateModel, feasibility_rules
 from sim.advice.inputs import read, sample_durations, sample_durations_path, write_sample_durations
-from sim.advice.options import command_line_arguments
+from sim.advice.options import NUMBERS, check_arguments, command_line_arguments
 from sim.advice.risk import Assumptions
+from sim.advice.search import Found, search
 from sim.advice.text import infeasible_reasons
 from sim.errors import ConfigError, expect_flag, expect_text
 from sim.scenario.dists import Dist
-from sim.scenario.durations import PAUSES
+from sim.scenario.durations import PAUSES, Durations
 from sim.scenario.settings import Faults, LeaseWarning, Policy, Scenario, Workload, dumps
 from sim.support import output_paths
-from sim.support.in_words import duration
 
 __all__ = [  # what the rest of Lease Lab and its users import from here
     "CANDIDATE_COLUMNS",
@@ -121,6 +109,7 @@ class Advice:
     candidates: pd.DataFrame  # every setting considered (CANDIDATE_COLUMNS)
     evidence: pd.DataFrame | None  # simulated neighbourhood of the recommendation (verify=True)
     durations: Dist = field(repr=False)
+    model: CandidateModel = field(repr=False)  # the predictions of every table of this advice
     inputs: dict = field(default_factory=dict)
     predicted_false_expiry_high: float = np.nan  # 95% upper bound per job (durations are a sample)
     false_expiries_per_day: float = np.nan  # at the arrival rate (assumed if none was given)
@@ -130,6 +119,32 @@ class Advice:
     shortlist: pd.DataFrame | None = field(default=None, repr=False)  # the named settings, A first
     sensitivity_evidence: pd.DataFrame | None = field(default=None, repr=False)  # simulated
     _sensitivity: pd.DataFrame | None = field(default=None, repr=False)
+
+    def verify(
+        self,
+        *,
+        replications: int = 4,
+        evidence_jobs: int = 1500,
+        seed: int = 0,
+        executor=None,
+        progress: bool | None = None,
+    ) -> Advice:
+        """Simulate the named settings A, B and C (`replications` runs of `evidence_jobs` jobs
+        each, or more for a fast queue, through sim.sweep) and each moved assumption at A: the
+        evidence and sensitivity_evidence tables (advise(verify=True) does this). Returns self."""
+        _evidence_argument_types(seed, progress, executor)
+        for rule in NUMBERS:
+            if rule.keyword in ("replications", "evidence_jobs"):
+                rule.check_argument(locals()[rule.keyword])
+        floor = self.inputs["min_ttl"]
+        floored = [t for t in self.inputs["searched"]["ttl"] if floor is None or t >= floor]
+        self.evidence = advice_evidence.simulate(
+            self, floored, int(replications), int(evidence_jobs), seed, executor, progress
+        )
+        self.sensitivity_evidence = advice_sensitivity.simulate(
+            self, int(evidence_jobs), seed, executor, progress
+        )
+        return self
 
     @property
     def assumptions(self) -> Assumptions:
@@ -331,19 +346,23 @@ class Advice:
         return advice_report(self, path, review=review, settings=settings)
 
 
-def _argument_types(column, unit, seed, takes_expired, verify, progress, candidates, executor):
+def _argument_types(column, unit, takes_expired, verify, candidates) -> None:
     """ConfigError naming the first argument of advise() whose type cannot be right."""
     expect_text("column", column, none_ok=True)
     expect_text("unit", unit)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise ConfigError(f"seed: expected a whole number, got {type(seed).__name__} {seed!r:.60}")
     expect_flag("claim_takes_expired", takes_expired)
     expect_flag("verify", verify)
-    expect_flag("progress", progress, none_ok=True)
     if candidates is not None and not isinstance(candidates, Mapping):
         raise ConfigError(
             f"candidates: expected a dict of ladders, got {type(candidates).__name__}"
         )
+
+
+def _evidence_argument_types(seed, progress, executor) -> None:
+    """ConfigError naming the first argument of the evidence whose type cannot be right."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise ConfigError(f"seed: expected a whole number, got {type(seed).__name__} {seed!r:.60}")
+    expect_flag("progress", progress, none_ok=True)
     if not (executor in (None, "serial") or callable(getattr(executor, "map", None))):
         raise ConfigError(
             f"executor: expected 'serial' or a concurrent.futures.Executor, got {executor!r:.60}"
@@ -413,139 +432,78 @@ def advise(
     (`replications` runs of `evidence_jobs` jobs each, or more for a fast queue, through sim.sweep)
     and each moved assumption at A.
     """
-    _argument_types(column, unit, seed, claim_takes_expired, verify, progress, candidates, executor)
+    given = dict(locals())
+    _argument_types(column, unit, claim_takes_expired, verify, candidates)
+    _evidence_argument_types(seed, progress, executor)
     read_in = read(durations, column, unit)
     measured = None if pauses is None else read(pauses, pause_column, pause_unit, kind=PAUSES)
-    if measured is None and pause_column is not None:
-        raise ConfigError("pause_column: applies to a file of measured pauses; give pauses too")
-    advice_inputs.check_choice(target_false_expiry, target_per_day, prefer)
-    given = locals()
-    advice_inputs.check_numbers(**{k: given[k] for k in advice_inputs.NUMBERS})
-    assumptions = advice_inputs.assumptions(measured, given)
-    candidates = dict(candidates or {})
-    ladders = advice_inputs.ladders(candidates, min_ttl)
-    job = advice_inputs.durations_dist(read_in.seconds)
-    load = advice_inputs.load(job, int(workers), arrival_rate, assumptions, target_per_day, read_in)
-    for said in (*read_in.warnings, *(measured.warnings if measured else ()), load["load_warning"]):
-        if said:
-            warnings.warn(said, LeaseWarning, stacklevel=2)
-    inputs = advice_inputs.inputs(read_in, measured, load, assumptions, given)
-    target = (
-        advice_inputs.per_job_target(target_per_day, load["jobs_per_s"])
-        if target_per_day is not None
-        else 1e-3
-        if target_false_expiry is None
-        else float(target_false_expiry)
-    )
-    table, chosen, met, extended = _search_adapting(job, ladders, target, inputs, candidates)
-    advice = _advice(job, table, chosen, met, target, target_per_day, inputs)
-    searched = inputs["searched"]["ttl"]
-    advice.shortlist = advice_shortlist.build(advice, searched)
-    advice.position = extended + advice_text.position(advice)
+    check_arguments(given)
+    advice = _searched(read_in, measured, given)
     if verify:
-        floored = [t for t in searched if min_ttl is None or t >= min_ttl]
-        advice.evidence = advice_evidence.simulate(
-            advice, floored, int(replications), int(evidence_jobs), seed, executor, progress
-        )
-        advice.sensitivity_evidence = advice_sensitivity.simulate(
-            advice, int(evidence_jobs), seed, executor, progress
+        advice.verify(
+            replications=replications,
+            evidence_jobs=evidence_jobs,
+            seed=seed,
+            executor=executor,
+            progress=progress,
         )
     return advice
 
 
-def _search_adapting(job: Dist, ladders: dict, target: float, inputs: dict, candidates: dict):
-    """(table, chosen row, met, what was extended): the search, extended past the default
-    ladders' end when the best setting sits there; inputs["searched"] records the ladders."""
-    ttls, min_ttl = ladders["ttl"], inputs["min_ttl"]
-    table, chosen, met = _search(job, ladders, target, inputs)
-    searched, extended = ladders, []
-    if "ttl" not in candidates:  # the default ladders adapt when the choice sits at their end
-        allowed = [t for t in ttls if min_ttl is None or t >= min_ttl]
-        if chosen["ttl"] == min(ttls) and (min_ttl is None or min_ttl < min(ttls)):
-            searched = {
-                "ttl": _merge(ttls, SHORT_TTLS),
-                "heartbeat_interval": _merge(ladders["heartbeat_interval"], SHORT_HEARTBEATS),
-                "watcher_interval": _merge(ladders["watcher_interval"], SHORT_WATCHERS),
-            }
-            extended.append(
-                f"shorter TTLs ({duration(min(SHORT_TTLS))} to {duration(max(SHORT_TTLS))}) were "
-                f"searched because the best setting sat at {duration(min(ttls))}, the end of the "
-                "default ladder"
-            )
-        elif chosen["ttl"] == max(allowed):
-            searched = {
-                **ladders,
-                "ttl": _merge(ttls, LONG_TTLS),
-                "heartbeat_interval": _merge(ladders["heartbeat_interval"], LONG_HEARTBEATS),
-            }
-            extended.append(
-                f"longer TTLs (up to {duration(max(LONG_TTLS))}) were searched because the best "
-                f"setting sat at {duration(max(ttls))}, the end of the default ladder"
-            )
-        if extended:
-            table, chosen, met = _search(job, searched, target, inputs)
-    inputs["searched"] = {k: list(vs) for k, vs in searched.items()}
-    return table, chosen, met, extended
-
-
-def _advice(job, table, chosen, met, target, target_per_day, inputs) -> Advice:
-    h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
-    p95 = float(
-        np.quantile(
-            recovery_draws(job, float(chosen["ttl"]), h, float(chosen["watcher_interval"]), inputs),
-            0.95,
-        )
+def _searched(read_in: Durations, measured: Durations | None, given: dict) -> Advice:
+    """The advice before its evidence: the inputs read and checked (their warnings warned), the
+    load, the target per job, the search and the named settings."""
+    assumptions = advice_inputs.assumptions(measured, given)
+    candidates = dict(given["candidates"] or {})
+    ladders = advice_inputs.ladders(candidates, given["min_ttl"])
+    job = advice_inputs.durations_dist(read_in.seconds)
+    load = advice_inputs.load(
+        job, int(given["workers"]), given["arrival_rate"], assumptions, read_in
     )
+    for said in (*read_in.warnings, *(measured.warnings if measured else ()), load["load_warning"]):
+        if said:
+            warnings.warn(said, LeaseWarning, stacklevel=3)
+    inputs = advice_inputs.inputs(read_in, measured, load, assumptions, given)
+    per_day, per_job = given["target_per_day"], given["target_false_expiry"]
+    target = (
+        advice_inputs.per_job_target(per_day, load["jobs_per_s"])
+        if per_day is not None
+        else 1e-3
+        if per_job is None
+        else float(per_job)
+    )
+    model = CandidateModel.of(job, inputs)
+    found = search(model, ladders, target, inputs, candidates)
+    inputs["searched"] = found.searched
+    advice = _advice(model, found, target, per_day, inputs)
+    advice.shortlist = advice_shortlist.build(advice, found.searched["ttl"])
+    advice.position = found.extended + advice_text.position(advice)
+    return advice
+
+
+def _advice(model: CandidateModel, found: Found, target, target_per_day, inputs) -> Advice:
+    chosen = found.chosen
+    h = None if pd.isna(chosen["heartbeat_interval"]) else float(chosen["heartbeat_interval"])
+    draws = model.recovery_draws(float(chosen["ttl"]), h, float(chosen["watcher_interval"]))
     return Advice(
         ttl=float(chosen["ttl"]),
         heartbeat_interval=h,
         watcher_interval=float(chosen["watcher_interval"]),
         predicted_false_expiry=float(chosen["predicted_false_expiry"]),
         predicted_recovery_mean=float(chosen["predicted_recovery_mean"]),
-        predicted_recovery_p95=p95,
+        predicted_recovery_p95=float(np.quantile(draws, 0.95)),
         db_load=float(chosen["db_load"]),
         heartbeat_load=float(chosen["heartbeat_load"]),
         watcher_load=float(chosen["watcher_load"]),
         target_false_expiry=target,
-        met=met,
-        candidates=table,
+        met=found.met,
+        candidates=found.table,
         evidence=None,
-        durations=job,
+        durations=model.job,
+        model=model,
         inputs=inputs,
         predicted_false_expiry_high=float(chosen["predicted_false_expiry_high"]),
         false_expiries_per_day=float(chosen["false_expiries_per_day"]),
         false_expiries_per_day_high=float(chosen["false_expiries_per_day_high"]),
         target_per_day=None if target_per_day is None else float(target_per_day),
     )
-
-
-def _merge(ladder: list, extra) -> list:
-    return sorted(set(ladder) | {float(v) for v in extra}, key=lambda v: (v is not None, v or 0.0))
-
-
-def _search(
-    job: Dist, ladders: dict, target: float, inputs: dict
-) -> tuple[pd.DataFrame, pd.Series, bool]:
-    """(the candidate table with feasibility and scores, the chosen row, whether the target was
-    met)."""
-    table = candidate_table(
-        job,
-        ttls=ladders["ttl"],
-        heartbeats=ladders["heartbeat_interval"],
-        watchers=ladders["watcher_interval"],
-        **_model_inputs(inputs),
-    )
-    rules = feasibility_rules(table, target, inputs)
-    feasible = rules.all(axis=1)
-    table["meets_target"] = table["predicted_false_expiry_high"] <= target
-    table["feasible"] = feasible
-    table["score"] = score(table, target, inputs["prefer"])
-    met = bool(feasible.any())
-    return table, choose(table, feasible, rules["min_ttl"], inputs["recovery_tolerance"]), met
-
-
-def _model_inputs(inputs: dict) -> dict:
-    return {
-        k: inputs[k]
-        for k in ("workers", "poll_interval", "arrival_rate", "claim_takes_expired", "assumptions")
-    } | {"seed": inputs["seed"]}

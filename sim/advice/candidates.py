@@ -11,6 +11,10 @@ and per day, each with a 95% upper bound; feasibility and the choice use the upp
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -104,115 +108,165 @@ def _cycle(h: float | None, a: Assumptions) -> float | None:
     return None if h is None else h + a.heartbeat_delay.mean_value()
 
 
-def candidate_table(
-    job: Dist,
-    *,
-    ttls,
-    heartbeats,
-    watchers,
-    workers: int,
-    poll_interval: float,
-    arrival_rate: float | None,
-    claim_takes_expired: bool,
-    assumptions: Assumptions,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination; meets_target,
-    feasible and score are left for feasibility_rules and score (True, True and NaN here).
+@dataclass(frozen=True)
+class CandidateModel:
+    """The prediction model of one advice: its durations, consumers, load and fault assumptions,
+    with the pool and the wait for a worker after a crash built once (Advice.model). Every table
+    of candidates an advice prints (the search, its named settings, a queue's own timeout, the
+    evidence's predictions) is this model's."""
 
-    heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would lapse
-    between heartbeats). False expiries per job and per day, with 95% upper bounds, come from
-    sim.advice.risk under `assumptions`; DB load, recovery and the per-day figures are at the
-    arrival rate (without one, at the assumed half of the pool's capacity: sim.theory.pool).
-    """
-    a = assumptions
-    lat = a.statement_latency
-    pool = pool_of(job, workers, a)
-    rate = rate_of(pool, arrival_rate)
-    busy = pool.offered_load(rate)
-    waits = poll_waits(
-        job,
-        workers=workers,
-        poll_interval=poll_interval,
-        arrival_rate=rate,
-        assumptions=a,
-    )
-    pairs = [(ttl, h) for ttl in ttls for h in heartbeats if h is None or h + lat < ttl]
-    risk = pair_risk(job, pairs, a, busy=busy, jobs_per_day=rate * SECONDS_PER_DAY, seed=seed)
-    rows = []
-    for (ttl, h), (fe, fe_high, per_day, per_day_high) in zip(pairs, risk, strict=True):
-        cycle = _cycle(h, a)
-        lease_left = ttl - closed_forms.time_since_renewal_mean(
-            job, ttl=ttl, heartbeat_interval=cycle, latency=lat
+    job: Dist
+    workers: int
+    poll_interval: float
+    arrival_rate: float | None
+    claim_takes_expired: bool
+    assumptions: Assumptions
+    seed: int = 0
+
+    @classmethod
+    def of(cls, job: Dist, inputs: dict) -> CandidateModel:
+        """The model of advise()'s inputs (Advice.inputs)."""
+        return cls(
+            job,
+            inputs["workers"],
+            inputs["poll_interval"],
+            inputs["arrival_rate"],
+            inputs["claim_takes_expired"],
+            inputs["assumptions"],
+            inputs["seed"],
         )
-        # the wait depends on when the job becomes claimable (a restarted worker may be back)
-        since = closed_forms.time_since_renewal_samples(
-            SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=seed
+
+    def moved(self, **changes) -> CandidateModel:
+        """The same model with some inputs changed (the evidence's crash rate and arrival rate)."""
+        return dataclasses.replace(self, **changes)
+
+    @functools.cached_property
+    def pool(self) -> Pool:
+        return pool_of(self.job, self.workers, self.assumptions)
+
+    @functools.cached_property
+    def rate(self) -> float:
+        """The arrival rate, or the one assumed without it."""
+        return rate_of(self.pool, self.arrival_rate)
+
+    @functools.cached_property
+    def waits(self) -> closed_forms.CrashPollWait:
+        """The wait for a worker after a crash, at this load (the pool must keep up)."""
+        return poll_waits(
+            self.job,
+            workers=self.workers,
+            poll_interval=self.poll_interval,
+            arrival_rate=self.rate,
+            assumptions=self.assumptions,
         )
-        # centred on the exact mean, so that the draws add only the spread, not their noise
-        left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
-        load = closed_forms.db_load(
-            workers=workers,
-            poll_interval=poll_interval,
-            heartbeat_interval=h,
-            watcher_interval=None,
-            job_duration=job,
-            arrival_rate=rate,
-            latency=lat,
-        )
-        for w in watchers:
-            phases = 0.0 if claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
-            claimable = np.add.outer(left_draws, phases)
-            watcher_wait = 0.0 if claim_takes_expired else (w + lat) / 2 + lat
-            recovery = lease_left + watcher_wait + waits.mean(claimable) + lat
-            watcher = closed_forms.watcher_load(watcher_interval=w, latency=lat)
-            rows.append(
-                (
-                    ttl,
-                    np.nan if h is None else h,
-                    w,
-                    fe,
-                    fe_high,
-                    per_day,
-                    per_day_high,
-                    recovery,
-                    load["heartbeat"],
-                    watcher,
-                    load["heartbeat"] + watcher,
-                    True,
-                    True,
-                    np.nan,
+
+    def table(self, ttls, heartbeats, watchers) -> pd.DataFrame:
+        """Predictions for every (ttl, heartbeat_interval, watcher_interval) combination;
+        meets_target, feasible and score are left for priced (True, True and NaN here).
+
+        heartbeat intervals with interval + statement latency >= ttl are skipped (the lease would
+        lapse between heartbeats). False expiries per job and per day, with 95% upper bounds, come
+        from sim.advice.risk under the assumptions; DB load, recovery and the per-day figures are at
+        the arrival rate (without one, at the assumed half of the pool's capacity:
+        sim.theory.pool)."""
+        a, job, seed, rate = self.assumptions, self.job, self.seed, self.rate
+        lat = a.statement_latency
+        busy = self.pool.offered_load(rate)
+        pairs = [(ttl, h) for ttl in ttls for h in heartbeats if h is None or h + lat < ttl]
+        risk = pair_risk(job, pairs, a, busy=busy, jobs_per_day=rate * SECONDS_PER_DAY, seed=seed)
+        rows = []
+        for (ttl, h), (fe, fe_high, per_day, per_day_high) in zip(pairs, risk, strict=True):
+            heartbeat_load = self._renewals(ttl, h)[2]
+            for w in watchers:
+                watcher = closed_forms.watcher_load(watcher_interval=w, latency=lat)
+                rows.append(
+                    (
+                        ttl,
+                        np.nan if h is None else h,
+                        w,
+                        fe,
+                        fe_high,
+                        per_day,
+                        per_day_high,
+                        self._recovery(ttl, h, w),
+                        heartbeat_load,
+                        watcher,
+                        heartbeat_load + watcher,
+                        True,
+                        True,
+                        np.nan,
+                    )
                 )
+        return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+
+    @functools.cached_property
+    def _kept(self) -> dict:
+        """The per-setting parts of table's rows, kept: a search that widens its ladders, and the
+        named settings after it, ask for the same settings again."""
+        return {}
+
+    def _renewals(self, ttl: float, h: float | None) -> tuple[float, np.ndarray, float]:
+        """(the mean lease left at a crash, draws of it, heartbeat statements/s) for (ttl, h)."""
+        key = ("renewals", ttl, h)
+        if key not in self._kept:
+            a, job, lat = self.assumptions, self.job, self.assumptions.statement_latency
+            cycle = _cycle(h, a)
+            lease_left = ttl - closed_forms.time_since_renewal_mean(
+                job, ttl=ttl, heartbeat_interval=cycle, latency=lat
             )
-    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
+            # the wait depends on when the job becomes claimable (a restarted worker may be back)
+            since = closed_forms.time_since_renewal_samples(
+                SPREAD_DRAWS, job, ttl=ttl, heartbeat_interval=cycle, latency=lat, seed=self.seed
+            )
+            # centred on the exact mean, so that the draws add only the spread, not their noise
+            left_draws = np.maximum(ttl - since, 0.0) + (lease_left - np.mean(ttl - since))
+            load = closed_forms.db_load(
+                workers=self.workers,
+                poll_interval=self.poll_interval,
+                heartbeat_interval=h,
+                watcher_interval=None,
+                job_duration=job,
+                arrival_rate=self.rate,
+                latency=lat,
+            )
+            self._kept[key] = (lease_left, left_draws, load["heartbeat"])
+        return self._kept[key]
 
+    def _recovery(self, ttl: float, h: float | None, w: float) -> float:
+        """The predicted mean recovery after a crash of the setting (ttl, h, w)."""
+        key = ("recovery", ttl, h, w)
+        if key not in self._kept:
+            lat = self.assumptions.statement_latency
+            lease_left, left_draws, _ = self._renewals(ttl, h)
+            phases = 0.0 if self.claim_takes_expired else WATCHER_PHASES * (w + lat) + lat
+            claimable = np.add.outer(left_draws, phases)
+            watcher_wait = 0.0 if self.claim_takes_expired else (w + lat) / 2 + lat
+            self._kept[key] = lease_left + watcher_wait + self.waits.mean(claimable) + lat
+        return self._kept[key]
 
-def recovery_draws(
-    job: Dist,
-    ttl: float,
-    h: float | None,
-    w: float,
-    inputs: dict,
-    n: int = 100_000,
-) -> np.ndarray:
-    """`n` draws of the recovery latency of one setting, under candidate_table's model."""
-    a, seed = inputs["assumptions"], inputs["seed"]
-    lat = a.statement_latency
-    since = closed_forms.time_since_renewal_samples(
-        n, job, ttl=ttl, heartbeat_interval=_cycle(h, a), latency=lat, seed=seed
-    )
-    rng = np.random.default_rng(seed + 1)
-    claimable = np.maximum(ttl - since, 0.0)
-    if not inputs["claim_takes_expired"]:
-        claimable += rng.uniform(0.0, w + lat, n) + lat
-    waits = poll_waits(
-        job,
-        workers=inputs["workers"],
-        poll_interval=inputs["poll_interval"],
-        arrival_rate=inputs["jobs_per_s"],
-        assumptions=a,
-    )
-    return claimable + waits.samples(claimable, seed + 2) + lat
+    def priced(
+        self, ttls, heartbeats, watchers, target: float, inputs: dict
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(the table with meets_target, feasible and score filled in, its feasibility_rules)."""
+        table = self.table(ttls, heartbeats, watchers)
+        rules = feasibility_rules(table, target, inputs)
+        table["meets_target"] = table["predicted_false_expiry_high"] <= target
+        table["feasible"] = rules.all(axis=1)
+        table["score"] = score(table, target, inputs["prefer"])
+        return table, rules
+
+    def recovery_draws(self, ttl: float, h: float | None, w: float, n: int = 100_000):
+        """`n` draws of the recovery latency of one setting, under table's model."""
+        a, seed = self.assumptions, self.seed
+        lat = a.statement_latency
+        since = closed_forms.time_since_renewal_samples(
+            n, self.job, ttl=ttl, heartbeat_interval=_cycle(h, a), latency=lat, seed=seed
+        )
+        rng = np.random.default_rng(seed + 1)
+        claimable = np.maximum(ttl - since, 0.0)
+        if not self.claim_takes_expired:
+            claimable += rng.uniform(0.0, w + lat, n) + lat
+        return claimable + self.waits.samples(claimable, seed + 2) + lat
 
 
 def feasibility_rules(

@@ -19,9 +19,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from sim.advice.candidates import candidate_table, pool_of
+from sim.advice.candidates import pool_of
 from sim.support.in_words import apart, claim, count, duration, percent
-from sim.theory.stats import pooled_mean_ci, wilson_interval
 
 EVIDENCE_CRASHES = 40  # wanted per run, to measure recovery
 STEADY_MEAN_JOBS = 10  # the arrivals of a run last at least this many mean jobs (not a warm-up)
@@ -87,6 +86,7 @@ def simulate(
     simulated figures beside predictions made at the crash rate simulated."""
     from sim.scenario.settings import to_dict
     from sim.sweeps import sweep
+    from sim.theory.stats import pooled_mean_ci, wilson_interval
 
     named = advice.shortlist[
         advice.shortlist["step"].notna() & advice.shortlist["ttl"].isin(ttls)
@@ -111,27 +111,14 @@ def simulate(
         progress=progress,
         metrics=METRICS,
     )
-    inputs = advice.inputs
     assumed = dataclasses.replace(advice.assumptions, crash_rate=crash_rate)
-    utilisation = pool_of(advice.durations, inputs["workers"], assumed).utilisation(
-        base.workload.rate
-    )
+    model = advice.model.moved(arrival_rate=base.workload.rate, assumptions=assumed)
+    utilisation = model.pool.utilisation(base.workload.rate)
     rows = []
     for k, row in enumerate(named.itertuples()):
         runs = result.runs.iloc[k * replications : (k + 1) * replications]
         h = None if pd.isna(row.heartbeat_interval) else float(row.heartbeat_interval)
-        predicted = candidate_table(
-            advice.durations,
-            ttls=[row.ttl],
-            heartbeats=[h],
-            watchers=[row.watcher_interval],
-            workers=inputs["workers"],
-            poll_interval=inputs["poll_interval"],
-            arrival_rate=base.workload.rate,
-            claim_takes_expired=inputs["claim_takes_expired"],
-            assumptions=assumed,
-            seed=inputs["seed"],
-        ).iloc[0]
+        predicted = model.table([row.ttl], [h], [row.watcher_interval]).iloc[0]
         leases, fe = int(runs["leases"].sum()), int(runs["false_expiries"].sum())
         low, high = wilson_interval(fe, leases, 0.95)
         mean, r_low, r_high, recoveries = pooled_mean_ci(
@@ -283,6 +270,7 @@ def leases_to_confirm(rate: float, target: float, confidence: float = 0.95) -> i
     (None when rate >= target: no number confirms it)."""
     if not rate < target:
         return None
+    from sim.theory.stats import wilson_interval
 
     def confirms(n: int) -> bool:
         return wilson_interval(rate * n, n, confidence)[1] <= target

@@ -23,10 +23,10 @@ from sim.advice.candidates import (
     DEFAULT_HEARTBEATS,
     DEFAULT_TTLS,
     DEFAULT_WATCHERS,
-    PREFER,
     pool_of,
     rate_of,
 )
+from sim.advice.options import Number
 from sim.advice.risk import SECONDS_PER_DAY, Assumptions
 from sim.errors import ConfigError
 from sim.scenario.dists import Dist
@@ -105,52 +105,8 @@ def durations_dist(values: np.ndarray) -> Dist:
 
 
 def positive(name: str, value, *, zero_ok: bool = False, whole: bool = False) -> None:
-    ok = (
-        isinstance(value, int | float | np.number)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-    if ok and whole:
-        ok = float(value).is_integer()
-    if not ok or value < 0 or (value == 0 and not zero_ok):
-        bound = ">= 0" if zero_ok else "> 0"
-        kind = "a whole number" if whole else "a number"
-        raise ConfigError(f"{name}: must be {kind} {bound}, got {value!r}")
-
-
-# name -> (0 allowed, a whole number): the numbers advise() takes; None (not given) is not checked
-NUMBERS = {
-    "crash_rate": (True, False),
-    "restart_delay": (True, False),
-    "poll_interval": (False, False),
-    "workers": (False, True),
-    "statement_latency": (True, False),
-    "recovery_tolerance": (True, False),
-    "heartbeats_per_ttl": (False, False),
-    "replications": (False, True),
-    "evidence_jobs": (False, True),
-    "db_stall_rate": (True, False),
-    "margin": (False, False),
-    "pause_rate": (True, False),
-    "pause_hours": (False, False),
-    "arrival_rate": (False, False),
-    "max_db_load": (False, False),
-    "min_ttl": (False, False),
-}
-
-
-def check_numbers(**given) -> None:
-    """ConfigError naming the first of advise()'s numbers that is not what NUMBERS allows (and a
-    margin below 1)."""
-    for name, value in given.items():
-        if value is not None:
-            zero_ok, whole = NUMBERS[name]
-            positive(name, value, zero_ok=zero_ok, whole=whole)
-    margin = given.get("margin")
-    if margin is not None and margin < 1:
-        raise ConfigError(
-            f"margin: must be >= 1 (predicted false expiry <= target / margin), got {margin!r}"
-        )
+    """ConfigError naming `name` unless `value` is a (whole) number > 0 (>= 0 with zero_ok)."""
+    Number(name, None, zero_ok=zero_ok, whole=whole).check_argument(value)
 
 
 def ladder(name: str, values, *, allow_none: bool = False) -> list:
@@ -169,22 +125,14 @@ def ladder(name: str, values, *, allow_none: bool = False) -> list:
 
 
 def assumptions(measured: Durations | None, given: dict) -> Assumptions:
-    """The fault assumptions of advise()'s arguments (`given`), checked; measured pauses replace
-    the pause tail (and, with the worker-hours they cover, the pause rate)."""
+    """The fault assumptions of advise()'s arguments (`given`, checked by options.check_arguments),
+    checked; measured pauses replace the pause tail (and, with the worker-hours they cover, the
+    pause rate)."""
     pause_rate, pause_duration = given["pause_rate"], given["pause_duration"]
-    if measured is not None and pause_duration is not None:
-        raise ConfigError("pauses: give measured pauses or pause_duration, not both")
-    if given["pause_hours"] is not None:
-        if measured is None:
-            raise ConfigError("pause_hours: needs pauses (the measured pauses it counts)")
-        if pause_rate is not None:
-            raise ConfigError(
-                "pause_hours: give it (the rate is then measured) or pause_rate, not both"
-            )
+    if given["pause_hours"] is not None and measured is not None:  # options.PAIRS: one of them
         pause_rate = measured.n / float(given["pause_hours"])
     stall = given["db_stall_duration"]
-    if not isinstance(stall, Dist):
-        positive("db_stall_duration", stall)
+    if not isinstance(stall, Dist):  # a number of seconds (options.NUMBERS checked it)
         stall = Dist.constant(stall)
     delay = given["heartbeat_delay"]
     return Assumptions(
@@ -271,41 +219,17 @@ def inputs(read_in: Durations, measured, load: dict, a: Assumptions, given: dict
     return out
 
 
-def check_choice(target_false_expiry, target_per_day, prefer) -> None:
-    """ConfigError for a bad target (per job or per day, not both) or preference."""
-    if target_false_expiry is not None and target_per_day is not None:
-        raise ConfigError(
-            "target_per_day: give a target per job (target_false_expiry) or per day, not both"
-        )
-    if target_false_expiry is not None:
-        positive("target_false_expiry", target_false_expiry)
-        if target_false_expiry >= 1:
-            raise ConfigError(
-                f"target_false_expiry: must be a probability below 1, got {target_false_expiry!r}"
-            )
-    if target_per_day is not None:
-        positive("target_per_day", target_per_day)
-    if not isinstance(prefer, str) or prefer not in PREFER:
-        raise ConfigError(f"prefer: {prefer!r} is not one of {', '.join(PREFER)}")
-
-
 def load(
     job: Dist,
     workers: int,
     arrival_rate,
     assumptions: Assumptions,
-    target_per_day,
     read_in: Durations | None = None,
 ) -> dict:
     """The pool and its load: an arrival rate it cannot carry is refused (naming workers and the
     capacity, or the unit when the durations look like another one that it would carry); without
-    a rate, half the capacity is assumed (a per-day target needs the rate)."""
+    a rate, half the capacity is assumed."""
     pool = pool_of(job, workers, assumptions)
-    if arrival_rate is None and target_per_day is not None:
-        raise ConfigError(
-            "target_per_day: needs arrival_rate (jobs/s), since how many jobs a day there are "
-            "decides what a per-day target asks of each job"
-        )
     if arrival_rate is not None:
         try:
             pool.refuse_overload(float(arrival_rate))

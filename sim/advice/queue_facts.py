@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.advice.candidates import candidate_table, feasibility_rules
 from sim.advice.risk import share_upper_bound
 from sim.support import output_paths
 from sim.support.in_words import amount, duration, percent
@@ -163,19 +162,9 @@ def _no_renewal(advice) -> NoRenewal:
     high = max(low + 1, math.ceil(FLOOR_REACH * float(samples.max()) + 60))
 
     def table(ttls):
-        rows = candidate_table(
-            advice.durations,
-            ttls=[float(t) for t in ttls],
-            heartbeats=[None],
-            watchers=[watcher],
-            workers=inputs["workers"],
-            poll_interval=inputs["poll_interval"],
-            arrival_rate=inputs["arrival_rate"],
-            claim_takes_expired=inputs["claim_takes_expired"],
-            assumptions=inputs["assumptions"],
-            seed=inputs["seed"],
+        rows, _ = advice.model.priced(
+            [float(t) for t in ttls], [None], [watcher], advice.target_false_expiry, inputs
         )
-        rows["feasible"] = feasibility_rules(rows, advice.target_false_expiry, inputs).all(axis=1)
         return rows
 
     # a geometric grid, then every whole second between the last that fails and the first that

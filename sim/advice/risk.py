@@ -27,12 +27,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from sim.errors import ConfigError
 from sim.scenario.dists import Dist
 from sim.support.in_words import count, duration
 from sim.theory import closed_forms
+from sim.theory.scipy_steps import beta_ppf
 
 SECONDS_PER_DAY = 86_400.0
 BOOTSTRAP = 400
@@ -374,7 +375,7 @@ def share_upper_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
     (3/n-ish for k = 0)."""
     if k >= n:
         return 1.0
-    return float(stats.beta.ppf(confidence, k + 1, n - k))
+    return float(beta_ppf(confidence, k + 1, n - k))
 
 
 def per_job(

@@ -18,13 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sim.advice.candidates import (
-    CANDIDATE_COLUMNS,
-    candidate_table,
-    choose,
-    feasibility_rules,
-    score,
-)
+from sim.advice.candidates import CANDIDATE_COLUMNS, choose
 from sim.support.in_words import duration
 
 SHORTLIST_COLUMNS = ["name", "role", "step", *CANDIDATE_COLUMNS]
@@ -113,23 +107,10 @@ def setting_row(advice, ttl: float, heartbeat: float | None, watcher: float) -> 
     at = same_setting(table, ttl, heartbeat, watcher)
     if at.any():
         return table[at].iloc[0]
-    inputs = advice.inputs
-    row = candidate_table(
-        advice.durations,
-        ttls=[float(ttl)],
-        heartbeats=[None if heartbeat is None else float(heartbeat)],
-        watchers=[float(watcher)],
-        workers=inputs["workers"],
-        poll_interval=inputs["poll_interval"],
-        arrival_rate=inputs["arrival_rate"],
-        claim_takes_expired=inputs["claim_takes_expired"],
-        assumptions=inputs["assumptions"],
-        seed=inputs["seed"],
+    h = None if heartbeat is None else float(heartbeat)
+    row, _ = advice.model.priced(
+        [float(ttl)], [h], [float(watcher)], advice.target_false_expiry, advice.inputs
     )
-    target = advice.target_false_expiry
-    row["meets_target"] = row["predicted_false_expiry_high"] <= target
-    row["feasible"] = feasibility_rules(row, target, inputs).all(axis=1)
-    row["score"] = score(row, target, inputs["prefer"])
     return row.iloc[0]
 
 

@@ -433,7 +433,7 @@ def evidence_lines(evidence: pd.DataFrame) -> list[str]:
 
 def text(advice, settings=None) -> str:
     """The whole advice as printed: the answer first (A, in the queue's own settings when given,
-    what it rests on, how it moves), then the details and the evidence."""
+    what it rests on, how it moves), then the details and the evidence (evidence_text)."""
     i = advice.inputs
     floor = i.get("min_ttl")
     lines = [headline(advice)]
@@ -466,6 +466,13 @@ def text(advice, settings=None) -> str:
             f"  TTL floor: {duration(floor)} (min_ttl); {count(below, 'candidate')} with a "
             f"shorter TTL {'was' if below == 1 else 'were'} ruled out"
         )
+    return "\n".join(lines + evidence_text(advice))
+
+
+def evidence_text(advice) -> list[str]:
+    """The lines text() ends with once the advice is verified: the simulated named settings, the
+    verdict, the findings and the moved assumptions simulated at A (none without evidence)."""
+    lines = []
     if advice.evidence is not None and len(advice.evidence):
         lines.append("  evidence (simulated, 95% intervals):")
         lines += ["   " + line for line in evidence_lines(advice.evidence)]
@@ -474,4 +481,4 @@ def text(advice, settings=None) -> str:
     if advice.sensitivity_evidence is not None and len(advice.sensitivity_evidence):
         lines.append("  the model under the moved assumptions, against simulation at A:")
         lines += ["   " + line for line in sensitivity.evidence_lines(advice.sensitivity_evidence)]
-    return "\n".join(lines)
+    return lines

@@ -327,13 +327,21 @@ def cmd_demo(args) -> int:
 def cmd_advise(args) -> int:
     from sim.advice.advisor import advise, command_line_arguments
     from sim.advice.queue_terms import check_queue, in_queue_terms
+    from sim.advice.text import evidence_text
 
     arguments = command_line_arguments(args)
     queue = check_queue(args.queue) if args.queue is not None else None
     _check_files(args)
-    advice = advise(args.durations, **arguments)
+    advice = advise(args.durations, **{**arguments, "verify": False})
     settings = in_queue_terms(advice, queue) if queue else None
-    print(advice.text(settings))
+    print(advice.text(settings), flush=True)  # the answer, before the simulations run
+    if arguments["verify"]:
+        advice.verify(replications=arguments["replications"], seed=arguments["seed"])
+        if evidence_text(advice):
+            print("\n".join(evidence_text(advice)))
+        if advice.recovery_source == "simulated":  # the evidence moved the answer's recovery
+            print(f"  with the evidence: {advice.headline()}")
+        settings = in_queue_terms(advice, queue) if queue else None
     if settings is not None:
         print(f"\n{settings}")
     _save(args, advice.save, settings and settings.save)

@@ -30,13 +30,22 @@ Rates of faults are per worker-hour, as in sim.scenario.settings.Faults; times a
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import signal, special, stats
+from scipy import special
 
 from sim.scenario.dists import Dist
+from sim.theory.scipy_steps import (
+    convolve,
+    lognormal_cdf,
+    lognormal_ppf,
+    poisson_pmf,
+    poisson_ppf,
+    scipy_stats,
+)
 
 _GRID = 4096  # quantile points used for expectations over a parametric job-duration distribution
 
@@ -287,10 +296,18 @@ class CrashPollWait:
         """Mean wait for a job claimable `claimable_after` seconds after its owner's crash (a
         number, or draws of it: then the mean over them)."""
         d = np.atleast_1d(np.asarray(claimable_after, dtype=float))
-        away = _cumulative(self.grid, self.away)
-        within = np.interp(np.maximum(self.restart_delay - d, 0.0), self.grid, away)
-        back = _integral(self.grid, self.back, self.grid[-1])
+        within = np.interp(np.maximum(self.restart_delay - d, 0.0), self.grid, self._away_integral)
+        back = self._back_mean
         return float(np.mean(np.where(d >= self.restart_delay, back, within)))
+
+    @functools.cached_property
+    def _away_integral(self) -> np.ndarray:
+        """The integral of `away` up to each grid point (once per wait: mean is called often)."""
+        return _cumulative(self.grid, self.away)
+
+    @functools.cached_property
+    def _back_mean(self) -> float:
+        return _integral(self.grid, self.back, self.grid[-1])
 
     def samples(self, claimable_after: np.ndarray, seed: int = 0) -> np.ndarray:
         """One draw of the wait per entry of `claimable_after` (inverse transform on the grid)."""
@@ -341,15 +358,15 @@ def cdf(dist: Dist, x) -> np.ndarray:
         case "constant":
             return (x >= dist.value).astype(float)
         case "exponential":
-            return stats.expon.cdf(x, scale=dist.mean)
+            return scipy_stats().expon.cdf(x, scale=dist.mean)
         case "uniform":
             if dist.high == dist.low:
                 return (x >= dist.low).astype(float)
-            return stats.uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
+            return scipy_stats().uniform.cdf(x, loc=dist.low, scale=dist.high - dist.low)
         case "lognormal":
-            return stats.lognorm.cdf(x, dist.sigma, scale=dist.median)
+            return lognormal_cdf(x, dist.sigma, dist.median)
         case "pareto":
-            return stats.pareto.cdf(x, dist.alpha, scale=dist.scale)
+            return scipy_stats().pareto.cdf(x, dist.alpha, scale=dist.scale)
         case "empirical":
             samples = np.sort(np.asarray(dist.samples, dtype=float))
             return np.searchsorted(samples, x, side="right") / len(samples)
@@ -371,13 +388,13 @@ def _support(dist: Dist, grid: int = _GRID) -> tuple[np.ndarray, np.ndarray]:
     q = (np.arange(grid) + 0.5) / grid
     match dist.kind:
         case "exponential":
-            values = stats.expon.ppf(q, scale=dist.mean)
+            values = scipy_stats().expon.ppf(q, scale=dist.mean)
         case "uniform":
             values = dist.low + q * (dist.high - dist.low)
         case "lognormal":
-            values = stats.lognorm.ppf(q, dist.sigma, scale=dist.median)
+            values = lognormal_ppf(q, dist.sigma, dist.median)
         case "pareto":
-            values = stats.pareto.ppf(q, dist.alpha, scale=dist.scale)
+            values = scipy_stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
         case _:
             raise ValueError(f"unknown distribution kind {dist.kind!r}")
     return values, np.full(grid, 1.0 / grid)
@@ -407,13 +424,13 @@ def _expect(dist: Dist, fn, below: float | None = None, above_value: float = 0.0
 def _ppf(dist: Dist, q: np.ndarray) -> np.ndarray:
     match dist.kind:
         case "exponential":
-            return stats.expon.ppf(q, scale=dist.mean)
+            return scipy_stats().expon.ppf(q, scale=dist.mean)
         case "uniform":
             return dist.low + q * (dist.high - dist.low)
         case "lognormal":
-            return stats.lognorm.ppf(q, dist.sigma, scale=dist.median)
+            return lognormal_ppf(q, dist.sigma, dist.median)
         case "pareto":
-            return stats.pareto.ppf(q, dist.alpha, scale=dist.scale)
+            return scipy_stats().pareto.ppf(q, dist.alpha, scale=dist.scale)
     raise ValueError(f"no quantile function for {dist.kind!r}")
 
 
@@ -538,12 +555,14 @@ def _lapse_given_duration(
     return lapse_by_phase, None
 
 
+@functools.lru_cache(maxsize=256)
 def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: int = 4096):
     """f(t, x) = P(the pauses starting in t seconds of working time add up to <= x), 0 <= x <= span.
 
     N ~ Poisson(rate t) pauses, durations iid D: sum over k of P(N = k) P(D1 + .. + Dk <= x), with
     the k-fold sums convolved on a grid of `cells` steps over [0, span] (durations rounded down to
-    the grid, so the sums are slightly optimistic, by at most k steps of span / cells).
+    the grid, so the sums are slightly optimistic, by at most k steps of span / cells). Kept: a
+    search asks for the same TTLs again.
     """
     step = span / cells
     edges = np.arange(cells + 1) * step
@@ -552,17 +571,17 @@ def _compound_pause_cdf(rate: float, pause_duration: Dist, span: float, cells: i
     )  # P(D in [j step, (j+1) step)); mass beyond span dropped
     pmf[0] += float(cdf(pause_duration, 0.0))  # (a zero-length pause)
     expected = rate * span
-    most = int(stats.poisson.ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
+    most = int(poisson_ppf(1 - 1e-12, expected)) + 1 if expected > 0 else 0
     sums = [np.concatenate([[1.0], np.zeros(cells)])]  # pmf of the sum of k durations on the grid
     for _ in range(most):
-        sums.append(np.clip(signal.fftconvolve(sums[-1], pmf)[: cells + 1], 0.0, None))
+        sums.append(np.clip(convolve(sums[-1], pmf)[: cells + 1], 0.0, None))
     cumulative = np.array([np.cumsum(s) for s in sums])  # [k, j] = P(S_k <= j step)
 
     def f(t, x):
         t, x = np.broadcast_arrays(np.asarray(t, float), np.asarray(x, float))
         index = np.clip(np.floor(x / step + 1e-9).astype(int), 0, cells)
         k = np.arange(len(sums))[:, None]
-        weights = stats.poisson.pmf(k, rate * t.ravel()[None, :])
+        weights = poisson_pmf(k, rate * t.ravel()[None, :])
         within = cumulative[:, index.ravel()]
         return np.where(x.ravel() < 0, 0.0, np.sum(weights * within, axis=0)).reshape(t.shape)
 
