@@ -12,11 +12,14 @@ def hunt_command(args, overrides: dict, check_files, save) -> int:
     from sim.hunting.api import hunt
 
     check_files(args)
-    print(
-        f"hunting {args.scenario} for up to {args.time:g} s (Ctrl-C stops it and reports)",
-        file=sys.stderr,
-        flush=True,
-    )
+
+    def announce() -> None:  # once the search runs: a Ctrl-C before it only interrupts
+        print(
+            f"hunting {args.scenario} for up to {args.time:g} s (Ctrl-C stops it and reports)",
+            file=sys.stderr,
+            flush=True,
+        )
+
     executor = _dask(args.dask) if args.dask else None
     result = hunt(
         args.scenario,
@@ -34,6 +37,7 @@ def hunt_command(args, overrides: dict, check_files, save) -> int:
         executor=executor,
         schedules=args.schedules,
         postgres=not args.no_postgres,
+        announce=announce,
         **overrides,
     )
     print(result)

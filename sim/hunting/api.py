@@ -160,6 +160,7 @@ def hunt(
     postgres: bool = True,
     shrink_time: float | None = None,
     progress=None,
+    announce=None,
     **overrides,
 ) -> HuntResult:
     """Search the schedules of `scenario` (a preset name, a TOML path or a Scenario; dotted
@@ -169,7 +170,8 @@ def hunt(
     server). `exhaustive`: walk the grid alone and, if it ends with nothing, certify it.
     `parallel`: local processes; `executor`: any concurrent.futures Executor (a Dask client's).
     `postgres`: replay each finding on PostgreSQL too. Shrinking gets `shrink_time` seconds per
-    finding (default: half of `time`, at most 30)."""
+    finding (default: half of `time`, at most 30). `announce()` is called once the search begins
+    (the command line says then that Ctrl-C stops it and reports)."""
     began = clock.perf_counter()
     source = str(scenario) if not hasattr(scenario, "name") else scenario.name
     _check_options(time, parallel, seed, schedules, shrink_time, executor)
@@ -179,11 +181,13 @@ def hunt(
     options = dict(exhaustive=exhaustive, executor=executor, workers=parallel, progress=progress)
     screen: Coverage | None = None
     lead: list[tuple[str, Schedule]] = []
+    grid = Grid(memory)
+    if announce is not None:
+        announce()
     if scope.sql is not None:
         seconds = min(time * SCREEN_SHARE, SCREEN_MAX)
         screen, lead = _screen(memory, seed, seconds, schedules, began, options)
         time -= screen.seconds
-    grid = Grid(memory)
     found, coverage = search(
         scope, grid, seed=seed, seconds=time, schedules=schedules, lead=lead, began=began, **options
     )
