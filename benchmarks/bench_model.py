@@ -212,6 +212,8 @@ def main() -> None:
             "model": round(wall / JOBS * 1e6, 2),
             "backend_alone": round(backend / JOBS * 1e6, 2),
             "bare_simpy": round(floor / JOBS * 1e6, 2),
+            # what is left for the model's own code: protocol, driver, sessions, producer, log
+            "model_own": round((wall - backend - floor) / JOBS * 1e6, 2),
         },
         self_peak_rss_gb=round(peak_rss_gb(), 3),
         big_runs=big,

@@ -300,21 +300,27 @@ def lease_rows(log, horizon: float, skews: dict[str, float], clocks=None, db=Non
             release(lease, t, "db_error")
 
     for lease in rows:
-        released = lease["released_at"] if lease["outcome"] != "open" else horizon
-        if lease["outcome"] == "open" and lease["until"] < horizon:
-            lease["lapsed"] = True
-        if lease["outcome"] == "crashed":
-            end, reason = released, "crashed"
-        elif lease["revoked_at"] is not None and lease["revoked_at"] < released:
-            end, reason = lease["revoked_at"], "revoked"
-        elif lease["lapsed"]:
-            end, reason = min(lease["until"], released), "expired"
-        elif lease["outcome"] == "open":
-            end, reason = horizon, "open"
-        else:
-            end, reason = released, "completed" if lease["outcome"] == "completed" else "released"
-        lease["end"], lease["end_reason"] = end, reason
+        _end(lease, horizon)
     return rows
+
+
+def _end(lease: dict, horizon: float) -> None:
+    """Set when and why a lease ended (`end`, `end_reason`) once the whole log is read: a crash,
+    a revocation by another claim, an expiry, still open at the horizon, or its release."""
+    released = lease["released_at"] if lease["outcome"] != "open" else horizon
+    if lease["outcome"] == "open" and lease["until"] < horizon:
+        lease["lapsed"] = True
+    if lease["outcome"] == "crashed":
+        end, reason = released, "crashed"
+    elif lease["revoked_at"] is not None and lease["revoked_at"] < released:
+        end, reason = lease["revoked_at"], "revoked"
+    elif lease["lapsed"]:
+        end, reason = min(lease["until"], released), "expired"
+    elif lease["outcome"] == "open":
+        end, reason = horizon, "open"
+    else:
+        end, reason = released, "completed" if lease["outcome"] == "completed" else "released"
+    lease["end"], lease["end_reason"] = end, reason
 
 
 def _stamp(lease: dict, stamp: float, written: float, db) -> None:

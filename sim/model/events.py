@@ -92,7 +92,9 @@ _NONE = -1
 
 
 class EventLog:
-    """The run's records, stored column by column (about 40 bytes a record, so 1M-job runs fit).
+    """The run's records, stored column by column: 27 bytes a record (t, kind, worker, job,
+    attempt and a reference to its detail, an object the database mostly holds too), no object
+    per record, so that 1M-job runs fit.
 
     `add` appends one record; iterating yields Event tuples; `frame()` builds the tidy DataFrame.
     """
@@ -114,7 +116,7 @@ class EventLog:
         self._t = array("d")
         self._kind = array("B")
         self._worker = array("h")
-        self._job = array("q")
+        self._job = array("i")  # job ids count the run's jobs: 2**31 is out of any run's reach
         self._attempt = array("i")
         self._detail: list = []
         self._kinds: list[str] = []
@@ -193,7 +195,7 @@ class EventLog:
         workers = np.array([None, *self._workers], dtype=object)[
             np.frombuffer(self._worker, dtype=np.int16) + 1
         ]
-        job = np.frombuffer(self._job, dtype=np.int64)
+        job = np.frombuffer(self._job, dtype=np.int32).astype(np.int64)
         attempt = np.frombuffer(self._attempt, dtype=np.int32)
         frame = pd.DataFrame(
             {

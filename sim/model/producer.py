@@ -28,25 +28,29 @@ class JobSpec(NamedTuple):
 
 class JobCatalog:
     """Per-job facts in compact arrays (job ids are 1, 2, ... in enqueue order); specs built on
-    demand."""
+    demand. Each job's event id is one string, the one the producer enqueues: the database row,
+    the ledger, the dedup marker, the PSP and the log all hold that object, not copies of it."""
 
     def __init__(self):
-        self._event = array("q")
+        self._event: list[str] = []
         self._amount = array("q")
         self._work = array("d")
 
     def add(self, event_no: int, amount_cents: int, work: float) -> int:
-        self._event.append(event_no)
+        self._event.append(event_name(event_no))
         self._amount.append(amount_cents)
         self._work.append(work)
         return len(self._event)
+
+    def event_id(self, job_id: int) -> str:
+        return self._event[job_id - 1]
 
     def __len__(self) -> int:
         return len(self._event)
 
     def __getitem__(self, job_id: int) -> JobSpec:
         i = job_id - 1
-        event_id = event_name(self._event[i])
+        event_id = self._event[i]
         amount = self._amount[i]
         payload = payload_json(event_id, amount)
         return JobSpec(job_id, event_id, payload, payload_hash(payload), amount, self._work[i])
@@ -99,7 +103,7 @@ def producer(world):
         if t > env.now:
             yield env.timeout(t - env.now)
         job = catalog.add(event_no, amount, work())
-        event_id = event_name(event_no)
+        event_id = catalog.event_id(job)
         params = {"id": job, "event_id": event_id, "payload": payload_json(event_id, amount)}
         if t == 0.0:  # the initial batch: loaded at once, before the first worker polls
             bind_clock(params, 0.0 if world.db_clock is None else world.db_clock.at(0.0))
