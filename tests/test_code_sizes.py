@@ -23,7 +23,6 @@ WAIVED = {  # being split (issue 32): an entry goes when its split lands, and no
     "sim/plots/peers.py: peer_comparison",
     "sim/plots/timeline.py: lease_clock",
     "sim/plots/tradeoff.py: tradeoff",
-    "sim/protocol.py: WorkerProtocol",
     "sim/results.py: lease_rows",
     "sim/scenario/settings.py: module",
     "sim/scenario/settings.py: validate",

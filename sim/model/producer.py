@@ -106,5 +106,5 @@ def producer(world):
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
         else:
-            yield from db.run("insert_job", params, job=job)
+            yield from db.execute("insert_job", params, job=job)
         log.add(env.now, "enqueue", "producer", job, None, event_id)
