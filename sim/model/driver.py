@@ -53,7 +53,7 @@ class Driver:
             except StopIteration as done:
                 return done.value
             resume, value = send, None
-            kind = step.__class__
+            kind = type(step)
             try:
                 if kind is Statement:
                     value = yield from execute(step.name, step.params, step.job, step.ttl)

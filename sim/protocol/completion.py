@@ -41,6 +41,7 @@ class Completion:
         self.idempotency_key = policy.idempotency_key
         self.background = policy.completion == "background"  # the effect commits before completion
         self.drops_late = policy.deadline_action == "drop"  # a result past the deadline is dropped
+        self._charge = Charge(None)  # the PSP call without an idempotency key
 
     def handle(self, lease: Lease) -> Steps[None]:
         """The job's handler: work up to the PSP call, charge, work the rest, complete; give up at
@@ -53,7 +54,7 @@ class Completion:
             if lease.lost and self.abandon:
                 yield Record("abandon", name, job, attempt, lease.until)
                 return
-            outcome = yield Charge(spec.event_id if self.idempotency_key else None)
+            outcome = yield Charge(spec.event_id) if self.idempotency_key else self._charge
             yield Record("psp_charge", name, job, attempt, outcome)
             yield Wait(self.psp_call())
             if self.crash_points:

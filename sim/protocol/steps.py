@@ -141,7 +141,8 @@ def play(steps: Steps[T], handlers: Handlers) -> T:
         try:
             step = resume(value)
         except StopIteration as done:
-            return done.value
+            result: T = done.value
+            return result
         try:
             value, resume = handlers[step.__class__](step), send
         except Exception as exc:  # a lost connection, a server error, the handler's own
