@@ -12,20 +12,7 @@ from __future__ import annotations
 
 import os
 
-from sim.protocol.steps import (
-    Begin,
-    Charge,
-    Commit,
-    CrashAt,
-    Delay,
-    Now,
-    Record,
-    Rollback,
-    Statement,
-    Wait,
-    Work,
-    play,
-)
+from sim.protocol import steps as step_types
 
 
 class HandlerCancelled(Exception):
@@ -52,25 +39,25 @@ class LiveDriver:
             clock.sleep(step.seconds)
 
         handlers = {
-            Statement: lambda step: db.execute(step.name, step.params, ttl=step.ttl),
-            Record: lambda step: add(
+            step_types.Statement: lambda step: db.execute(step.name, step.params, ttl=step.ttl),
+            step_types.Record: lambda step: add(
                 clock.now(), step.kind, step.worker, step.job, step.attempt, step.detail
             ),
-            Work: sleep,
-            Wait: sleep,
-            Delay: sleep,
-            Begin: lambda _: db.control("BEGIN"),
-            Commit: lambda _: db.control("COMMIT"),
-            Rollback: lambda _: db.abort(),
-            Charge: lambda step: self.charge(step.key),
-            Now: lambda _: db.now(),
-            CrashAt: self._crash_at,
+            step_types.Work: sleep,
+            step_types.Wait: sleep,
+            step_types.Delay: sleep,
+            step_types.Begin: lambda _: db.control("BEGIN"),
+            step_types.Commit: lambda _: db.control("COMMIT"),
+            step_types.Rollback: lambda _: db.abort(),
+            step_types.Charge: lambda step: self.charge(step.key),
+            step_types.Now: lambda _: db.now(),
+            step_types.CrashAt: self._crash_at,
         }
         if cancelled is not None:
             handlers = _cancellable(handlers, cancelled, clock)
-        return play(steps, handlers)
+        return step_types.play(steps, handlers)
 
-    def _crash_at(self, step: CrashAt) -> None:
+    def _crash_at(self, step: step_types.CrashAt) -> None:
         if self.crash_point is not None:
             self.crash_point(step.point)
 
@@ -109,4 +96,4 @@ def _cancellable(handlers, cancelled, clock):
             raise HandlerCancelled
 
     guarded = {kind: guard(handler) for kind, handler in handlers.items()}
-    return {**guarded, Work: sleep, Wait: sleep, Delay: sleep}
+    return {**guarded, step_types.Work: sleep, step_types.Wait: sleep, step_types.Delay: sleep}

@@ -55,31 +55,31 @@ class Record:
         self.detail = detail
 
 
-class Work:
+class _Seconds:
+    """A step that lets `seconds` pass."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+
+class Work(_Seconds):
     """The process computes for `seconds` (a stop-the-world pause stretches it)."""
 
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    __slots__ = ()
 
 
-class Wait:
+class Wait(_Seconds):
     """The process sleeps `seconds`; it goes on once no pause holds it."""
 
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    __slots__ = ()
 
 
-class Delay:
+class Delay(_Seconds):
     """`seconds` pass outside the process (the network holds a message)."""
 
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    __slots__ = ()
 
 
 class Charge:
