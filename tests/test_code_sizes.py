@@ -14,7 +14,6 @@ WAIVED = {  # being split (issue 32): an entry goes when its split lands, and no
     "sim/db/memory.py: module",
     "sim/db/memory.py: MemoryBackend",
     "sim/db/postgres.py: PostgresBackend",
-    "sim/protocol.py: WorkerProtocol",
 }
 
 

@@ -109,7 +109,7 @@ class LiveConnection:
             raise DbUnavailable("partition")
         self.clock.sleep_until(end)
 
-    def run(
+    def execute(
         self, name: str, params: dict, *, ttl: float | None = None, at: float | None = None
     ) -> list[tuple]:
         """Execute the named statement; its rows, times as scenario seconds (`at` overrides the

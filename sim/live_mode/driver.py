@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from sim import protocol
+from sim.protocol import steps as step_types
 
 
 class HandlerCancelled(Exception):
@@ -28,56 +28,38 @@ class LiveDriver:
         self.clock, self.recorder, self.psp_dir = clock, recorder, psp_dir
         self.crash_point = crash_point
 
-    def run(self, steps, db, cancelled=None):
+    def play(self, steps, db, cancelled=None):
         """Play `steps` with statements on connection `db`; returns what they return. An error a
         step meets is thrown into the protocol at that step, as `yield from` would. `cancelled`
         (a threading.Event): once set, the steps stop at once with HandlerCancelled (a sleep is
         cut short; a statement's error is the cancellation's, not the protocol's to record)."""
         clock, add = self.clock, self.recorder.add
-        value = error = None
-        while True:
-            try:
-                step = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as done:
-                return done.value
-            value = error = None
-            if cancelled is not None and cancelled.is_set():
-                steps.close()
-                raise HandlerCancelled
-            op = step[0]
-            try:
-                if op == protocol.STATEMENT:
-                    value = db.run(step[1], step[2], ttl=step[4])
-                elif op == protocol.RECORD:
-                    add(clock.now(), step[1], step[2], step[3], step[4], step[5])
-                elif op in (protocol.WORK, protocol.WAIT, protocol.DELAY):
-                    if cancelled is None:
-                        clock.sleep(step[1])
-                    elif cancelled.wait(clock.wall(max(step[1], 0.0))):
-                        steps.close()
-                        raise HandlerCancelled
-                elif op == protocol.BEGIN_OP:
-                    db.control("BEGIN")
-                elif op == protocol.COMMIT_OP:
-                    db.control("COMMIT")
-                elif op == protocol.ROLLBACK_OP:
-                    db.abort()
-                elif op == protocol.CHARGE:
-                    value = self.charge(step[1])
-                elif op == protocol.NOW_OP:
-                    value = db.now()
-                elif op == protocol.CRASH_POINT:
-                    if self.crash_point is not None:
-                        self.crash_point(step[1])
-                else:
-                    raise ValueError(f"unknown protocol step {step!r}")
-            except HandlerCancelled:
-                raise
-            except Exception as exc:  # a lost connection, a server error
-                if cancelled is not None and cancelled.is_set():
-                    steps.close()
-                    raise HandlerCancelled from None
-                error = exc
+
+        def sleep(step):
+            clock.sleep(step.seconds)
+
+        handlers = {
+            step_types.Statement: lambda step: db.execute(step.name, step.params, ttl=step.ttl),
+            step_types.Record: lambda step: add(
+                clock.now(), step.kind, step.worker, step.job, step.attempt, step.detail
+            ),
+            step_types.Work: sleep,
+            step_types.Wait: sleep,
+            step_types.Delay: sleep,
+            step_types.Begin: lambda _: db.control("BEGIN"),
+            step_types.Commit: lambda _: db.control("COMMIT"),
+            step_types.Rollback: lambda _: db.abort(),
+            step_types.Charge: lambda step: self.charge(step.key),
+            step_types.Now: lambda _: db.now(),
+            step_types.CrashAt: self._crash_at,
+        }
+        if cancelled is not None:
+            handlers = _cancellable(handlers, cancelled, clock)
+        return step_types.play(steps, handlers)
+
+    def _crash_at(self, step: step_types.CrashAt) -> None:
+        if self.crash_point is not None:
+            self.crash_point(step.point)
 
     def charge(self, key: str | None) -> str:
         """The PSP call: an idempotency key already seen (by any process) replays."""
@@ -90,3 +72,28 @@ class LiveDriver:
         except FileExistsError:
             return "replay"
         return "new"
+
+
+def _cancellable(handlers, cancelled, clock):
+    """`handlers` that stop the steps with HandlerCancelled once `cancelled` is set: before a step,
+    during a sleep (cut short), and in place of the error of a step that failed meanwhile."""
+
+    def guard(handler):
+        def guarded(step):
+            if cancelled.is_set():
+                raise HandlerCancelled
+            try:
+                return handler(step)
+            except Exception:
+                if cancelled.is_set():
+                    raise HandlerCancelled from None
+                raise
+
+        return guarded
+
+    def sleep(step):
+        if cancelled.wait(clock.wall(max(step.seconds, 0.0))):
+            raise HandlerCancelled
+
+    guarded = {kind: guard(handler) for kind, handler in handlers.items()}
+    return {**guarded, step_types.Work: sleep, step_types.Wait: sleep, step_types.Delay: sleep}

@@ -205,7 +205,7 @@ class LoadedTableProbe:
             watcher = WatcherProtocol(self.scenario.policy)
 
             def cycle():
-                driver.run(watcher.tick(), db)
+                driver.play(watcher.tick(), db)
 
         else:
             steps = WorkerProtocol(
@@ -223,13 +223,13 @@ class LoadedTableProbe:
                 if spare is not None:
                     spec = self.catalog[spare]
                     payload = payload_json(spec.event_id, spec.amount_cents)
-                    db.run(
+                    db.execute(
                         "insert_job", {"id": spare, "event_id": spec.event_id, "payload": payload}
                     )
-                lease = driver.run(steps.claim(), db)
+                lease = driver.play(steps.claim(), db)
                 if lease is not None:
-                    driver.run(steps.renew(lease), db)
-                    driver.run(steps.complete(lease, self.catalog[lease.job]), db)
+                    driver.play(steps.renew(lease), db)
+                    driver.play(steps.complete(lease, self.catalog[lease.job]), db)
 
         played, began = 0, 0.0
         try:

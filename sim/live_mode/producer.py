@@ -16,7 +16,7 @@ class LiveProducer:
 
     def _enqueue(self, job: int, at: float | None) -> None:
         spec = self.catalog[job]
-        self.db.run(
+        self.db.execute(
             "insert_job",
             {
                 "id": job,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sim.live_mode.connection import LiveConnection
 from sim.live_mode.driver import LiveDriver
 from sim.protocol import WatcherProtocol
+from sim.protocol.streams import watcher_phase
 from sim.support.rng import Streams
 
 
@@ -15,15 +16,7 @@ class LiveWatcher:
         self.clock = clock
         self.db = LiveConnection(dsn, schema, "watcher", queries, clock, recorder)
         self.steps, self.driver = WatcherProtocol(self.policy), LiveDriver(clock, recorder)
-        self.phase = (
-            float(
-                Streams(scenario.seed)
-                .generator("watcher/phase")
-                .uniform(0, self.policy.watcher_interval)
-            )
-            if self.policy.random_phase
-            else 0.0
-        )
+        self.phase = watcher_phase(self.policy, Streams(scenario.seed).generator)
 
     def prepare(self) -> None:
         self.db.open()
@@ -32,5 +25,5 @@ class LiveWatcher:
         """Tick every watcher_interval from the watcher's phase until the runner kills it."""
         self.clock.sleep(self.phase)
         while True:
-            self.driver.run(self.steps.tick(), self.db)
+            self.driver.play(self.steps.tick(), self.db)
             self.clock.sleep(self.policy.watcher_interval)

@@ -28,6 +28,7 @@ from sim.live_mode.driver import HandlerCancelled, LiveDriver
 from sim.live_mode.plan import job_plan, stream_name
 from sim.model.faults import CrashPoints, clock_offset
 from sim.protocol import Lease, WorkerProtocol
+from sim.protocol.streams import worker_phase, worker_streams
 from sim.support.rng import Streams
 
 
@@ -121,18 +122,12 @@ class LiveWorker:
             return streams.generator(stream_name(base, incarnation))
 
         i, faults = self.index, self.scenario.faults
-        self.phase = (
-            float(stream(f"worker/{i}/phase").uniform(0, self.policy.poll_interval))
-            if self.policy.random_phase and incarnation == 0
-            else 0.0
-        )
+        self.phase = worker_phase(self.policy, i, stream) if incarnation == 0 else 0.0
         self.steps = WorkerProtocol(
             self.name,
             self.scenario,
             self.catalog,
-            psp_call=self.scenario.workload.psp_call.sampler(stream(f"worker/{i}/psp")),
-            hb_delay=faults.heartbeat_delay.sampler(stream(f"worker/{i}/hb-delay")),
-            hb_loss=stream(f"worker/{i}/hb-loss"),
+            **worker_streams(self.scenario, i, stream),
             lease=lambda job, attempt, until: LiveLease(job, attempt, until, self.slots, i),
         )
         points = None
@@ -161,7 +156,7 @@ class LiveWorker:
             self.recorder.add(clock.now(), "restart", self.name)
         clock.sleep(self.phase)
         while True:
-            lease = self.driver.run(steps.poll(), self.db)
+            lease = self.driver.play(steps.poll(), self.db)
             if lease is None:
                 continue
             # recorded by the protocol first, then told to the runner: a worker the runner sees
@@ -173,7 +168,7 @@ class LiveWorker:
             if self.policy.deadline:
                 self._handle_within_deadline(lease)
             else:
-                self.driver.run(steps.handle(lease), self.db)
+                self.driver.play(steps.handle(lease), self.db)
                 lease.finish()
             self.lease = None
             self.slots.release(self.index)
@@ -184,7 +179,7 @@ class LiveWorker:
         wait = self.clock.wall(self.policy.heartbeat_interval)
         while not lease.finished.wait(wait):
             try:
-                if not self.driver.run(self.steps.renew(lease), self.hb_db):
+                if not self.driver.play(self.steps.renew(lease), self.hb_db):
                     return
             except StatementError:
                 continue  # the server refused this beat: try again at the next
@@ -201,7 +196,7 @@ class LiveWorker:
 
         def handler() -> None:
             try:
-                self.driver.run(self.steps.handle(lease), db, cancelled)
+                self.driver.play(self.steps.handle(lease), db, cancelled)
             except HandlerCancelled:
                 pass
             finally:
@@ -225,7 +220,7 @@ class LiveWorker:
             cancelled.set()
             if db.pid is not None:
                 self.db.terminate([db.pid])
-        self.driver.run(self.steps.fail_at_deadline(lease), self.db)
+        self.driver.play(self.steps.fail_at_deadline(lease), self.db)
 
     # ---- deaths of its own --------------------------------------------------------------------
 
@@ -272,6 +267,8 @@ class LiveWorker:
                 except psycopg.Error:
                     pass  # no server to reach: it ends them when their connections drop
             if lease is not None:
-                LiveDriver(self.clock, releasing.recorder).run(self.steps.release(lease), releasing)
+                LiveDriver(self.clock, releasing.recorder).play(
+                    self.steps.release(lease), releasing
+                )
         finally:
             os._exit(SHUTDOWN_EXIT)

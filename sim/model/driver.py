@@ -7,18 +7,18 @@ process; a record goes into the run's event log at the current simulated instant
 
 from __future__ import annotations
 
-from sim.protocol import (
-    BEGIN_OP,
-    CHARGE,
-    COMMIT_OP,
-    CRASH_POINT,
-    DELAY,
-    NOW_OP,
-    RECORD,
-    ROLLBACK_OP,
-    STATEMENT,
-    WAIT,
-    WORK,
+from sim.protocol.steps import (
+    Begin,
+    Charge,
+    Commit,
+    CrashAt,
+    Delay,
+    Now,
+    Record,
+    Rollback,
+    Statement,
+    Wait,
+    Work,
 )
 
 
@@ -39,11 +39,13 @@ class Driver:
         self.crash_points = world.crash_points
         self.pauses = pauses if pauses else None
 
-    def run(self, steps, db):
+    def play(self, steps, db):
         """Generator: play `steps` with statements on session `db`; returns what they return.
-        An error a step meets is thrown into the protocol at that step, as `yield from` would."""
+        An error a step meets is thrown into the protocol at that step, as `yield from` would.
+        The model's hot path: it dispatches on the step's class inline, the most frequent first
+        (a table of handlers costs a call, or a generator, per step)."""
         env, add, pauses = self.env, self.log.add, self.pauses
-        send, throw, statement = steps.send, steps.throw, db.run
+        send, throw, execute = steps.send, steps.throw, db.execute
         resume, value = send, None
         while True:
             try:
@@ -51,37 +53,37 @@ class Driver:
             except StopIteration as done:
                 return done.value
             resume, value = send, None
-            op = step[0]
-            try:  # the most frequent steps first
-                if op == STATEMENT:
-                    value = yield from statement(step[1], step[2], step[3], step[4])
-                elif op == RECORD:
-                    add(env.now, step[1], step[2], step[3], step[4], step[5])
-                elif op == WORK:
+            kind = type(step)
+            try:
+                if kind is Statement:
+                    value = yield from execute(step.name, step.params, step.job, step.ttl)
+                elif kind is Record:
+                    add(env.now, step.kind, step.worker, step.job, step.attempt, step.detail)
+                elif kind is Work:
                     if pauses:
-                        yield env.timeout(pauses.work_end(env.now, step[1]) - env.now)
+                        yield env.timeout(pauses.work_end(env.now, step.seconds) - env.now)
                     else:
-                        yield env.timeout(step[1])
-                elif op == WAIT:
-                    yield env.timeout(step[1])
+                        yield env.timeout(step.seconds)
+                elif kind is Wait:
+                    yield env.timeout(step.seconds)
                     if pauses:
                         yield from self.thaw()
-                elif op == COMMIT_OP:
+                elif kind is Commit:
                     yield from db.commit()
-                elif op == BEGIN_OP:
+                elif kind is Begin:
                     db.begin()
-                elif op == CHARGE:
-                    value = self.psp.charge(step[1])
-                elif op == NOW_OP:
+                elif kind is Charge:
+                    value = self.psp.charge(step.key)
+                elif kind is Now:
                     value = db.now()
-                elif op == ROLLBACK_OP:
+                elif kind is Rollback:
                     yield from db.rollback()
-                elif op == DELAY:
-                    yield env.timeout(step[1])
-                elif op == CRASH_POINT:
+                elif kind is Delay:
+                    yield env.timeout(step.seconds)
+                elif kind is CrashAt:
                     points = self.crash_points
-                    if points.configs and points.fires(step[1]):
-                        raise CrashPointReached(step[1])
+                    if points.configs and points.fires(step.point):
+                        raise CrashPointReached(step.point)
                 else:
                     raise ValueError(f"unknown protocol step {step!r}")
             except Exception as exc:  # a crash (Interrupt), a lost connection, a server error

@@ -35,7 +35,7 @@ class ProcessLiveness:
     def start(self):
         """Generator, in the worker's process: register the row, then start the heartbeat."""
         w = self.worker
-        yield from w.driver.run(w.steps.register(), w.db)
+        yield from w.driver.play(w.steps.register(), w.db)
         self.process = self.env.process(self._beat())
 
     def stop(self) -> None:
@@ -51,6 +51,6 @@ class ProcessLiveness:
         try:
             while True:
                 yield from w.driver.sleep(self.interval)
-                yield from w.driver.run(w.steps.beat_process(), self.db)
+                yield from w.driver.play(w.steps.beat_process(), self.db)
         except (simpy.Interrupt, DatabaseError):
             return

@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from sim.protocol import streams
+
 
 def worker_phase(world, index: int) -> float:
     """When worker `index` polls first: pinned, else a random phase within a poll interval (or 0
@@ -14,9 +16,7 @@ def worker_phase(world, index: int) -> float:
     pinned, policy = world.scenario.pinned, world.scenario.policy
     if pinned is not None and index < len(pinned.worker_phases):
         return pinned.worker_phases[index]
-    if not policy.random_phase:
-        return 0.0
-    return float(world.streams.generator(f"worker/{index}/phase").uniform(0, policy.poll_interval))
+    return streams.worker_phase(policy, index, world.streams.generator)
 
 
 def watcher_phase(world) -> float:
@@ -25,9 +25,7 @@ def watcher_phase(world) -> float:
     pinned, policy = world.scenario.pinned, world.scenario.policy
     if pinned is not None and pinned.watcher_phase is not None:
         return pinned.watcher_phase
-    if not policy.random_phase:
-        return 0.0
-    return float(world.streams.generator("watcher/phase").uniform(0, policy.watcher_interval))
+    return streams.watcher_phase(policy, world.streams.generator)
 
 
 def work(scenario, draw: Callable[[], float]) -> Callable[[], float]:

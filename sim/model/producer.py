@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections.abc import Iterator
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from sim.model.pinned_draws import work as pinned_work
 from sim.model.session import DbSession
@@ -15,15 +15,23 @@ from sim.protocol import bind_clock
 from sim.scenario.dists import Dist, blocks
 
 
-class JobSpec(NamedTuple):
-    """What the model knows of a job: its event, payload and how much work it takes."""
+@dataclass(slots=True)
+class JobSpec:
+    """What the model knows of a job: its event, payload and how much work it takes. The payload
+    and its hash are made when asked for (the model's hot path needs them only with dedup)."""
 
     id: int
     event_id: str
-    payload: str
-    payload_hash: str
     amount_cents: int
     work: float
+
+    @property
+    def payload(self) -> str:
+        return payload_json(self.event_id, self.amount_cents)
+
+    @property
+    def payload_hash(self) -> str:
+        return payload_hash(self.payload)
 
 
 class JobCatalog:
@@ -50,10 +58,7 @@ class JobCatalog:
 
     def __getitem__(self, job_id: int) -> JobSpec:
         i = job_id - 1
-        event_id = self._event[i]
-        amount = self._amount[i]
-        payload = payload_json(event_id, amount)
-        return JobSpec(job_id, event_id, payload, payload_hash(payload), amount, self._work[i])
+        return JobSpec(job_id, self._event[i], self._amount[i], self._work[i])
 
 
 def event_name(event_no: int) -> str:
@@ -110,5 +115,5 @@ def producer(world):
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
         else:
-            yield from db.run("insert_job", params, job=job)
+            yield from db.execute("insert_job", params, job=job)
         log.add(env.now, "enqueue", "producer", job, None, event_id)

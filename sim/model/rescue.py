@@ -39,7 +39,7 @@ class RescueJobs:
         due, self.pending = self.pending, None
         worker.rescuing = due
         worker.log.add(now, "rescue_job", worker.name, None, None, now - due)
-        yield from worker.driver.run(self.steps.tick(), worker.db)
+        yield from worker.driver.play(self.steps.tick(), worker.db)
         worker.rescuing = None
 
     def lost(self, worker, graceful: bool) -> None:

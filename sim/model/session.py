@@ -68,7 +68,7 @@ class DbSession:
         clock = self._binding
         return self.env.now if clock is None else clock.at(self.env.now)
 
-    def run(self, query: str, params: dict, job: int | None = None, ttl: float | None = None):
+    def execute(self, query: str, params: dict, job: int | None = None, ttl: float | None = None):
         """Generator: send one statement, return its rows. The clock is bound at execution
         (sim.protocol.bind_clock: `now`, and lease_until = now + ttl)."""
         yield self.env.timeout(self.latency())

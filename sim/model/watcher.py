@@ -23,5 +23,5 @@ def watcher(world):
     if phase:
         yield env.timeout(phase)
     while True:
-        yield from driver.run(steps.tick(), db)
+        yield from driver.play(steps.tick(), db)
         yield env.timeout(policy.watcher_interval)

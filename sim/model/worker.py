@@ -25,6 +25,7 @@ from sim.model.driver import CrashPointReached, Driver
 from sim.model.liveness import ProcessLiveness
 from sim.model.session import DbSession
 from sim.protocol import Lease, WorkerProtocol
+from sim.protocol.streams import worker_streams
 
 
 class Worker:
@@ -51,14 +52,7 @@ class Worker:
             WorkerProtocol,
             scenario=world.scenario,
             catalog=world.catalog,
-            psp_call=world.scenario.workload.psp_call.sampler(
-                streams.generator(f"worker/{index}/psp")
-            ),
-            hb_delay=faults.heartbeat_delay.sampler(streams.generator(f"worker/{index}/hb-delay")),
-            hb_loss=streams.generator(f"worker/{index}/hb-loss"),
-            release_loss=streams.generator(f"worker/{index}/release-loss")
-            if faults.release_loss
-            else None,
+            **worker_streams(world.scenario, index, streams.generator),
             scripted_delay=pinned_draws.heartbeat_delay(world, index),
         )
         self.steps = self._protocol(self.name)
@@ -175,7 +169,7 @@ class Worker:
         """Graceful shutdown: on a fresh connection, give the jobs back before the process exits."""
         self.db.reconnect()
         for lease in leases:
-            yield from self.driver.run(self.steps.release(lease), self.db)
+            yield from self.driver.play(self.steps.release(lease), self.db)
         self.db.crash()  # the process exits; the restart opens a new connection
 
     def _serve(self):
@@ -184,7 +178,7 @@ class Worker:
         plain = policy.prefetch == 1 and self.world.rescue is None
         while True:
             if plain:
-                lease = yield from driver.run(steps.poll(), self.db)
+                lease = yield from driver.play(steps.poll(), self.db)
             else:
                 lease = yield from self._next_lease()
             if lease is None:
@@ -198,7 +192,7 @@ class Worker:
             if policy.deadline:
                 yield from self._process_within_deadline(lease)
                 continue
-            yield from driver.run(steps.handle(lease), self.db)
+            yield from driver.play(steps.handle(lease), self.db)
             lease.done = True
             self.lease = None
 
@@ -213,8 +207,8 @@ class Worker:
             yield from rescue.run(self)
             return None
         if self.policy.prefetch == 1:
-            return (yield from self.driver.run(self.steps.poll(), self.db))
-        leases = yield from self.driver.run(self.steps.poll_batch(), self.db)
+            return (yield from self.driver.play(self.steps.poll(), self.db))
+        leases = yield from self.driver.play(self.steps.poll_batch(), self.db)
         if not leases:
             return None
         self.buffer.extend(leases[1:])
@@ -249,13 +243,13 @@ class Worker:
             clock=self.db.clock,
             partitions=self.db.partitions,
         )
-        yield from self.driver.run(self.steps.fail_at_deadline(lease), self.db)
+        yield from self.driver.play(self.steps.fail_at_deadline(lease), self.db)
 
     def _handler(self, lease: Lease, db: DbSession):
         """Process: the job's handler; a crash point in a handler past its deadline kills the
         worker too."""
         try:
-            yield from self.driver.run(self.steps.handle(lease), db)
+            yield from self.driver.play(self.steps.handle(lease), db)
         except CrashPointReached:
             if lease is self.lease:
                 raise
@@ -284,7 +278,7 @@ class Worker:
             if previous is not None and previous.is_alive:
                 yield previous  # the last lease's heartbeat statement is still in flight
             while not lease.done:
-                if not (yield from driver.run(steps.renew(lease), self.hb_db)):
+                if not (yield from driver.play(steps.renew(lease), self.hb_db)):
                     return
                 yield from driver.sleep(interval)
         except simpy.Interrupt:

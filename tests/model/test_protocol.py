@@ -19,14 +19,14 @@ from sim.scenario.settings import CrashPoint, Faults
 from .scripts import scripted
 
 NOW = 100.0
-NAMES = {
-    protocol.WORK: "work",
-    protocol.WAIT: "wait",
-    protocol.DELAY: "delay",
-    protocol.BEGIN_OP: "BEGIN",
-    protocol.COMMIT_OP: "COMMIT",
-    protocol.ROLLBACK_OP: "ROLLBACK",
-    protocol.CRASH_POINT: "crash_point",
+NAMES = {  # the steps a trace shows by name, with their fields
+    protocol.Work: ("work", "seconds"),
+    protocol.Wait: ("wait", "seconds"),
+    protocol.Delay: ("delay", "seconds"),
+    protocol.steps.Begin: ("BEGIN",),
+    protocol.steps.Commit: ("COMMIT",),
+    protocol.steps.Rollback: ("ROLLBACK",),
+    protocol.CrashAt: ("crash_point", "point"),
 }
 QUERIES = load_queries()
 
@@ -41,36 +41,37 @@ class Fake:
         self.trace: list[tuple] = []
 
     def play(self, steps):
-        value = error = None
-        while True:
-            try:
-                step = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as done:
-                assert self.answers == [], f"scripted statements left unused: {self.answers}"
-                return done.value
-            value = error = None
-            op = step[0]
-            if op == protocol.STATEMENT:
-                name, params, _job, ttl = step[1:]
-                if QUERIES[name].uses_clock:
-                    bind_clock(params, NOW, ttl)
-                QUERIES[name].check(params)  # the parameters the statement declares, typed
-                expected, answer = self.answers.pop(0)
-                assert name == expected
-                self.trace.append((name, dict(params)))
-                if isinstance(answer, Exception):
-                    error = answer
-                else:
-                    value = answer
-            elif op == protocol.RECORD:
-                self.trace.append(("record", *step[1:]))
-            elif op == protocol.CHARGE:
-                self.trace.append(("charge", step[1]))
-                value = self.charge
-            elif op == protocol.NOW_OP:
-                value = NOW
-            else:
-                self.trace.append((NAMES[op], *step[1:]))
+        handlers = {
+            protocol.Statement: self.statement,
+            protocol.Record: lambda s: self.trace.append(
+                ("record", s.kind, s.worker, s.job, s.attempt, s.detail)
+            ),
+            protocol.Charge: self.charged,
+            protocol.steps.Now: lambda _: NOW,
+        }
+        for kind, (name, *fields) in NAMES.items():
+            handlers[kind] = lambda s, name=name, fields=fields: self.trace.append(
+                (name, *(getattr(s, f) for f in fields))
+            )
+        done = protocol.play(steps, handlers)
+        assert self.answers == [], f"scripted statements left unused: {self.answers}"
+        return done
+
+    def statement(self, step):
+        name, params = step.name, step.params
+        if QUERIES[name].uses_clock:
+            bind_clock(params, NOW, step.ttl)
+        QUERIES[name].check(params)  # the parameters the statement declares, typed
+        expected, answer = self.answers.pop(0)
+        assert name == expected
+        self.trace.append((name, dict(params)))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def charged(self, step):
+        self.trace.append(("charge", step.key))
+        return self.charge
 
 
 def worker(*, work=20.0, psp_at=0.5, faults=None, **policy) -> WorkerProtocol:
@@ -383,7 +384,7 @@ def _lose_after_charge(steps, lease):
             step = steps.send(value)
         except StopIteration as done:
             return done.value
-        if step[0] == protocol.WAIT:
+        if isinstance(step, protocol.Wait):
             lease.lost = True
         value = yield step
 
@@ -523,7 +524,7 @@ class _Connection:
     def __init__(self, *answers):
         self.answers, self.calls = list(answers), []
 
-    def run(self, name, params, *, ttl=None):
+    def execute(self, name, params, *, ttl=None):
         if QUERIES[name].uses_clock:
             bind_clock(params, NOW, ttl)
         self.calls.append(name)
@@ -562,7 +563,7 @@ def test_the_live_driver_plays_a_handler_as_blocking_calls(tmp_path):
     clock, records = _Clock(), _Records()
     db = _Connection([(1,)], StatementError("complete_fenced", "could not serialize access"))
     driver = LiveDriver(clock, records, str(tmp_path / "psp-keys"))
-    driver.run(worker(idempotency_key=True).handle(Lease(2, 1, 130.0)), db)
+    driver.play(worker(idempotency_key=True).handle(Lease(2, 1, 130.0)), db)
     assert db.calls == ["BEGIN", "insert_ledger_entry", "complete_fenced", "abort"]
     assert clock.slept == [10.0, 0.25, 10.0]
     assert records.rows == [

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.db.queries import load_queries
+from sim.protocol.statements import EVERY_RUN, statement_settings
 
 # column kind -> PostgreSQL type OIDs accepted for it
 # (int2/int4/int8; text/varchar/bpchar/name; ...)
@@ -248,40 +249,12 @@ def bound_params(name: str) -> tuple[tuple[str, str], ...]:
 
 
 def statements_called(scenario) -> dict[str, str]:
-    """The job-table statements a run of `scenario` calls, each with the setting that calls it."""
-    p = scenario.policy
-    called = {"insert_job": "every run", "dump_jobs": "every run"}
-    claim = {
-        "read_then_write": ("select_candidates", "claim_unconditional"),
-        "conditional_update": ("select_candidates", "claim_conditional"),
-        "skip_locked": ("claim_skip_locked",) if p.prefetch == 1 else ("claim_batch",),
-        "select_for_update": ("lock_next_candidate", "claim_unconditional"),
-    }[p.claim]
-    why = f"policy.claim = {p.claim}" if p.prefetch == 1 else "policy.prefetch > 1"
-    called.update(dict.fromkeys(claim, why))
-    if p.heartbeat:
-        called["heartbeat"] = "policy.heartbeat = true"
-    called["complete_fenced" if p.fencing else "complete_unfenced"] = (
-        f"policy.fencing = {str(p.fencing).lower()}"
-    )
-    if p.dedup:
-        called["reject_job_fenced"] = "policy.dedup = true"
-    sweep = p.watcher and p.sweeps_leases  # the watcher's lease sweep
-    if sweep and p.watcher_gap:
-        called.update(dict.fromkeys(("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0"))
-    elif sweep and p.stall_check == "two_phase":
-        called["reclaim_stalled"] = "policy.stall_check = two_phase"
-    elif sweep:
-        called["requeue_expired"] = "policy.watcher = true"
-    if p.process_heartbeat_interval:
-        why = "policy.process_heartbeat_interval > 0"
-        called.update(dict.fromkeys(("register_process", "process_heartbeat"), why))
-        if p.watcher:
-            called["prune_processes"] = why
-    if p.deadline:
-        called["fail_job_fenced"] = "policy.deadline > 0"
-    if scenario.faults.shutdown == "graceful":
-        called["release_job_fenced"] = "faults.shutdown = graceful"
+    """The job-table statements a run of `scenario` calls, each with the setting that calls it:
+    the producer's and the dump's, then what the protocol's steps may send (sim.protocol)."""
+    called = {"insert_job": EVERY_RUN, "dump_jobs": EVERY_RUN}
+    for name, why in statement_settings(scenario).items():
+        if name in CONTRACTS:
+            called[name] = why
     return called
 
 

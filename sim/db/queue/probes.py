@@ -31,6 +31,7 @@ from sim.db.queue.adapter import QueueAdapter
 from sim.db.queue.contracts import BOOKKEEPING_TABLES
 from sim.db.queue.preflight import execute, message, ok, scratch
 from sim.payload import payload_hash, payload_json
+from sim.protocol.statements import claim_path
 
 CLIENT = "probe"
 READY_LIMIT = 1e7  # seconds: a requeued job not claimable this long after its move never is
@@ -177,19 +178,16 @@ class Lab:
             self.written, self.returned = written, returned
 
     def claim(self, owner: str, now: float) -> tuple[int, int] | None:
-        """(job, attempt) claimed by the policy's claim path, as a worker claims; None if none."""
-        strategy = self.policy.claim
-        if strategy == "skip_locked":
-            rows = self.run("claim_skip_locked", owner=owner, now=now)
+        """(job, attempt) claimed by the policy's claim path (sim.protocol.statements.claim_path),
+        as a worker claims; None if none. A locking read hands over its first row alone."""
+        *read, write = claim_path(self.policy)
+        if not read:
+            rows = self.run(write, owner=owner, now=now)
             return tuple(rows[0][:2]) if rows else None
-        if strategy == "select_for_update":
-            rows = self.run("lock_next_candidate", now=now)
-            if not rows:
-                return None
-            rows = self.run("claim_unconditional", id=rows[0][0], owner=owner, now=now)
-            return tuple(rows[0][:2]) if rows else None
-        write = "claim_conditional" if strategy == "conditional_update" else "claim_unconditional"
-        for row in self.run("select_candidates", now=now):
+        candidates = self.run(read[0], now=now)
+        if read[0] == "lock_next_candidate":
+            candidates = candidates[:1]
+        for row in candidates:
             rows = self.run(write, id=row[0], owner=owner, now=now)
             if rows:
                 return tuple(rows[0][:2])

@@ -15,15 +15,10 @@ from dataclasses import dataclass, field
 
 from sim.db.queue.contracts import statements_called
 from sim.db.queue.probes import Lab, ProbeError, lab_on
+from sim.protocol.statements import claim_path
 from sim.support.in_words import count, duration
 
 T0 = 1.0  # the first claim of a probe
-READ_WRITE = {
-    "read_then_write": ("select_candidates", "claim_unconditional"),
-    "conditional_update": ("select_candidates", "claim_conditional"),
-    "skip_locked": ("claim_skip_locked",),
-    "select_for_update": ("lock_next_candidate", "claim_unconditional"),
-}
 WORKER_WRITES = (
     "complete_fenced",
     "complete_unfenced",
@@ -70,7 +65,7 @@ def _stopped(item: str, exc: ProbeError) -> Finding:
 
 def _claim(lab: Lab) -> Finding:
     p = lab.policy
-    names = READ_WRITE[p.claim]
+    names = claim_path(p)
     write = names[-1]
     if not all(lab.has(n) for n in names):
         return Finding("claim", False, f"{' and '.join(names)}: missing from the queue")

@@ -19,12 +19,16 @@ def test_an_error_inside_a_transaction_wakes_its_waiters_at_once(backend):
     job = {"id": 1, "event_id": "e1", "payload": "{}"}
 
     def holder():
-        yield from a.run("insert_job", dict(job))
+        yield from a.execute("insert_job", dict(job))
         a.begin()
-        yield from a.run("claim_conditional", {"id": 1, "owner": "A", "max_attempts": 25}, ttl=30.0)
+        yield from a.execute(
+            "claim_conditional", {"id": 1, "owner": "A", "max_attempts": 25}, ttl=30.0
+        )
         yield env.timeout(1.0)
         try:
-            yield from a.run("insert_job", dict(job))  # the same id again: 23505, A's block aborts
+            yield from a.execute(
+                "insert_job", dict(job)
+            )  # the same id again: 23505, A's block aborts
         except UniqueViolationError:
             seen["error_at"] = env.now
         yield env.timeout(5.0)
@@ -32,7 +36,7 @@ def test_an_error_inside_a_transaction_wakes_its_waiters_at_once(backend):
 
     def waiter():
         yield env.timeout(0.5)
-        seen["rows"] = yield from b.run(
+        seen["rows"] = yield from b.execute(
             "claim_conditional", {"id": 1, "owner": "B", "max_attempts": 25}, ttl=30.0
         )
         seen["claimed_at"] = env.now
