@@ -33,7 +33,7 @@ class RescueJobs:
                 self.pending = env.now
             yield env.timeout(policy.watcher_interval)
 
-    def run(self, worker):
+    def play_tick(self, worker):
         """Generator, in `worker`'s process: take the waiting rescue task and run its tick."""
         now = worker.env.now
         due, self.pending = self.pending, None

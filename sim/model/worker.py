@@ -67,7 +67,7 @@ class Worker:
         # handlers still running past their deadline, with the connection each runs on
         self.orphans: list[tuple[simpy.Process, Lease, DbSession]] = []
         self._sessions = 0  # connections opened for the worker after a deadline
-        self.process = self.env.process(self.run())
+        self.process = self.env.process(self.lifecycle())
 
     # ---- life cycle ---------------------------------------------------------------------------
 
@@ -104,7 +104,9 @@ class Worker:
         if self.liveness is not None:
             self.liveness.connect()
 
-    def run(self):
+    def lifecycle(self):
+        """Process: poll, claim and handle jobs until the horizon; a crash interrupts it and the
+        worker comes back as a new incarnation."""
         delay = self._phase
         while True:
             try:
@@ -204,7 +206,7 @@ class Worker:
             return self.buffer.popleft()
         rescue = self.world.rescue
         if rescue is not None and rescue.pending is not None:
-            yield from rescue.run(self)
+            yield from rescue.play_tick(self)
             return None
         if self.policy.prefetch == 1:
             return (yield from self.driver.play(self.steps.poll(), self.db))
