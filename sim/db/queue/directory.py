@@ -171,7 +171,7 @@ class QueueDefinition:
                 self.missing = {
                     n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
                 }
-                Check(self, conn.pgconn, box.schema, box.limit).run()
+                Check(self, conn.pgconn, box.schema, box.limit).prepare_every_statement()
             finally:
                 conn.close()
         self._checked.add(dsn)

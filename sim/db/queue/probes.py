@@ -10,7 +10,7 @@ transaction that is rolled back; each probe runs in a savepoint of its own.
         with lab.trial():
             lab.enqueue(1, now=0.0)
             got = lab.claim("w0", now=1.0)       # (job, attempt) by the policy's claim path
-            lab.run("heartbeat", id=1, owner="w1", attempt=1, now=2.0)
+            lab.execute("heartbeat", id=1, owner="w1", attempt=1, now=2.0)
             lab.written                            # rows the last statement wrote
 """
 
@@ -83,7 +83,7 @@ class Lab:
     def has(self, name: str) -> bool:
         return self.queue.sql_of(name) is not None
 
-    def run(self, name: str, **params) -> list[tuple]:
+    def execute(self, name: str, **params) -> list[tuple]:
         """Run statement `name` (the queue's, else Lease Lab's); every parameter the model binds
         that is not given gets the policy's value. Its rows, in the model's terms."""
         query = self.queue.queries[name]
@@ -165,14 +165,14 @@ class Lab:
     # ---- the job's life, through the queue's own statements ------------------------------------
 
     def enqueue(self, job: int, now: float = 0.0) -> None:
-        self.run("insert_job", id=job, now=now)
+        self.execute("insert_job", id=job, now=now)
 
     def state(self, job: int) -> tuple | None:
         """The job's dump_jobs row (id, event_id, payload, status, lease_owner, lease_until,
         attempts, ...), None when the table no longer holds it."""
         written, returned = self.written, self.returned
         try:
-            return next((row for row in self.run("dump_jobs") if row[0] == job), None)
+            return next((row for row in self.execute("dump_jobs") if row[0] == job), None)
         finally:
             self.written, self.returned = written, returned
 
@@ -180,17 +180,17 @@ class Lab:
         """(job, attempt) claimed by the policy's claim path, as a worker claims; None if none."""
         strategy = self.policy.claim
         if strategy == "skip_locked":
-            rows = self.run("claim_skip_locked", owner=owner, now=now)
+            rows = self.execute("claim_skip_locked", owner=owner, now=now)
             return tuple(rows[0][:2]) if rows else None
         if strategy == "select_for_update":
-            rows = self.run("lock_next_candidate", now=now)
+            rows = self.execute("lock_next_candidate", now=now)
             if not rows:
                 return None
-            rows = self.run("claim_unconditional", id=rows[0][0], owner=owner, now=now)
+            rows = self.execute("claim_unconditional", id=rows[0][0], owner=owner, now=now)
             return tuple(rows[0][:2]) if rows else None
         write = "claim_conditional" if strategy == "conditional_update" else "claim_unconditional"
-        for row in self.run("select_candidates", now=now):
-            rows = self.run(write, id=row[0], owner=owner, now=now)
+        for row in self.execute("select_candidates", now=now):
+            rows = self.execute(write, id=row[0], owner=owner, now=now)
             if rows:
                 return tuple(rows[0][:2])
         return None
@@ -199,15 +199,15 @@ class Lab:
         """One tick of the policy's watcher at `now` (its read and write at the same instant)."""
         if self.policy.watcher_gap:
             rows = []
-            for row in self.run("select_stuck_jobs", now=now):
-                rows += self.run("rescue_job", id=row[0], now=now)
+            for row in self.execute("select_stuck_jobs", now=now):
+                rows += self.execute("rescue_job", id=row[0], now=now)
             return rows
-        return self.run("requeue_expired", now=now)
+        return self.execute("requeue_expired", now=now)
 
     def complete(self, job: int, owner: str, attempt: int, now: float) -> list[tuple]:
         if self.policy.fencing:
-            return self.run("complete_fenced", id=job, owner=owner, attempt=attempt, now=now)
-        return self.run("complete_unfenced", id=job, now=now)
+            return self.execute("complete_fenced", id=job, owner=owner, attempt=attempt, now=now)
+        return self.execute("complete_unfenced", id=job, now=now)
 
     @contextmanager
     def trial(self) -> Iterator[None]:
