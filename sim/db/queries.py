@@ -88,7 +88,7 @@ def named_blocks(text: str) -> list[tuple[int, list[str]]]:
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("-- name:")]
     ends = [*starts[1:], len(lines)]
-    return [(start, lines[start:end]) for start, end in zip(starts, ends, strict=True)]
+    return [(start, lines[start:end]) for start, end in zip(starts, ends, strict=False)]
 
 
 def parse_queries(text: str) -> dict[str, Query]:
