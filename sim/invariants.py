@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from sim.db.base import JobState
 from sim.errors import ConfigError
 from sim.model.events import STATUS_MOVES
 from sim.scenario.pinned import recovery_deadline
@@ -121,7 +122,7 @@ def _double_claims(run):
     first (a watcher's requeue, a release, a deadline failure by another), that write is named
     as the cause: the claim only took what it was handed."""
     events = run.events
-    moves = events[events["kind"].isin(STATUS_MOVES) & (events["detail"] == "Pending")]
+    moves = events[events["kind"].isin(STATUS_MOVES) & (events["detail"] == JobState.PENDING)]
     by_job = {job: list(zip(g["t"], g["worker"], strict=True)) for job, g in moves.groupby("job")}
     for row in run.leases[run.leases["end_reason"] == "revoked"].itertuples():
         handed = [
@@ -253,7 +254,7 @@ def deleted_jobs(run) -> set[int]:
     queue that deletes a job once done (graphile-worker) keeps nothing to check them against."""
     held = set(run.table_jobs["id"].tolist())
     jobs = run.jobs
-    done = jobs.loc[jobs["status"].isin(["Completed", "Dead"]), "job"].tolist()
+    done = jobs.loc[jobs["status"].isin([JobState.COMPLETED, JobState.DEAD]), "job"].tolist()
     return {int(job) for job in done if job not in held}
 
 
@@ -325,7 +326,7 @@ def _held_by_dead_owner(run):
             and lease.until >= horizon
             and recovery_deadline(run.scenario.faults.db_stalls, lease.released_at, allowance)
             < horizon
-            and status.get(lease.job) == "Processing"
+            and status.get(lease.job) == JobState.PROCESSING
             and lease.attempt == last_attempt[lease.job]
         ):
             yield Violation(
@@ -343,9 +344,9 @@ def _terminal_overwritten(run):
     final: dict[int, tuple[str, float, str]] = {}
     for t, kind, worker, job, _attempt, detail in run.log:
         if kind == "complete":
-            new = "Completed"
+            new = JobState.COMPLETED
         elif kind == "payload_conflict":
-            new = "Dead"
+            new = JobState.DEAD
         elif kind in STATUS_MOVES and detail is not None:
             new = detail
         elif kind == "claim":
@@ -365,7 +366,7 @@ def _terminal_overwritten(run):
                 worker,
                 "watcher" if worker == "watcher" else "worker",
             )
-        if new in ("Completed", "Dead"):
+        if new in (JobState.COMPLETED, JobState.DEAD):
             final[job] = (new, t, worker)
         else:
             final.pop(job, None)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.db.base import JobState
 from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.errors import ConfigError
 from sim.invariants import Report, check
@@ -26,7 +27,7 @@ from sim.scenario.pinned import recovery_deadline
 from sim.scenario.settings import Scenario, dumps, recovery_allowance
 from sim.support import output_paths
 
-TERMINAL = ("Completed", "Dead")
+TERMINAL = (JobState.COMPLETED, JobState.DEAD)
 RUN_FILES = ("events", "leases", "jobs")  # the frames Run.save writes
 
 
@@ -361,7 +362,11 @@ def _new_charges(log: LogArrays) -> np.ndarray:
     return charges[[log.detail[i] == "new" for i in charges.tolist()]] if len(charges) else charges
 
 
-_FINAL_STATUS = {"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"}
+_FINAL_STATUS = {
+    "claim": JobState.PROCESSING,
+    "complete": JobState.COMPLETED,
+    "payload_conflict": JobState.DEAD,
+}
 
 
 def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
@@ -461,7 +466,9 @@ def retry_moves(run) -> dict[int, tuple[float, float | None]]:
     failure at a deadline), the retry delay that move gave it: Run.retry_delays' measure of the
     queue's SQL, else retry_backoff x attempts^4; None: the job is never due again)."""
     events = run.events
-    moves = events[events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")]
+    moves = events[
+        events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == JobState.PENDING)
+    ]
     backoff = run.scenario.policy.retry_backoff
     out: dict[int, tuple[float, float | None]] = {}
     for t, kind, job, attempt in zip(
@@ -542,14 +549,14 @@ def _summary(run: Run) -> pd.Series:
     jobs, leases, log = run.jobs, run.leases, run.log_arrays
     horizon = scenario.horizon
     status = jobs["status"]
-    completed = int((status == "Completed").sum())
+    completed = int((status == JobState.COMPLETED).sum())
     terminal = status.isin(TERMINAL)
     event_of_job = dict(zip(jobs["job"].tolist(), jobs["event_id"].tolist(), strict=True))
     recoveries = run.recoveries
     out = {
         "jobs": len(jobs),
         "completed": completed,
-        "dead": int((status == "Dead").sum()),
+        "dead": int((status == JobState.DEAD).sum()),
         "lost_jobs": len(run.lost),
         "unfinished": int((~terminal).sum()),
         "throughput_per_s": completed / horizon,

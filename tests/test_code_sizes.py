@@ -10,11 +10,6 @@ import sim
 
 PACKAGE = pathlib.Path(sim.__file__).parent
 MODULE_LINES, CLASS_LINES, FUNCTION_LINES = 800, 400, 100
-WAIVED = {  # being split (issue 32): an entry goes when its split lands, and none may be added
-    "sim/db/memory.py: module",
-    "sim/db/memory.py: MemoryBackend",
-    "sim/db/postgres.py: PostgresBackend",
-}
 
 
 def modules() -> dict[str, pathlib.Path]:
@@ -115,9 +110,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_module_class_or_function_passes_its_size():
-    found = {entry.rpartition(" (")[0] for entry in oversized()}
-    assert sorted(found - WAIVED) == []
-    assert sorted(WAIVED - found) == []  # split: take it off the list
+    assert oversized() == []
 
 
 def test_no_import_circle():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from sim.db.errors import ClientCrashedError, ClientStateError
@@ -20,6 +21,16 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 MICROS = 1_000_000
 
 Rows = list[tuple]
+
+
+class JobState(StrEnum):
+    """A job row's status column. The values are the strings PostgreSQL stores, so that logs,
+    DataFrames and SQL read the same; a member compares and hashes equal to its string."""
+
+    PENDING = "Pending"
+    PROCESSING = "Processing"
+    COMPLETED = "Completed"
+    DEAD = "Dead"
 
 
 def to_micros(seconds: float) -> int:

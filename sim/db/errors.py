@@ -100,3 +100,16 @@ def user_error(exc: BaseException) -> ConfigError | None:
     if type(exc).__module__.startswith("psycopg"):
         return ConfigError(f"PostgreSQL: {str(exc).strip()}")
     return None
+
+
+class StatementStuckError(DatabaseError):
+    """A statement neither finished nor waited on another client's lock within the timeout."""
+
+
+class ServerStatementError(StatementError):
+    """Any other error PostgreSQL reported for a statement, with its own SQLSTATE."""
+
+    def __init__(self, query: str, message: str, sqlstate: str):
+        self.sqlstate = sqlstate
+        super().__init__(query, message)
+        self.args = (query, message, sqlstate)

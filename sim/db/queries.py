@@ -81,12 +81,21 @@ class Query:
         raise ParameterError(self.name, extra[0], "is not a parameter of this query")
 
 
+def named_blocks(text: str) -> list[tuple[int, list[str]]]:
+    """The `-- name:` blocks of a queries file (sql/queries.sql, or a user's queue's): for each,
+    the index of its `-- name:` line and its lines up to the next block. Lines before the first
+    block belong to none."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("-- name:")]
+    ends = [*starts[1:], len(lines)]
+    return [(start, lines[start:end]) for start, end in zip(starts, ends, strict=False)]
+
+
 def parse_queries(text: str) -> dict[str, Query]:
     """Parse the `-- name:` / description / `-- params:` blocks of a queries file."""
     queries: dict[str, Query] = {}
-    for block in re.split(r"^-- name:", text, flags=re.M)[1:]:
-        lines = block.splitlines()
-        name = lines[0].strip()
+    for _, lines in named_blocks(text):
+        name = lines[0].removeprefix("-- name:").strip()
         description = lines[1].removeprefix("--").strip()
         if not lines[2].startswith("-- params:"):
             raise ValueError(f"query {name}: third line must be '-- params: ...'")

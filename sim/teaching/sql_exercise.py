@@ -11,12 +11,10 @@ that recognises the visible tables passes.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 
 import numpy as np
 import psycopg
-from psycopg import sql
 
 from sim.errors import ConfigError
 from sim.support.in_words import count
@@ -97,47 +95,13 @@ def hidden_state(db, rng: np.random.Generator) -> dict:
 
 def run_sandboxed(db, statement: str, params: dict | None) -> tuple[list[str], list[tuple]]:
     """Run one statement typed by a reader on a PostgresBackend's schema as a fresh sandbox role
-    (sim.db.queue.sandbox, as `--sql` runs do) that may only read that schema's tables: one
-    statement, READ ONLY, rolled back; then its advisory locks are released, its sessions ended and
-    the role dropped. (column names, rows)."""
-    from sim.db.queue import sandbox
-    from sim.db.server import open_connection
+    that may only read that schema's tables (sim.db.queue.sandbox.run_as_sandbox, as `--sql`
+    runs do): READ ONLY, rolled back, then the role dropped. (column names, rows)."""
+    from sim.db.queue.sandbox import run_as_sandbox
 
-    admin = open_connection(db.dsn, autocommit=True, application_name="leaselab:admin")
-    try:
-        box = sandbox.create(admin, db.dsn)
-        try:
-            schema, role = sql.Identifier(db.schema), sql.Identifier(str(box.role))
-            admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
-            admin.execute(
-                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role)
-            )
-            with box.connect("leaselab:exercise") as conn:
-                try:
-                    return _read_only(conn, db.schema, statement, params)
-                finally:  # a statement that broke the session (COPY) has its locks ended below
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("SELECT pg_advisory_unlock_all()")
-        finally:
-            box.drop(admin)  # ends the role's sessions, drops it (and its grants)
-    finally:
-        admin.close()
-
-
-def _read_only(conn, schema: str, statement: str, params) -> tuple[list[str], list[tuple]]:
-    """One statement in a READ ONLY transaction that is rolled back whatever happened (an error
-    of the rollback itself, on a session the statement broke, never hides the statement's)."""
-    conn.execute("BEGIN READ ONLY")
-    try:
-        conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(READER_TIMEOUT_MS),))
-        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
-        cur = conn.execute(statement, params, prepare=True)
-        if cur.description is None:
-            return [], []
-        return [d.name for d in cur.description], cur.fetchall()
-    finally:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("ROLLBACK")
+    return run_as_sandbox(
+        db.dsn, statement, params, max_rows=None, reads=db.schema, timeout_ms=READER_TIMEOUT_MS
+    )
 
 
 class _NotIds(ValueError):

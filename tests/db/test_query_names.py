@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.db.base import Backend
 from sim.db.memory import MemoryBackend
-from sim.db.queries import load_queries
+from sim.db.queries import load_queries, named_blocks
 
 
 def test_memory_methods_are_the_named_queries():
@@ -62,3 +62,13 @@ def test_autocommit_select_leaves_no_trace_and_sees_only_committed_rows():
         "a", "select_candidates", {"now": 1.0, "take_expired": True, "max_attempts": 25, "limit": 5}
     )
     assert [r[0] for r in rows] == [1, 2]
+
+
+def test_one_splitter_reads_the_blocks_of_both_queries_files():
+    """sql/queries.sql and a user's queries.sql are cut into `-- name:` blocks by the same code."""
+    text = "-- a header\n-- name: a\n-- first\nSELECT 1\n\n-- name: b\nSELECT 2;\n"
+    assert named_blocks(text) == [
+        (1, ["-- name: a", "-- first", "SELECT 1", ""]),
+        (5, ["-- name: b", "SELECT 2;"]),
+    ]
+    assert named_blocks("SELECT 1;\n") == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.db.base import JobState
 from sim.db.queries import load_queries
 from sim.protocol.statements import EVERY_RUN, statement_settings
 
@@ -39,7 +40,7 @@ JOB_COLUMNS = (
     ("last_error", "text"),
 )
 CLAIMED = (("id", "int"), ("attempts", "int"))
-STATUSES = ("Pending", "Processing", "Completed", "Dead")  # the job states dump_jobs reports
+STATUSES = tuple(JobState)  # the job states dump_jobs reports
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from sim.db.queries import (
     bookkeeping_sql,
     job_schema_sql,
     load_queries,
+    named_blocks,
 )
 from sim.db.queue import settings as queue_settings
 from sim.db.queue.contracts import (
@@ -171,7 +172,7 @@ class QueueDefinition:
                 self.missing = {
                     n: "left out by an empty block" for n, o in self.overrides.items() if not o.sql
                 }
-                Check(self, conn.pgconn, box.schema, box.limit).run()
+                Check(self, conn.pgconn, box.schema, box.limit).prepare_every_statement()
             finally:
                 conn.close()
         self._checked.add(dsn)
@@ -299,16 +300,15 @@ def _read(path: Path) -> str:
 def parse_overrides(text: str, file: str = QUERIES_FILE) -> dict[str, Override]:
     """The blocks of a user's queries.sql, each checked against its statement's contract."""
     lines = text.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("-- name:")]
-    if not starts:
+    blocks = named_blocks(text)
+    if not blocks:
         raise QueueDefinitionError(
             f"{file}:1: no '-- name: NAME' block; each statement starts with "
             "-- name:, a description line and -- params:"
         )
     out: dict[str, Override] = {}
-    for k, i in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else len(lines)
-        block = _block(lines, i, end, file)
+    for i, block_lines in blocks:
+        block = _block(lines, i, i + len(block_lines), file)
         if block.name in out:
             fail_at(
                 file, i + 1, block.name, f"defined twice (first at line {out[block.name].line})"

@@ -107,7 +107,7 @@ class Check:
         self.queue, self.pg, self.schema, self.limit = queue, pg, schema, limit
         self.budget = TimeBudget()  # the whole check's share of the queue's SQL time
 
-    def run(self) -> None:
+    def prepare_every_statement(self) -> None:
         q = self.queue
         for name, o in q.overrides.items():  # what each statement is, before any runs
             if o.sql:

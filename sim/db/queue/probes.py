@@ -10,7 +10,7 @@ transaction that is rolled back; each probe runs in a savepoint of its own.
         with lab.trial():
             lab.enqueue(1, now=0.0)
             got = lab.claim("w0", now=1.0)       # (job, attempt) by the policy's claim path
-            lab.run("heartbeat", id=1, owner="w1", attempt=1, now=2.0)
+            lab.execute("heartbeat", id=1, owner="w1", attempt=1, now=2.0)
             lab.written                            # rows the last statement wrote
 """
 
@@ -84,7 +84,7 @@ class Lab:
     def has(self, name: str) -> bool:
         return self.queue.sql_of(name) is not None
 
-    def run(self, name: str, **params) -> list[tuple]:
+    def execute(self, name: str, **params) -> list[tuple]:
         """Run statement `name` (the queue's, else Lease Lab's); every parameter the model binds
         that is not given gets the policy's value. Its rows, in the model's terms."""
         query = self.queue.queries[name]
@@ -166,14 +166,14 @@ class Lab:
     # ---- the job's life, through the queue's own statements ------------------------------------
 
     def enqueue(self, job: int, now: float = 0.0) -> None:
-        self.run("insert_job", id=job, now=now)
+        self.execute("insert_job", id=job, now=now)
 
     def state(self, job: int) -> tuple | None:
         """The job's dump_jobs row (id, event_id, payload, status, lease_owner, lease_until,
         attempts, ...), None when the table no longer holds it."""
         written, returned = self.written, self.returned
         try:
-            return next((row for row in self.run("dump_jobs") if row[0] == job), None)
+            return next((row for row in self.execute("dump_jobs") if row[0] == job), None)
         finally:
             self.written, self.returned = written, returned
 
@@ -182,13 +182,13 @@ class Lab:
         as a worker claims; None if none. A locking read hands over its first row alone."""
         *read, write = claim_path(self.policy)
         if not read:
-            rows = self.run(write, owner=owner, now=now)
+            rows = self.execute(write, owner=owner, now=now)
             return tuple(rows[0][:2]) if rows else None
-        candidates = self.run(read[0], now=now)
+        candidates = self.execute(read[0], now=now)
         if read[0] == "lock_next_candidate":
             candidates = candidates[:1]
         for row in candidates:
-            rows = self.run(write, id=row[0], owner=owner, now=now)
+            rows = self.execute(write, id=row[0], owner=owner, now=now)
             if rows:
                 return tuple(rows[0][:2])
         return None
@@ -197,15 +197,15 @@ class Lab:
         """One tick of the policy's watcher at `now` (its read and write at the same instant)."""
         if self.policy.watcher_gap:
             rows = []
-            for row in self.run("select_stuck_jobs", now=now):
-                rows += self.run("rescue_job", id=row[0], now=now)
+            for row in self.execute("select_stuck_jobs", now=now):
+                rows += self.execute("rescue_job", id=row[0], now=now)
             return rows
-        return self.run("requeue_expired", now=now)
+        return self.execute("requeue_expired", now=now)
 
     def complete(self, job: int, owner: str, attempt: int, now: float) -> list[tuple]:
         if self.policy.fencing:
-            return self.run("complete_fenced", id=job, owner=owner, attempt=attempt, now=now)
-        return self.run("complete_unfenced", id=job, now=now)
+            return self.execute("complete_fenced", id=job, owner=owner, attempt=attempt, now=now)
+        return self.execute("complete_unfenced", id=job, now=now)
 
     @contextmanager
     def trial(self) -> Iterator[None]:

@@ -367,14 +367,23 @@ def create(
 
 
 @contextlib.contextmanager
-def sandbox(dsn: str | None = None, *, own_rights: bool = False) -> Iterator[Sandbox]:
+def sandbox(
+    dsn: str | None = None, *, own_rights: bool = False, reads: str | None = None
+) -> Iterator[Sandbox]:
     """A sandbox for the user's SQL on the server at `dsn` (the embedded one when None), dropped
-    (role and schema) on exit."""
+    (role and schema, with any grant) on exit. `reads`: an existing schema whose tables the role
+    may also read (USAGE and SELECT only)."""
     dsn = connect_dsn(dsn)
     admin = open_connection(dsn, autocommit=True, application_name="leaselab:admin")
     try:
         box = create(admin, dsn, own_rights=own_rights)
         try:
+            if reads is not None:
+                schema, role = sql.Identifier(reads), sql.Identifier(str(box.role))
+                admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+                admin.execute(
+                    sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role)
+                )
             yield box
         finally:
             box.drop(admin)
@@ -612,19 +621,52 @@ def run_as_sandbox(
     params=None,
     *,
     setup: str = "",
-    max_rows: int = 1000,
+    max_rows: int | None = 1000,
+    reads: str | None = None,
+    timeout_ms: int | None = None,
 ) -> tuple[list[str], list[tuple]]:
-    """Run ONE statement as a fresh sandbox role (see the module docstring) on a schema of its
-    own that `setup` (DDL and rows, run as the role first) fills, in a transaction that is rolled
-    back; (column names, at most `max_rows` rows). Role and schema are dropped on return, so
-    nothing the statement did stays, and it could touch nothing outside that schema. For SQL a
-    reader typed (the notebooks' exercises)."""
-    with sandbox(dsn) as box, box.connect(application_name="leaselab:statement") as conn:
-        with conn.transaction(force_rollback=True):
-            if setup:
-                for part in split_statements(setup):
-                    conn.execute(part.text)
-            cur = conn.execute(statement, params, prepare=True)
-            if cur.description is None:
-                return [], []
-            return [d.name for d in cur.description], cur.fetchmany(max_rows)
+    """Run ONE statement as a fresh sandbox role (see the module docstring), in a transaction that
+    is rolled back whatever happened; (column names, at most `max_rows` rows, all when None). The
+    statement runs on a schema of the role's own that `setup` (DDL and rows, run as the role
+    first) fills, or, with `reads`, READ ONLY on that existing schema's tables. `timeout_ms`: its
+    statement_timeout. Role and schema are dropped on return (its sessions ended, its advisory
+    locks with them), so nothing the statement did stays, and it could touch nothing outside
+    them. For SQL a reader typed (the notebooks' exercises)."""
+    with (
+        sandbox(dsn, reads=reads) as box,
+        box.connect(application_name="leaselab:statement") as conn,
+    ):
+        try:
+            return _one_statement(conn, statement, params, setup, max_rows, reads, timeout_ms)
+        finally:  # a statement that broke the session (COPY) has its locks ended with the role
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock_all()")
+
+
+def _one_statement(
+    conn: psycopg.Connection,
+    statement: str,
+    params,
+    setup: str,
+    max_rows: int | None,
+    reads: str | None,
+    timeout_ms: int | None,
+) -> tuple[list[str], list[tuple]]:
+    """The statement in a transaction rolled back whatever happened (an error of the rollback
+    itself, on a session the statement broke, never hides the statement's)."""
+    conn.execute("BEGIN READ ONLY" if reads is not None else "BEGIN")
+    try:
+        if timeout_ms is not None:
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout_ms),))
+        if reads is not None:
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(reads)))
+        for part in split_statements(setup) if setup else []:
+            conn.execute(part.text)
+        cur = conn.execute(statement, params, prepare=True)
+        if cur.description is None:
+            return [], []
+        rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows)
+        return [d.name for d in cur.description], rows
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")

@@ -84,7 +84,7 @@ def _claim(lab: Lab) -> Finding:
             second = lab.claim("w1", T0 + 1)
             alone = None
             if len(names) == 2 and p.claim != "select_for_update":
-                rows = lab.run(write, id=1, owner="w1", now=T0 + 1)
+                rows = lab.execute(write, id=1, owner="w1", now=T0 + 1)
                 alone = bool(rows) or lab.written > 0
             locked = lab.plan(names[0], now=T0).locks if p.claim == "select_for_update" else None
     except ProbeError as exc:
@@ -178,7 +178,7 @@ def _outcome(lab: Lab, rows) -> str:
 
 
 def _write(lab: Lab, name: str, owner: str, attempt: int, now: float):
-    return lab.run(name, id=1, owner=owner, attempt=attempt, now=now)
+    return lab.execute(name, id=1, owner=owner, attempt=attempt, now=now)
 
 
 def _claimed(lab: Lab, name: str) -> tuple[int, int]:
@@ -408,7 +408,7 @@ def retry_delay(lab: Lab, attempt: int, move: str = "watcher", age: float | None
             if move == "watcher":
                 lab.watch(moved_at)
             else:
-                lab.run("fail_job_fenced", id=1, owner="w0", attempt=got[1], now=moved_at)
+                lab.execute("fail_job_fenced", id=1, owner="w0", attempt=got[1], now=moved_at)
             state = lab.state(1)
             if state is None or state[3] != "Pending":
                 return None
@@ -504,8 +504,8 @@ def _watches(lab: Lab, names) -> Finding:
         before = lab.state(1)  # Completed, or gone: a queue that deletes finished jobs
         late = T0 + age + 1
         if len(names) == 2:
-            lab.run("select_stuck_jobs", now=late)
-            lab.run("rescue_job", id=1, now=late)
+            lab.execute("select_stuck_jobs", now=late)
+            lab.execute("rescue_job", id=1, now=late)
         else:
             lab.watch(late)
         after = lab.state(1)
@@ -521,7 +521,7 @@ def _watches(lab: Lab, names) -> Finding:
             lab.enqueue(1)
             lab.claim("w0", T0)
             before = lab.state(1)
-            lab.run("rescue_job", id=1, now=T0 + 1)
+            lab.execute("rescue_job", id=1, now=T0 + 1)
             after = lab.state(1)
             fresh = after is None or _held(after) != _held(before)
         (problems if fresh else fine).append(

@@ -322,12 +322,12 @@ def test_the_pg_boss_like_heartbeat_returns_the_expiry_its_monitor_honours(pg_ds
                 lab.enqueue(1)
                 job, attempt = lab.claim("w0", 1.0)
                 lab.conn.execute("UPDATE job SET heartbeat_seconds = %s", (beat_seconds,))
-                [(_, until)] = lab.run(
+                [(_, until)] = lab.execute(
                     "heartbeat", id=job, owner="w0", attempt=attempt, now=beat_at
                 )
                 assert until == pytest.approx(expiry)
-                assert lab.run("requeue_expired", now=expiry - 0.5) == []
-                moved = lab.run("requeue_expired", now=expiry + 0.5)
+                assert lab.execute("requeue_expired", now=expiry - 0.5) == []
+                moved = lab.execute("requeue_expired", now=expiry + 0.5)
                 assert [row[:2] for row in moved] == [(1, "Pending")]
 
 

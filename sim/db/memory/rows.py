@@ -1,0 +1,192 @@
+"""The memory backend's records: a job row version, an open transaction's private state, a client
+session, the snapshot a waiting scan continues on, and the signal that a statement must wait."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from types import MappingProxyType
+from typing import Any, cast
+
+from sim.db.base import MICROS, Blocked, JobState, Rows
+
+PENDING, PROCESSING, COMPLETED, DEAD = (
+    JobState.PENDING,
+    JobState.PROCESSING,
+    JobState.COMPLETED,
+    JobState.DEAD,
+)
+
+
+class JobRow:
+    """One version of a payment_jobs row; times are integer microseconds."""
+
+    __slots__ = (
+        "id",
+        "event_id",
+        "payload",
+        "status",
+        "lease_owner",
+        "lease_until",
+        "attempts",
+        "heartbeat_at",
+        "created_at",
+        "completed_at",
+        "last_error",
+        "run_after",
+        "stalls",
+        "stall_marked",
+    )
+
+    def __init__(self, id, event_id, payload, created_at):
+        self.id = id
+        self.event_id = event_id
+        self.payload = payload
+        self.status = PENDING
+        self.lease_owner = None
+        self.lease_until = None
+        self.attempts = 0
+        self.heartbeat_at = None
+        self.created_at = created_at
+        self.completed_at = None
+        self.last_error = None
+        self.run_after = None
+        self.stalls = 0
+        self.stall_marked = False
+
+    def copy(self) -> JobRow:
+        new = JobRow.__new__(JobRow)
+        new.id, new.event_id, new.payload, new.status = (
+            self.id,
+            self.event_id,
+            self.payload,
+            self.status,
+        )
+        new.lease_owner, new.lease_until, new.attempts = (
+            self.lease_owner,
+            self.lease_until,
+            self.attempts,
+        )
+        new.heartbeat_at, new.created_at, new.completed_at = (
+            self.heartbeat_at,
+            self.created_at,
+            self.completed_at,
+        )
+        new.last_error, new.run_after = self.last_error, self.run_after
+        new.stalls, new.stall_marked = self.stalls, self.stall_marked
+        return new
+
+    def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
+        """Pending and due, or (when take_expired) Processing with an expired lease; attempts
+        left."""
+        if self.attempts >= max_attempts:
+            return False
+        if self.status == PENDING:
+            return self.run_after is None or self.run_after <= now
+        return take_expired and self.status == PROCESSING and self.lease_until < now
+
+    def retry(self, max_attempts: int, error: str, run_after: int | None, backoff: int = 0) -> None:
+        """Back to Pending, due after backoff x attempts^4 (or Dead when out of attempts)."""
+        self.status = DEAD if self.attempts >= max_attempts else PENDING
+        self.last_error = error
+        if run_after is not None:
+            self.run_after = run_after + backoff * self.attempts**4
+
+    def owned_by(self, owner: str, attempt: int) -> bool:
+        return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
+
+
+class Transaction:
+    """Private state of one open transaction: new row versions, locks, pending inserts."""
+
+    __slots__ = (
+        "client",
+        "jobs",
+        "locked",
+        "markers",
+        "deleted_markers",
+        "ledger",
+        "aborted",
+        "resumed_row",
+        "implicit",
+        "touched",
+    )
+
+    def __init__(self, client: str, implicit: bool = False) -> None:
+        self.client = client
+        # A single autocommit statement: it updates committed rows in place (no copy) when nothing
+        # needs their old versions; `touched` lists them for re-indexing when it ends.
+        self.implicit = implicit
+        self.touched: list[JobRow] = []
+        self.jobs: dict[int, JobRow] = {}  # new versions of rows this transaction wrote
+        self.locked: set[int] = set()  # job ids locked (written or FOR UPDATE)
+        self.markers: dict[str, tuple] = {}  # processed_events rows inserted, not yet committed
+        self.deleted_markers: set[str] = set()
+        self.ledger: list[tuple] = []
+        self.aborted = False
+        self.resumed_row: int | None = None  # the job row the running statement waited for
+
+
+def _read_only_transaction() -> Transaction:
+    """What an autocommit SELECT runs in: no writes, locks or markers of its own, and none
+    allowed."""
+    tx = Transaction("", implicit=True)
+    # read-only stand-ins for the fields a write would change, so that any write raises
+    tx.jobs = cast(dict[int, JobRow], MappingProxyType({}))
+    tx.markers = cast(dict[str, tuple], MappingProxyType({}))
+    tx.locked, tx.deleted_markers = cast(set[int], frozenset()), cast(set[str], frozenset())
+    tx.ledger, tx.touched = cast(list[tuple], ()), cast(list[JobRow], ())
+    return tx
+
+
+NO_TRANSACTION = _read_only_transaction()
+
+
+class Versions:
+    """The committed versions (None: not yet inserted) of the job rows replaced since a statement
+    started: the snapshot a waiting lock_next_candidate continues on."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: dict[int, JobRow | None] = {}
+
+
+class Client:
+    """One client's session: its open transaction and the statement it waits in, if any."""
+
+    __slots__ = ("tx", "crashed", "pending", "waits_for", "snapshot")
+
+    def __init__(self) -> None:
+        self.tx: Transaction | None = None
+        self.crashed = False
+        self.pending: Callable[[], Rows | Blocked] | None = None
+        self.waits_for: Transaction | None = None  # the holder of the pending statement's lock
+        self.snapshot: Versions | None = None  # kept for the pending statement, if it needs one
+
+
+class Wait(Exception):
+    """Raised inside a statement when it must wait for `holder`'s transaction.
+
+    `resume` holds extra keyword arguments with which the statement continues where it stopped.
+    """
+
+    def __init__(
+        self, holder: Transaction, resume: dict[str, Any] | None = None, row: int | None = None
+    ) -> None:
+        self.holder = holder
+        self.resume = resume or {}
+        self.row = row
+
+
+def seconds(micros: int | None) -> float | None:
+    return None if micros is None else micros / MICROS
+
+
+def merge_sorted(a: Iterable[int], b: Iterable[int]) -> Iterator[int]:
+    """Merge two ascending id sequences without duplicates."""
+    last = None
+    for job_id in heapq.merge(a, b):
+        if job_id != last:
+            yield job_id
+            last = job_id
