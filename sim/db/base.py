@@ -1,5 +1,5 @@
 """The Backend protocol the model talks to, the client bookkeeping both backends share, and the
-simulated clock's mapping to timestamptz.
+simulated clock's mapping to timestamptz (sim.protocol.timestamps, named here too).
 
 A statement either returns its rows (a list of tuples, times as float seconds) or a `Blocked`
 marker when it waits on a row lock held by another client's open transaction. The caller
@@ -10,15 +10,15 @@ then calls `resume(client)` to get the statement's real outcome (rows, or Blocke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from sim.db.errors import ClientCrashedError, ClientStateError
-
-# Simulated second 0 as a timestamptz; every time parameter is EPOCH + simulated seconds.
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-MICROS = 1_000_000
+from sim.protocol.timestamps import EPOCH as EPOCH
+from sim.protocol.timestamps import MICROS as MICROS
+from sim.protocol.timestamps import from_timestamp as from_timestamp
+from sim.protocol.timestamps import to_micros as to_micros
+from sim.protocol.timestamps import to_timestamp as to_timestamp
 
 Rows = list[tuple]
 
@@ -31,19 +31,6 @@ class JobState(StrEnum):
     PROCESSING = "Processing"
     COMPLETED = "Completed"
     DEAD = "Dead"
-
-
-def to_micros(seconds: float) -> int:
-    """Quantise simulated seconds to whole microseconds, timestamptz's resolution."""
-    return round(seconds * MICROS)
-
-
-def to_timestamp(seconds: float) -> datetime:
-    return EPOCH + timedelta(microseconds=to_micros(seconds))
-
-
-def from_timestamp(ts: datetime) -> float:
-    return (ts - EPOCH) // timedelta(microseconds=1) / MICROS
 
 
 @dataclass(frozen=True, slots=True)

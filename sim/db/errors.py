@@ -8,10 +8,9 @@ Each keeps its constructor's arguments in `args` (the message comes from __str__
 from __future__ import annotations
 
 from sim.errors import ConfigError
-
-
-class DatabaseError(Exception):
-    """Base class for Lease Lab database errors."""
+from sim.protocol.failures import DatabaseError as DatabaseError
+from sim.protocol.failures import DbUnavailable as DbUnavailable
+from sim.protocol.failures import StatementError as StatementError
 
 
 class UnknownQueryError(DatabaseError, LookupError):
@@ -31,19 +30,6 @@ class ParameterError(DatabaseError, TypeError):
 
     def __str__(self) -> str:
         return f"query {self.query}: parameter {self.param!r} {self.problem}"
-
-
-class StatementError(DatabaseError):
-    """A statement failed on the server side; `sqlstate` is PostgreSQL's code."""
-
-    sqlstate = ""
-
-    def __init__(self, query: str, message: str):
-        super().__init__(query, message)
-        self.query, self.message = query, message
-
-    def __str__(self) -> str:
-        return f"query {self.query}: {self.message} (SQLSTATE {self.sqlstate})"
 
 
 class LockNotAvailableError(StatementError):
@@ -77,11 +63,6 @@ class ClientCrashedError(DatabaseError):
 
 class ClientStateError(DatabaseError):
     """Transaction control out of order (begin twice, commit without begin, unknown client)."""
-
-
-class DbUnavailable(Exception):
-    """A client cannot reach the database (a partition): its connection is lost, and what it had
-    open was rolled back. Not a DatabaseError: the protocol handles it as a fault, not a bug."""
 
 
 class ServerUnavailableError(DatabaseError):

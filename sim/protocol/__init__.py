@@ -13,7 +13,9 @@ StatementError (the server refused a statement), and the driver's own (a crash) 
 
 Parts: steps (the vocabulary and the blocking trampoline), lease, claims, completion, upkeep
 (heartbeat, release, deadline, process row), worker (WorkerProtocol, which composes them),
-watcher (WatcherProtocol), statements (what each step may send), streams (the random sources).
+watcher (WatcherProtocol), statements (what each step may send), streams (the random sources),
+failures (what a statement can end in) and timestamps (seconds as timestamptz microseconds): the
+protocol needs nothing from sim.db, whose backends play it.
 """
 
 from sim.protocol.completion import PAYLOAD_DIFFERS

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sim.db.errors import DbUnavailable, StatementError
+from sim.protocol.failures import DbUnavailable, StatementError
 from sim.protocol.lease import Lease
 from sim.protocol.steps import (
     BEGIN,

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from sim.db.base import to_micros
-from sim.db.errors import DbUnavailable
+from sim.protocol.failures import DbUnavailable
 from sim.protocol.lease import Lease
 from sim.protocol.steps import NOW, Delay, Record, Statement, Steps
+from sim.protocol.timestamps import to_micros
 
 
 class LeaseUpkeep:

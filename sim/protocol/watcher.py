@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.db.base import to_micros
-from sim.db.errors import DbUnavailable
+from sim.protocol.failures import DbUnavailable
 from sim.protocol.steps import Record, Rows, Statement, Steps, Wait
+from sim.protocol.timestamps import to_micros
 
 MAX_STALLS = 1_000_000  # bound as max_stalls when there is no stall budget: never reached
 
