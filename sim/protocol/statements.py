@@ -1,6 +1,7 @@
 """Which named statements a policy's protocol steps may send, each with the setting that sends it:
 the one place that says so (the queue contracts, the SQL findings and the probes read it; a test
-holds it equal to what runs send on the memory backend)."""
+holds it equal to what runs send on the memory backend). The probes take the same paths: a
+claim (claim_path), a watcher tick (watcher_path), every write by a worker (worker_writes)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,52 @@ def claim_path(policy: Any) -> tuple[str, ...]:
     }[policy.claim]
 
 
+def watcher_path(policy: Any) -> tuple[str, ...]:
+    """The statements one watcher tick sends to move jobs whose lease expired, in order (the read
+    of the stuck jobs, then the write by id of each; or the one statement that finds and moves
+    them), whatever policy.watcher and policy.sweeps_leases."""
+    return _watcher_tick(policy)[0]
+
+
+def _watcher_tick(policy: Any) -> tuple[tuple[str, ...], str]:
+    """(the watcher's path, the setting that has it taken): sim.protocol.watcher.WatcherProtocol."""
+    if policy.watcher_gap:
+        return ("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0"
+    if policy.stall_check == "two_phase":
+        return ("reclaim_stalled",), "policy.stall_check = two_phase"
+    return ("requeue_expired",), "policy.watcher = true"
+
+
+def _worker_writes(scenario: Any) -> dict[str, tuple[str, str, bool]]:
+    """Every statement by which a worker writes the job it holds, under any setting, the
+    completion first: name -> (the step that sends it, the setting that has it sent, whether
+    `scenario`'s settings do)."""
+    p = scenario.policy
+    return {
+        "complete_fenced": ("complete", "policy.fencing = true", p.fencing),
+        "complete_unfenced": ("complete", "policy.fencing = false", not p.fencing),
+        "heartbeat": ("heartbeat", "policy.heartbeat = true", p.heartbeat),
+        "reject_job_fenced": ("complete", "policy.dedup = true", p.dedup),
+        "fail_job_fenced": ("deadline", "policy.deadline > 0", bool(p.deadline)),
+        "release_job_fenced": (
+            "release",
+            "faults.shutdown = graceful",
+            scenario.faults.shutdown == "graceful",
+        ),
+    }
+
+
+def worker_writes(scenario: Any, *, any_setting: bool = False) -> dict[str, str]:
+    """The statements by which a worker writes the job it holds (the fencing of each is the
+    review's), the completion first, each with the setting that has it sent: those `scenario`'s
+    settings send, or with `any_setting` those some setting of its steps would."""
+    return {
+        name: why
+        for name, (_step, why, sent) in _worker_writes(scenario).items()
+        if sent or any_setting
+    }
+
+
 def statements_sent(scenario: Any) -> dict[str, dict[str, str]]:
     """Per protocol step that a run of `scenario` plays, the named statements it may send, each
     with the setting that has it sent: claim, heartbeat, complete, watcher_tick, register,
@@ -27,30 +74,26 @@ def statements_sent(scenario: Any) -> dict[str, dict[str, str]]:
     The order is the protocol's."""
     p = scenario.policy
     sent: dict[str, dict[str, str]] = {}
+    writes = _worker_writes(scenario)
+
+    def writes_of(step: str) -> dict[str, str]:
+        return {n: why for n, (s, why, on) in writes.items() if s == step and on}
+
     if p.prefetch == 1:
         sent["claim"] = dict.fromkeys(claim_path(p), f"policy.claim = {p.claim}")
     else:  # sim.protocol.claims.Claims.poll_batch
         sent["claim"] = {"claim_batch": "policy.prefetch > 1"}
     if p.heartbeat:
-        sent["heartbeat"] = {"heartbeat": "policy.heartbeat = true"}
-    complete = {
-        "complete_fenced" if p.fencing else "complete_unfenced": (
-            f"policy.fencing = {str(p.fencing).lower()}"
-        )
-    }
-    if p.dedup:  # the marker, the stored marker of a duplicate, a payload conflict's rejection
-        dedup = ("reject_job_fenced", "insert_dedup_marker", "read_dedup_marker")
+        sent["heartbeat"] = writes_of("heartbeat")
+    complete = writes_of("complete")  # the completion, a payload conflict's rejection (dedup)
+    if p.dedup:  # the marker, the stored marker of a duplicate
+        dedup = ("insert_dedup_marker", "read_dedup_marker")
         complete.update(dict.fromkeys(dedup, "policy.dedup = true"))
     complete["insert_ledger_entry"] = EVERY_RUN
     sent["complete"] = complete
     if p.watcher and p.sweeps_leases:
-        if p.watcher_gap:
-            tick = dict.fromkeys(("select_stuck_jobs", "rescue_job"), "policy.watcher_gap > 0")
-        elif p.stall_check == "two_phase":
-            tick = {"reclaim_stalled": "policy.stall_check = two_phase"}
-        else:
-            tick = {"requeue_expired": "policy.watcher = true"}
-        sent["watcher_tick"] = tick
+        path, why = _watcher_tick(p)
+        sent["watcher_tick"] = dict.fromkeys(path, why)
     if p.process_heartbeat_interval:
         why = "policy.process_heartbeat_interval > 0"
         sent["register"] = {"register_process": why}
@@ -58,9 +101,9 @@ def statements_sent(scenario: Any) -> dict[str, dict[str, str]]:
         if p.watcher:
             sent["watcher_prune"] = {"prune_processes": why}
     if p.deadline:
-        sent["deadline"] = {"fail_job_fenced": "policy.deadline > 0"}
+        sent["deadline"] = writes_of("deadline")
     if scenario.faults.shutdown == "graceful":
-        sent["release"] = {"release_job_fenced": "faults.shutdown = graceful"}
+        sent["release"] = writes_of("release")
     return sent
 
 

@@ -1,7 +1,9 @@
 """What sim.protocol.statements says a policy's steps may send is what runs send on the memory
 backend: for every claim strategy, completion mode, rescue mode and heartbeat on and off, a
 scripted run that takes every path (a crash leaves a stuck job, every event comes twice with
-another payload) sends exactly the statements the derivation lists, and no other."""
+another payload) sends exactly the statements the derivation lists, and no other; among them the
+worker's writes (the review's fencing probes) and the watcher's path (the probes' watcher) are
+those the derivation names for its settings."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from sim.db.memory import MemoryBackend
 from sim.db.queue.contracts import CONTRACTS, statements_called
 from sim.model.world import build, run_to_horizon
 from sim.protocol import statements_sent
-from sim.protocol.statements import statement_settings
+from sim.protocol.statements import statement_settings, watcher_path, worker_writes
 from sim.scenario.settings import Faults, ScriptedCrash
 
 from .scripts import scripted
@@ -64,7 +66,12 @@ def test_what_the_derivation_lists_is_what_a_run_sends(claim, completion, rescue
     scenario = every_path(
         claim=claim, heartbeat=heartbeat, **COMPLETIONS[completion], **RESCUES[rescue]
     )
-    assert set(statement_settings(scenario)) == sent(scenario)
+    ran = sent(scenario)
+    assert set(statement_settings(scenario)) == ran
+    assert set(worker_writes(scenario, any_setting=True)) & ran == set(worker_writes(scenario))
+    ticks = {name for r in RESCUES.values() for name in watcher_path(every_path(**r).policy)}
+    tick = set(watcher_path(scenario.policy)) if scenario.policy.watcher else set()
+    assert ticks & ran == tick
 
 
 @pytest.mark.parametrize(
@@ -106,3 +113,31 @@ def test_the_queue_contracts_read_the_job_table_statements_from_the_derivation()
     protocol_only = set(statement_settings(scenario)) - set(called)
     assert protocol_only == {"insert_dedup_marker", "read_dedup_marker", "insert_ledger_entry"}
     assert not protocol_only & set(CONTRACTS)  # the lab's own tables, not the queue's
+
+
+def test_every_write_by_a_worker_is_sent_under_some_setting():
+    """What the fencing probes may probe (a queue's own write that other settings send) is what
+    runs with those settings send: fenced and unfenced completion, heartbeat, a payload conflict's
+    rejection, a deadline's failure, a graceful release; in that order, the completion first."""
+    graceful = Faults(crashes=(ScriptedCrash(at=5.0, worker=0),), shutdown="graceful")
+    deadline = {"deadline": 5.0, "deadline_action": "complete", "heartbeat": False}
+    runs = [
+        every_path(dedup=True, faults=graceful),
+        every_path(fencing=False),
+        every_path(**deadline),
+    ]
+    writes = worker_writes(runs[0], any_setting=True)
+    assert list(writes) == [
+        "complete_fenced",
+        "complete_unfenced",
+        "heartbeat",
+        "reject_job_fenced",
+        "fail_job_fenced",
+        "release_job_fenced",
+    ]
+    assert set(writes) == set().union(*(sent(s) for s in runs)) & set(writes)
+    assert [set(worker_writes(s)) for s in runs] == [set(writes) & sent(s) for s in runs]
+    assert worker_writes(runs[2]) == {
+        "complete_fenced": "policy.fencing = true",
+        "fail_job_fenced": "policy.deadline > 0",
+    }

@@ -31,10 +31,12 @@ from sim.db.queue.adapter import QueueAdapter
 from sim.db.queue.contracts import BOOKKEEPING_TABLES
 from sim.db.queue.preflight import execute, message, ok, scratch
 from sim.payload import payload_hash, payload_json
-from sim.protocol.statements import claim_path
+from sim.protocol.statements import claim_path, watcher_path
+from sim.protocol.watcher import MAX_STALLS
 
 CLIENT = "probe"
 READY_LIMIT = 1e7  # seconds: a requeued job not claimable this long after its move never is
+WATCHER_BATCHES = ("requeue_expired", "reclaim_stalled", "prune_processes")  # limit: watcher_batch
 READY_CLAIMS = 50  # claims a readiness probe makes before it gives up on reaching the job
 _WRITTEN = """
 SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
@@ -132,8 +134,10 @@ class Lab:
         defaults = {
             "lease_until": now + self.ttl,
             "take_expired": p.claim_takes_expired,
-            "max_attempts": p.max_attempts,
-            "limit": p.watcher_batch if name == "requeue_expired" else p.candidates,
+            # a two-phase pass counts a stall's recoveries on top (sim.protocol.watcher)
+            "max_attempts": p.claim_cap if name == "reclaim_stalled" else p.max_attempts,
+            "max_stalls": MAX_STALLS if p.max_stalls is None else p.max_stalls,
+            "limit": p.watcher_batch if name in WATCHER_BATCHES else p.candidates,
             "retry_backoff": to_micros(p.retry_backoff),
             "stuck_after": self.ttl,
             "error": "payload differs from the first delivery of this event id",
@@ -194,13 +198,18 @@ class Lab:
         return None
 
     def watch(self, now: float) -> list[tuple]:
-        """One tick of the policy's watcher at `now` (its read and write at the same instant)."""
-        if self.policy.watcher_gap:
+        """The policy's watcher at `now` by its path (sim.protocol.statements.watcher_path), as
+        far as it moves a job whose lease expired: one tick, its read and write at the same
+        instant; a two-phase check's two passes (the first marks the job, the second moves it)."""
+        *read, write = watcher_path(self.policy)
+        if read:
             rows = []
-            for row in self.execute("select_stuck_jobs", now=now):
-                rows += self.execute("rescue_job", id=row[0], now=now)
+            for row in self.execute(read[0], now=now):
+                rows += self.execute(write, id=row[0], now=now)
             return rows
-        return self.execute("requeue_expired", now=now)
+        if self.policy.stall_check == "two_phase":
+            self.execute(write, now=now)
+        return self.execute(write, now=now)
 
     def complete(self, job: int, owner: str, attempt: int, now: float) -> list[tuple]:
         if self.policy.fencing:

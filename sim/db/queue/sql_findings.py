@@ -13,20 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim.db.queue.contracts import statements_called
 from sim.db.queue.probes import Lab, ProbeError, lab_on
-from sim.protocol.statements import claim_path
+from sim.protocol.statements import claim_path, watcher_path, worker_writes
 from sim.support.in_words import count, duration
 
 T0 = 1.0  # the first claim of a probe
-WORKER_WRITES = (
-    "complete_fenced",
-    "complete_unfenced",
-    "heartbeat",
-    "fail_job_fenced",
-    "release_job_fenced",
-    "reject_job_fenced",
-)
 REFUSED, WRITTEN, RETURNED = "refused", "written", "returned"  # what a stale write did
 STUCK_AGE_LIMIT = 1e7  # seconds: a watcher that moves nothing this long after the claim never does
 
@@ -134,8 +125,12 @@ def _claim(lab: Lab) -> Finding:
 
 
 def _fencing(lab: Lab, scenario) -> Finding:
-    called = statements_called(scenario)
-    writes = [n for n in WORKER_WRITES if lab.has(n) and (n in called or n in lab.queue.overrides)]
+    sent = worker_writes(scenario)  # and a write of the queue's own that other settings send
+    writes = [
+        n
+        for n in worker_writes(scenario, any_setting=True)
+        if lab.has(n) and (n in sent or n in lab.queue.overrides)
+    ]
     parts: list[str] = []
     numbers: dict[str, dict] = {}
     safe: bool | None = True
@@ -309,7 +304,7 @@ def fence_text(lab: Lab, name: str, cases: dict) -> str:
 
 def _watcher_statements(lab: Lab) -> tuple[str, ...] | None:
     """The statements of the policy's watcher, None if the queue lacks one."""
-    names = ("select_stuck_jobs", "rescue_job") if lab.policy.watcher_gap else ("requeue_expired",)
+    names = watcher_path(lab.policy)
     return names if all(lab.has(n) for n in names) else None
 
 
@@ -326,10 +321,7 @@ def _watcher(lab: Lab) -> Finding:
 
 def _no_watcher(lab: Lab, names) -> Finding:
     if names is None:
-        missing = (
-            "select_stuck_jobs and rescue_job" if lab.policy.watcher_gap else "requeue_expired"
-        )
-        head = f"this queue has no watcher ({missing} left out)"
+        head = f"this queue has no watcher ({' and '.join(watcher_path(lab.policy))} left out)"
     else:
         verb = "exists" if len(names) == 1 else "exist"
         head = (
@@ -503,9 +495,9 @@ def _watches(lab: Lab, names) -> Finding:
         finished = bool(lab.complete(1, "w0", attempt, T0 + 1))
         before = lab.state(1)  # Completed, or gone: a queue that deletes finished jobs
         late = T0 + age + 1
-        if len(names) == 2:
-            lab.execute("select_stuck_jobs", now=late)
-            lab.execute("rescue_job", id=1, now=late)
+        if len(names) == 2:  # the write by id, on the job the read no longer returns
+            lab.execute(names[0], now=late)
+            lab.execute(names[1], id=1, now=late)
         else:
             lab.watch(late)
         after = lab.state(1)
@@ -521,7 +513,7 @@ def _watches(lab: Lab, names) -> Finding:
             lab.enqueue(1)
             lab.claim("w0", T0)
             before = lab.state(1)
-            lab.execute("rescue_job", id=1, now=T0 + 1)
+            lab.execute(names[1], id=1, now=T0 + 1)
             after = lab.state(1)
             fresh = after is None or _held(after) != _held(before)
         (problems if fresh else fine).append(

@@ -395,3 +395,32 @@ def test_a_job_waiting_out_the_queue_s_own_retry_delay_is_not_lost(pg_dsn, tmp_p
     r = sim.run("no-heartbeat-long-jobs", sql=never, seed=2, dsn=pg_dsn)
     lost = r.check().counts().get("lost_job", 0)
     assert lost >= 1 and set(r.retry_delays.values()) == {None}
+
+
+def test_a_two_phase_watcher_is_probed_by_its_two_passes(pg_dsn, tmp_path):
+    """policy.stall_check = two_phase: the probes' watcher sends the queue's reclaim_stalled twice,
+    as the policy's watcher does: the first pass marks a Processing job, the second moves it once
+    its lease expired. Lease Lab's pass moves a job at its TTL and leaves a live lease alone; a
+    pass that forgets the lease's end reclaims a job at once, its lease still running."""
+    reclaim = load_queries()["reclaim_stalled"].sql
+    forgets = reclaim.replace(" AND lease_until < %(now)s", "")
+    assert forgets != reclaim
+    two_phase = {"policy.watcher": True, "policy.stall_check": "two_phase"}
+    for name in ("own", "forgets"):
+        (tmp_path / name).mkdir()
+    own = write(tmp_path / "own", {"reclaim_stalled": reclaim})
+    got = found(own, "baseline", pg_dsn, **two_phase)
+    watcher = got["watcher"]
+    assert watcher.safe is True
+    assert watcher.numbers["stuck_age"] == pytest.approx(30.0, rel=2e-3)
+    assert watcher.numbers["written"] == 1
+    assert watcher.text.startswith(
+        f"reclaim_stalled ({own}/queries.sql:4) moves a job out of Processing 30 s after its claim"
+    )
+    assert "leaves a live lease alone, leaves a finished job alone" in watcher.text
+    assert got["fencing"].numbers["complete_fenced"]["expired"] == "refused"
+    bad = found(
+        write(tmp_path / "forgets", {"reclaim_stalled": forgets}), "baseline", pg_dsn, **two_phase
+    )
+    assert bad["watcher"].safe is False and bad["watcher"].numbers["stuck_age"] < 0.01
+    assert "; but it requeues a job whose lease still runs" in bad["watcher"].text
