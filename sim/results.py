@@ -385,7 +385,7 @@ def _jobs(log: LogArrays, leases: pd.DataFrame) -> pd.DataFrame:
     completed_at = first_completion[ids]
     completed_at[np.isinf(completed_at)] = np.nan
     attempts = per_job(log.rows("claim"))
-    status = np.where(attempts > 0, "Processing", "Pending").astype(object)
+    status = np.where(attempts > 0, JobState.PROCESSING, JobState.PENDING).astype(object)
     changes = log.rows("claim", "complete", "payload_conflict", *STATUS_MOVES)
     changes = changes[[log.detail[i] is not None for i in changes.tolist()]][
         ::-1

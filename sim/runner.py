@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from sim.db.base import Backend
+from sim.db.base import Backend, JobState
 from sim.db.inspect import final_tables
 from sim.db.memory import MemoryBackend
 from sim.errors import ConfigError
@@ -173,7 +173,9 @@ def judged_by_the_queue(run: Run, queue, dsn: str | None) -> Run:
 
     waiting = set(run.lost["job"].tolist())
     events = run.events
-    moves = events[events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == "Pending")]
+    moves = events[
+        events["kind"].isin(["requeue", "deadline"]) & (events["detail"] == JobState.PENDING)
+    ]
     last = moves[moves["job"].isin(waiting)].groupby("job").tail(1)
     wanted = {
         (kind, int(attempt)) for kind, attempt in zip(last["kind"], last["attempt"], strict=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, final, runtime_checkable
 
 from sim.db.errors import ClientCrashedError, ClientStateError
 from sim.protocol.timestamps import EPOCH as EPOCH
@@ -33,6 +33,7 @@ class JobState(StrEnum):
     DEAD = "Dead"
 
 
+@final  # the model tells a blocked statement by type(outcome) is Blocked
 @dataclass(frozen=True, slots=True)
 class Blocked:
     """A statement of `client` is waiting for the transaction of `holder` to end."""

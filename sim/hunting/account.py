@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from sim.db.base import JobState
 from sim.model.events import STATUS_MOVES
 from sim.results import lease_rows
 
@@ -46,6 +47,8 @@ _SAID = {
     "release": "{w} releases job {j}",
     "execution_timeout": "{w} gives job {j} up at its execution timeout",
 }
+
+_TERMINAL_BY_KIND = {"complete": JobState.COMPLETED, "payload_conflict": JobState.DEAD}
 
 
 @dataclass(frozen=True)
@@ -138,13 +141,13 @@ def breaking(events: list, scenario, invariant: str) -> set[int]:
             charges[event_of.get(job)] += 1
             if invariant == "duplicate_external_effect" and charges[event_of.get(job)] > 1:
                 marks.add(i)
-        new = {"complete": "Completed", "payload_conflict": "Dead"}.get(kind)
+        new = _TERMINAL_BY_KIND.get(kind)
         if kind in STATUS_MOVES and detail is not None:
             new = detail
         if new is not None:
             if invariant == "terminal_overwritten" and final.get(job, new) != new:
                 marks.add(i)
-            if new in ("Completed", "Dead"):
+            if new in (JobState.COMPLETED, JobState.DEAD):
                 final[job] = new
             elif kind != "claim":
                 final.pop(job, None)

@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from types import SimpleNamespace
 
+from sim.db.base import JobState
 from sim.db.inspect import JOB_COLUMNS, LEDGER_COLUMNS
 from sim.invariants import _attempts_beyond_max, _non_owner_completions, _terminal_overwritten
 from sim.model.events import STATUS_MOVES
@@ -23,8 +24,12 @@ from sim.scenario.settings import recovery_allowance
 
 _ID, _ATTEMPTS = JOB_COLUMNS.index("id"), JOB_COLUMNS.index("attempts")
 _LEDGER_EVENT = LEDGER_COLUMNS.index("event_id")
-_FINAL = {"claim": "Processing", "complete": "Completed", "payload_conflict": "Dead"}
-TERMINAL = ("Completed", "Dead")
+_FINAL = {
+    "claim": JobState.PROCESSING,
+    "complete": JobState.COMPLETED,
+    "payload_conflict": JobState.DEAD,
+}
+TERMINAL = (JobState.COMPLETED, JobState.DEAD)
 
 
 def broken(events: list, scenario, tables: dict, clocks: dict) -> Counter:
@@ -70,7 +75,7 @@ def _jobs(events) -> dict[int, dict]:
             jobs[job]["status"] = _FINAL[kind]
     for job in jobs.values():
         if job["status"] is None:
-            job["status"] = "Processing" if job["claims"] else "Pending"
+            job["status"] = JobState.PROCESSING if job["claims"] else JobState.PENDING
     return jobs
 
 
@@ -90,7 +95,7 @@ def _lost(events, scenario, jobs, leases) -> int:
     retried: dict[int, float] = {}
     if backoff:
         for t, kind, _worker, job, attempt, detail in events:
-            if kind in ("requeue", "deadline") and detail == "Pending":
+            if kind in ("requeue", "deadline") and detail == JobState.PENDING:
                 retried[job] = t + backoff * float(attempt) ** 4 + 1.0
     lost = 0
     for job, facts in jobs.items():
@@ -178,7 +183,7 @@ def _held(scenario, leases, jobs) -> int:
         if lease["outcome"] == "crashed"
         and lease["until"] >= horizon
         and recovery_deadline(scenario.faults.db_stalls, lease["released_at"], allowance) < horizon
-        and jobs.get(lease["job"], {}).get("status") == "Processing"
+        and jobs.get(lease["job"], {}).get("status") == JobState.PROCESSING
         and lease["attempt"] == last_attempt[lease["job"]]
     )
 

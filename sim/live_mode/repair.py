@@ -10,12 +10,14 @@ The tables are PostgresBackend's dumps: their times are already scenario seconds
 
 from __future__ import annotations
 
+from sim.db.base import JobState
+
 
 def repair(records: list[list], tables: dict) -> tuple[list[list], list[str]]:
     logged_effects = {(r[2], r[3], r[4]) for r in records if r[1] == "effect"}
     logged_completions = {(r[3], r[4]) for r in records if r[1] == "complete"}
     added, notes = [], []
-    completed = {row[0]: row for row in tables["jobs"] if row[3] == "Completed"}
+    completed = {row[0]: row for row in tables["jobs"] if row[3] == JobState.COMPLETED}
     for _entry, job, event_id, _amount, worker, attempt, t in tables["ledger"]:
         if (worker, job, attempt) in logged_effects:
             continue

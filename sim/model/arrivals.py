@@ -8,9 +8,15 @@ statements go straight through.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import simpy
 
 from sim.model.faults import OutageCalendar
+from sim.model.waits import Waits
+from sim.scenario import Scenario
+from sim.scenario.dists import Dist
+from sim.scenario.pinned import DbStall
 
 LAST = 1 << 30  # the rank of a client the order does not list: after every listed one
 
@@ -20,7 +26,14 @@ class Arrivals:
     two or more statements arrived together (PCT's change points are numbered by them). With
     `sent` set to a list, every arrival is recorded there as (time, client, query)."""
 
-    def __init__(self, env: simpy.Environment, stalls=(), order=None, changes=(), latency=None):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        stalls: Iterable[DbStall] = (),
+        order: Iterable[str] | None = None,
+        changes: Iterable[int] = (),
+        latency: Dist | None = None,
+    ):
         self.env = env
         # with a constant latency > 0 a statement arriving now was sent earlier, so one that finds
         # nothing else scheduled at this instant is alone in it and goes straight through
@@ -36,7 +49,7 @@ class Arrivals:
         self._batch: list[tuple[int, int, str, simpy.Event]] = []
 
     @classmethod
-    def of(cls, env: simpy.Environment, scenario) -> Arrivals | None:
+    def of(cls, env: simpy.Environment, scenario: Scenario) -> Arrivals | None:
         """The scenario's Arrivals, or None when it schedules neither stalls nor an order."""
         pinned, stalls = scenario.pinned, scenario.faults.db_stalls
         order = pinned.order if pinned is not None else None
@@ -45,7 +58,7 @@ class Arrivals:
         changes = pinned.order_changes if pinned is not None else ()
         return cls(env, stalls, order, changes, scenario.workload.statement_latency)
 
-    def reach(self, client: str, query: str):
+    def reach(self, client: str, query: str) -> Waits[None]:
         """Generator: `client`'s statement (or COMMIT, ROLLBACK) reaches the database: it waits
         out a stall, then its turn among the statements arriving at this instant."""
         env = self.env
@@ -64,7 +77,7 @@ class Arrivals:
         batch.append((self.rank.get(client, LAST), len(batch), client, turn))
         yield turn
 
-    def _serve(self, _event) -> None:
+    def _serve(self, _event: simpy.Event) -> None:
         """Wake the statements that arrived at this instant, in order (a stable sort by rank)."""
         batch, self._batch = sorted(self._batch), []
         if len(batch) > 1:

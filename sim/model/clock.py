@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterable
 
 from sim.model.faults import clock_offset
+from sim.scenario import Scenario
+from sim.support.rng import Streams
 
 PPM = 1e-6
 
@@ -23,7 +26,12 @@ class WorkerClock:
 
     __slots__ = ("offset", "rate", "_step_at", "_stepped")
 
-    def __init__(self, offset: float = 0.0, drift_ppm: float = 0.0, steps=()):
+    def __init__(
+        self,
+        offset: float = 0.0,
+        drift_ppm: float = 0.0,
+        steps: Iterable[tuple[float, float]] = (),
+    ):
         self.offset = (
             offset  # the constant part (a normal draw of faults.clock_skew + clock_offset)
         )
@@ -47,7 +55,7 @@ class WorkerClock:
         return self.at(t) - t
 
 
-def worker_clock(scenario, index: int, streams) -> WorkerClock | None:
+def worker_clock(scenario: Scenario, index: int, streams: Streams) -> WorkerClock | None:
     """Worker `index`'s clock under policy.clock = "worker", or None when it reads the database's
     time: its constant offset (sim.model.faults.clock_offset: a draw of faults.clock_skew plus
     faults.clock_offset), a drift of faults.clock_drift_ppm and its scripted clock steps."""
@@ -68,7 +76,7 @@ class DbClock(WorkerClock):
 
     __slots__ = ()
 
-    def __init__(self, steps):
+    def __init__(self, steps: Iterable[tuple[float, float]]):
         super().__init__(0.0, 0.0, steps)
 
     def reaches(self, reading: float, after: float) -> float:
@@ -84,7 +92,7 @@ class DbClock(WorkerClock):
             t, i = following, i + 1
 
 
-def db_clock(scenario) -> DbClock | None:
+def db_clock(scenario: Scenario) -> DbClock | None:
     """The database's clock of a run (faults.db_clock_steps), or None: it reads true time."""
     steps = [(s.at, s.by) for s in scenario.faults.db_clock_steps]
     return DbClock(steps) if steps else None

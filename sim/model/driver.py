@@ -7,6 +7,17 @@ process; a record goes into the run's event log at the current simulated instant
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import simpy
+
+from sim.model.events import EventLog
+from sim.model.faults import CrashPoints, OutageCalendar
+from sim.model.pinned_draws import DrawsWorld
+from sim.model.psp import Psp
+from sim.model.session import DbSession, SessionWorld
+from sim.model.waits import Waits
 from sim.protocol.steps import (
     Begin,
     Charge,
@@ -17,13 +28,34 @@ from sim.protocol.steps import (
     Record,
     Rollback,
     Statement,
+    Step,
+    Steps,
     Wait,
     Work,
 )
 
+T = TypeVar("T")
+
 
 class CrashPointReached(Exception):
     """The worker dies at a scripted point of interest (it cannot interrupt itself)."""
+
+
+class DriverWorld(Protocol):
+    """What a driver reads of its run (sim.model.world.World)."""
+
+    @property
+    def env(self) -> simpy.Environment: ...
+    @property
+    def log(self) -> EventLog: ...
+    @property
+    def psp(self) -> Psp: ...
+    @property
+    def crash_points(self) -> CrashPoints: ...
+
+
+class ProcessWorld(SessionWorld, DriverWorld, DrawsWorld, Protocol):
+    """What a process of the run reads of the world: for its connection, its driver, its draws."""
 
 
 class Driver:
@@ -32,26 +64,30 @@ class Driver:
 
     __slots__ = ("env", "log", "psp", "crash_points", "pauses")
 
-    def __init__(self, world, pauses=None):
+    def __init__(self, world: DriverWorld, pauses: OutageCalendar | None = None):
         self.env = world.env
         self.log = world.log
         self.psp = world.psp
         self.crash_points = world.crash_points
         self.pauses = pauses if pauses else None
 
-    def play(self, steps, db):
+    def play(self, steps: Steps[T], db: DbSession) -> Waits[T]:
         """Generator: play `steps` with statements on session `db`; returns what they return.
         An error a step meets is thrown into the protocol at that step, as `yield from` would.
         The model's hot path: it dispatches on the step's class inline, the most frequent first
         (a table of handlers costs a call, or a generator, per step)."""
         env, add, pauses = self.env, self.log.add, self.pauses
         send, throw, execute = steps.send, steps.throw, db.execute
+        resume: Callable[[Any], Step]
+        value: Any
+        step: Any  # the dispatch below is on `kind`, which mypy cannot narrow `step` by
         resume, value = send, None
         while True:
             try:
                 step = resume(value)
             except StopIteration as done:
-                return done.value
+                result: T = done.value
+                return result
             resume, value = send, None
             kind = type(step)
             try:
@@ -91,14 +127,14 @@ class Driver:
 
     # ---- time, frozen by pauses ---------------------------------------------------------------
 
-    def thaw(self):
+    def thaw(self) -> Waits[None]:
         """Generator: if a pause is in progress, nothing runs until it ends."""
         if self.pauses:
             end = self.pauses.end_of(self.env.now)
             if end is not None:
                 yield self.env.timeout(end - self.env.now)
 
-    def sleep(self, seconds: float):
+    def sleep(self, seconds: float) -> Waits[None]:
         """Generator: sleep `seconds`, then wait out a pause in progress."""
         yield self.env.timeout(seconds)
         if self.pauses:

@@ -75,7 +75,7 @@ class LogArrays(NamedTuple):
     t: np.ndarray
     kind: np.ndarray
     job: np.ndarray
-    detail: list
+    detail: list[object]
     codes: dict[str, int]
     names: list[str]  # the kind of each code
 
@@ -112,13 +112,13 @@ class EventLog:
         "_worker_code",
     )
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._t = array("d")
         self._kind = array("B")
         self._worker = array("h")
         self._job = array("i")  # job ids count the run's jobs: 2**31 is out of any run's reach
         self._attempt = array("i")
-        self._detail: list = []
+        self._detail: list[object] = []
         self._kinds: list[str] = []
         self._kind_code: dict[str, int] = {}
         self._workers: list[str] = []

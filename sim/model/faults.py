@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
+import simpy
 
 from sim.model.events import EventLog
+from sim.model.waits import Waits
+from sim.protocol import Lease
+from sim.scenario import Faults, Scenario
+from sim.scenario.settings import CrashPoint, DbClockStep
+from sim.support.rng import Streams
 
 
 class CrashPoints:
     """Decides, from its own stream, whether a worker reaching a point of interest crashes there."""
 
-    def __init__(self, configs, rng):
+    def __init__(self, configs: Iterable[CrashPoint], rng: np.random.Generator):
         self.configs = {c.point: c for c in configs}
-        self.fired: Counter = Counter()
+        self.fired: Counter[str] = Counter()
         self.rng = rng
 
     def fires(self, point: str) -> bool:
@@ -64,7 +72,14 @@ class OutageCalendar:
         self._starts = [s for s, _ in self.intervals]
 
     @classmethod
-    def draw(cls, scripted, rate_per_hour, duration, horizon, rng) -> OutageCalendar:
+    def draw(
+        cls,
+        scripted: Iterable[tuple[float, float]],
+        rate_per_hour: float,
+        duration: Callable[[], float],
+        horizon: float,
+        rng: np.random.Generator,
+    ) -> OutageCalendar:
         """Scripted (at, duration) entries plus a Poisson stream of outages with sampled
         durations."""
         intervals = [(at, at + d) for at, d in scripted]
@@ -99,7 +114,7 @@ class OutageCalendar:
 
 
 def worker_outages(
-    faults, i: int, streams, horizon: float
+    faults: Faults, i: int, streams: Streams, horizon: float
 ) -> tuple[OutageCalendar, OutageCalendar]:
     """Worker i's pauses and partitions: its scripted ones plus its own Poisson streams (model and
     live)."""
@@ -120,7 +135,7 @@ def worker_outages(
     return pauses, partitions
 
 
-def clock_offset(scenario, i: int, streams) -> float:
+def clock_offset(scenario: Scenario, i: int, streams: Streams) -> float:
     """Worker i's constant clock offset from the database's (policy.clock = worker): its own draw
     from a normal of standard deviation faults.clock_skew, plus faults.clock_offset; 0 on the
     database's clock (model and live)."""
@@ -133,7 +148,7 @@ def clock_offset(scenario, i: int, streams) -> float:
     return skew + f.clock_offset
 
 
-def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:
+def worker_crash_times(faults: Faults, i: int, streams: Streams, horizon: float) -> list[float]:
     """Worker i's scripted crashes, plus its own Poisson crashes when faults.crash_target is
     "any"."""
     times = [c.at for c in faults.crashes if c.worker == i]
@@ -142,14 +157,30 @@ def worker_crash_times(faults, i: int, streams, horizon: float) -> list[float]:
     return times
 
 
-def holder_crash_times(faults, workers: int, streams, horizon: float) -> list[float]:
+def holder_crash_times(
+    faults: Faults, workers: int, streams: Streams, horizon: float
+) -> list[float]:
     """The pool-wide crash clock of crash_target "holder": crash_rate x workers per hour."""
     if faults.crash_target != "holder":
         return []
     return poisson_times(faults.crash_rate * workers, horizon, streams.generator("crashes/holder"))
 
 
-def log_outages(env, log: EventLog, worker: str, calendar: OutageCalendar, kind: str):
+class Crashable(Protocol):
+    """What a crash needs of a worker (sim.model.worker.Worker): whether it is up, the lease it
+    holds and its process to interrupt."""
+
+    @property
+    def up(self) -> bool: ...
+    @property
+    def lease(self) -> Lease | None: ...
+    @property
+    def process(self) -> simpy.Process: ...
+
+
+def log_outages(
+    env: simpy.Environment, log: EventLog, worker: str, calendar: OutageCalendar, kind: str
+) -> Waits[None]:
     """Process: write `<kind>_start` / `<kind>_end` records at the calendar's times."""
     for start, end in calendar.intervals:
         yield env.timeout(start - env.now)
@@ -158,14 +189,16 @@ def log_outages(env, log: EventLog, worker: str, calendar: OutageCalendar, kind:
         log.add(env.now, f"{kind}_end", worker, None, None, None)
 
 
-def log_db_clock_steps(env, log: EventLog, steps):
+def log_db_clock_steps(
+    env: simpy.Environment, log: EventLog, steps: Iterable[DbClockStep]
+) -> Waits[None]:
     """Process: a `clock_step` record of the database at each of its scripted steps."""
     for step in sorted(steps, key=lambda s: s.at):
         yield env.timeout(step.at - env.now)
         log.add(env.now, "clock_step", "db", None, None, step.by)
 
 
-def inject_crashes(env, worker, times: list[float]):
+def inject_crashes(env: simpy.Environment, worker: Crashable, times: list[float]) -> Waits[None]:
     """Process: crash `worker` (a SimPy interrupt) at each time it is up."""
     for t in sorted(times):
         yield env.timeout(t - env.now)
@@ -173,7 +206,9 @@ def inject_crashes(env, worker, times: list[float]):
             worker.process.interrupt("crash")
 
 
-def crash_owner(env, workers, job: int, at: float):
+def crash_owner(
+    env: simpy.Environment, workers: Sequence[Crashable], job: int, at: float
+) -> Waits[None]:
     """Process: at `at`, crash whichever live worker holds a lease on `job` (if any)."""
     yield env.timeout(at)
     for worker in workers:
@@ -181,7 +216,12 @@ def crash_owner(env, workers, job: int, at: float):
             worker.process.interrupt("crash")
 
 
-def crash_holders(env, workers, times: list[float], rng):
+def crash_holders(
+    env: simpy.Environment,
+    workers: Sequence[Crashable],
+    times: list[float],
+    rng: np.random.Generator,
+) -> Waits[None]:
     """Process: at each time, crash one worker chosen uniformly among those holding a job (if
     any)."""
     for t in times:

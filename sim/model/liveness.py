@@ -6,16 +6,49 @@ ends it. What it sends is sim.protocol's (WorkerProtocol.register, beat_process)
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import simpy
 
 from sim.db.errors import DatabaseError
+from sim.model.clock import WorkerClock
+from sim.model.driver import Driver, ProcessWorld
+from sim.model.faults import OutageCalendar
 from sim.model.session import DbSession
+from sim.model.waits import Waits
+from sim.protocol import WorkerProtocol
+from sim.scenario import Policy
+
+
+class LivenessOwner(Protocol):
+    """What process liveness needs of its worker (sim.model.worker.Worker)."""
+
+    @property
+    def world(self) -> ProcessWorld: ...
+    @property
+    def env(self) -> simpy.Environment: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def names(self) -> list[str]: ...
+    @property
+    def driver(self) -> Driver: ...
+    @property
+    def steps(self) -> WorkerProtocol: ...
+    @property
+    def db(self) -> DbSession: ...
+    @property
+    def _clock(self) -> WorkerClock | None: ...
+    @property
+    def _partitions(self) -> OutageCalendar | None: ...
 
 
 class ProcessLiveness:
     """One worker's process row and its heartbeat process."""
 
-    def __init__(self, worker):
+    def __init__(self, worker: LivenessOwner):
         self.worker = worker
         self.env = worker.env
         self.interval = worker.policy.process_heartbeat_interval
@@ -32,7 +65,7 @@ class ProcessLiveness:
             w.world, f"{w.name}/process", self._latency, clock=w._clock, partitions=w._partitions
         )
 
-    def start(self):
+    def start(self) -> Waits[None]:
         """Generator, in the worker's process: register the row, then start the heartbeat."""
         w = self.worker
         yield from w.driver.play(w.steps.register(), w.db)
@@ -45,7 +78,7 @@ class ProcessLiveness:
         self.process = None
         self.db.crash()
 
-    def _beat(self):
+    def _beat(self) -> Waits[None]:
         """Process: a heartbeat every interval, frozen by pauses, until the worker dies."""
         w = self.worker
         try:

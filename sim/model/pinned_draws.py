@@ -6,11 +6,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Protocol
+
+import simpy
 
 from sim.protocol import streams
+from sim.scenario import Scenario
+from sim.support.rng import Streams
 
 
-def worker_phase(world, index: int) -> float:
+class DrawsWorld(Protocol):
+    """What the draws read of a run (sim.model.world.World)."""
+
+    @property
+    def env(self) -> simpy.Environment: ...
+    @property
+    def scenario(self) -> Scenario: ...
+    @property
+    def streams(self) -> Streams: ...
+
+
+def worker_phase(world: DrawsWorld, index: int) -> float:
     """When worker `index` polls first: pinned, else a random phase within a poll interval (or 0
     without policy.random_phase)."""
     pinned, policy = world.scenario.pinned, world.scenario.policy
@@ -19,7 +35,7 @@ def worker_phase(world, index: int) -> float:
     return streams.worker_phase(policy, index, world.streams.generator)
 
 
-def watcher_phase(world) -> float:
+def watcher_phase(world: DrawsWorld) -> float:
     """When the watcher (or the first rescue task) ticks first: pinned, else a random phase within
     a watcher interval (or 0 without policy.random_phase)."""
     pinned, policy = world.scenario.pinned, world.scenario.policy
@@ -28,7 +44,7 @@ def watcher_phase(world) -> float:
     return streams.watcher_phase(policy, world.streams.generator)
 
 
-def work(scenario, draw: Callable[[], float]) -> Callable[[], float]:
+def work(scenario: Scenario, draw: Callable[[], float]) -> Callable[[], float]:
     """Each new job's processing time: the pinned ones in job order, then `draw`'s."""
     pinned = scenario.pinned
     if pinned is None or not pinned.work:
@@ -36,7 +52,7 @@ def work(scenario, draw: Callable[[], float]) -> Callable[[], float]:
     return itertools.chain(pinned.work, iter(draw, None)).__next__
 
 
-def heartbeat_delay(world, index: int) -> Callable[[], float] | None:
+def heartbeat_delay(world: DrawsWorld, index: int) -> Callable[[], float] | None:
     """Worker `index`'s scripted heartbeat faults as a function of the send time (now): the extra
     delay of a heartbeat sent now, inf when it is lost; None when it has none."""
     faults = [f for f in world.scenario.faults.heartbeat_faults if f.worker == index]

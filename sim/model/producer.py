@@ -7,12 +7,16 @@ import heapq
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from sim.model.pinned_draws import work as pinned_work
-from sim.model.session import DbSession
+from sim.model.session import DbSession, SessionWorld
+from sim.model.waits import Waits
 from sim.payload import payload_hash, payload_json
 from sim.protocol import bind_clock
+from sim.scenario import Scenario
 from sim.scenario.dists import Dist, blocks
+from sim.support.rng import Streams
 
 
 @dataclass(slots=True)
@@ -39,7 +43,7 @@ class JobCatalog:
     demand. Each job's event id is one string, the one the producer enqueues: the database row,
     the ledger, the dedup marker, the PSP and the log all hold that object, not copies of it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._event: list[str] = []
         self._amount = array("q")
         self._work = array("d")
@@ -65,7 +69,7 @@ def event_name(event_no: int) -> str:
     return f"evt-{event_no}"
 
 
-def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
+def deliveries(scenario: Scenario, streams: Streams) -> Iterator[tuple[float, int, int]]:
     """(time, event number, amount) of every delivery in time order, redeliveries included."""
     w = scenario.workload
     gaps = (
@@ -94,7 +98,16 @@ def deliveries(scenario, streams) -> Iterator[tuple[float, int, int]]:
         yield due, again, amount
 
 
-def producer(world):
+class ProducerWorld(SessionWorld, Protocol):
+    """What the producer reads of its run (sim.model.world.World)."""
+
+    @property
+    def streams(self) -> Streams: ...
+    @property
+    def catalog(self) -> JobCatalog: ...
+
+
+def producer(world: ProducerWorld) -> Waits[None]:
     """Process: enqueue each delivery when it arrives; those due at t=0 go in before anything
     runs."""
     env, log, catalog = world.env, world.log, world.catalog

@@ -6,7 +6,7 @@ from __future__ import annotations
 class Psp:
     """A card charge is an external effect: not rolled back with the database transaction."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seen_keys: set[str] = set()
 
     def charge(self, key: str | None) -> str:

@@ -8,19 +8,44 @@ What the tick sends is sim.protocol's (WatcherProtocol.tick)."""
 
 from __future__ import annotations
 
-from sim.model.pinned_draws import watcher_phase
+from typing import Protocol
+
+import simpy
+
+from sim.model.driver import Driver
+from sim.model.events import EventLog
+from sim.model.pinned_draws import DrawsWorld, watcher_phase
+from sim.model.session import DbSession
+from sim.model.waits import Waits
 from sim.protocol import WatcherProtocol
+
+
+class TickRunner(Protocol):
+    """What a rescue task needs of the worker that runs it (sim.model.worker.Worker)."""
+
+    rescuing: float | None  # the due time of the rescue task it runs
+
+    @property
+    def env(self) -> simpy.Environment: ...
+    @property
+    def log(self) -> EventLog: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def driver(self) -> Driver: ...
+    @property
+    def db(self) -> DbSession: ...
 
 
 class RescueJobs:
     """The rescue task waiting for a worker, by the time it was deferred (None: none waits)."""
 
-    def __init__(self, world):
+    def __init__(self, world: DrawsWorld):
         self.world = world
         self.pending: float | None = None
         self.steps = WatcherProtocol(world.scenario.policy)
 
-    def schedule(self):
+    def schedule(self) -> Waits[None]:
         """Process: defer a rescue task every watcher_interval, from a random phase, unless one
         still waits (the queueing lock)."""
         world = self.world
@@ -33,16 +58,17 @@ class RescueJobs:
                 self.pending = env.now
             yield env.timeout(policy.watcher_interval)
 
-    def play_tick(self, worker):
+    def play_tick(self, worker: TickRunner) -> Waits[None]:
         """Generator, in `worker`'s process: take the waiting rescue task and run its tick."""
         now = worker.env.now
         due, self.pending = self.pending, None
+        assert due is not None  # a worker takes the task only while one waits
         worker.rescuing = due
         worker.log.add(now, "rescue_job", worker.name, None, None, now - due)
         yield from worker.driver.play(self.steps.tick(), worker.db)
         worker.rescuing = None
 
-    def lost(self, worker, graceful: bool) -> None:
+    def lost(self, worker: TickRunner, graceful: bool) -> None:
         """`worker` stopped while running a rescue task: a graceful stop gives it back, as it gives
         back its jobs; a crash loses it (the next period defers the next one)."""
         due, worker.rescuing = worker.rescuing, None

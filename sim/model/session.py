@@ -11,13 +11,22 @@ wait. Partitions make statements fail (or hang until healed).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import simpy
 
-from sim.db.base import Blocked
+from sim.db.base import Backend, Blocked, Rows
 from sim.db.errors import DbUnavailable, StatementError
 from sim.db.queries import load_queries
+from sim.model.arrivals import Arrivals
+from sim.model.clock import DbClock, WorkerClock
+from sim.model.events import EventLog
+from sim.model.faults import OutageCalendar
+from sim.model.waits import Waits
 from sim.protocol import bind_clock
+from sim.protocol.steps import Ttl
+from sim.scenario import Scenario
 
 __all__ = ["DbSession", "DbUnavailable", "TxRegistry"]
 
@@ -42,10 +51,39 @@ class TxRegistry:
             session._holder_ended(client, resumed)
 
 
+class SessionWorld(Protocol):
+    """What a connection reads of its run (sim.model.world.World)."""
+
+    @property
+    def env(self) -> simpy.Environment: ...
+    @property
+    def scenario(self) -> Scenario: ...
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def db_clock(self) -> DbClock | None: ...
+    @property
+    def arrivals(self) -> Arrivals | None: ...
+    @property
+    def statement_counts(self) -> Counter[str]: ...
+    @property
+    def tx(self) -> TxRegistry: ...
+    @property
+    def log(self) -> EventLog: ...
+
+
 class DbSession:
     """The connection of one client (a worker, its heartbeat, the watcher, the producer)."""
 
-    def __init__(self, world, client: str, latency, *, clock=None, partitions=None):
+    def __init__(
+        self,
+        world: SessionWorld,
+        client: str,
+        latency: Callable[[], float],
+        *,
+        clock: WorkerClock | None = None,
+        partitions: OutageCalendar | None = None,
+    ):
         self.world = world
         self.env = world.env
         self.backend = world.backend
@@ -53,10 +91,10 @@ class DbSession:
         self.latency = latency
         self.clock = clock  # the worker's own WorkerClock (policy.clock = worker), or None
         # the clock its statements bind: its own, else the database's (stepped, or true time)
-        self._binding = clock if clock is not None else world.db_clock
+        self._binding: WorkerClock | None = clock if clock is not None else world.db_clock
         self.partitions = partitions  # an OutageCalendar, or None
         self.arrivals = world.arrivals  # sim.model.arrivals: stalls, same-instant order; or None
-        self.counts: Counter = world.statement_counts
+        self.counts = world.statement_counts
         self.broken = False  # connection lost in a partition; reconnect when healed
         self._begin = False  # BEGIN issued, to be sent with the transaction's first statement
         self._resumed: simpy.Event | None = None  # fires when a waiting statement has gone on
@@ -68,12 +106,14 @@ class DbSession:
         clock = self._binding
         return self.env.now if clock is None else clock.at(self.env.now)
 
-    def execute(self, query: str, params: dict, job: int | None = None, ttl: float | None = None):
+    def execute(
+        self, query: str, params: dict[str, Any], job: int | None = None, ttl: Ttl = None
+    ) -> Waits[Rows]:
         """Generator: send one statement, return its rows. The clock is bound at execution
         (sim.protocol.bind_clock: `now`, and lease_until = now + ttl)."""
         yield self.env.timeout(self.latency())
         if self.partitions is not None:
-            yield from self._cross_partition(query)
+            yield from self._cross_partition(self.partitions, query)
         if self.arrivals is not None:
             yield from self.arrivals.reach(self.client, query)
         if query in _USES_NOW:
@@ -88,7 +128,7 @@ class DbSession:
         except StatementError:
             self._failed()
             raise
-        if outcome.__class__ is Blocked:
+        if type(outcome) is Blocked:  # type(), not __class__: mypy narrows on it
             outcome = yield from self._wait(outcome, job)
         return outcome
 
@@ -98,14 +138,14 @@ class DbSession:
         if self.backend.in_transaction(self.client):
             self.world.tx.ended(self.client)
 
-    def _wait(self, blocked: Blocked, job: int | None):
+    def _wait(self, blocked: Blocked, job: int | None) -> Waits[Rows]:
         """Generator: wait until the statement has gone on past every holder; its outcome."""
         start = self.env.now
         self._holders = [blocked.holder]
         self._resumed = event = self.env.event()
         self.world.tx.wait(self, blocked.holder, event)
         try:
-            outcome = yield event
+            outcome: Rows = yield event
         finally:  # done, or interrupted (the worker died): no longer waiting either way
             self._resumed = None
         self.world.log.add(
@@ -131,15 +171,15 @@ class DbSession:
             event.defused = True  # raised in the waiting process, not in the environment
             event.fail(exc)
             return
-        if outcome.__class__ is Blocked:
+        if type(outcome) is Blocked:
             self._holders.append(outcome.holder)
             self.world.tx.wait(self, outcome.holder, event)
         else:
             self._resumed = None
             event.succeed(outcome)
 
-    def _cross_partition(self, query: str):
-        healed = self.partitions.end_of(self.env.now)
+    def _cross_partition(self, partitions: OutageCalendar, query: str) -> Waits[None]:
+        healed = partitions.end_of(self.env.now)
         if healed is not None:
             if self.world.scenario.faults.partition_mode == "hang":
                 yield self.env.timeout(healed - self.env.now)
@@ -162,11 +202,11 @@ class DbSession:
         (and none at all while a partition keeps the connection down)."""
         self._begin = True
 
-    def commit(self):
+    def commit(self) -> Waits[None]:
         """Generator: COMMIT (one round trip)."""
         yield self.env.timeout(self.latency())
         if self.partitions is not None:
-            yield from self._cross_partition("COMMIT")
+            yield from self._cross_partition(self.partitions, "COMMIT")
         if self.arrivals is not None:
             yield from self.arrivals.reach(self.client, "commit")
         self.counts["commit"] += 1
@@ -176,7 +216,7 @@ class DbSession:
             self.backend.commit(self.client)
         self.world.tx.ended(self.client)
 
-    def rollback(self):
+    def rollback(self) -> Waits[None]:
         """Generator: ROLLBACK (one round trip)."""
         yield self.env.timeout(self.latency())
         if self.arrivals is not None:

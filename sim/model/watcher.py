@@ -3,13 +3,14 @@ from a random phase."""
 
 from __future__ import annotations
 
-from sim.model.driver import Driver
+from sim.model.driver import Driver, ProcessWorld
 from sim.model.pinned_draws import watcher_phase
 from sim.model.session import DbSession
+from sim.model.waits import Waits
 from sim.protocol import WatcherProtocol
 
 
-def watcher(world):
+def watcher(world: ProcessWorld) -> Waits[None]:
     """Process: tick every watcher_interval from a random phase; requeue (or kill) expired
     leases."""
     policy = world.scenario.policy

@@ -16,20 +16,43 @@ from __future__ import annotations
 
 import functools
 from collections import deque
+from typing import Protocol
 
 import simpy
 
 from sim.db.errors import DatabaseError
 from sim.model import pinned_draws
-from sim.model.driver import CrashPointReached, Driver
+from sim.model.clock import WorkerClock
+from sim.model.driver import CrashPointReached, Driver, ProcessWorld
+from sim.model.faults import OutageCalendar
 from sim.model.liveness import ProcessLiveness
+from sim.model.producer import JobCatalog
+from sim.model.rescue import RescueJobs
 from sim.model.session import DbSession
+from sim.model.waits import Waits
 from sim.protocol import Lease, WorkerProtocol
 from sim.protocol.streams import worker_streams
 
 
+class WorkerWorld(ProcessWorld, Protocol):
+    """What a worker reads of its run (sim.model.world.World)."""
+
+    @property
+    def catalog(self) -> JobCatalog: ...
+    @property
+    def rescue(self) -> RescueJobs | None: ...
+
+
 class Worker:
-    def __init__(self, world, index: int, *, clock, pauses, partitions):
+    def __init__(
+        self,
+        world: WorkerWorld,
+        index: int,
+        *,
+        clock: WorkerClock | None,
+        pauses: OutageCalendar | None,
+        partitions: OutageCalendar | None,
+    ):
         self.world = world
         self.env = world.env
         self.name = f"w{index}"
@@ -104,7 +127,7 @@ class Worker:
         if self.liveness is not None:
             self.liveness.connect()
 
-    def lifecycle(self):
+    def lifecycle(self) -> Waits[None]:
         """Process: poll, claim and handle jobs until the horizon; a crash interrupts it and the
         worker comes back as a new incarnation."""
         delay = self._phase
@@ -153,7 +176,9 @@ class Worker:
         if self.liveness is not None:
             self.liveness.stop()
         if self.rescuing is not None:
-            self.world.rescue.lost(self, graceful=kind == "shutdown")
+            rescue = self.world.rescue
+            assert rescue is not None  # a worker runs rescue tasks only with policy.rescue = job
+            rescue.lost(self, graceful=kind == "shutdown")
         self.lease = None
         for lease in self.buffer:  # prefetched jobs go with the worker (a graceful stop too)
             lease.done = True
@@ -167,14 +192,14 @@ class Worker:
             )
         self.buffer.clear()
 
-    def _release(self, leases: list[Lease]):
+    def _release(self, leases: list[Lease]) -> Waits[None]:
         """Graceful shutdown: on a fresh connection, give the jobs back before the process exits."""
         self.db.reconnect()
         for lease in leases:
             yield from self.driver.play(self.steps.release(lease), self.db)
         self.db.crash()  # the process exits; the restart opens a new connection
 
-    def _serve(self):
+    def _serve(self) -> Waits[None]:
         policy, steps, driver = self.policy, self.steps, self.driver
         # one claim per poll and nothing else to run: the hot loop, as it was before prefetch
         plain = policy.prefetch == 1 and self.world.rescue is None
@@ -188,8 +213,9 @@ class Worker:
             self.lease = lease
             if policy.heartbeat:
                 # a plain timer, not a process: most jobs end before their first heartbeat is due
+                # (mypy cannot infer a lambda with a default against SimPy's callback type)
                 self.env.timeout(policy.heartbeat_interval).callbacks.append(
-                    lambda _, lease=lease: self._start_heartbeat(lease)
+                    lambda _, lease=lease: self._start_heartbeat(lease)  # type: ignore[misc]
                 )
             if policy.deadline:
                 yield from self._process_within_deadline(lease)
@@ -198,7 +224,7 @@ class Worker:
             lease.done = True
             self.lease = None
 
-    def _next_lease(self):
+    def _next_lease(self) -> Waits[Lease | None]:
         """Generator: the next lease: a prefetched one waiting in the buffer; else, if a rescue task
         is due (rescue = job), None once the worker has run it; else one claimed now (the first of
         a batch with prefetch > 1), or None if none."""
@@ -218,7 +244,7 @@ class Worker:
 
     # ---- worker-side deadline (pg-boss's expireIn in work()) ----------------------------------
 
-    def _process_within_deadline(self, lease: Lease):
+    def _process_within_deadline(self, lease: Lease) -> Waits[None]:
         """Run the handler as a process; at the deadline fail the job for a retry and move on,
         leaving the handler running on its own connection (the slot is freed, the work is not;
         its late result dropped or completed, policy.deadline_action), or stopping it first
@@ -247,7 +273,7 @@ class Worker:
         )
         yield from self.driver.play(self.steps.fail_at_deadline(lease), self.db)
 
-    def _handler(self, lease: Lease, db: DbSession):
+    def _handler(self, lease: Lease, db: DbSession) -> Waits[None]:
         """Process: the job's handler; a crash point in a handler past its deadline kills the
         worker too."""
         try:
@@ -271,7 +297,7 @@ class Worker:
         if not lease.done:
             self.heartbeat_proc = self.env.process(self._heartbeat(lease, self.heartbeat_proc))
 
-    def _heartbeat(self, lease: Lease, previous: simpy.Process | None):
+    def _heartbeat(self, lease: Lease, previous: simpy.Process | None) -> Waits[None]:
         """Process: renew the lease now and every heartbeat_interval until the job is done or the
         lease lost."""
         interval, driver, steps = self.policy.heartbeat_interval, self.driver, self.steps

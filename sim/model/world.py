@@ -7,6 +7,7 @@ from collections import Counter
 
 import simpy
 
+from sim.db.base import Backend
 from sim.model.arrivals import Arrivals
 from sim.model.clock import db_clock, worker_clock
 from sim.model.events import EventLog
@@ -27,6 +28,7 @@ from sim.model.rescue import RescueJobs
 from sim.model.session import TxRegistry
 from sim.model.watcher import watcher
 from sim.model.worker import Worker
+from sim.scenario import Scenario
 from sim.support.progress import Progress
 from sim.support.rng import Streams
 
@@ -34,14 +36,14 @@ from sim.support.rng import Streams
 class World:
     """Everything one run shares: clock, database, log, PSP, the job catalog."""
 
-    def __init__(self, scenario, backend):
+    def __init__(self, scenario: Scenario, backend: Backend):
         self.scenario = scenario
         self.backend = backend
         self.env = simpy.Environment()
         self.db_clock = db_clock(scenario)  # None: the database reads true time
         self.streams = Streams(scenario.seed)
         self.log = EventLog()
-        self.statement_counts: Counter = Counter()
+        self.statement_counts: Counter[str] = Counter()
         self.tx = TxRegistry(self.env)
         self.arrivals = Arrivals.of(self.env, scenario)  # None unless stalls or an order are set
         self.psp = Psp()
@@ -55,7 +57,7 @@ class World:
         self.rescue = RescueJobs(self) if scenario.policy.rescue == "job" else None
 
 
-def build(scenario, backend) -> World:
+def build(scenario: Scenario, backend: Backend) -> World:
     """Create the world and start every process (producer, workers, faults, watcher)."""
     world = World(scenario, backend)
     env, policy, faults, horizon = world.env, scenario.policy, scenario.faults, scenario.horizon

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sim.db.base import JobState
 from sim.support.in_words import count
 from sim.support.in_words import percent as pct
 from sim.teaching import clocks, fencing
@@ -164,7 +165,7 @@ def checklist(seed: int = 1, *, crash_jobs: int = 300) -> list[Proof]:
     orphaned = runner.run(crashes.with_overrides({"policy.watcher": False}), seed=seed)
     jobs = orphaned.table_jobs
     stuck = jobs[
-        (jobs["status"] == "Processing") & (jobs["lease_until"] < orphaned.scenario.horizon)
+        (jobs["status"] == JobState.PROCESSING) & (jobs["lease_until"] < orphaned.scenario.horizon)
     ]
     rec = watched.recoveries
     four = Proof(

@@ -9,6 +9,7 @@ import numpy as np
 
 from sim.checklist.evidence import Evidence
 from sim.checklist.verdicts import FAIL, PASS, RISK, UNTESTED, Verdict
+from sim.db.base import JobState
 from sim.model.events import STATUS_MOVES
 from sim.results import owner_crashes
 from sim.scenario.settings import recovery_allowance
@@ -101,7 +102,7 @@ def _numbers(evidence: Evidence, used, expired: int, waits, how: list[str], reco
             evidence.report(r).counts().get("stuck_processing", 0) for r in used
         ),
         "watcher_dead": sum(
-            int(((r.events["kind"] == "requeue") & (r.events["detail"] == "Dead")).sum())
+            int(((r.events["kind"] == "requeue") & (r.events["detail"] == JobState.DEAD)).sum())
             for r in used
         ),
         "moved_by_watcher": how.count("requeue"),
