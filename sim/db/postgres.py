@@ -73,7 +73,7 @@ STATEMENT_TIMEOUT_S = 60.0  # a statement neither finished nor waiting on a clie
 THAW_WATCHDOG_S = 1.0  # a transaction end taking this long with waiters paused: let them go
 
 
-class PostgresBackend(LockWaits, ClientTable):
+class PostgresBackend(LockWaits, ClientTable[_Client]):
     """The Backend protocol on a real server, in a schema of its own. Driven by one thread."""
 
     name = "postgres"
