@@ -10,8 +10,8 @@ from typing import Any, cast
 
 from sim.db.base import MICROS, Blocked, JobState, Rows
 
-# A processed_events row (event_id, payload_hash, processed_at) and a ledger row (id, job_id,
-# event_id, amount_cents, worker, attempt, created_at); times in microseconds.
+# A processed_events row (event_id, payload_hash, processed_at) and a ledger row (entry_id, job_id,
+# event_id, amount_cents, worker, attempt, applied_at); times in microseconds.
 Marker = tuple[str, str, int]
 LedgerEntry = tuple[int, int, str, int, str, int, int]
 
