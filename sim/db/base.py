@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, final, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, final, runtime_checkable
 
 from sim.db.errors import ClientCrashedError, ClientStateError
 from sim.protocol.timestamps import EPOCH as EPOCH
@@ -20,7 +20,7 @@ from sim.protocol.timestamps import from_timestamp as from_timestamp
 from sim.protocol.timestamps import to_micros as to_micros
 from sim.protocol.timestamps import to_timestamp as to_timestamp
 
-Rows = list[tuple]
+Rows = list[tuple[Any, ...]]
 
 
 class JobState(StrEnum):
@@ -52,7 +52,7 @@ class Backend(Protocol):
     def connect(self, client: str) -> None:
         """Open (or reopen after a crash) the connection of `client`."""
 
-    def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
+    def execute(self, client: str, query: str, params: dict[str, Any]) -> Rows | Blocked:
         """Run the named query for `client`, in its open transaction or in autocommit."""
 
     def resume(self, client: str) -> Rows | Blocked:
@@ -75,12 +75,21 @@ class Backend(Protocol):
         """Release everything the backend holds (connections, schema unless kept)."""
 
 
-class ClientTable:
+class ClientState(Protocol):
+    """What ClientTable reads of a client's state."""
+
+    crashed: bool
+
+
+ClientT = TypeVar("ClientT", bound=ClientState)
+
+
+class ClientTable(Generic[ClientT]):
     """Connect and look up clients, shared by MemoryBackend and PostgresBackend: `_clients` maps a
     client name to its state, a `_new_client()` object with a `crashed` flag."""
 
-    _clients: dict
-    _new_client: type
+    _clients: dict[str, ClientT]
+    _new_client: type[ClientT]
 
     def connect(self, client: str) -> None:
         """Open (or reopen after a crash) the connection of `client`."""
@@ -89,7 +98,7 @@ class ClientTable:
             raise ClientStateError(f"client {client} is already connected")
         self._clients[client] = self._new_client()
 
-    def _client(self, client: str, query: str):
+    def _client(self, client: str, query: str) -> ClientT:
         """The state of a connected, live client (for a statement `query`)."""
         state = self._clients.get(client)
         if state is None:

@@ -19,8 +19,9 @@ sim_seconds turns into simulated seconds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,9 @@ from sim.db.errors import ClientStateError
 from sim.db.queries import QUERY_DEFAULTS
 from sim.db.queue import contracts
 from sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sim.db.postgres import PostgresBackend
 
 CLIENT = "inspector"
 JOB_COLUMNS = [column for column, _ in contracts.JOB_COLUMNS]
@@ -114,7 +118,7 @@ def query_state(
     return _read(source, now)
 
 
-def final_tables(db: Backend) -> dict[str, list[tuple]]:
+def final_tables(db: Backend) -> dict[str, Rows]:
     """The tables a run leaves (jobs, ledger, processed_events) as rows, read on the inspector's
     own connection: what Run.tables holds, after a simulated run and after a live one alike."""
     db.connect(CLIENT)
@@ -129,7 +133,7 @@ def _read(db: Backend, now: float | None) -> QueueState:
     jobs = _frame(_rows(db, "dump_jobs"), JOB_COLUMNS)
     ledger = _frame(_rows(db, "dump_ledger"), LEDGER_COLUMNS)
     markers = _frame(_rows(db, "dump_processed_events"), MARKER_COLUMNS)
-    counts = dict(_rows(db, "count_jobs_by_status"))
+    counts: dict[str, int] = dict(_rows(db, "count_jobs_by_status"))
     status_counts = pd.Series(
         {s: int(counts.get(s, 0)) for s in STATUSES}, name="jobs", dtype="int64"
     )
@@ -147,7 +151,7 @@ def _read(db: Backend, now: float | None) -> QueueState:
     return QueueState(float(now), jobs, ledger, markers, status_counts, stuck)
 
 
-def _rows(db: Backend, query: str, params: dict | None = None) -> Rows:
+def _rows(db: Backend, query: str, params: dict[str, Any] | None = None) -> Rows:
     """The rows of one of the inspector's reads: plain SELECTs, which wait on no lock."""
     rows = db.execute(CLIENT, query, params or {})
     if isinstance(rows, Blocked):
@@ -155,7 +159,7 @@ def _rows(db: Backend, query: str, params: dict | None = None) -> Rows:
     return rows
 
 
-def _frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
+def _frame(rows: Rows, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -168,7 +172,7 @@ def _latest(jobs: pd.DataFrame, ledger: pd.DataFrame, markers: pd.DataFrame) -> 
 
 
 def sql_frame(
-    db, text: str, params: Mapping | None = None, *, read_only: bool = False
+    db: Backend, text: str, params: Mapping[str, Any] | None = None, *, read_only: bool = False
 ) -> pd.DataFrame:
     """Run SQL text on a PostgresBackend's schema (on the backend's own monitor connection) and
     return the rows. read_only: one statement, in a READ ONLY transaction that is rolled back
@@ -179,11 +183,11 @@ def sql_frame(
     """
     if getattr(db, "name", None) != "postgres":
         raise ConfigError("sql_frame: needs a PostgresBackend (sim.make_backend('postgres'))")
-    columns, rows = db.run_sql(text, params, read_only=read_only)
+    columns, rows = cast("PostgresBackend", db).run_sql(text, params, read_only=read_only)
     return pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame()
 
 
-def sim_seconds(values) -> pd.Series:
+def sim_seconds(values: Iterable[Any]) -> pd.Series:
     """timestamptz values from PostgreSQL -> simulated seconds (NaN for NULL)."""
     return pd.Series(
         [np.nan if v is None or pd.isna(v) else from_timestamp(v) for v in values], dtype=float

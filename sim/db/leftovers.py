@@ -24,6 +24,7 @@ import tempfile
 import warnings
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import psutil
 import psycopg
@@ -77,7 +78,7 @@ def _machine() -> tuple[str, str]:
     return socket.gethostname(), boot
 
 
-def owner() -> dict:
+def owner() -> dict[str, Any]:
     """This process, as the marks name it."""
     host, boot = _machine()
     pid = os.getpid()
@@ -86,12 +87,13 @@ def owner() -> dict:
 
 def _started(pid: int) -> float:
     try:
-        return round(psutil.Process(pid).create_time(), 2)
+        created: float = psutil.Process(pid).create_time()  # psutil is untyped
+        return round(created, 2)
     except (psutil.Error, OSError):
         return 0.0
 
 
-def dead(mark: dict | None) -> str | None:
+def dead(mark: dict[str, Any] | None) -> str | None:
     """Why the run of `mark` is known to be dead ('pid 123 exited'), or None: alive, kept, of
     another machine, or not a mark of ours."""
     if not isinstance(mark, dict) or mark.get("leaselab") != "run" or mark.get("kept"):
@@ -112,7 +114,7 @@ def dead(mark: dict | None) -> str | None:
     return None
 
 
-def _parse(text: str | None) -> dict | None:
+def _parse(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text or "")
     except ValueError:
@@ -170,7 +172,7 @@ def clean_once(admin: psycopg.Connection, dsn: str) -> list[str]:
     return removed
 
 
-def marks(admin: psycopg.Connection) -> list[tuple[str, str, dict | None]]:
+def marks(admin: psycopg.Connection) -> list[tuple[str, str, dict[str, Any] | None]]:
     """(ROLE or SCHEMA, name, mark) of every leaselab_ role and schema on the server, each schema
     with the mark of the role that owns it when it has one of its own name (see _MARKED)."""
     return [(kind, name, _parse(text)) for kind, name, text in admin.execute(_MARKED).fetchall()]
@@ -236,7 +238,7 @@ def _drop_leftover(admin: psycopg.Connection, name: str, schema: bool, role: boo
     return done
 
 
-def _ours_kept(mark_: dict | None) -> bool:
+def _ours_kept(mark_: dict[str, Any] | None) -> bool:
     """A kept schema's mark made on this machine."""
     return (
         isinstance(mark_, dict)

@@ -32,6 +32,7 @@ import psycopg
 from psycopg import abc as psycopg_abc
 from psycopg import pq
 
+from sim.db.base import Rows
 from sim.db.processes import asleep_in_epoll, process_state
 
 log = logging.getLogger("sim.db.postgres")
@@ -115,7 +116,9 @@ class LockWaits:
     _pids: dict[int, str]
     _locktype: str
 
-    def admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
+    def admin(
+        self, statement: psycopg_abc.QueryNoTemplate, params: psycopg_abc.Params | None = None
+    ) -> Rows:
         raise NotImplementedError
 
     def _poll(self, state: _Client, timeout: float) -> bool:

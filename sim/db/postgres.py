@@ -23,6 +23,7 @@ import contextlib
 import logging
 import secrets
 import time
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import pq
@@ -65,6 +66,9 @@ from sim.db.statement_results import (
 )
 from sim.errors import ConfigError
 
+if TYPE_CHECKING:
+    from psycopg.abc import Params, QueryNoTemplate
+
 __all__ = ["PostgresBackend", "ServerStatementError", "StatementStuckError"]
 
 log = logging.getLogger(__name__)
@@ -73,7 +77,7 @@ STATEMENT_TIMEOUT_S = 60.0  # a statement neither finished nor waiting on a clie
 THAW_WATCHDOG_S = 1.0  # a transaction end taking this long with waiters paused: let them go
 
 
-class PostgresBackend(LockWaits, ClientTable):
+class PostgresBackend(LockWaits, ClientTable[_Client]):
     """The Backend protocol on a real server, in a schema of its own. Driven by one thread."""
 
     name = "postgres"
@@ -144,7 +148,7 @@ class PostgresBackend(LockWaits, ClientTable):
         return self.run.monitor
 
     @property
-    def statement_errors(self) -> list[dict]:
+    def statement_errors(self) -> list[dict[str, Any]]:
         """Each distinct error of the queue's statements, counted (sim.db.queue.guard)."""
         return self.guard.report() if self.guard is not None else []
 
@@ -275,7 +279,7 @@ class PostgresBackend(LockWaits, ClientTable):
     def __enter__(self) -> PostgresBackend:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _disconnect(self, states: list[_Client], clear: bool = False) -> None:
@@ -285,14 +289,14 @@ class PostgresBackend(LockWaits, ClientTable):
         if clear:
             self._clients.clear()
 
-    def admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
+    def admin(self, statement: QueryNoTemplate, params: Params | None = None) -> Rows:
         """Run a server administration statement (a catalog read, pg_terminate_backend) on the
         monitor connection: its rows. Live mode watches and sizes the server through it."""
         return self.run.admin(statement, params)
 
     def run_sql(
-        self, text: str, params=None, *, read_only: bool = False
-    ) -> tuple[list[str], list[tuple]]:
+        self, text: str, params: Params | None = None, *, read_only: bool = False
+    ) -> tuple[list[str], Rows]:
         """Run SQL text (an operator's or a reader's, not a named query) in this backend's schema
         on its monitor connection: (column names, rows), times as timestamptz. It runs in a
         transaction of its own, rolled back if it fails. read_only (a reader's answer to an
@@ -303,7 +307,7 @@ class PostgresBackend(LockWaits, ClientTable):
 
     # ---- statements ---------------------------------------------------------------------------
 
-    def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
+    def execute(self, client: str, query: str, params: dict[str, Any]) -> Rows | Blocked:
         q = self._queries.get(query) or get_query(query)
         if self.queue is not None and query in self.queue.missing:
             raise self.queue.absent(query)

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
+from typing import Any
 
 from sim.db.errors import ParameterError, UnknownQueryError
 
@@ -42,7 +43,7 @@ class Query:
     def param_names(self) -> frozenset[str]:
         return frozenset(p for p, _ in self.params)
 
-    def check(self, params: dict) -> None:
+    def check(self, params: dict[str, Any]) -> None:
         """Raise ParameterError naming the query and the parameter if `params` does not fit."""
         if len(params) == len(self.params):
             for pname, allowed in self._allowed:
@@ -68,7 +69,7 @@ class Query:
     def _allowed(self) -> tuple[tuple[str, frozenset[type]], ...]:
         return tuple((p, PARAM_TYPES[t]) for p, t in self.params)
 
-    def _explain(self, params: dict) -> None:
+    def _explain(self, params: dict[str, Any]) -> None:
         for pname, ptype in self.params:
             if pname not in params:
                 raise ParameterError(self.name, pname, f"missing (expects {ptype})")

@@ -10,11 +10,13 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
 
 from sim.db import wire
+from sim.db.base import Rows
 from sim.db.errors import ClientStateError, DatabaseError, StatementStuckError
 from sim.db.lock_waits import _Client
 from sim.db.queries import bookkeeping_sql, job_schema_sql, schema_sql
@@ -30,6 +32,9 @@ from sim.db.queue.sandbox import (
 from sim.db.queue.sandbox import create as create_sandbox
 from sim.db.queue.user_sql import run_schema, settings_of
 from sim.db.server import connection_error, describe_dsn, open_connection, redact_dsn
+
+if TYPE_CHECKING:
+    from psycopg.abc import Params, QueryNoTemplate
 
 log = logging.getLogger("sim.db.postgres")
 
@@ -147,8 +152,8 @@ def open_session(
 
 
 def run_sql_on(
-    conn: psycopg.Connection, schema: str, text: str, params, read_only: bool
-) -> tuple[list[str], list[tuple]]:
+    conn: psycopg.Connection, schema: str, text: str, params: Params | None, read_only: bool
+) -> tuple[list[str], Rows]:
     """SQL text in the run's schema, in a transaction of its own: (column names, rows). read_only:
     prepared (one statement), READ ONLY, under a statement timeout, and rolled back."""
     with conn.transaction(force_rollback=read_only):
@@ -167,7 +172,7 @@ def run_sql_on(
 def disconnect(
     states: list[_Client],
     thaw: Callable[[_Client], None],
-    admin: Callable[..., list[tuple]],
+    admin: Callable[..., Rows],
     pids: dict[int, str],
     dsn: str,
 ) -> None:
@@ -193,7 +198,7 @@ def disconnect(
         state.pending = state.holder = None
 
 
-def end_server_processes(admin: Callable[..., list[tuple]], pids: list[int], dsn: str) -> None:
+def end_server_processes(admin: Callable[..., Rows], pids: list[int], dsn: str) -> None:
     """pg_terminate_backend the clients' server processes (PostgreSQL rolls back and releases
     their locks), and return once they are gone."""
     admin(_TERMINATE, (pids,))
@@ -319,7 +324,7 @@ class RunSchema:
             return sandbox.limit + 1.0
         return default
 
-    def admin(self, statement, params: tuple | dict | None = None) -> list[tuple]:
+    def admin(self, statement: QueryNoTemplate, params: Params | None = None) -> Rows:
         """A server administration statement on the monitor connection: its rows."""
         try:
             cur = self.monitor.execute(statement, params)
@@ -327,7 +332,7 @@ class RunSchema:
             raise connection_error(self.dsn, exc) from None
         return cur.fetchall() if cur.description else []
 
-    def run_sql(self, text: str, params, read_only: bool) -> tuple[list[str], list[tuple]]:
+    def run_sql(self, text: str, params: Params | None, read_only: bool) -> tuple[list[str], Rows]:
         """SQL text in the run's schema (run_sql_on): a queue's objects are read as its role."""
         box = self.sandboxed or self.reader
         if box is None:

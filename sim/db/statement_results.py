@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import select
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import pq
@@ -28,6 +29,9 @@ from sim.db.queue.sandbox import SandboxRefused, past_limit, timed_out
 from sim.db.server import unavailable
 from sim.errors import ConfigError
 
+if TYPE_CHECKING:
+    from psycopg.abc import Buffer
+
 SPIN_S = 0.0002  # poll the socket this long before sleeping on it
 OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
@@ -46,7 +50,7 @@ class RowStream:
     stop: Callable[[], None]
     too_many: Callable[[], Exception]
     late: Callable[[], Exception]
-    rows: list[tuple] = field(default_factory=list)
+    rows: Rows = field(default_factory=list)
 
     def next_result(self, state: _Client) -> pq.abc.PGresult | None:
         pg = state.libpq()
@@ -94,7 +98,7 @@ def poll(state: _Client, timeout: float) -> bool:
             return True
 
 
-def send(state: _Client, name: bytes, dumped: list, *, single_row: bool) -> None:
+def send(state: _Client, name: bytes, dumped: Sequence[Buffer | None], *, single_row: bool) -> None:
     """Send the prepared statement `name` with its dumped parameters; in an open transaction whose
     BEGIN has not gone out yet, both travel in one pipeline (one round trip). `single_row`: its
     rows are to be read one by one (RowStream)."""
@@ -158,7 +162,7 @@ def collect(state: _Client, stream: RowStream | None = None) -> pq.abc.PGresult:
     return result
 
 
-def loaded_rows(state: _Client, result: pq.abc.PGresult, streamed: list[tuple] | None) -> Rows:
+def loaded_rows(state: _Client, result: pq.abc.PGresult, streamed: Rows | None) -> Rows:
     """The rows of a statement that succeeded: those streamed, or those of its result."""
     if streamed:
         return streamed

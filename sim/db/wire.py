@@ -8,12 +8,17 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg import pq
 from psycopg.adapt import Loader, PyFormat
 
 from sim.db.base import EPOCH, MICROS, to_micros, to_timestamp
 from sim.db.queries import PLACEHOLDER, Query
+
+if TYPE_CHECKING:
+    from psycopg.abc import Buffer
 
 _OIDS = {"int": 20, "text": 25, "bool": 16, "time": 1184, "interval": 1186}
 _PG_EPOCH_US = (EPOCH - datetime(2000, 1, 1, tzinfo=UTC)).days * 86_400 * MICROS
@@ -26,7 +31,7 @@ class SimTimeLoader(Loader):
 
     format = pq.Format.BINARY
 
-    def load(self, data) -> float:
+    def load(self, data: Buffer) -> float:
         return (int.from_bytes(data, "big", signed=True) - _PG_EPOCH_US) / MICROS
 
 
@@ -50,7 +55,7 @@ def statement(q: Query, id_oid: int = _OIDS["int"]) -> Statement:
     order: list[str] = []
     kinds = dict(q.params)
 
-    def number(match: re.Match) -> str:
+    def number(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in order:
             order.append(name)
@@ -70,7 +75,7 @@ def statement(q: Query, id_oid: int = _OIDS["int"]) -> Statement:
     )
 
 
-def values(st: Statement, params: dict) -> list:
+def values(st: Statement, params: dict[str, Any]) -> list[Any]:
     """The statement's parameters in wire order: times (simulated seconds) as timestamptz,
     intervals (seconds) as interval."""
     return [
@@ -87,7 +92,7 @@ def to_interval(seconds: float) -> timedelta:
     return timedelta(microseconds=to_micros(seconds))
 
 
-def register_loaders(conn) -> None:
+def register_loaders(conn: psycopg.Connection[Any]) -> None:
     """Times come back as simulated seconds, from timestamptz and timestamp columns alike."""
     conn.adapters.register_loader("timestamptz", SimTimeLoader)
     conn.adapters.register_loader("timestamp", SimTimeLoader)

@@ -19,6 +19,7 @@ it waits.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sim.db.base import Blocked, ClientTable, Rows
 from sim.db.errors import (
@@ -33,7 +34,7 @@ from sim.db.memory.tables import Tables, apply, discard, release
 from sim.db.queries import Query, get_query
 
 
-class MemoryBackend(Tables, ClientTable):
+class MemoryBackend(Tables, ClientTable[Client]):
     """The simulated PostgreSQL. Not thread-safe; driven by one SimPy environment."""
 
     name = "memory"
@@ -94,7 +95,7 @@ class MemoryBackend(Tables, ClientTable):
 
     # ---- statement dispatch -------------------------------------------------------------------
 
-    def execute(self, client: str, query: str, params: dict) -> Rows | Blocked:
+    def execute(self, client: str, query: str, params: dict[str, Any]) -> Rows | Blocked:
         entry = self._dispatch.get(query)
         if entry is None:
             entry = self._dispatch[query] = (get_query(query), getattr(self, query))
@@ -127,8 +128,8 @@ class MemoryBackend(Tables, ClientTable):
         client: str,
         state: Client,
         query: str,
-        method: Callable,
-        params: dict,
+        method: Callable[..., Rows],
+        params: dict[str, Any],
         resumed_row: int | None = None,
     ) -> Rows | Blocked:
         """Run `method` in the client's transaction, or in its own one that commits at once."""

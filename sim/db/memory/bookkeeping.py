@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sim.db.base import Rows, to_micros
 from sim.db.memory.rows import (
+    Marker,
     Transaction,
     Wait,
     seconds,
@@ -18,7 +19,9 @@ from sim.db.memory.tables import (
 )
 
 
-def insert_dedup_marker(db: Tables, tx: Transaction, *, event_id, payload_hash, now) -> Rows:
+def insert_dedup_marker(
+    db: Tables, tx: Transaction, *, event_id: str, payload_hash: str, now: float
+) -> Rows:
     if event_id in tx.markers:
         return []
     holder = db.marker_locks.get(event_id)
@@ -31,14 +34,16 @@ def insert_dedup_marker(db: Tables, tx: Transaction, *, event_id, payload_hash, 
     return [(event_id,)]
 
 
-def read_dedup_marker(db: Tables, tx: Transaction, *, event_id) -> Rows:
+def read_dedup_marker(db: Tables, tx: Transaction, *, event_id: str) -> Rows:
     row = tx.markers.get(event_id) or db.markers.get(event_id)
     if row is None or (event_id in tx.deleted_markers and event_id not in tx.markers):
         return []
     return [(row[0], row[1], seconds(row[2]))]
 
 
-def purge_dedup_markers(db: Tables, tx: Transaction, *, before, _seen=None) -> Rows:
+def purge_dedup_markers(
+    db: Tables, tx: Transaction, *, before: float, _seen: list[tuple[str, Marker]] | None = None
+) -> Rows:
     if _seen is None:  # the rows the statement sees; a resumed one re-checks only these
         before_us = to_micros(before)
         _seen = [
@@ -64,7 +69,15 @@ def purge_dedup_markers(db: Tables, tx: Transaction, *, before, _seen=None) -> R
 
 
 def insert_ledger_entry(
-    db: Tables, tx: Transaction, *, job_id, event_id, amount_cents, worker, attempt, now
+    db: Tables,
+    tx: Transaction,
+    *,
+    job_id: int,
+    event_id: str,
+    amount_cents: int,
+    worker: str,
+    attempt: int,
+    now: float,
 ) -> Rows:
     entry_id = next(db.ledger_ids)
     tx.ledger.append((entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now)))

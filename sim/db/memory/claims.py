@@ -29,7 +29,9 @@ from sim.db.memory.tables import (
 )
 
 
-def insert_job(db: Tables, tx: Transaction, *, id, event_id, payload, now) -> Rows:
+def insert_job(
+    db: Tables, tx: Transaction, *, id: int, event_id: str, payload: str, now: float
+) -> Rows:
     holder = db.row_locks.get(id)
     if holder is not None and holder is not tx and id in holder.jobs:
         raise Wait(holder)  # the key's row is being written; a mere row lock does not wait
@@ -44,7 +46,7 @@ def insert_job(db: Tables, tx: Transaction, *, id, event_id, payload, now) -> Ro
 
 
 def select_candidates(
-    db: Tables, tx: Transaction, *, now, take_expired, max_attempts, limit
+    db: Tables, tx: Transaction, *, now: float, take_expired: bool, max_attempts: int, limit: int
 ) -> Rows:
     now = to_micros(now)
     out: Rows = []
@@ -60,7 +62,14 @@ def select_candidates(
 
 
 def claim_conditional(
-    db: Tables, tx: Transaction, *, id, owner, now, lease_until, max_attempts
+    db: Tables,
+    tx: Transaction,
+    *,
+    id: int,
+    owner: str,
+    now: float,
+    lease_until: float,
+    max_attempts: int,
 ) -> Rows:
     now = to_micros(now)
     row = writable(db, tx, id, lambda r: r.claimable(now, True, max_attempts))
@@ -71,7 +80,14 @@ def claim_conditional(
 
 
 def claim_unconditional(
-    db: Tables, tx: Transaction, *, id, owner, now, lease_until, max_attempts
+    db: Tables,
+    tx: Transaction,
+    *,
+    id: int,
+    owner: str,
+    now: float,
+    lease_until: float,
+    max_attempts: int,
 ) -> Rows:
     row = writable(db, tx, id, lambda r: r.attempts < max_attempts)
     if row is None:
@@ -81,7 +97,14 @@ def claim_unconditional(
 
 
 def claim_skip_locked(
-    db: Tables, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts
+    db: Tables,
+    tx: Transaction,
+    *,
+    owner: str,
+    now: float,
+    lease_until: float,
+    take_expired: bool,
+    max_attempts: int,
 ) -> Rows:
     now_us = to_micros(now)
     for job_id in candidates(db, tx, now_us, take_expired, max_attempts):
@@ -96,7 +119,15 @@ def claim_skip_locked(
 
 
 def claim_batch(
-    db: Tables, tx: Transaction, *, owner, now, lease_until, take_expired, max_attempts, limit
+    db: Tables,
+    tx: Transaction,
+    *,
+    owner: str,
+    now: float,
+    lease_until: float,
+    take_expired: bool,
+    max_attempts: int,
+    limit: int,
 ) -> Rows:
     now_us = to_micros(now)
     picked: list[int] = []
@@ -118,11 +149,19 @@ def claim_batch(
 
 
 def lock_next_candidate(
-    db: Tables, tx: Transaction, *, now, take_expired, max_attempts, _resume_at=None, _before=None
+    db: Tables,
+    tx: Transaction,
+    *,
+    now: float,
+    take_expired: bool,
+    max_attempts: int,
+    _resume_at: int | None = None,
+    _before: Versions | None = None,
 ) -> Rows:
     now_us = to_micros(now)
     scan = candidates(db, tx, now_us, take_expired, max_attempts)
     if _resume_at is not None:  # the row we waited for, then the statement's snapshot after it
+        assert _before is not None  # a Wait resumes the statement with both
         later = (i for i in scan if i > _resume_at and i not in _before.rows)
         older = sorted(
             i
@@ -150,7 +189,7 @@ def lock_next_candidate(
     return []
 
 
-def lock_job_nowait(db: Tables, tx: Transaction, *, id) -> Rows:
+def lock_job_nowait(db: Tables, tx: Transaction, *, id: int) -> Rows:
     row = visible(db, tx, id)
     if row is None:
         return []

@@ -19,7 +19,16 @@ from sim.db.memory.tables import (
 )
 
 
-def heartbeat(db: Tables, tx: Transaction, *, id, owner, attempt, now, lease_until) -> Rows:
+def heartbeat(
+    db: Tables,
+    tx: Transaction,
+    *,
+    id: int,
+    owner: str,
+    attempt: int,
+    now: float,
+    lease_until: float,
+) -> Rows:
     row = writable(db, tx, id, lambda r: r.owned_by(owner, attempt))
     if row is None:
         return []
@@ -28,7 +37,9 @@ def heartbeat(db: Tables, tx: Transaction, *, id, owner, attempt, now, lease_unt
     return [(row.id, seconds(row.lease_until))]
 
 
-def complete_fenced(db: Tables, tx: Transaction, *, id, owner, attempt, now) -> Rows:
+def complete_fenced(
+    db: Tables, tx: Transaction, *, id: int, owner: str, attempt: int, now: float
+) -> Rows:
     row = writable(db, tx, id, lambda r: r.owned_by(owner, attempt))
     if row is None:
         return []
@@ -37,7 +48,7 @@ def complete_fenced(db: Tables, tx: Transaction, *, id, owner, attempt, now) -> 
     return [(row.id,)]
 
 
-def complete_unfenced(db: Tables, tx: Transaction, *, id, now) -> Rows:
+def complete_unfenced(db: Tables, tx: Transaction, *, id: int, now: float) -> Rows:
     row = writable(db, tx, id)
     if row is None:
         return []
@@ -46,7 +57,9 @@ def complete_unfenced(db: Tables, tx: Transaction, *, id, now) -> Rows:
     return [(row.id,)]
 
 
-def reject_job_fenced(db: Tables, tx: Transaction, *, id, owner, attempt, now, error) -> Rows:
+def reject_job_fenced(
+    db: Tables, tx: Transaction, *, id: int, owner: str, attempt: int, now: float, error: str
+) -> Rows:
     row = writable(db, tx, id, lambda r: r.owned_by(owner, attempt))
     if row is None:
         return []
@@ -57,7 +70,15 @@ def reject_job_fenced(db: Tables, tx: Transaction, *, id, owner, attempt, now, e
 
 
 def fail_job_fenced(
-    db: Tables, tx: Transaction, *, id, owner, attempt, now, max_attempts, retry_backoff
+    db: Tables,
+    tx: Transaction,
+    *,
+    id: int,
+    owner: str,
+    attempt: int,
+    now: float,
+    max_attempts: int,
+    retry_backoff: int,
 ) -> Rows:
     row = writable(db, tx, id, lambda r: r.owned_by(owner, attempt))
     if row is None:
@@ -66,7 +87,9 @@ def fail_job_fenced(
     return [(row.id, row.status, row.attempts)]
 
 
-def release_job_fenced(db: Tables, tx: Transaction, *, id, owner, attempt, max_attempts) -> Rows:
+def release_job_fenced(
+    db: Tables, tx: Transaction, *, id: int, owner: str, attempt: int, max_attempts: int
+) -> Rows:
     row = writable(db, tx, id, lambda r: r.owned_by(owner, attempt))
     if row is None:
         return []

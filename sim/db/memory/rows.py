@@ -10,6 +10,11 @@ from typing import Any, cast
 
 from sim.db.base import MICROS, Blocked, JobState, Rows
 
+# A processed_events row (event_id, payload_hash, processed_at) and a ledger row (entry_id, job_id,
+# event_id, amount_cents, worker, attempt, applied_at); times in microseconds.
+Marker = tuple[str, str, int]
+LedgerEntry = tuple[int, int, str, int, str, int, int]
+
 PENDING, PROCESSING, COMPLETED, DEAD = (
     JobState.PENDING,
     JobState.PROCESSING,
@@ -38,7 +43,22 @@ class JobRow:
         "stall_marked",
     )
 
-    def __init__(self, id, event_id, payload, created_at):
+    id: int
+    event_id: str
+    payload: str
+    status: JobState
+    lease_owner: str | None
+    lease_until: int | None
+    attempts: int
+    heartbeat_at: int | None
+    created_at: int
+    completed_at: int | None
+    last_error: str | None
+    run_after: int | None
+    stalls: int
+    stall_marked: bool
+
+    def __init__(self, id: int, event_id: str, payload: str, created_at: int) -> None:
         self.id = id
         self.event_id = event_id
         self.payload = payload
@@ -83,7 +103,8 @@ class JobRow:
             return False
         if self.status == PENDING:
             return self.run_after is None or self.run_after <= now
-        return take_expired and self.status == PROCESSING and self.lease_until < now
+        # a Processing row always holds a lease_until; narrowing it would cost the claim scans
+        return take_expired and self.status == PROCESSING and self.lease_until < now  # type: ignore[operator]
 
     def retry(self, max_attempts: int, error: str, run_after: int | None, backoff: int = 0) -> None:
         """Back to Pending, due after backoff x attempts^4 (or Dead when out of attempts)."""
@@ -120,9 +141,9 @@ class Transaction:
         self.touched: list[JobRow] = []
         self.jobs: dict[int, JobRow] = {}  # new versions of rows this transaction wrote
         self.locked: set[int] = set()  # job ids locked (written or FOR UPDATE)
-        self.markers: dict[str, tuple] = {}  # processed_events rows inserted, not yet committed
+        self.markers: dict[str, Marker] = {}  # processed_events rows inserted, not yet committed
         self.deleted_markers: set[str] = set()
-        self.ledger: list[tuple] = []
+        self.ledger: list[LedgerEntry] = []
         self.aborted = False
         self.resumed_row: int | None = None  # the job row the running statement waited for
 
@@ -133,9 +154,9 @@ def _read_only_transaction() -> Transaction:
     tx = Transaction("", implicit=True)
     # read-only stand-ins for the fields a write would change, so that any write raises
     tx.jobs = cast(dict[int, JobRow], MappingProxyType({}))
-    tx.markers = cast(dict[str, tuple], MappingProxyType({}))
+    tx.markers = cast(dict[str, Marker], MappingProxyType({}))
     tx.locked, tx.deleted_markers = cast(set[int], frozenset()), cast(set[str], frozenset())
-    tx.ledger, tx.touched = cast(list[tuple], ()), cast(list[JobRow], ())
+    tx.ledger, tx.touched = cast(list[LedgerEntry], ()), cast(list[JobRow], ())
     return tx
 
 

@@ -17,6 +17,8 @@ from sim.db.memory.rows import (
     PENDING,
     PROCESSING,
     JobRow,
+    LedgerEntry,
+    Marker,
     Transaction,
     Versions,
     Wait,
@@ -35,8 +37,8 @@ class Tables:
         self.pending_heap: list[int] = []  # ids of Pending rows
         self.lease_heap: list[tuple[int, int]] = []  # (lease_until, id) of Processing rows
         self.lease_heap_limit = COMPACT_AT
-        self.markers: dict[str, tuple] = {}  # event_id -> (event_id, payload_hash, processed_at)
-        self.ledger: list[tuple] = []
+        self.markers: dict[str, Marker] = {}  # event_id -> (event_id, payload_hash, processed_at)
+        self.ledger: list[LedgerEntry] = []
         self.ledger_ids = itertools.count(1)  # like a sequence: never rolled back
         self.row_locks: dict[int, Transaction] = {}
         self.marker_locks: dict[str, Transaction] = {}
@@ -99,8 +101,8 @@ def index(db: Tables, row: JobRow) -> None:
     """Push the row's committed state onto the index it belongs to (older entries go stale)."""
     if row.status == PENDING:
         heapq.heappush(db.pending_heap, row.id)
-    elif row.status == PROCESSING:
-        heapq.heappush(db.lease_heap, (row.lease_until, row.id))
+    elif row.status == PROCESSING:  # then lease_until is set (not narrowed: the commit path)
+        heapq.heappush(db.lease_heap, (row.lease_until, row.id))  # type: ignore[misc]
         if len(db.lease_heap) > db.lease_heap_limit:
             compact_leases(db)
 
@@ -242,10 +244,11 @@ def expired(db: Tables, tx: Transaction, now: int) -> Iterator[int]:
     if not tx.jobs:
         yield from (job_id for _, job_id in committed)
         return
-    own = sorted(
-        (r.lease_until, r.id)
+    # a Processing row's lease_until is set (not narrowed: the watcher's scan)
+    own: list[tuple[int, int]] = sorted(
+        (r.lease_until, r.id)  # type: ignore[misc]
         for r in tx.jobs.values()
-        if r.status == PROCESSING and r.lease_until < now
+        if r.status == PROCESSING and r.lease_until < now  # type: ignore[operator]
     )
     last = None
     for key in heapq.merge(committed, own):

@@ -23,7 +23,14 @@ from sim.db.memory.tables import (
 
 
 def requeue_expired(
-    db: Tables, tx: Transaction, *, now, max_attempts, limit, retry_backoff, stuck_after
+    db: Tables,
+    tx: Transaction,
+    *,
+    now: float,
+    max_attempts: int,
+    limit: int,
+    retry_backoff: int,
+    stuck_after: float,
 ) -> Rows:
     """stuck_after is not read: Lease Lab's watcher compares lease_until with now."""
     now_us = to_micros(now)
@@ -46,7 +53,14 @@ def requeue_expired(
 
 
 def reclaim_stalled(
-    db: Tables, tx: Transaction, *, now, max_attempts, max_stalls, limit, retry_backoff
+    db: Tables,
+    tx: Transaction,
+    *,
+    now: float,
+    max_attempts: int,
+    max_stalls: int,
+    limit: int,
+    retry_backoff: int,
 ) -> Rows:
     now_us = to_micros(now)
     stalled: list[int] = []
@@ -89,14 +103,21 @@ def reclaim_stalled(
     return rows
 
 
-def select_stuck_jobs(db: Tables, tx: Transaction, *, now, stuck_after) -> Rows:
+def select_stuck_jobs(db: Tables, tx: Transaction, *, now: float, stuck_after: float) -> Rows:
     now_us = to_micros(now)
     rows = (seen(db, tx, job_id) for job_id in sorted(expired(db, tx, now_us)))
     return [(r.id, r.lease_owner, seconds(r.lease_until), r.attempts) for r in rows]
 
 
 def rescue_job(
-    db: Tables, tx: Transaction, *, id, now, max_attempts, retry_backoff, stuck_after
+    db: Tables,
+    tx: Transaction,
+    *,
+    id: int,
+    now: float,
+    max_attempts: int,
+    retry_backoff: int,
+    stuck_after: float,
 ) -> Rows:
     row = writable(db, tx, id)
     if row is None:
@@ -115,13 +136,13 @@ def processes_in(db: Tables, tx: Transaction, query: str) -> dict[str, list[int]
     return db.processes
 
 
-def register_process(db: Tables, tx: Transaction, *, owner, now) -> Rows:
+def register_process(db: Tables, tx: Transaction, *, owner: str, now: float) -> Rows:
     now_us = to_micros(now)
     processes_in(db, tx, "register_process")[owner] = [now_us, now_us]
     return [(owner,)]
 
 
-def process_heartbeat(db: Tables, tx: Transaction, *, owner, now) -> Rows:
+def process_heartbeat(db: Tables, tx: Transaction, *, owner: str, now: float) -> Rows:
     row = processes_in(db, tx, "process_heartbeat").get(owner)
     if row is None:
         return []
@@ -133,13 +154,13 @@ def prune_processes(
     db: Tables,
     tx: Transaction,
     *,
-    now,
-    stale_after,
-    dead,
-    max_attempts,
-    max_stalls,
-    limit,
-    retry_backoff,
+    now: float,
+    stale_after: int,
+    dead: bool,
+    max_attempts: int,
+    max_stalls: int,
+    limit: int,
+    retry_backoff: int,
 ) -> Rows:
     processes = processes_in(db, tx, "prune_processes")
     now_us = to_micros(now)
@@ -148,7 +169,8 @@ def prune_processes(
     for job_id in sorted(processing_ids(db, tx)):
         if len(orphaned) >= limit:
             break
-        process = processes.get(seen(db, tx, job_id).lease_owner)
+        # a Processing row always has an owner (not narrowed: the prune's scan)
+        process = processes.get(seen(db, tx, job_id).lease_owner)  # type: ignore[arg-type]
         if process is not None and process[1] >= cutoff:
             continue
         holder = db.row_locks.get(job_id)

@@ -11,8 +11,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from sim.db.base import Rows
 from sim.db.queue.contracts import CONTRACTS
 from sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sim.db.queue.directory import QueueDefinition
 
 CLAIMS = frozenset({"claim_conditional", "claim_unconditional", "claim_skip_locked"})
 # statements whose rows start with the job's id; the position of their attempts column, if any
@@ -27,17 +33,17 @@ _ATTEMPTS_AT = {
 class QueueAdapter:
     """One run's translation of ids and attempts (see the module docstring)."""
 
-    def __init__(self, queue):
+    def __init__(self, queue: QueueDefinition) -> None:
         self.queue = queue
         self.maps_ids = queue.own_ids  # insert_job returns the id the queue gave the job
         self.ids: dict[int, object] = {}  # the model's job -> the queue's id
         self.jobs: dict[object, int] = {}  # the queue's id -> the model's job
         self.claims: dict[int, int] = {}  # job -> claims that returned it (committed or autocommit)
         self._open: dict[str, list[int]] = {}  # client -> jobs it claimed in its open transaction
-        self._sent: dict[str, tuple[str, dict]] = {}  # client -> the statement in flight
+        self._sent: dict[str, tuple[str, dict[str, Any]]] = {}  # client -> the statement in flight
         self.inserted: set[int] = set()  # the model's jobs insert_job was sent for
 
-    def bind(self, client: str, query: str, params: dict) -> dict:
+    def bind(self, client: str, query: str, params: dict[str, Any]) -> dict[str, Any]:
         """The parameters as the queue's statement takes them (its id for the model's job)."""
         self._sent[client] = (query, params)
         if not self.maps_ids or "id" not in params or query == "insert_job":
@@ -47,7 +53,7 @@ class QueueAdapter:
             return {**params, "id": None}  # a job the queue never returned: matches no row
         return {**params, "id": self.ids[job]}
 
-    def rows(self, client: str, rows: list[tuple], in_transaction: bool) -> list[tuple]:
+    def rows(self, client: str, rows: Rows, in_transaction: bool) -> Rows:
         """The rows of `client`'s statement in the model's terms."""
         query, params = self._sent.pop(client, ("", {}))
         if query == "insert_job":
@@ -88,7 +94,7 @@ class QueueAdapter:
                 self.claims[job] -= 1
         self._sent.pop(client, None)
 
-    def _learn(self, job: int, queue_id) -> None:
+    def _learn(self, job: int, queue_id: object) -> None:
         if queue_id in self.jobs and self.jobs[queue_id] != job:
             raise ConfigError(
                 f"{self.queue.where('insert_job')}: insert_job: returned id {queue_id!r} for job "
@@ -97,7 +103,7 @@ class QueueAdapter:
             )
         self.ids[job], self.jobs[queue_id] = queue_id, job
 
-    def _job(self, query: str, queue_id) -> int:
+    def _job(self, query: str, queue_id: object) -> int:
         job = self.jobs.get(queue_id)
         if job is None:
             raise ConfigError(

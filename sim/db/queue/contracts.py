@@ -9,10 +9,14 @@ model reads from the rows, by position.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sim.db.base import JobState
 from sim.db.queries import load_queries
 from sim.protocol.statements import EVERY_RUN, statement_settings
+
+if TYPE_CHECKING:
+    from sim.scenario.settings import Scenario
 
 # column kind -> PostgreSQL type OIDs accepted for it
 # (int2/int4/int8; text/varchar/bpchar/name; ...)
@@ -249,7 +253,7 @@ def bound_params(name: str) -> tuple[tuple[str, str], ...]:
     return load_queries()[name].params
 
 
-def statements_called(scenario) -> dict[str, str]:
+def statements_called(scenario: Scenario) -> dict[str, str]:
     """The job-table statements a run of `scenario` calls, each with the setting that calls it:
     the producer's and the dump's, then what the protocol's steps may send (sim.protocol)."""
     called = {"insert_job": EVERY_RUN, "dump_jobs": EVERY_RUN}

@@ -31,7 +31,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from sim.db.base import Rows
 from sim.db.errors import QueueDefinitionError
 from sim.db.queries import (
     PARAM_TYPES,
@@ -53,6 +55,9 @@ from sim.db.queue.contracts import (
 from sim.db.queue.files import QUERIES_FILE, SCHEMA_FILE, SETTINGS_FILE, fail_at
 from sim.errors import ConfigError
 from sim.support.in_words import count
+
+if TYPE_CHECKING:
+    from sim.scenario.settings import Scenario
 
 
 @dataclass(frozen=True)
@@ -76,13 +81,13 @@ class QueueDefinition:
     job_schema: str | None  # the text of schema.sql, None to keep the project's job table
     missing: dict[str, str] = field(default_factory=dict)  # statement -> why it is not available
     own_rights: bool = False  # run the SQL as the DSN user, not in a sandbox role (sandbox.py)
-    _checked: set = field(default_factory=set, repr=False)
-    settings: dict = field(default_factory=dict)  # queue.toml: {"policy.NAME": value}
+    _checked: set[str] = field(default_factory=set, repr=False)
+    settings: dict[str, object] = field(default_factory=dict)  # queue.toml: {"policy.NAME": value}
     id_oid: int = 20  # the type %(id)s is bound as: the queue's job ids (found by the check)
     own_ids: bool = False  # insert_job returns the id the queue gave the job (found by the check)
     settled: bool = False  # its settings are already in the scenario given with it
 
-    def apply(self, scenario):
+    def apply(self, scenario: Scenario) -> Scenario:
         """`scenario` with the queue's own settings (queue.toml) in place of its own; unchanged
         once settled (a caller applied them, and perhaps overrides after them)."""
         if self.settled:
@@ -91,7 +96,7 @@ class QueueDefinition:
             scenario, self.settings, self.path / SETTINGS_FILE, QueueDefinitionError
         )
 
-    def settle(self, scenario):
+    def settle(self, scenario: Scenario) -> tuple[Scenario, QueueDefinition]:
         """(the scenario with the queue's settings, this queue marked settled): what a caller
         passes down, so that nothing below applies the settings again over its overrides."""
         return self.apply(scenario), dataclasses.replace(self, settled=True)
@@ -177,7 +182,7 @@ class QueueDefinition:
                 conn.close()
         self._checked.add(dsn)
 
-    def check_jobs_table(self, rows: list[tuple]) -> None:
+    def check_jobs_table(self, rows: Rows) -> None:
         """dump_jobs must speak Lease Lab's words: a status it does not know is the queue's
         mistake."""
         found = sorted({row[3] for row in rows} - set(STATUSES), key=str)
@@ -193,7 +198,7 @@ class QueueDefinition:
             f"{self.file()}: {name}: this queue has none ({self.missing[name]})"
         )
 
-    def require(self, *scenarios) -> None:
+    def require(self, *scenarios: Scenario) -> None:
         """QueueDefinitionError if a run of any of `scenarios` would call a statement this queue
         lacks: every such statement in one line, with the settings that call it and why it is
         missing."""
@@ -448,7 +453,12 @@ def _foreign_placeholders(name: str, sql: str, file: str, sql_line: int) -> None
 
 
 def _check_params(
-    name: str, declared, sql: str, file: str, params_line: int, sql_line: int
+    name: str,
+    declared: tuple[tuple[str, str], ...],
+    sql: str,
+    file: str,
+    params_line: int,
+    sql_line: int,
 ) -> None:
     bound = dict(bound_params(name))
     for pname, ptype in declared:

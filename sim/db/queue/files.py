@@ -4,6 +4,8 @@ the statement): shared by the parsing of its text (sim.db.queue.directory) and i
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from sim.db.errors import QueueDefinitionError
 
 QUERIES_FILE = "queries.sql"
@@ -11,5 +13,5 @@ SCHEMA_FILE = "schema.sql"
 SETTINGS_FILE = "queue.toml"
 
 
-def fail_at(file: str, line: int, name: str, problem: str):
+def fail_at(file: str, line: int, name: str, problem: str) -> NoReturn:
     raise QueueDefinitionError(f"{file}:{line}: {name}: {problem}")

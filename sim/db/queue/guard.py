@@ -7,8 +7,13 @@ statements fail is never reported as clean.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from sim.db.queue.sandbox import TimeBudget
 from sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sim.db.queue.directory import QueueDefinition
 
 ROWS_PER_JOB = 10  # rows one statement may return, per job the run inserted ...
 ROWS_FLOOR = 10_000  # ... plus this many
@@ -21,7 +26,7 @@ class TooManyRows(ConfigError):
 class QueueGuard:
     """One run's bounds on a queue's statements and the tally of their errors."""
 
-    def __init__(self, queue, budget: TimeBudget | None = None):
+    def __init__(self, queue: QueueDefinition, budget: TimeBudget | None = None) -> None:
         self.queue = queue
         self.budget = budget if budget is not None else TimeBudget()
         self.inserted = 0  # insert_job statements sent: the jobs the run has
@@ -74,7 +79,7 @@ class QueueGuard:
             "connection of the run would take; a queue's SQL may not"
         )
 
-    def report(self) -> list[dict]:
+    def report(self) -> list[dict[str, Any]]:
         """Each distinct error, most frequent first: statement, where, sqlstate, message,
         count."""
         return [
@@ -91,7 +96,7 @@ class QueueGuard:
         ]
 
 
-def describe_errors(errors: list[dict]) -> list[str]:
+def describe_errors(errors: list[dict[str, Any]]) -> list[str]:
     """One line per distinct statement error, as the run's text prints them."""
     return [
         f"{e['where']}: {e['statement']} failed {e['count']:,} time"

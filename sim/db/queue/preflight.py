@@ -6,8 +6,9 @@ schema inside a transaction that is rolled back (`scratch`, where the probes run
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Protocol
 
 from psycopg import pq
 
@@ -40,6 +41,33 @@ TYPE_NAMES = {
 }
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 
+
+class QueueStatement(Protocol):
+    """A block of a queue's queries.sql as the check reads it (sim.db.queue.directory.Override)."""
+
+    @property
+    def sql(self) -> str: ...
+    @property
+    def sql_line(self) -> int: ...
+
+
+class CheckedQueue(Protocol):
+    """A queue directory as the check reads and completes it (sim.db.queue.directory's
+    QueueDefinition, which imports this module: named by its shape, not by an import)."""
+
+    id_oid: int
+    own_ids: bool
+
+    @property
+    def overrides(self) -> Mapping[str, QueueStatement]: ...
+    @property
+    def job_schema(self) -> str | None: ...
+    @property
+    def missing(self) -> dict[str, str]: ...
+    def file(self, name: str = ...) -> str: ...
+    def where(self, name: str) -> str: ...
+
+
 # Objects created by this transaction (pg_class rows it wrote) in another schema, or a moved
 # search_path.
 _ELSEWHERE = """
@@ -51,18 +79,22 @@ UNION ALL
 """
 
 
-def execute(pg, text: str):
+def execute(pg: pq.abc.PGconn, text: str) -> pq.abc.PGresult:
     return pg.exec_(text.encode())
 
 
-def ok(result, what: str = "set up the check") -> None:
+def ok(result: pq.abc.PGresult, what: str = "set up the check") -> None:
     if result.status not in _OK:
         raise QueueDefinitionError(f"PostgreSQL refused to {what}: {message(result)}")
 
 
 @contextmanager
 def scratch(
-    queue, pg, schema: str, limit: float | None, budget: TimeBudget | None = None
+    queue: CheckedQueue,
+    pg: pq.abc.PGconn,
+    schema: str,
+    limit: float | None,
+    budget: TimeBudget | None = None,
 ) -> Iterator[None]:
     """Lease Lab's bookkeeping and the queue's job tables in `schema` (a sandbox's:
     sim.db.queue.sandbox, which `pg` is logged in to), search_path set and TimeZone UTC (as a run's
@@ -83,14 +115,16 @@ def scratch(
         execute(pg, "ROLLBACK")
 
 
-def _own_schema_only(queue, pg, schema: str) -> None:
+def _own_schema_only(queue: CheckedQueue, pg: pq.abc.PGconn, schema: str) -> None:
     """schema.sql must create its objects in the run's own schema, and leave search_path there."""
     result = pg.exec_params(_ELSEWHERE.encode(), [schema.encode()])
     ok(result)
     if result.ntuples:
-        where = result.get_value(0, 0).decode()
+        # psycopg types a value as bytes | None; both branches of _ELSEWHERE return text
+        where = result.get_value(0, 0).decode()  # type: ignore[union-attr]
         what = "moves search_path" if where == "search_path" else f"creates {where}"
         word = where.rpartition(".")[2].lower()
+        assert queue.job_schema is not None  # checked only for a queue with a schema.sql
         lines = queue.job_schema.lower().splitlines()
         line = next((i + 1 for i, text in enumerate(lines) if word in text), 1)
         raise QueueDefinitionError(
@@ -103,7 +137,9 @@ def _own_schema_only(queue, pg, schema: str) -> None:
 class Check:
     """PREPARE every statement in the scratch schema and check what it returns."""
 
-    def __init__(self, queue, pg, schema: str, limit: float | None):
+    def __init__(
+        self, queue: CheckedQueue, pg: pq.abc.PGconn, schema: str, limit: float | None
+    ) -> None:
         self.queue, self.pg, self.schema, self.limit = queue, pg, schema, limit
         self.budget = TimeBudget()  # the whole check's share of the queue's SQL time
 
@@ -124,7 +160,7 @@ class Check:
             q.own_ids = bool(columns["insert_job"])
             self._ids_fit(columns["insert_job"])
 
-    def _kind(self, name: str, o) -> None:
+    def _kind(self, name: str, o: QueueStatement) -> None:
         """A named statement must be one query, as PostgreSQL's parser reads its wire form."""
         from sim.db.wire import statement
 
@@ -218,7 +254,9 @@ class Check:
                 fail_at(q.file(), o.sql_line, name, problem)
         described = self.pg.describe_prepared(stmt)
         columns = [
-            (described.fname(i).decode(), described.ftype(i)) for i in range(described.nfields)
+            # psycopg types a name as bytes | None: None only past nfields
+            (described.fname(i).decode(), described.ftype(i))  # type: ignore[union-attr]
+            for i in range(described.nfields)
         ]
         execute(self.pg, f"DEALLOCATE leaselab_check_{name}")
         ok(execute(self.pg, "RELEASE SAVEPOINT leaselab_check"))
@@ -276,11 +314,11 @@ def columns_problem(name: str, columns: list[tuple[str, int]], id_oid: int = 20)
     return None
 
 
-def position(result) -> int:
+def position(result: pq.abc.PGresult) -> int:
     raw = result.error_field(pq.DiagnosticField.STATEMENT_POSITION)
     return max(0, int(raw) - 1) if raw else 0
 
 
-def message(result) -> str:
+def message(result: pq.abc.PGresult) -> str:
     primary = result.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or result.error_message or b""
     return " ".join(primary.decode(errors="replace").split())

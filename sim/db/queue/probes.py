@@ -18,21 +18,27 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg import pq
 from psycopg.adapt import Transformer
 
 from sim.db import wire
-from sim.db.base import to_micros
+from sim.db.base import Rows, to_micros
 from sim.db.queue.adapter import QueueAdapter
 from sim.db.queue.contracts import BOOKKEEPING_TABLES
 from sim.db.queue.preflight import execute, message, ok, scratch
 from sim.payload import payload_hash, payload_json
 from sim.protocol.statements import claim_path, watcher_path
 from sim.protocol.watcher import MAX_STALLS
+
+if TYPE_CHECKING:
+    from sim.db.queue.directory import QueueDefinition
+    from sim.scenario.settings import Policy
 
 CLIENT = "probe"
 READY_LIMIT = 1e7  # seconds: a requeued job not claimable this long after its move never is
@@ -47,7 +53,7 @@ FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND NOT relname = ANY($2::te
 class ProbeError(Exception):
     """A statement failed while being probed: the probe shows nothing."""
 
-    def __init__(self, name: str, problem: str):
+    def __init__(self, name: str, problem: str) -> None:
         super().__init__(f"{name} failed: {problem}")
         self.name = name
 
@@ -70,7 +76,9 @@ class Plan:
 class Lab:
     """A queue's statements bound and run by hand in a scratch schema (see the module docstring)."""
 
-    def __init__(self, queue, policy, conn, schema: str):
+    def __init__(
+        self, queue: QueueDefinition, policy: Policy, conn: psycopg.Connection, schema: str
+    ) -> None:
         self.queue, self.policy, self.conn, self.schema = queue, policy, conn, schema
         self.pg = conn.pgconn
         self.tx = Transformer(conn)
@@ -78,7 +86,7 @@ class Lab:
         self.prepared: set[str] = set()
         self.adapter = QueueAdapter(queue)
         self.written = 0  # rows the last statement wrote in the queue's tables
-        self.returned: list[tuple] = []  # the rows it returned, in the model's terms
+        self.returned: Rows = []  # the rows it returned, in the model's terms
         self._savepoints = 0
 
     # ---- statements ----------------------------------------------------------------------------
@@ -86,7 +94,7 @@ class Lab:
     def has(self, name: str) -> bool:
         return self.queue.sql_of(name) is not None
 
-    def execute(self, name: str, **params) -> list[tuple]:
+    def execute(self, name: str, **params: Any) -> Rows:
         """Run statement `name` (the queue's, else Lease Lab's); every parameter the model binds
         that is not given gets the policy's value. Its rows, in the model's terms."""
         query = self.queue.queries[name]
@@ -96,7 +104,9 @@ class Lab:
         bound = self.adapter.bind(CLIENT, name, params)
         self._prepare(name, st)
         dumped = self.tx.dump_sequence(wire.values(st, bound), st.formats)
-        result = self.pg.exec_prepared(self._handle(name), dumped, None, result_format=1)
+        # psycopg types exec_prepared's values without None (NULL), which its exec_params and
+        # libpq take
+        result = self.pg.exec_prepared(self._handle(name), dumped, None, result_format=1)  # type: ignore[arg-type]
         if result.status not in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
             raise ProbeError(name, message(result))
         rows = []
@@ -107,7 +117,7 @@ class Lab:
         self.returned = self.adapter.rows(CLIENT, rows, False)
         return self.returned
 
-    def plan(self, name: str, **params) -> Plan:
+    def plan(self, name: str, **params: Any) -> Plan:
         """The server's plan of statement `name` with these parameters (EXPLAIN, nothing runs)."""
         query = self.queue.queries[name]
         params = self.adapter.bind(CLIENT, name, self._complete(name, query.param_names, params))
@@ -118,7 +128,8 @@ class Lab:
         result = self.pg.exec_params(text, dumped, list(st.oids), None, result_format=0)
         if result.status != pq.ExecStatus.TUPLES_OK:
             raise ProbeError(name, message(result))
-        nodes = list(_nodes(json.loads(result.get_value(0, 0).decode())[0]["Plan"]))
+        # psycopg types a value as bytes | None: EXPLAIN's one value is never NULL
+        nodes = list(_nodes(json.loads(result.get_value(0, 0).decode())[0]["Plan"]))  # type: ignore[union-attr]
         writes = tuple(
             dict.fromkeys(
                 (n["Operation"], n.get("Relation Name", "?"))
@@ -128,7 +139,7 @@ class Lab:
         )
         return Plan(writes, any(n["Node Type"] == "LockRows" for n in nodes))
 
-    def _complete(self, name: str, names, params: dict) -> dict:
+    def _complete(self, name: str, names: Iterable[str], params: dict[str, Any]) -> dict[str, Any]:
         p = self.policy
         now = params.get("now", 0.0)
         defaults = {
@@ -151,7 +162,7 @@ class Lab:
     def _handle(self, name: str) -> bytes:
         return f"leaselab_probe_{name}".encode()
 
-    def _prepare(self, name: str, st) -> None:
+    def _prepare(self, name: str, st: wire.Statement) -> None:
         if name in self.prepared:
             return
         result = self.pg.prepare(self._handle(name), st.text, list(st.oids))
@@ -165,14 +176,14 @@ class Lab:
             [self.schema.encode(), ("{" + ",".join(BOOKKEEPING_TABLES) + "}").encode()],
         )
         ok(result, "count the rows a statement wrote")
-        return int(result.get_value(0, 0))
+        return int(result.get_value(0, 0))  # type: ignore[arg-type]  # a sum, coalesced: never NULL
 
     # ---- the job's life, through the queue's own statements ------------------------------------
 
     def enqueue(self, job: int, now: float = 0.0) -> None:
         self.execute("insert_job", id=job, now=now)
 
-    def state(self, job: int) -> tuple | None:
+    def state(self, job: int) -> tuple[Any, ...] | None:
         """The job's dump_jobs row (id, event_id, payload, status, lease_owner, lease_until,
         attempts, ...), None when the table no longer holds it."""
         written, returned = self.written, self.returned
@@ -197,7 +208,7 @@ class Lab:
                 return tuple(rows[0][:2])
         return None
 
-    def watch(self, now: float) -> list[tuple]:
+    def watch(self, now: float) -> Rows:
         """The policy's watcher at `now` by its path (sim.protocol.statements.watcher_path), as
         far as it moves a job whose lease expired: one tick, its read and write at the same
         instant; a two-phase check's two passes (the first marks the job, the second moves it)."""
@@ -211,7 +222,7 @@ class Lab:
             self.execute(write, now=now)
         return self.execute(write, now=now)
 
-    def complete(self, job: int, owner: str, attempt: int, now: float) -> list[tuple]:
+    def complete(self, job: int, owner: str, attempt: int, now: float) -> Rows:
         if self.policy.fencing:
             return self.execute("complete_fenced", id=job, owner=owner, attempt=attempt, now=now)
         return self.execute("complete_unfenced", id=job, now=now)
@@ -277,14 +288,14 @@ class Lab:
         return high
 
 
-def _nodes(node: dict):
+def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", ()):
         yield from _nodes(child)
 
 
 @contextmanager
-def lab_on(queue, policy, dsn: str) -> Iterator[Lab]:
+def lab_on(queue: QueueDefinition, policy: Policy, dsn: str) -> Iterator[Lab]:
     """A Lab on the server at `dsn`, in the sandbox of the queue's SQL (sim.db.queue.sandbox: a role
     of its own and its time limit), its tables in a transaction rolled back afterwards."""
     from sim.db.queue.sandbox import sandbox

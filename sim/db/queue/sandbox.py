@@ -32,12 +32,14 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sim.db import leftovers
+from sim.db.base import Rows
 from sim.db.errors import ServerUnavailableError
 from sim.db.server import connect_dsn, connection_error, describe_dsn, open_connection, unavailable
 from sim.db.sql_split import split_statements
@@ -49,11 +51,16 @@ from sim.scenario.limits import (
     statement_timeout_words,
 )
 
+if TYPE_CHECKING:
+    from psycopg.abc import Params
+
 OWN_RIGHTS_FLAG = "--own-rights"
 LOCK_TIMEOUT = "5s"  # an administration statement never waits longer than this on a lock
 ADMIN_STATEMENT_TIMEOUT = "60s"  # ... nor runs longer than this
 TEMP_FILE_LIMIT = "1GB"  # temporary files of one server process of the run's role (superuser only)
-_BOUNDED: weakref.WeakSet = weakref.WeakSet()  # admin connections admin_session() bounded
+_BOUNDED: weakref.WeakSet[psycopg.Connection] = (
+    weakref.WeakSet()
+)  # admin connections admin_session() bounded
 GONE_S = 10.0  # the role's server processes must have exited this long after being terminated
 
 # Where the run's role could reach outside its schema through privileges granted to PUBLIC: a
@@ -124,7 +131,9 @@ class Sandbox:
             return self.admin_dsn
         return make_conninfo(self.admin_dsn, user=self.role, password=self.password)
 
-    def connect(self, application_name: str = "leaselab:sandbox", **kwargs) -> psycopg.Connection:
+    def connect(
+        self, application_name: str = "leaselab:sandbox", **kwargs: Any
+    ) -> psycopg.Connection:
         """A connection as the role (or the DSN user), search_path set to the run's schema, every
         statement bounded by the statement time limit."""
         try:
@@ -618,13 +627,13 @@ def past_limit(what: str) -> StatementLimitError:
 def run_as_sandbox(
     dsn: str | None,
     statement: str,
-    params=None,
+    params: Params | None = None,
     *,
     setup: str = "",
     max_rows: int | None = 1000,
     reads: str | None = None,
     timeout_ms: int | None = None,
-) -> tuple[list[str], list[tuple]]:
+) -> tuple[list[str], Rows]:
     """Run ONE statement as a fresh sandbox role (see the module docstring), in a transaction that
     is rolled back whatever happened; (column names, at most `max_rows` rows, all when None). The
     statement runs on a schema of the role's own that `setup` (DDL and rows, run as the role
@@ -646,12 +655,12 @@ def run_as_sandbox(
 def _one_statement(
     conn: psycopg.Connection,
     statement: str,
-    params,
+    params: Params | None,
     setup: str,
     max_rows: int | None,
     reads: str | None,
     timeout_ms: int | None,
-) -> tuple[list[str], list[tuple]]:
+) -> tuple[list[str], Rows]:
     """The statement in a transaction rolled back whatever happened (an error of the rollback
     itself, on a session the statement broke, never hides the statement's)."""
     conn.execute("BEGIN READ ONLY" if reads is not None else "BEGIN")

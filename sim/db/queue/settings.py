@@ -53,7 +53,9 @@ def read_settings(path: Path, error: type[ConfigError]) -> dict[str, object]:
     return settings
 
 
-def apply(scenario: Scenario, settings: dict, path: Path, error: type[ConfigError]) -> Scenario:
+def apply(
+    scenario: Scenario, settings: dict[str, object], path: Path, error: type[ConfigError]
+) -> Scenario:
     """`scenario` with the queue's settings in place of its own."""
     if not settings:
         return scenario
@@ -63,7 +65,7 @@ def apply(scenario: Scenario, settings: dict, path: Path, error: type[ConfigErro
         raise error(f"{path}: {exc}") from None
 
 
-def describe(settings: dict) -> str:
+def describe(settings: dict[str, object]) -> str:
     """'claim = skip_locked, heartbeat = false' (the settings as a queue.toml writes them)."""
     return ", ".join(
         f"{key.removeprefix('policy.')} = {str(v).lower() if isinstance(v, bool) else v}"

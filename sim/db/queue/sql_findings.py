@@ -11,11 +11,18 @@ each finding beside the runs, which confirm or refute it (sim.review).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
+from sim.db.base import Rows
 from sim.db.queue.probes import Lab, ProbeError, lab_on
 from sim.protocol.statements import claim_path, watcher_path, worker_writes
 from sim.support.in_words import count, duration
+
+if TYPE_CHECKING:
+    from sim.db.queue.directory import QueueDefinition
+    from sim.scenario.settings import Scenario
 
 T0 = 1.0  # the first claim of a probe
 REFUSED, WRITTEN, RETURNED = "refused", "written", "returned"  # what a stale write did
@@ -30,10 +37,10 @@ class Finding:
     item: str  # review check key: claim, fencing, watcher
     safe: bool | None
     text: str
-    numbers: dict = field(default_factory=dict)
+    numbers: dict[str, Any] = field(default_factory=dict)
 
 
-def findings(queue, scenario, dsn: str) -> dict[str, Finding]:
+def findings(queue: QueueDefinition, scenario: Scenario, dsn: str) -> dict[str, Finding]:
     """The findings for the claim, fencing and watcher items under `scenario`'s settings."""
     with lab_on(queue, scenario.policy, dsn) as lab:
         return {
@@ -124,7 +131,7 @@ def _claim(lab: Lab) -> Finding:
 # ---- fencing: every write by a worker ------------------------------------------------------------
 
 
-def _fencing(lab: Lab, scenario) -> Finding:
+def _fencing(lab: Lab, scenario: Scenario) -> Finding:
     sent = worker_writes(scenario)  # and a write of the queue's own that other settings send
     writes = [
         n
@@ -132,7 +139,7 @@ def _fencing(lab: Lab, scenario) -> Finding:
         if lab.has(n) and (n in sent or n in lab.queue.overrides)
     ]
     parts: list[str] = []
-    numbers: dict[str, dict] = {}
+    numbers: dict[str, dict[str, str | None]] = {}
     safe: bool | None = True
     for name in writes:
         try:
@@ -156,7 +163,7 @@ def _fencing(lab: Lab, scenario) -> Finding:
 _HARMFUL = ("expired", "other", "same", "done")
 
 
-def _harmful(name: str, case: str, cases: dict) -> bool:
+def _harmful(name: str, case: str, cases: dict[str, str | None]) -> bool:
     """Did the stale write in `case` do harm? Any write that went through once another worker
     held or finished the job; after the watcher took the job back, a write that renewed the lease
     (a heartbeat) or went through on a job the watcher failed for good (finished and failed):
@@ -168,11 +175,11 @@ def _harmful(name: str, case: str, cases: dict) -> bool:
     return True
 
 
-def _outcome(lab: Lab, rows) -> str:
+def _outcome(lab: Lab, rows: Rows) -> str:
     return WRITTEN if lab.written else RETURNED if rows else REFUSED
 
 
-def _write(lab: Lab, name: str, owner: str, attempt: int, now: float):
+def _write(lab: Lab, name: str, owner: str, attempt: int, now: float) -> Rows:
     return lab.execute(name, id=1, owner=owner, attempt=attempt, now=now)
 
 
@@ -184,7 +191,7 @@ def _claimed(lab: Lab, name: str) -> tuple[int, int]:
     return claimed
 
 
-def _held(state: tuple | None) -> tuple | None:
+def _held(state: tuple[Any, ...] | None) -> tuple[Any, Any] | None:
     """(status, lease_owner) of a dump_jobs row; None for a job the table no longer holds."""
     return None if state is None else (state[3], state[4])
 
@@ -251,7 +258,7 @@ def _refused_or_through(outcome: str | None) -> str:
     return REFUSED if outcome == REFUSED else "through"
 
 
-def fence_text(lab: Lab, name: str, cases: dict) -> str:
+def fence_text(lab: Lab, name: str, cases: dict[str, str | None]) -> str:
     """'complete_fenced (q/queries.sql:27) checks owner and attempt, refuses a late write once the
     watcher took the job back, and leaves a finished job alone', from what the probes saw."""
     other, same, done, expired = (cases.get(k) for k in ("other", "same", "done", "expired"))
@@ -319,7 +326,7 @@ def _watcher(lab: Lab) -> Finding:
         return _stopped("watcher", exc)
 
 
-def _no_watcher(lab: Lab, names) -> Finding:
+def _no_watcher(lab: Lab, names: tuple[str, ...] | None) -> Finding:
     if names is None:
         head = f"this queue has no watcher ({' and '.join(watcher_path(lab.policy))} left out)"
     else:
@@ -382,7 +389,9 @@ def stuck_age(lab: Lab) -> float | None:
     return high
 
 
-def retry_delay(lab: Lab, attempt: int, move: str = "watcher", age: float | None = None):
+def retry_delay(
+    lab: Lab, attempt: int, move: str = "watcher", age: float | None = None
+) -> float | None:
     """How long after the move that makes it Pending again the policy's claim takes a job whose
     `attempt`-th lease ended: the watcher's tick `age` (the stuck age; the TTL if None) after the
     claim, or (move = "deadline") its owner's failure at a worker-side deadline a second after
@@ -411,7 +420,9 @@ def retry_delay(lab: Lab, attempt: int, move: str = "watcher", age: float | None
     return None
 
 
-def retry_delays(queue, scenario, dsn: str, wanted) -> dict[tuple[str, int], float | None]:
+def retry_delays(
+    queue: QueueDefinition, scenario: Scenario, dsn: str, wanted: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], float | None]:
     """{(move, attempt): retry_delay(...)} for each ("requeue" or "deadline", attempt) in
     `wanted`: when a job a run left Pending is due again, as the queue's SQL writes it."""
     with lab_on(queue, scenario.policy, dsn) as lab:
@@ -424,7 +435,7 @@ def retry_delays(queue, scenario, dsn: str, wanted) -> dict[tuple[str, int], flo
         }
 
 
-def _retry_delay_text(lab: Lab, age: float, numbers: dict) -> str:
+def _retry_delay_text(lab: Lab, age: float, numbers: dict[str, Any]) -> str:
     """A warning when the delay the watcher's own write gives a requeued job (measured at a first
     and a second attempt) is not the policy's retry_backoff x attempts^4: the runs would judge
     when a job is due by the policy; else ''."""
@@ -435,11 +446,12 @@ def _retry_delay_text(lab: Lab, age: float, numbers: dict) -> str:
     numbers["retry_delays"] = delays
     if any(d is None for d in delays.values()):
         return ""
-    expected = {k: backoff * k**4 for k in delays}
-    if all(abs(delays[k] - expected[k]) <= max(0.01 * expected[k], 0.1) for k in delays):
+    measured = cast(dict[int, float], delays)  # none is None (above)
+    expected = {k: backoff * k**4 for k in measured}
+    if all(abs(measured[k] - expected[k]) <= max(0.01 * expected[k], 0.1) for k in delays):
         return ""
     numbers["retry_delay_disagrees"] = True
-    first, second = delays[1], delays[2]
+    first, second = measured[1], measured[2]
     law = (
         f"set retry_backoff = {first:.3g} in queue.toml"
         if first > 0 and abs(second / first - 16) <= 0.16
@@ -453,7 +465,7 @@ def _retry_delay_text(lab: Lab, age: float, numbers: dict) -> str:
     )
 
 
-def _watches(lab: Lab, names) -> Finding:
+def _watches(lab: Lab, names: tuple[str, ...]) -> Finding:
     ttl = lab.ttl
     age = stuck_age(lab)
     what = ", then ".join(_where(lab, n) for n in names)

@@ -24,7 +24,13 @@ import pglast
 from psycopg import pq
 
 from sim.db.errors import QueueDefinitionError
-from sim.db.queue.sandbox import StatementLimitError, bounded, past_limit, timed_out
+from sim.db.queue.sandbox import (
+    StatementLimitError,
+    TimeBudget,
+    bounded,
+    past_limit,
+    timed_out,
+)
 from sim.db.sql_split import Statement, split_statements
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
@@ -167,7 +173,13 @@ def query_kind_problem(text: str) -> str | None:
     return None
 
 
-def run_schema(pg: pq.abc.PGconn, script: str, file: str, limit: float | None, budget=None) -> None:
+def run_schema(
+    pg: pq.abc.PGconn,
+    script: str,
+    file: str,
+    limit: float | None,
+    budget: TimeBudget | None = None,
+) -> None:
     """Run a schema.sql statement by statement, inside the caller's open transaction, once every
     statement was classified (check_schema); ConfigError naming file:line for a refused kind, a
     failure, a changed setting of the run's role, the statement or the total time limit."""
@@ -210,7 +222,7 @@ def settings_of(pg: pq.abc.PGconn) -> bytes | None:
     return result.get_value(0, 0)
 
 
-def _failure(result: pq.abc.PGresult, statement, file: str) -> str:
+def _failure(result: pq.abc.PGresult, statement: Statement, file: str) -> str:
     sqlstate = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
     raw = result.error_field(pq.DiagnosticField.STATEMENT_POSITION)
     line = statement.line_at(int(raw) - 1) if raw else statement.line
@@ -233,7 +245,7 @@ def query_problem(
     oids: tuple[int, ...],
     limit: float | None,
     where: str,
-    budget=None,
+    budget: TimeBudget | None = None,
 ) -> str | None:
     """Why the prepared statement `prepared` cannot be one of a queue's named statements: a
     query the run's role may not run (EXPLAIN checks the privileges of every table it touches,
