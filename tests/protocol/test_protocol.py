@@ -15,8 +15,7 @@ from sim.model.producer import JobCatalog
 from sim.payload import payload_hash, payload_json
 from sim.protocol import Lease, WatcherProtocol, WorkerProtocol, bind_clock
 from sim.scenario.settings import CrashPoint, Faults
-
-from .scripts import scripted
+from tests.model.scripts import scripted
 
 NOW = 100.0
 NAMES = {  # the steps a trace shows by name, with their fields

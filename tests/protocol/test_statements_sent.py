@@ -15,8 +15,7 @@ from sim.model.world import build, run_to_horizon
 from sim.protocol import statements_sent
 from sim.protocol.statements import statement_settings, watcher_path, worker_writes
 from sim.scenario.settings import Faults, ScriptedCrash
-
-from .scripts import scripted
+from tests.model.scripts import scripted
 
 CLAIMS = ["skip_locked", "select_for_update", "conditional_update", "read_then_write"]
 COMPLETIONS = {
