@@ -89,8 +89,7 @@ def test_the_protocols_statements_in_the_background():
     """The steps of a background completion, as every driver plays them: the effect's
     transaction commits, then the completion runs on its own; refused, nothing is rolled back."""
     from sim.protocol import Lease
-
-    from .test_protocol import Fake, worker
+    from tests.protocol.test_protocol import Fake, worker
 
     done = Fake(("insert_ledger_entry", [(1,)]), ("complete_fenced", [(2,)]))
     done.play(worker(completion="background").handle(Lease(2, 1, 130.0)))
