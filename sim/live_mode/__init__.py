@@ -9,9 +9,10 @@ Modules, one job each: clock (the one clock of a run), recorder (records that su
 slots (what each worker holds, in shared memory), connection (named statements on a connection),
 plan (the job catalog from the seeded streams), driver (sim.protocol's steps as blocking calls),
 worker / watcher / producer (the child processes' life cycles, started by process and roles), faults
-(the fault schedule as signal actions), budget (which time scales are honest), repair (records a
-kill cut off), result (LiveRun), runner (sim.live), settings (the issue's hand-built check). Names
-are loaded on first use, so that a child process imports only what it runs.
+(the fault schedule as signal actions), children (the runner's child processes), fault_play
+(crashes, pauses and restarts as the run plays them), budget (which time scales are honest),
+repair (records a kill cut off), result (LiveRun), runner (sim.live), settings (the issue's
+hand-built check). Names are loaded on first use, so that a child process imports only what it runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "LiveError": "sim.live_mode.runner",
+    "LiveError": "sim.live_mode.children",
     "LiveRun": "sim.live_mode.result",
     "live": "sim.live_mode.runner",
 }
