@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from sim.db.base import Rows
+from sim.db.base import JobState, Rows
 from sim.db.queue.probes import Lab, ProbeError, lab_on
 from sim.protocol.statements import claim_path, watcher_path, worker_writes
 from sim.support.in_words import count, duration
@@ -171,7 +171,7 @@ def _harmful(name: str, case: str, cases: dict[str, str | None]) -> bool:
     if cases.get(case) in (REFUSED, None):
         return False
     if case == "expired":
-        return name == "heartbeat" or cases.get("expired_to") != "Pending"
+        return name == "heartbeat" or cases.get("expired_to") != JobState.PENDING
     return True
 
 
@@ -213,7 +213,7 @@ def _fence_cases(lab: Lab, name: str) -> dict[str, str | None]:
         if lab.policy.watcher and _watcher_statements(lab):
             lab.watch(late)
             state = lab.state(1)
-            if state is None or state[3] != "Processing":
+            if state is None or state[3] != JobState.PROCESSING:
                 cases["expired"] = _outcome(lab, _write(lab, name, "w0", attempt, late + 0.5))
                 cases["expired_to"] = state[3] if state is not None else None
     for case, taker in (("other", "w1"), ("same", "w0"), ("done", "w1")):
@@ -271,7 +271,7 @@ def fence_text(lab: Lab, name: str, cases: dict[str, str | None]) -> str:
     elif expired is not None and _harmful(name, "expired", cases):
         took = (
             "failed the job for good"
-            if cases.get("expired_to") != "Pending"
+            if cases.get("expired_to") != JobState.PENDING
             else "took the job back"
         )
         parts.append(f"lets a late write through once the watcher {took}")
@@ -363,7 +363,7 @@ def _moved(lab: Lab, age: float) -> bool:
             raise ProbeError("claim", "the claim took nothing, so the watcher could not be probed")
         lab.watch(T0 + age)
         state = lab.state(1)
-        return state is None or state[3] != "Processing"
+        return state is None or state[3] != JobState.PROCESSING
 
 
 def stuck_age(lab: Lab) -> float | None:
@@ -411,7 +411,7 @@ def retry_delay(
             else:
                 lab.execute("fail_job_fenced", id=1, owner="w0", attempt=got[1], now=moved_at)
             state = lab.state(1)
-            if state is None or state[3] != "Pending":
+            if state is None or state[3] != JobState.PENDING:
                 return None
             delay = lab.ready_after(1, moved_at, precise=k == attempt)
             if delay is None or k == attempt:

@@ -435,3 +435,43 @@ def test_a_createrole_user_who_is_no_superuser_gets_the_sandbox(pg_dsn, admin):
     finally:
         admin.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(database, ident))
         admin.execute(sql.SQL("DROP ROLE {}").format(ident))
+
+
+def test_a_role_that_reads_a_schema_gets_usage_and_select_only_and_keeps_nothing(pg_dsn, admin):
+    """run_as_sandbox(reads=...) (the teaching checker's run_sandboxed): the role may use that one
+    schema and SELECT its tables, nothing more, and every grant goes with the role, also when the
+    statement fails."""
+    from sim.db.queue.sandbox import run_as_sandbox
+
+    suffix = os.urandom(4).hex()
+    reads, other = f"reads_{suffix}", f"other_{suffix}"
+    rights = (
+        "SELECT has_schema_privilege(%(s)s, 'USAGE'), has_schema_privilege(%(s)s, 'CREATE'), "
+        "has_table_privilege(%(t)s, 'SELECT'), "
+        "has_table_privilege(%(t)s, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'), "
+        "has_sequence_privilege(%(q)s, 'USAGE, SELECT, UPDATE'), "
+        "has_schema_privilege(%(o)s, 'USAGE'), count(*) FROM jobs"
+    )
+    acls = (
+        "SELECT count(*) FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = %s "
+        "AND a.grantee <> n.nspowner UNION ALL SELECT count(*) FROM pg_class c, "
+        "aclexplode(c.relacl) a WHERE c.relnamespace = %s::regnamespace AND a.grantee <> c.relowner"
+    )
+    try:
+        for name in (reads, other):
+            admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        jobs = sql.Identifier(reads, "jobs")
+        admin.execute(sql.SQL("CREATE TABLE {} (id serial PRIMARY KEY)").format(jobs))
+        admin.execute(sql.SQL("INSERT INTO {} DEFAULT VALUES").format(jobs))
+        params = {"s": reads, "t": f"{reads}.jobs", "q": f"{reads}.jobs_id_seq", "o": other}
+        _, rows = run_as_sandbox(pg_dsn, rights, params, reads=reads)
+        assert rows == [(True, False, True, False, False, False, 1)]
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            run_as_sandbox(pg_dsn, "INSERT INTO jobs DEFAULT VALUES", reads=reads)
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            run_as_sandbox(pg_dsn, "SELECT 1 / 0 FROM jobs", reads=reads)
+        assert admin.execute(acls, (reads, reads)).fetchall() == [(0,), (0,)]
+        assert admin.execute(sql.SQL("SELECT count(*) FROM {}").format(jobs)).fetchone() == (1,)
+    finally:
+        for name in (reads, other):
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
