@@ -194,7 +194,8 @@ def _run_chunk(
     return out
 
 
-def _cpu_count() -> int:
+def cpu_count() -> int:
+    """The cores this process may run on (its affinity on Linux): how wide the shared pool goes."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -214,8 +215,9 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _default_pool(workers: int) -> cf.ProcessPoolExecutor:
-    """A process pool kept for the life of this process (so sweeps in a loop do not restart it)."""
+def shared_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """The process pool kept for the life of this process, shared by sweeps, the review's runs and
+    the schedule hunt (so runs in a loop do not restart it)."""
     pool = _POOLS.get(workers)
     if pool is None or getattr(pool, "_broken", False):
         context = multiprocessing.get_context(_start_method())
@@ -366,7 +368,7 @@ def _is_serial(executor: cf.Executor | str | None, max_workers: int | None) -> b
         or max_workers < 1
     ):
         raise ConfigError(f"max_workers: must be at least 1, got {max_workers!r}")
-    serial = executor == "serial" or (executor is None and (max_workers or _cpu_count()) <= 1)
+    serial = executor == "serial" or (executor is None and (max_workers or cpu_count()) <= 1)
     if (isinstance(executor, str) and executor != "serial") or not (
         executor is None or isinstance(executor, str) or callable(getattr(executor, "submit", None))
     ):
@@ -379,7 +381,7 @@ def _is_serial(executor: cf.Executor | str | None, max_workers: int | None) -> b
 def _executor_for(executor: cf.Executor | str | None, max_workers: int | None) -> cf.Executor:
     """The user's executor, else the default process pool ("serial" never comes here)."""
     if executor is None or isinstance(executor, str):
-        return _default_pool(max_workers or _cpu_count())
+        return shared_pool(max_workers or cpu_count())
     return executor
 
 
@@ -416,7 +418,7 @@ class _Work:
     ) -> dict[int, dict]:
         """Every task on `pool`, ~_CHUNKS_PER_WORKER chunks per worker; pending ones are cancelled
         when one fails or the sweep is interrupted."""
-        workers = getattr(pool, "_max_workers", None) or max_workers or _cpu_count()
+        workers = getattr(pool, "_max_workers", None) or max_workers or cpu_count()
         futures = {}
         for chunk in _chunks(tasks, workers * _CHUNKS_PER_WORKER):
             futures[pool.submit(_run_chunk, *self._chunk_args(chunk))] = len(chunk)

@@ -12,12 +12,12 @@ from sim.scenario.settings import Scenario
 def run_all(scenarios: list[Scenario], on: dict) -> list:
     """sim.run of each scenario (its own seed), with `on` (sql= and dsn=: the user's queue on
     PostgreSQL); the same runs, in the same order, whether or not they ran side by side."""
-    from sim.sweeps import _cpu_count, _default_pool
+    from sim.sweeps import cpu_count, shared_pool
 
-    workers = min(2, _cpu_count(), len(scenarios))
+    workers = min(2, cpu_count(), len(scenarios))
     if not on or workers < 2:
         return [run(s, seed=s.seed, **on) for s in scenarios]
-    pool = _default_pool(workers)
+    pool = shared_pool(workers)
     futures = [pool.submit(_one_run, s, on) for s in scenarios]
     return [f.result() for f in futures]
 

@@ -163,9 +163,9 @@ def _in_parallel(
     scope, grid, stream, record, stop_reason, executor, workers, limit, progress
 ) -> str:
     """Hand out chunks, at most two per worker in flight, and record them in order."""
-    from sim.sweeps import _default_pool
+    from sim.sweeps import shared_pool
 
-    pool = executor if executor is not None else _default_pool(workers)
+    pool = executor if executor is not None else shared_pool(workers)
     slots = 2 * max(workers, getattr(pool, "_max_workers", 0) or 1)
     pending: list[tuple[list, cf.Future]] = []
     handed = 0

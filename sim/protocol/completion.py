@@ -41,6 +41,8 @@ class Completion:
         self.idempotency_key = policy.idempotency_key
         self.background = policy.completion == "background"  # the effect commits before completion
         self.drops_late = policy.deadline_action == "drop"  # a result past the deadline is dropped
+        self.dedup = policy.dedup
+        self.fencing = policy.fencing
         self._charge = Charge(None)  # the PSP call without an idempotency key
 
     def handle(self, lease: Lease) -> Steps[None]:
@@ -119,10 +121,11 @@ class Completion:
         marker says this event was applied already. True: applied; False: a duplicate, skipped;
         None: another payload under the same event id, and the job was rejected for it."""
         job = lease.job
-        if self.policy.dedup:
+        if self.dedup:
+            digest = spec.payload_hash  # made on demand: once here, not again for the comparison
             marker = yield Statement(
                 "insert_dedup_marker",
-                {"event_id": spec.event_id, "payload_hash": spec.payload_hash},
+                {"event_id": spec.event_id, "payload_hash": digest},
                 job,
             )
             if marker:
@@ -130,7 +133,7 @@ class Completion:
                     yield CrashAt("after_marker")
             else:
                 stored = yield Statement("read_dedup_marker", {"event_id": spec.event_id}, job)
-                if stored and stored[0][1] != spec.payload_hash:
+                if stored and stored[0][1] != digest:
                     yield from self.reject(lease, PAYLOAD_DIFFERS)
                     return None
                 return False
@@ -150,7 +153,7 @@ class Completion:
     def completion(self, lease: Lease) -> Statement:
         """The completion statement's step: fenced by owner and attempt, or by id alone."""
         job = lease.job
-        if self.policy.fencing:
+        if self.fencing:
             params = {"id": job, "owner": self.name, "attempt": lease.attempt}
             return Statement("complete_fenced", params, job)
         return Statement("complete_unfenced", {"id": job}, job)
