@@ -23,7 +23,7 @@ import pandas as pd
 from figures import emit, figure, quick
 
 from sim.scenario.settings import preset
-from sim.sweeps import _cpu_count, shutdown_pools, sweep
+from sim.sweeps import cpu_count, shutdown_pools, sweep
 
 WATCHER_INTERVALS = [2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300]
 REPLICATIONS, QUICK_REPLICATIONS = 100, 25
@@ -57,7 +57,7 @@ def main() -> int:
     original = preset("crash-recovery")
     scenario = original.with_overrides(SCALED)
     grid = {"policy.watcher_interval": WATCHER_INTERVALS}
-    cores = _cpu_count()
+    cores = cpu_count()
     load_before = os.getloadavg()
     replications = QUICK_REPLICATIONS if quick() else REPLICATIONS
     rounds = QUICK_ROUNDS if quick() else ROUNDS
