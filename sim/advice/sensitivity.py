@@ -45,6 +45,7 @@ from sim.advice.risk import (
 from sim.advice.shortlist import heartbeat_of, name_of, setting_words
 from sim.scenario.dists import Dist
 from sim.support.in_words import amount, claim, count, duration, percent
+from sim.theory.scipy_steps import chi2_ppf
 
 FAILOVERS = (10.0, 30.0)  # seconds: one DB failover a day of each
 FACTORS = (0.5, 2.0)  # pause rate and pause tail moved by these factors
@@ -599,11 +600,9 @@ def simulate(advice, jobs: int = 1000, seed: int = 0, executor=None, progress=No
 
 def poisson_interval(k: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact (Garwood) interval of a Poisson mean seen as k events."""
-    from scipy import stats  # (slow to import: only the evidence needs it)
-
     alpha = 1 - confidence
-    low = 0.0 if k == 0 else float(stats.chi2.ppf(alpha / 2, 2 * k) / 2)
-    high = float(stats.chi2.ppf(1 - alpha / 2, 2 * k + 2) / 2)
+    low = 0.0 if k == 0 else float(chi2_ppf(alpha / 2, 2 * k) / 2)
+    high = float(chi2_ppf(1 - alpha / 2, 2 * k + 2) / 2)
     return low, high
 
 

@@ -148,10 +148,10 @@ class Dist:
                 return float(stats.expon.ppf(q, scale=self.mean))
             case "uniform":
                 return self.low + q * (self.high - self.low)
-            case "lognormal":
-                from scipy import stats
+            case "lognormal":  # scipy.stats' numbers, without importing it (a second or more)
+                from sim.theory.scipy_steps import lognormal_ppf
 
-                return float(stats.lognorm.ppf(q, self.sigma, scale=self.median))
+                return float(lognormal_ppf(q, self.sigma, self.median))
             case "pareto":
                 from scipy import stats
 

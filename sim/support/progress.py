@@ -60,6 +60,8 @@ def _parent_cmdline() -> str:
 
 def in_kernel() -> bool:
     """Running inside an IPython kernel (a notebook), not plain Python or a terminal IPython."""
+    if "IPython" not in sys.modules:  # a kernel has imported it; importing it costs ~0.1 s
+        return False
     try:
         from IPython import get_ipython
     except ImportError:

@@ -1,4 +1,5 @@
-"""scipy.stats' lognormal and Poisson laws, the beta quantile and scipy.signal's fftconvolve, done
+"""scipy.stats' lognormal and Poisson laws, the beta, normal, Student-t and chi-squared quantiles
+and scipy.signal's fftconvolve, done
 by the same steps on scipy.special and scipy.fft (and so to the same numbers: the advice's tests
 compare them), without importing scipy.stats or scipy.signal: each takes a second or more to
 import, and `python -m sim advise` answers before it would have finished (issue 37)."""
@@ -49,6 +50,22 @@ def beta_ppf(q: float, a: float, b: float) -> float:
     from scipy.special import _ufuncs
 
     return float(_ufuncs._beta_ppf(q, a, b) * 1.0 + 0)
+
+
+def norm_ppf(q):
+    """scipy.stats.norm.ppf(q) for 0 < q < 1."""
+    return special.ndtri(q) * 1.0 + 0
+
+
+def t_ppf(q, df):
+    """scipy.stats.t.ppf(q, df) for 0 < q < 1 (NaN where df is NaN or not above 0)."""
+    df = np.asarray(df, dtype=float)
+    return np.where(df > 0, special.stdtrit(np.where(df > 0, df, 1.0), q), np.nan)[()] * 1.0 + 0
+
+
+def chi2_ppf(q, df):
+    """scipy.stats.chi2.ppf(q, df) for 0 < q < 1 and df > 0."""
+    return 2 * special.gammaincinv(np.asarray(df, dtype=float) / 2, q) * 1.0 + 0
 
 
 def convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:

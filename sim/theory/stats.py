@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from sim.errors import ConfigError
+from sim.theory.scipy_steps import norm_ppf, t_ppf
 
 # derived metric -> (numerator, denominator), both summary metrics of a Run
 RATES: dict[str, tuple[str, str]] = {
@@ -59,7 +59,7 @@ def _half_width(std, count, confidence: float):
     std, count = np.asarray(std, dtype=float), np.asarray(count, dtype=float)
     dof = np.where(count >= 2, count - 1, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return stats.t.ppf(0.5 + confidence / 2, dof) * std / np.sqrt(count)
+        return t_ppf(0.5 + confidence / 2, dof) * std / np.sqrt(count)
 
 
 def _check_confidence(confidence) -> None:
@@ -138,7 +138,7 @@ def wilson_interval(successes, trials, confidence: float = 0.95) -> tuple[float,
     successes, trials = float(successes), float(trials)
     if trials <= 0:
         return float("nan"), float("nan")
-    z = float(stats.norm.ppf((1 + confidence) / 2))
+    z = float(norm_ppf((1 + confidence) / 2))
     p = successes / trials
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
     half = (
