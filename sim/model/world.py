@@ -116,7 +116,8 @@ def run_to_horizon(world: World, progress: bool | None = None) -> float:
 
 def log_leases_held(world: World) -> None:
     """At the horizon of a run without routine heartbeat records, each lease a worker still holds,
-    with its last renewal's lease_until: without it the lease would read as lapsed at the claim's."""
+    with its last renewal's lease_until (without it the lease would read as lapsed at the claim's).
+    """
     now = world.env.now
     for worker in world.workers:
         lease = worker.lease
