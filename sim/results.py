@@ -276,7 +276,11 @@ def lease_rows(log, horizon: float, skews: dict[str, float], clocks=None, db=Non
             lease["until"] = lease["stamp"] = lease["own_until"] = detail
             if db is not None:
                 _stamp(lease, detail, t, db)
-        if kind == "heartbeat":
+        if kind == "lease_held":  # its last renewal, when heartbeats are not recorded
+            lease["until"] = lease["stamp"] = lease["own_until"] = detail
+            if db is not None:
+                _stamp(lease, detail, t, db)
+        elif kind == "heartbeat":
             if lease["until"] < t:
                 lease["lapsed"] = True
             lease["until"] = lease["stamp"] = lease["own_until"] = detail

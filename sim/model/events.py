@@ -8,6 +8,8 @@ Kinds (worker is a worker name like "w0", "watcher" or "producer"; job is the jo
   lock_wait          a statement waited on a row lock; detail = "holder:seconds"
   heartbeat          lease renewed; detail = new lease_until (with record_heartbeats=False only
                      renewals of a lease that had already lapsed are kept)
+  lease_held         with record_heartbeats=False, at the horizon: a worker still holds this lease;
+                     detail = lease_until as its owner last renewed it
   heartbeat_rejected the fenced heartbeat found the lease gone (worker learns it lost the job)
   heartbeat_lost     the heartbeat never reached the DB (fault)
   execution_timeout  a renewal could not pass claim + policy.execution_timeout: the worker gives the

@@ -109,4 +109,17 @@ def run_to_horizon(world: World, progress: bool | None = None) -> float:
             bar.tick(1)
     finally:
         bar.close()
+    if not world.scenario.record_heartbeats:
+        log_leases_held(world)
     return time.perf_counter() - start
+
+
+def log_leases_held(world: World) -> None:
+    """At the horizon of a run without routine heartbeat records, each lease a worker still holds,
+    with its last renewal's lease_until (without it the lease would read as lapsed at the claim's).
+    """
+    now = world.env.now
+    for worker in world.workers:
+        lease = worker.lease
+        if lease is not None:
+            world.log.add(now, "lease_held", worker.name, lease.job, lease.attempt, lease.until)

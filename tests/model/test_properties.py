@@ -64,6 +64,15 @@ def test_adding_a_worker_does_not_shift_other_random_streams():
                 "horizon": 300.0,
             },
         ),
+        (  # jobs outlast the horizon: their leases, renewed every second, end there still open
+            "baseline",
+            {
+                "policy.lease_ttl": 3.0,
+                "policy.heartbeat_interval": 1.0,
+                "workload.processing": {"kind": "lognormal", "median": 20.0, "p99": 60.0},
+                "horizon": 40.0,
+            },
+        ),
     ],
 )
 def test_dropping_heartbeat_records_keeps_the_lease_metrics(name, overrides):
@@ -77,5 +86,7 @@ def test_dropping_heartbeat_records_keeps_the_lease_metrics(name, overrides):
     columns = ["job", "worker", "attempt", "start", "end", "end_reason", "until", "false_expiry"]
     pd.testing.assert_frame_equal(full.leases[columns], lean.leases[columns])
     assert full.summary["false_expiries"] == lean.summary["false_expiries"]
-    if name == "baseline":
+    if "faults.pause_rate" in overrides:
         assert full.summary["false_expiries"] > 0
+    if "horizon" in overrides and overrides["horizon"] < 60:
+        assert (full.leases.end_reason == "open").sum() >= 3
