@@ -9,11 +9,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from sim.db.base import MICROS, Blocked, JobState, Rows
-
-# A processed_events row (event_id, payload_hash, processed_at) and a ledger row (entry_id, job_id,
-# event_id, amount_cents, worker, attempt, applied_at); times in microseconds.
-Marker = tuple[str, str, int]
-LedgerEntry = tuple[int, int, str, int, str, int, int]
+from sim.db.memory.compact import LedgerEntry, Marker, pack_payload, unpack_payload
 
 PENDING, PROCESSING, COMPLETED, DEAD = (
     JobState.PENDING,
@@ -24,12 +20,13 @@ PENDING, PROCESSING, COMPLETED, DEAD = (
 
 
 class JobRow:
-    """One version of a payment_jobs row; times are integer microseconds."""
+    """One version of a payment_jobs row; times are integer microseconds. The payload is kept
+    packed (sim.db.memory.compact): a million rows need not hold a million JSON strings."""
 
     __slots__ = (
         "id",
         "event_id",
-        "payload",
+        "packed_payload",
         "status",
         "lease_owner",
         "lease_until",
@@ -45,7 +42,7 @@ class JobRow:
 
     id: int
     event_id: str
-    payload: str
+    packed_payload: str | int
     status: JobState
     lease_owner: str | None
     lease_until: int | None
@@ -61,7 +58,7 @@ class JobRow:
     def __init__(self, id: int, event_id: str, payload: str, created_at: int) -> None:
         self.id = id
         self.event_id = event_id
-        self.payload = payload
+        self.packed_payload = pack_payload(event_id, payload)
         self.status = PENDING
         self.lease_owner = None
         self.lease_until = None
@@ -76,10 +73,10 @@ class JobRow:
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
-        new.id, new.event_id, new.payload, new.status = (
+        new.id, new.event_id, new.packed_payload, new.status = (
             self.id,
             self.event_id,
-            self.payload,
+            self.packed_payload,
             self.status,
         )
         new.lease_owner, new.lease_until, new.attempts = (
@@ -95,6 +92,10 @@ class JobRow:
         new.last_error, new.run_after = self.last_error, self.run_after
         new.stalls, new.stall_marked = self.stalls, self.stall_marked
         return new
+
+    @property
+    def payload(self) -> str:
+        return unpack_payload(self.event_id, self.packed_payload)
 
     def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
         """Pending and due, or (when take_expired) Processing with an expired lease; attempts

@@ -13,12 +13,11 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 
+from sim.db.memory.compact import Ledger, Marker
 from sim.db.memory.rows import (
     PENDING,
     PROCESSING,
     JobRow,
-    LedgerEntry,
-    Marker,
     Transaction,
     Versions,
     Wait,
@@ -37,8 +36,8 @@ class Tables:
         self.pending_heap: list[int] = []  # ids of Pending rows
         self.lease_heap: list[tuple[int, int]] = []  # (lease_until, id) of Processing rows
         self.lease_heap_limit = COMPACT_AT
-        self.markers: dict[str, Marker] = {}  # event_id -> (event_id, payload_hash, processed_at)
-        self.ledger: list[LedgerEntry] = []
+        self.markers: dict[str, Marker] = {}  # event_id -> its (payload_hash, processed_at) packed
+        self.ledger = Ledger()
         self.ledger_ids = itertools.count(1)  # like a sequence: never rolled back
         self.row_locks: dict[int, Transaction] = {}
         self.marker_locks: dict[str, Transaction] = {}
