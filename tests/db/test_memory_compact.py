@@ -2,6 +2,7 @@
 
 import pytest
 
+from sim.db.base import JobState
 from sim.db.memory.compact import (
     Ledger,
     marker_hash,
@@ -10,6 +11,7 @@ from sim.db.memory.compact import (
     pack_payload,
     unpack_payload,
 )
+from sim.db.memory.rows import JobRow, SettledJobRow, settle
 from sim.payload import payload_hash, payload_json
 
 
@@ -74,3 +76,51 @@ def test_the_ledger_columns_give_back_their_rows_in_commit_order():
     assert list(ledger) == rows and len(ledger) == 2
     types = [tuple(type(v) for v in row) for row in ledger]
     assert types == [(int, int, str, int, str, int, int)] * 2
+
+
+def _completed_row(**times):
+    row = JobRow(7, "evt-7", payload_json("evt-7", 700), 1_000_000)
+    row.status, row.lease_owner, row.attempts = JobState.COMPLETED, "w1", 2
+    for name, value in times.items():
+        setattr(row, name, value)
+    return row
+
+
+def _fields(row):
+    return [getattr(row, name) for name in JobRow.__slots__] + [row.payload]
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        {"heartbeat_at": 2_000_000, "lease_until": 32_000_000, "completed_at": 3_000_000},
+        {"heartbeat_at": None, "lease_until": None, "completed_at": None},
+        {"heartbeat_at": 0, "lease_until": 2**62 - 1, "completed_at": 5},
+    ],
+)
+def test_a_settled_row_reads_as_it_was_and_a_write_unsettles_it(times):
+    plain, settled = _completed_row(**times), _completed_row(**times)
+    settle(settled)
+    assert type(settled) is SettledJobRow
+    assert _fields(settled) == _fields(plain)
+    assert _fields(settled.copy()) == _fields(plain) and type(settled.copy()) is JobRow
+    settled.lease_until = plain.lease_until = 99
+    assert type(settled) is JobRow and _fields(settled) == _fields(plain)
+
+
+@pytest.mark.parametrize(
+    ("status", "times"),
+    [
+        (JobState.PROCESSING, {}),
+        (JobState.PENDING, {}),
+        (JobState.COMPLETED, {"completed_at": -1}),
+        (JobState.COMPLETED, {"lease_until": 2**62}),
+        (JobState.COMPLETED, {"heartbeat_at": 2.5}),
+    ],
+)
+def test_only_a_final_row_whose_times_fit_is_settled(status, times):
+    row = _completed_row(**times)
+    row.status = status
+    before = _fields(row)
+    settle(row)
+    assert type(row) is JobRow and _fields(row) == before

@@ -118,6 +118,65 @@ class JobRow:
         return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
 
 
+# A settled row's times, each in a 64-bit lane of one int (None as 2**63): times from 0 to 2**62
+# microseconds (146 millennia) fit, and a row with any other keeps them unpacked
+SETTLED_TIMES = ("created_at", "heartbeat_at", "lease_until", "completed_at")
+_NULL, _LANE = 1 << 63, (1 << 64) - 1
+_SLOTS = {name: JobRow.__dict__[name] for name in SETTLED_TIMES}  # JobRow's own slot access
+_PACKED = _SLOTS["created_at"]  # where a settled row keeps them packed
+
+
+def _settled_time(lane: int, name: str) -> property:
+    shift = 64 * lane
+
+    def read(row: JobRow) -> int | None:
+        value = (_PACKED.__get__(row) >> shift) & _LANE
+        return None if value == _NULL else value
+
+    def write(row: JobRow, value: int | None) -> None:
+        unsettle(row)
+        _SLOTS[name].__set__(row, value)
+
+    return property(read, write)
+
+
+class SettledJobRow(JobRow):
+    """A committed row in a final state (Completed or Dead) with its four times packed into one
+    int: a 1M-job run keeps a million of them. Reads unpack; a write makes it a JobRow again."""
+
+    __slots__ = ()
+
+
+for _lane, _name in enumerate(SETTLED_TIMES):
+    setattr(SettledJobRow, _name, _settled_time(_lane, _name))
+
+
+def settle(row: JobRow) -> None:
+    """Pack the times of a committed row in a final state, if they fit (see SETTLED_TIMES)."""
+    if type(row) is not JobRow or (row.status != COMPLETED and row.status != DEAD):
+        return
+    created, beat, until, done = row.created_at, row.heartbeat_at, row.lease_until, row.completed_at
+    try:  # a float or a negative time raises or fails the check: such a row is left as it is
+        if (created | (beat or 0) | (until or 0) | (done or 0)) >> 62:
+            return
+        packed = created | (_NULL if beat is None else beat) << 64
+        packed |= (_NULL if until is None else until) << 128
+        packed |= (_NULL if done is None else done) << 192
+    except TypeError:
+        return
+    row.heartbeat_at = row.lease_until = row.completed_at = None
+    row.created_at = packed
+    row.__class__ = SettledJobRow
+
+
+def unsettle(row: JobRow) -> None:
+    """A settled row back to a JobRow with its times unpacked (before a write)."""
+    times = [getattr(row, name) for name in SETTLED_TIMES]
+    row.__class__ = JobRow
+    for name, value in zip(SETTLED_TIMES, times, strict=True):
+        _SLOTS[name].__set__(row, value)
+
+
 class Transaction:
     """Private state of one open transaction: new row versions, locks, pending inserts."""
 

@@ -22,6 +22,7 @@ from sim.db.memory.rows import (
     Versions,
     Wait,
     merge_sorted,
+    settle,
 )
 
 COMPACT_AT = 4096  # lease-heap size below which stale entries are left for scans to drop
@@ -97,13 +98,16 @@ def release(db: Tables, tx: Transaction) -> None:
 
 
 def index(db: Tables, row: JobRow) -> None:
-    """Push the row's committed state onto the index it belongs to (older entries go stale)."""
+    """Push the row's committed state onto the index it belongs to (older entries go stale); a
+    row in a final state is settled (its times packed) instead."""
     if row.status == PENDING:
         heapq.heappush(db.pending_heap, row.id)
     elif row.status == PROCESSING:  # then lease_until is set (not narrowed: the commit path)
         heapq.heappush(db.lease_heap, (row.lease_until, row.id))  # type: ignore[misc]
         if len(db.lease_heap) > db.lease_heap_limit:
             compact_leases(db)
+    else:
+        settle(row)
 
 
 def compact_leases(db: Tables) -> None:
