@@ -177,6 +177,13 @@ def unsettle(row: JobRow) -> None:
         _SLOTS[name].__set__(row, value)
 
 
+# Read-only stand-ins for the bookkeeping a transaction has not written (most never do): the
+# statement that writes first gives the transaction its own (bookkeeping.py)
+NO_MARKERS = cast(dict[str, Marker], MappingProxyType({}))
+NO_DELETIONS = cast(set[str], frozenset())
+NO_LEDGER = cast(list[LedgerEntry], ())
+
+
 class Transaction:
     """Private state of one open transaction: new row versions, locks, pending inserts."""
 
@@ -201,9 +208,9 @@ class Transaction:
         self.touched: list[JobRow] = []
         self.jobs: dict[int, JobRow] = {}  # new versions of rows this transaction wrote
         self.locked: set[int] = set()  # job ids locked (written or FOR UPDATE)
-        self.markers: dict[str, Marker] = {}  # processed_events rows inserted, not yet committed
-        self.deleted_markers: set[str] = set()
-        self.ledger: list[LedgerEntry] = []
+        self.markers = NO_MARKERS  # processed_events rows inserted, not yet committed
+        self.deleted_markers = NO_DELETIONS
+        self.ledger = NO_LEDGER
         self.aborted = False
         self.resumed_row: int | None = None  # the job row the running statement waited for
 
@@ -214,9 +221,7 @@ def _read_only_transaction() -> Transaction:
     tx = Transaction("", implicit=True)
     # read-only stand-ins for the fields a write would change, so that any write raises
     tx.jobs = cast(dict[int, JobRow], MappingProxyType({}))
-    tx.markers = cast(dict[str, Marker], MappingProxyType({}))
-    tx.locked, tx.deleted_markers = cast(set[int], frozenset()), cast(set[str], frozenset())
-    tx.ledger, tx.touched = cast(list[LedgerEntry], ()), cast(list[JobRow], ())
+    tx.locked, tx.touched = cast(set[int], frozenset()), cast(list[JobRow], ())
     return tx
 
 
