@@ -7,8 +7,12 @@ them as MemoryBackend's methods."""
 from __future__ import annotations
 
 from sim.db.base import Rows, to_micros
+from sim.db.memory.compact import Marker, marker_hash, marker_time, pack_marker
 from sim.db.memory.rows import (
-    Marker,
+    NO_DELETIONS,
+    NO_LEDGER,
+    NO_MARKERS,
+    NO_TRANSACTION,
     Transaction,
     Wait,
     seconds,
@@ -30,7 +34,10 @@ def insert_dedup_marker(
     if event_id in db.markers and event_id not in tx.deleted_markers:
         return []
     db.marker_locks[event_id] = tx
-    tx.markers[event_id] = (event_id, payload_hash, to_micros(now))
+    if tx.markers is NO_MARKERS:
+        assert tx is not NO_TRANSACTION, "a write in an autocommit SELECT"
+        tx.markers = {}
+    tx.markers[event_id] = pack_marker(payload_hash, to_micros(now))
     return [(event_id,)]
 
 
@@ -38,7 +45,7 @@ def read_dedup_marker(db: Tables, tx: Transaction, *, event_id: str) -> Rows:
     row = tx.markers.get(event_id) or db.markers.get(event_id)
     if row is None or (event_id in tx.deleted_markers and event_id not in tx.markers):
         return []
-    return [(row[0], row[1], seconds(row[2]))]
+    return [(event_id, marker_hash(row), seconds(marker_time(row)))]
 
 
 def purge_dedup_markers(
@@ -49,9 +56,9 @@ def purge_dedup_markers(
         _seen = [
             (e, r)
             for e, r in db.markers.items()
-            if r[2] < before_us and e not in tx.deleted_markers
+            if marker_time(r) < before_us and e not in tx.deleted_markers
         ]
-        _seen += [(e, r) for e, r in tx.markers.items() if r[2] < before_us]
+        _seen += [(e, r) for e, r in tx.markers.items() if marker_time(r) < before_us]
     # EvalPlanQual: a marker deleted (or deleted and inserted anew) meanwhile is skipped
     doomed = sorted(e for e, r in _seen if db.markers.get(e) is r and e not in tx.deleted_markers)
     own = [e for e, r in _seen if tx.markers.get(e) is r]  # this transaction's inserts
@@ -59,6 +66,9 @@ def purge_dedup_markers(
         holder = db.marker_locks.get(event_id)
         if holder is not None and holder is not tx:
             raise Wait(holder, {"_seen": _seen})
+    if (doomed or own) and tx.deleted_markers is NO_DELETIONS:
+        assert tx is not NO_TRANSACTION, "a write in an autocommit SELECT"
+        tx.deleted_markers = set()
     for event_id in doomed:
         db.marker_locks[event_id] = tx
         tx.deleted_markers.add(event_id)
@@ -80,6 +90,9 @@ def insert_ledger_entry(
     now: float,
 ) -> Rows:
     entry_id = next(db.ledger_ids)
+    if tx.ledger is NO_LEDGER:
+        assert tx is not NO_TRANSACTION, "a write in an autocommit SELECT"
+        tx.ledger = []
     tx.ledger.append((entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now)))
     return [(entry_id,)]
 
@@ -114,7 +127,7 @@ def dump_processed_events(db: Tables, tx: Transaction) -> Rows:
     merged = {**db.markers, **tx.markers}
     for event_id in tx.deleted_markers - tx.markers.keys():
         merged.pop(event_id, None)
-    return [(e, h, seconds(t)) for e, h, t in sorted(merged.values())]
+    return [(e, marker_hash(m), seconds(marker_time(m))) for e, m in sorted(merged.items())]
 
 
 def dump_ledger(db: Tables, tx: Transaction) -> Rows:

@@ -9,11 +9,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from sim.db.base import MICROS, Blocked, JobState, Rows
-
-# A processed_events row (event_id, payload_hash, processed_at) and a ledger row (entry_id, job_id,
-# event_id, amount_cents, worker, attempt, applied_at); times in microseconds.
-Marker = tuple[str, str, int]
-LedgerEntry = tuple[int, int, str, int, str, int, int]
+from sim.db.memory.compact import LedgerEntry, Marker, pack_payload, unpack_payload
 
 PENDING, PROCESSING, COMPLETED, DEAD = (
     JobState.PENDING,
@@ -24,12 +20,13 @@ PENDING, PROCESSING, COMPLETED, DEAD = (
 
 
 class JobRow:
-    """One version of a payment_jobs row; times are integer microseconds."""
+    """One version of a payment_jobs row; times are integer microseconds. The payload is kept
+    packed (sim.db.memory.compact): a million rows need not hold a million JSON strings."""
 
     __slots__ = (
         "id",
         "event_id",
-        "payload",
+        "packed_payload",
         "status",
         "lease_owner",
         "lease_until",
@@ -45,7 +42,7 @@ class JobRow:
 
     id: int
     event_id: str
-    payload: str
+    packed_payload: str | int
     status: JobState
     lease_owner: str | None
     lease_until: int | None
@@ -61,7 +58,7 @@ class JobRow:
     def __init__(self, id: int, event_id: str, payload: str, created_at: int) -> None:
         self.id = id
         self.event_id = event_id
-        self.payload = payload
+        self.packed_payload = pack_payload(event_id, payload)
         self.status = PENDING
         self.lease_owner = None
         self.lease_until = None
@@ -76,10 +73,10 @@ class JobRow:
 
     def copy(self) -> JobRow:
         new = JobRow.__new__(JobRow)
-        new.id, new.event_id, new.payload, new.status = (
+        new.id, new.event_id, new.packed_payload, new.status = (
             self.id,
             self.event_id,
-            self.payload,
+            self.packed_payload,
             self.status,
         )
         new.lease_owner, new.lease_until, new.attempts = (
@@ -95,6 +92,10 @@ class JobRow:
         new.last_error, new.run_after = self.last_error, self.run_after
         new.stalls, new.stall_marked = self.stalls, self.stall_marked
         return new
+
+    @property
+    def payload(self) -> str:
+        return unpack_payload(self.event_id, self.packed_payload)
 
     def claimable(self, now: int, take_expired: bool, max_attempts: int) -> bool:
         """Pending and due, or (when take_expired) Processing with an expired lease; attempts
@@ -115,6 +116,72 @@ class JobRow:
 
     def owned_by(self, owner: str, attempt: int) -> bool:
         return self.status == PROCESSING and self.lease_owner == owner and self.attempts == attempt
+
+
+# A settled row's times, each in a 64-bit lane of one int (None as 2**63): times from 0 to 2**62
+# microseconds (146 millennia) fit, and a row with any other keeps them unpacked
+SETTLED_TIMES = ("created_at", "heartbeat_at", "lease_until", "completed_at")
+_NULL, _LANE = 1 << 63, (1 << 64) - 1
+_SLOTS = {name: JobRow.__dict__[name] for name in SETTLED_TIMES}  # JobRow's own slot access
+_PACKED = _SLOTS["created_at"]  # where a settled row keeps them packed
+
+
+def _settled_time(lane: int, name: str) -> property:
+    shift = 64 * lane
+
+    def read(row: JobRow) -> int | None:
+        value = (_PACKED.__get__(row) >> shift) & _LANE
+        return None if value == _NULL else value
+
+    def write(row: JobRow, value: int | None) -> None:
+        unsettle(row)
+        _SLOTS[name].__set__(row, value)
+
+    return property(read, write)
+
+
+class SettledJobRow(JobRow):
+    """A committed row in a final state (Completed or Dead) with its four times packed into one
+    int: a 1M-job run keeps a million of them. Reads unpack; a write makes it a JobRow again."""
+
+    __slots__ = ()
+
+
+for _lane, _name in enumerate(SETTLED_TIMES):
+    setattr(SettledJobRow, _name, _settled_time(_lane, _name))
+
+
+def settle(row: JobRow) -> None:
+    """Pack the times of a committed row in a final state, if they fit (see SETTLED_TIMES)."""
+    if type(row) is not JobRow or (row.status != COMPLETED and row.status != DEAD):
+        return
+    created, beat, until, done = row.created_at, row.heartbeat_at, row.lease_until, row.completed_at
+    try:  # a float or a negative time raises or fails the check: such a row is left as it is
+        if (created | (beat or 0) | (until or 0) | (done or 0)) >> 62:
+            return
+        packed = created | (_NULL if beat is None else beat) << 64
+        packed |= (_NULL if until is None else until) << 128
+        packed |= (_NULL if done is None else done) << 192
+    except TypeError:
+        return
+    row.heartbeat_at = row.lease_until = row.completed_at = None
+    row.created_at = packed
+    row.__class__ = SettledJobRow
+
+
+def unsettle(row: JobRow) -> None:
+    """A settled row back to a JobRow with its times unpacked (before a write)."""
+    times = [getattr(row, name) for name in SETTLED_TIMES]
+    row.__class__ = JobRow
+    for name, value in zip(SETTLED_TIMES, times, strict=True):
+        _SLOTS[name].__set__(row, value)
+
+
+# Read-only stand-ins for the bookkeeping a transaction has not written (most never do): the
+# statement that writes first gives the transaction its own (bookkeeping.py)
+NO_MARKERS = cast(dict[str, Marker], MappingProxyType({}))
+NO_DELETIONS = cast(set[str], frozenset())
+NO_LEDGER = cast(list[LedgerEntry], ())
 
 
 class Transaction:
@@ -141,9 +208,9 @@ class Transaction:
         self.touched: list[JobRow] = []
         self.jobs: dict[int, JobRow] = {}  # new versions of rows this transaction wrote
         self.locked: set[int] = set()  # job ids locked (written or FOR UPDATE)
-        self.markers: dict[str, Marker] = {}  # processed_events rows inserted, not yet committed
-        self.deleted_markers: set[str] = set()
-        self.ledger: list[LedgerEntry] = []
+        self.markers = NO_MARKERS  # processed_events rows inserted, not yet committed
+        self.deleted_markers = NO_DELETIONS
+        self.ledger = NO_LEDGER
         self.aborted = False
         self.resumed_row: int | None = None  # the job row the running statement waited for
 
@@ -154,9 +221,7 @@ def _read_only_transaction() -> Transaction:
     tx = Transaction("", implicit=True)
     # read-only stand-ins for the fields a write would change, so that any write raises
     tx.jobs = cast(dict[int, JobRow], MappingProxyType({}))
-    tx.markers = cast(dict[str, Marker], MappingProxyType({}))
-    tx.locked, tx.deleted_markers = cast(set[int], frozenset()), cast(set[str], frozenset())
-    tx.ledger, tx.touched = cast(list[LedgerEntry], ()), cast(list[JobRow], ())
+    tx.locked, tx.touched = cast(set[int], frozenset()), cast(list[JobRow], ())
     return tx
 
 

@@ -13,16 +13,16 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 
+from sim.db.memory.compact import Ledger, Marker
 from sim.db.memory.rows import (
     PENDING,
     PROCESSING,
     JobRow,
-    LedgerEntry,
-    Marker,
     Transaction,
     Versions,
     Wait,
     merge_sorted,
+    settle,
 )
 
 COMPACT_AT = 4096  # lease-heap size below which stale entries are left for scans to drop
@@ -37,8 +37,8 @@ class Tables:
         self.pending_heap: list[int] = []  # ids of Pending rows
         self.lease_heap: list[tuple[int, int]] = []  # (lease_until, id) of Processing rows
         self.lease_heap_limit = COMPACT_AT
-        self.markers: dict[str, Marker] = {}  # event_id -> (event_id, payload_hash, processed_at)
-        self.ledger: list[LedgerEntry] = []
+        self.markers: dict[str, Marker] = {}  # event_id -> its (payload_hash, processed_at) packed
+        self.ledger = Ledger()
         self.ledger_ids = itertools.count(1)  # like a sequence: never rolled back
         self.row_locks: dict[int, Transaction] = {}
         self.marker_locks: dict[str, Transaction] = {}
@@ -98,13 +98,16 @@ def release(db: Tables, tx: Transaction) -> None:
 
 
 def index(db: Tables, row: JobRow) -> None:
-    """Push the row's committed state onto the index it belongs to (older entries go stale)."""
+    """Push the row's committed state onto the index it belongs to (older entries go stale); a
+    row in a final state is settled (its times packed) instead."""
     if row.status == PENDING:
         heapq.heappush(db.pending_heap, row.id)
     elif row.status == PROCESSING:  # then lease_until is set (not narrowed: the commit path)
         heapq.heappush(db.lease_heap, (row.lease_until, row.id))  # type: ignore[misc]
         if len(db.lease_heap) > db.lease_heap_limit:
             compact_leases(db)
+    else:
+        settle(row)
 
 
 def compact_leases(db: Tables) -> None:
