@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 import simpy
 
+from sim.db.base import Blocked
 from sim.model.events import EventLog
 from sim.model.faults import CrashPoints, OutageCalendar
 from sim.model.pinned_draws import DrawsWorld
@@ -78,6 +79,8 @@ class Driver:
         (a table of handlers costs a call, or a generator, per step)."""
         env, add, pauses = self.env, self.log.add, self.pauses
         send, throw, execute = steps.send, steps.throw, db.execute
+        # a session with nothing between its round trip and the server: its statements inline
+        direct, latency, reach = db.direct, db.latency, db.send
         resume: Callable[[Any], Step]
         value: Any
         step: Any  # the dispatch below is on `kind`, which mypy cannot narrow `step` by
@@ -92,7 +95,13 @@ class Driver:
             kind = type(step)
             try:
                 if kind is Statement:
-                    value = yield from execute(step.name, step.params, step.job, step.ttl)
+                    if direct:
+                        yield env.timeout(latency())
+                        value = reach(step.name, step.params, step.ttl)
+                        if type(value) is Blocked:
+                            value = yield from db.wait(value, step.job)
+                    else:
+                        value = yield from execute(step.name, step.params, step.job, step.ttl)
                 elif kind is Record:
                     add(env.now, step.kind, step.worker, step.job, step.attempt, step.detail)
                 elif kind is Work:
@@ -105,7 +114,11 @@ class Driver:
                     if pauses:
                         yield from self.thaw()
                 elif kind is Commit:
-                    yield from db.commit()
+                    if direct:
+                        yield env.timeout(latency())
+                        db.send_commit()
+                    else:
+                        yield from db.commit()
                 elif kind is Begin:
                     db.begin()
                 elif kind is Charge:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from sim.db.base import Blocked
 from sim.model.pinned_draws import work as pinned_work
 from sim.model.session import DbSession, SessionWorld
 from sim.model.waits import Waits
@@ -127,6 +128,11 @@ def producer(world: ProducerWorld) -> Waits[None]:
             bind_clock(params, 0.0 if world.db_clock is None else world.db_clock.at(0.0))
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
+        elif db.direct:  # as the driver plays a statement on a direct session: inline
+            yield env.timeout(latency())
+            outcome = db.send("insert_job", params)
+            if type(outcome) is Blocked:
+                yield from db.wait(outcome, job)
         else:
             yield from db.execute("insert_job", params, job=job)
         log.add(env.now, "enqueue", "producer", job, None, event_id)

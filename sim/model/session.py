@@ -95,6 +95,8 @@ class DbSession:
         self.partitions = partitions  # an OutageCalendar, or None
         self.arrivals = world.arrivals  # sim.model.arrivals: stalls, same-instant order; or None
         self.counts = world.statement_counts
+        # nothing between the round trip and the server: the driver plays statements inline
+        self.direct = partitions is None and self.arrivals is None
         self.broken = False  # connection lost in a partition; reconnect when healed
         self._begin = False  # BEGIN issued, to be sent with the transaction's first statement
         self._resumed: simpy.Event | None = None  # fires when a waiting statement has gone on
@@ -116,6 +118,13 @@ class DbSession:
             yield from self._cross_partition(self.partitions, query)
         if self.arrivals is not None:
             yield from self.arrivals.reach(self.client, query)
+        outcome = self.send(query, params, ttl)
+        if type(outcome) is Blocked:  # type(), not __class__: mypy narrows on it
+            outcome = yield from self.wait(outcome, job)
+        return outcome
+
+    def send(self, query: str, params: dict[str, Any], ttl: Ttl = None) -> Rows | Blocked:
+        """The statement reaches the server now (its round trip done): its rows, or Blocked."""
         if query in _USES_NOW:
             clock = self._binding
             bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
@@ -124,13 +133,10 @@ class DbSession:
             self._begin = False
             self.backend.begin(self.client)
         try:
-            outcome = self.backend.execute(self.client, query, params)
+            return self.backend.execute(self.client, query, params)
         except StatementError:
             self._failed()
             raise
-        if type(outcome) is Blocked:  # type(), not __class__: mypy narrows on it
-            outcome = yield from self._wait(outcome, job)
-        return outcome
 
     def _failed(self) -> None:
         """A statement failed inside a transaction: the server rolled back to the error and released
@@ -138,7 +144,7 @@ class DbSession:
         if self.backend.in_transaction(self.client):
             self.world.tx.ended(self.client)
 
-    def _wait(self, blocked: Blocked, job: int | None) -> Waits[Rows]:
+    def wait(self, blocked: Blocked, job: int | None) -> Waits[Rows]:
         """Generator: wait until the statement has gone on past every holder; its outcome."""
         start = self.env.now
         self._holders = [blocked.holder]
@@ -209,6 +215,10 @@ class DbSession:
             yield from self._cross_partition(self.partitions, "COMMIT")
         if self.arrivals is not None:
             yield from self.arrivals.reach(self.client, "commit")
+        self.send_commit()
+
+    def send_commit(self) -> None:
+        """COMMIT reaches the server now (its round trip done)."""
         self.counts["commit"] += 1
         if self._begin:
             self._begin = False  # an empty transaction: nothing reached the server

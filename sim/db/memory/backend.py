@@ -31,7 +31,10 @@ from sim.db.errors import (
 from sim.db.memory import bookkeeping, claims, leases, watcher
 from sim.db.memory.rows import NO_TRANSACTION, Client, Transaction, Versions, Wait
 from sim.db.memory.tables import Tables, apply, discard, release
-from sim.db.queries import Query, get_query
+from sim.db.queries import get_query
+
+# a named query's dispatch: its parameter check, whether it is read-only, the method that runs it
+Dispatch = tuple[Callable[[dict[str, Any]], None], bool, Callable[..., Rows]]
 
 
 class MemoryBackend(Tables, ClientTable[Client]):
@@ -43,7 +46,7 @@ class MemoryBackend(Tables, ClientTable[Client]):
     def __init__(self) -> None:
         super().__init__()
         self._clients: dict[str, Client] = {}
-        self._dispatch: dict[str, tuple[Query, Callable[..., Rows]]] = {}  # name -> bound method
+        self._dispatch: dict[str, Dispatch] = {}  # by query name
 
     # ---- connections and transactions -------------------------------------------------------
 
@@ -98,7 +101,9 @@ class MemoryBackend(Tables, ClientTable[Client]):
     def execute(self, client: str, query: str, params: dict[str, Any]) -> Rows | Blocked:
         entry = self._dispatch.get(query)
         if entry is None:
-            entry = self._dispatch[query] = (get_query(query), getattr(self, query))
+            q = get_query(query)
+            entry = self._dispatch[query] = (q.check, q.read_only, getattr(self, query))
+        check, read_only, method = entry
         state = self._clients.get(client)
         if state is None or state.crashed:
             state = self._client(client, query)  # raises the right error
@@ -106,14 +111,16 @@ class MemoryBackend(Tables, ClientTable[Client]):
             raise ClientStateError(
                 f"client {client} still has a blocked statement; resume it first"
             )
-        entry[0].check(params)
-        if state.tx is None and entry[0].read_only:
-            return entry[1](NO_TRANSACTION, **params)  # autocommit SELECT: nothing to apply
-        if state.tx is not None and state.tx.aborted:
+        check(params)
+        tx = state.tx
+        if tx is None:
+            if read_only:
+                return method(NO_TRANSACTION, **params)  # autocommit SELECT: nothing to apply
+        elif tx.aborted:
             raise TransactionAbortedError(
                 query, "current transaction is aborted, commands ignored until end of transaction"
             )
-        return self._run(client, state, query, entry[1], params)
+        return self._run(client, state, query, method, params)
 
     def resume(self, client: str) -> Rows | Blocked:
         state = self._client(client, "resume")
