@@ -3,6 +3,7 @@ busy, and the short-job time since the last renewal; checked by sampling and aga
 simulation."""
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from sim import run
@@ -38,6 +39,7 @@ def test_busy_poller_wait_matches_sampling():
     )  # light load: the closed form
 
 
+@pytest.mark.slow  # replications under load: make test only
 def test_busy_pool_recovery_matches_the_corrected_formula_not_the_light_load_one():
     """Issue 18's settings (4 workers always busy, exponential jobs of mean 1 s, h = 0.5 s, the
     claim takes expired leases): the recovery mean over 20 seeds matches L - E[since renewal] +
