@@ -51,16 +51,25 @@ def _lock_path(name: str) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist the modules of the longest tests (notebook kernels, live runs in real
-    time) come first, each kept whole, so that no worker ends the run alone on one of them."""
+    """Under pytest-xdist the modules of the longest tests come first, each kept whole (a module's
+    fixtures are set up once): notebook kernels and live runs in real time, then the modules with
+    a test marked slow or a property test (hypothesis: hundreds of examples). The tests of
+    milliseconds come last, so that no worker ends the run alone on a long one while the other
+    has nothing left to take (worksteal takes from the end of a worker's queue)."""
     if not WORKER:
         return
-    heavy = {
-        item.nodeid.partition("::")[0]
-        for item in items
-        if item.get_closest_marker("notebooks") or item.get_closest_marker("live")
-    }
-    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in heavy)  # stable
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.partition("::")[0]
+        if item.get_closest_marker("notebooks") or item.get_closest_marker("live"):
+            rank[module] = 0
+        elif item.get_closest_marker("slow") or _is_property_test(item):
+            rank[module] = min(rank.get(module, 1), 1)
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], 2))  # stable
+
+
+def _is_property_test(item) -> bool:
+    return getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
 
 
 def pytest_terminal_summary(terminalreporter):

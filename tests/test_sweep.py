@@ -101,6 +101,7 @@ def test_adding_points_and_replications_keeps_other_runs(serial):
         pd.testing.assert_series_equal(merged[name], merged[f"{name}_big"], check_names=False)
 
 
+@pytest.mark.slow  # starts a process pool and a dask cluster: make test only
 def test_process_pool_and_dask_give_the_serial_frame(serial):
     pooled = sweep(SMALL, GRID, replications=3, seed=7)  # the default process pool
     pd.testing.assert_frame_equal(pooled.runs, serial.runs)

@@ -30,6 +30,7 @@ def gc_log(n: int = 400, median_ms: float = 40.0, seed: int = 1) -> str:
     return "pause_ms\n" + "".join(f"{v:.0f}\n" for v in ms)
 
 
+@pytest.mark.slow  # advices with their evidence: make test only
 def test_measured_pauses_replace_the_assumed_tail_and_can_measure_the_rate(tmp_path):
     path = write(tmp_path, gc_log())
     measured = read_durations(path, "pause_ms", "ms", kind=PAUSES)

@@ -24,6 +24,8 @@ from sim.cli.main import main  # noqa: E402
 from sim.support.in_words import amount, duration  # noqa: E402
 from tests.checklist.browser import ensure_chromium, layout  # noqa: E402
 
+pytestmark = pytest.mark.slow  # advice runs, reports and a headless browser: make test only
+
 SCREEN = 768  # a laptop's and a projector's first screen, in CSS pixels
 BOXES = ["#set", "#cost", "#assumed", "h1"]
 

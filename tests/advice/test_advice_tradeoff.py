@@ -5,6 +5,7 @@ answer when the closed form misses). Every printed sentence is checked against i
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 
@@ -195,9 +196,15 @@ def test_the_command_line_takes_the_new_flags(capsys):
 # ---- what the evidence says ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def unverified():
+@pytest.fixture(scope="module")
+def unverified_once():
     return advise("sample", arrival_rate=1.0, verify=False)
+
+
+@pytest.fixture
+def unverified(unverified_once):
+    """A copy of the module's advice for each test, which sets its evidence."""
+    return copy.deepcopy(unverified_once)
 
 
 def test_when_the_evidence_contains_the_prediction_the_advice_gives_the_prediction(unverified):

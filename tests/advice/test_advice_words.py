@@ -132,6 +132,7 @@ def check_sentences(text: str) -> int:
     return checks
 
 
+@pytest.mark.slow  # advices with their evidence: make test only
 def test_every_judging_word_follows_the_printed_figures(advices):
     total = 0
     for name, advice in advices.items():
@@ -142,6 +143,7 @@ def test_every_judging_word_follows_the_printed_figures(advices):
     assert total >= 20
 
 
+@pytest.mark.slow  # advices with their evidence: make test only
 @pytest.mark.parametrize(
     "seen, leases, recovery",
     [
@@ -185,6 +187,7 @@ def test_two_figures_compared_are_written_with_the_digits_that_tell_them_apart()
     assert percent(0.0010004) == percent(0.001)  # which is why the sentences need it
 
 
+@pytest.mark.slow  # advices with their evidence: make test only
 def test_a_sentence_judged_on_a_borderline_figure_shows_the_digits(advices):
     """The limit and the score that decide 'within' or 'over' are printed far enough apart to
     be compared by a reader: never the same text for different numbers."""
@@ -197,6 +200,7 @@ def test_a_sentence_judged_on_a_borderline_figure_shows_the_digits(advices):
                 pytest.fail(f"{score} against {limit}: the same text for a judged pair")
 
 
+@pytest.mark.slow  # advices with their evidence: make test only
 def test_the_heavy_tail_advice_names_its_cause(advices):
     advice = advices["heavy"]
     assert advice.rests_on().startswith("rests on ")

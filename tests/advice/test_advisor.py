@@ -55,6 +55,7 @@ def advice(durations) -> Advice:
     )
 
 
+@pytest.mark.slow  # an independent simulation: make test only
 def test_recommendation_meets_the_target_in_an_independent_simulation(advice):
     table = advice.candidates
     # the target matters: faster-recovering settings were turned down for their false expiries
@@ -379,6 +380,7 @@ def test_bad_arguments_are_one_config_error_line(durations, kwargs, message):
 # ---- command line --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # an advice with its evidence: make test only
 def test_cli_advise_prints_the_advice_and_writes_files(capsys, tmp_path):
     out = tmp_path / "advice"
     code = main(

@@ -76,6 +76,7 @@ def test_a_non_empty_out_is_refused_before_anything_runs(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.slow  # a hunt in a subprocess, interrupted after seconds: make test only
 def test_ctrl_c_cuts_the_hunt_off_and_it_reports_what_it_covered():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LEASELAB_HEADLESS": "1"}
     hunt = subprocess.Popen(

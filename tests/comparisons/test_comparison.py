@@ -100,6 +100,7 @@ def test_intervals_of_latencies_and_counts_stop_at_zero():
     assert count[3] == pytest.approx(1.25) and count[4] == 0.0
 
 
+@pytest.mark.slow  # replications: make test only
 def test_recovery_rows_judge_the_difference_with_its_own_interval():
     """Enough recoveries: the mean's difference interval is Welch's at the row confidence, and a
     run whose TTL is a second longer is told apart on the mean, p50 and p90."""

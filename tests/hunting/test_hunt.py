@@ -84,6 +84,7 @@ def test_the_unfenced_baseline_shrinks_to_one_pause_and_tells_it(zombie):
     assert finding.account.endswith("a completion by a worker that lost the job.")
 
 
+@pytest.mark.slow  # an exhaustive search to its certificate: make test only
 def test_the_river_like_rescuer_overwrites_a_finished_job_and_its_fix_is_certified():
     """River's settings with its 50 ms read-to-write rescuer: a finished job overwritten with at
     most 2 workers, 1 job and 2 faults. The same queue rescuing in one statement (watcher_gap 0,
@@ -120,6 +121,7 @@ def test_a_search_cut_off_claims_no_certificate():
     assert "no certificate" in str(result)
 
 
+@pytest.mark.slow  # a replay and two pytest runs in subprocesses: make test only
 def test_the_hand_back_replays_and_its_test_fails_until_the_queue_is_fixed(race, tmp_path):
     written = race.save(tmp_path / "out")
     names = sorted(p.name for p in written)

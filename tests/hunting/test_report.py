@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import sim
 
 UNFENCED = {"policy.fencing": False}
 
 
+@pytest.mark.slow  # a review and its report: make test only
 def test_the_review_report_shows_the_shortest_bad_timeline(tmp_path):
     hunted = sim.hunt(
         "baseline", schedules=400, invariant="non_owner_completion", postgres=False, **UNFENCED

@@ -384,6 +384,7 @@ def test_every_field_has_bad_values():
             assert key in RANGE or key in LIST_ITEMS or FIELDS[key] in (bool, Dist), key
 
 
+@pytest.mark.slow  # hundreds of generated cases: make test only
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(cases)
@@ -393,6 +394,7 @@ def test_command_line_refuses_every_bad_value_in_one_line(capsys, case):
     assert key in one_error_line(capsys)
 
 
+@pytest.mark.slow  # hundreds of generated cases: make test only
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(cases)
@@ -403,6 +405,7 @@ def test_api_refuses_every_bad_value_naming_the_field(case):
     assert key in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.slow  # hundreds of generated cases: make test only
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(cases)
@@ -571,6 +574,7 @@ def _live_in(temp: Path, argv: list[str]) -> int:
         tempfile.tempdir = None
 
 
+@pytest.mark.slow  # hundreds of generated cases: make test only
 @pytest.mark.timeout(180)
 @settings(SETTINGS, max_examples=250)
 @given(live_cases)
@@ -690,6 +694,7 @@ def _write_queue(folder, name: str, content: bytes) -> None:
         path.write_bytes(content)
 
 
+@pytest.mark.slow  # hundreds of generated cases: make test only
 @pytest.mark.timeout(180)
 @settings(SETTINGS, max_examples=200)
 @given(queue_cases)

@@ -149,6 +149,7 @@ def test_units_apply_to_arrays_too():
     assert read([1500.0, 2500.0], unit="ms").seconds.tolist() == [1.5, 2.5]
 
 
+@pytest.mark.slow  # advice on jobs of 20 minutes: make test only
 def test_the_advice_echoes_what_it_read_and_warns(tmp_path):
     path = write(tmp_path, ms_export())
     with pytest.warns(LeaseWarning) as caught:
@@ -166,6 +167,7 @@ def test_the_advice_echoes_what_it_read_and_warns(tmp_path):
     )
 
 
+@pytest.mark.slow  # advice on jobs of 20 minutes: make test only
 def test_cli_unit_and_warning_lines(tmp_path, capsys):
     path = write(tmp_path, ms_export())
     assert main(["advise", str(path), "--no-verify"]) == 0

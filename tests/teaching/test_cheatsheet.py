@@ -27,6 +27,7 @@ def load():
     return load_recovery((0.1, 0.8), replications=8, jobs=150, seed=1)  # 11's fast-mode sizes
 
 
+@pytest.mark.slow  # notebook 11's replications: make test only
 @pytest.mark.parametrize("seed", [1, 2])
 def test_every_statement_of_the_sheet_holds_on_the_fast_runs(seed):
     proofs = (
@@ -56,6 +57,7 @@ def test_every_statement_of_the_sheet_holds_on_the_fast_runs(seed):
     assert "0 double claims." in by_tag["checklist:1"].measured
 
 
+@pytest.mark.slow  # notebook 11's replications: make test only
 def test_a_watcher_interval_in_step_with_the_heartbeat_lengthens_the_repeat_recovery(repeat):
     """W = h and W = 2h: the closed form lies below the 95% interval of the second recovery (the
     wait for the next scan takes only W/h values, from W down to h, mean W/2 + h/2 instead of
@@ -79,6 +81,7 @@ def test_a_watcher_interval_in_step_with_the_heartbeat_lengthens_the_repeat_reco
     )
 
 
+@pytest.mark.slow  # notebook 11's replications: make test only
 def test_the_closed_form_holds_at_light_load_and_not_above_it(load):
     light, busy = load.iloc[0], load.iloc[1]
     assert light["mean_ci_low"] <= light["closed_form_mean"] <= light["mean_ci_high"]
@@ -91,6 +94,7 @@ def test_the_closed_form_holds_at_light_load_and_not_above_it(load):
     assert "half of the rule is not shown" not in proof.measured
 
 
+@pytest.mark.slow  # notebook 11's replications: make test only
 def test_the_rule_holds_only_when_both_halves_are_shown(load):
     """Issue 34: the percentile half of the rule was not shown in fast mode, yet the sheet counted
     the rule as supported ("20 of 20")."""
@@ -116,6 +120,7 @@ def test_the_rule_holds_only_when_both_halves_are_shown(load):
     )
 
 
+@pytest.mark.slow  # notebook 11's replications: make test only
 def test_a_rule_the_numbers_do_not_support_is_said_in_words(repeat, load):
     flat = repeat.assign(
         excess=0.0, ci_low=repeat["theory"] - 1, ci_high=repeat["theory"] + 1, mean=repeat["theory"]
@@ -155,6 +160,7 @@ def test_check_watcher_multiples():
     assert check_watcher_multiples("often", **ask).ok is False
 
 
+@pytest.mark.slow  # notebook 11's replications: make test only
 def test_the_figures(repeat, load):
     ax = repeat_recovery_excess(repeat)
     assert len(ax.containers) == 2  # error bars: multiples and the others

@@ -368,6 +368,7 @@ def test_the_fenced_completion_messages_follow_what_the_statement_does(pg_dsn):
 # ---- 11: the cheat sheet's rates carry their settings and intervals ------------------------------
 
 
+@pytest.mark.slow  # the lesson's experiments: make test only
 def test_the_cheat_sheet_rates_name_their_settings_and_contain_the_lessons_figure():
     """The defect: 11 re-measured 0.6% where 02's figure showed about 1.6% (and 0.87% against 03's
     1.2%), without saying why. Both are the same rate on samples of different sizes: the sheet now

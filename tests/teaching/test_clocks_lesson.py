@@ -93,6 +93,7 @@ def test_late_completions_are_the_zombies_after_a_requeue():
     assert int(late["again"].sum()) == int(run.summary["duplicate_db_effects"])
 
 
+@pytest.mark.slow  # the lesson's experiments in full mode: make test only
 def test_fast_and_full_mode_reach_the_same_lock_delay_conclusion():
     """Issue 34, item 3: fast mode (300 jobs, one seed) said "from 60 s on, none ran twice" and
     full mode took the other branch. The conclusion reads the no-delay row and the longest delay's
@@ -276,6 +277,7 @@ def test_the_scene_of_a_lease_taken_early_frames_the_refused_completion():
 # ---- the cheat sheet -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the lesson's experiments: make test only
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_cheat_sheet_measures_lesson_12s_takeaways(seed):
     proofs = cheatsheet.clocks_and_fencing(seed)

@@ -3,6 +3,7 @@ busy, and the short-job time since the last renewal; checked by sampling and aga
 simulation."""
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from sim import run
@@ -38,15 +39,18 @@ def test_busy_poller_wait_matches_sampling():
     )  # light load: the closed form
 
 
+@pytest.mark.slow  # replications under load: make test only
 def test_busy_pool_recovery_matches_the_corrected_formula_not_the_light_load_one():
     """Issue 18's settings (4 workers always busy, exponential jobs of mean 1 s, h = 0.5 s, the
-    claim takes expired leases): the recovery mean over 20 seeds matches L - E[since renewal] +
-    E[min of 3 busy workers' remaining work] within its 99% interval; the light-load form
-    L - h/2 + P/2 is >5% low."""
+    claim takes expired leases): the recovery mean over 8 seeds (~390 recoveries) matches
+    L - E[since renewal] + E[min of 3 busy workers' remaining work] within its 99% interval; the
+    light-load form L - h/2 + P/2 is >5% low. (The interval, [2.06 s, 2.15 s] around the 2.105 s
+    predicted, is 0.045 s wide each side: a formula 2.5% low falls outside it; the light-load one,
+    1.85 s, falls 0.2 s below it.)"""
     latencies = np.concatenate(
         [
             run(hand_check(), seed=seed).recoveries["latency"].dropna().to_numpy()
-            for seed in range(1, 21)
+            for seed in range(1, 9)
         ]
     )
     mean, sem = latencies.mean(), stats.sem(latencies)

@@ -61,6 +61,7 @@ def _assert_fraction_matches(false_expiries: int, leases: int, predicted: float)
     )
 
 
+@pytest.mark.slow  # replications: make test only
 @pytest.mark.parametrize(
     "case",
     [
@@ -172,6 +173,7 @@ def _ratio_interval(ratios) -> tuple[float, float, float]:
     return ratios.mean(), low, high
 
 
+@pytest.mark.slow  # replications: make test only
 def test_heartbeat_load_from_arrival_rate(load_runs):
     scenario, runs = load_runs
     arrivals = runs["jobs"] / scenario.horizon  # each run's realised arrival rate
@@ -185,6 +187,7 @@ def test_heartbeat_load_from_arrival_rate(load_runs):
     assert abs(mean - 1) < 0.03
 
 
+@pytest.mark.slow  # replications: make test only
 def test_heartbeat_load_from_busy_workers_is_the_long_job_limit(load_runs):
     """busy/h' counts a renewal per cycle of busy time; each job sends floor(T/h') heartbeats,
     between T/h' - 1 and T/h', so the simulated rate lies between busy/h' - throughput and
@@ -197,12 +200,14 @@ def test_heartbeat_load_from_busy_workers_is_the_long_job_limit(load_runs):
     assert (runs["db_heartbeat_per_s"] > lower * 0.95).all()
 
 
+@pytest.mark.slow  # replications: make test only
 def test_watcher_load_is_one_statement_per_interval(load_runs):
     _, runs = load_runs
     predicted = closed_forms.watcher_load(watcher_interval=W, latency=LAT)
     assert np.allclose(runs["db_requeue_expired_per_s"], predicted, rtol=0.01)
 
 
+@pytest.mark.slow  # replications: make test only
 def test_idle_poll_load_from_idle_workers(load_runs):
     scenario, runs = load_runs
     busy = runs["jobs"] / scenario.horizon * JOB.mean_value()
@@ -257,6 +262,7 @@ def _recovery_scenarios(watcher: bool, replications: int) -> list[Scenario]:
     ]
 
 
+@pytest.mark.slow  # replications: make test only
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "claim-takes-expired"])
 def test_recovery_latency_distribution_matches_simulation(watcher):
     simulated = np.array(

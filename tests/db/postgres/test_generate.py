@@ -15,6 +15,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import sim
@@ -96,6 +97,7 @@ def _differs(run, scenario, off: dict) -> bool:
     return list(other.log) != list(run.log)
 
 
+@pytest.mark.slow  # 150 generated scenarios, some run twice: make test only
 def test_the_generated_scenarios_exercise_every_fidelity_setting():
     SEEN.clear()
     _tally()
