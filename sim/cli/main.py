@@ -137,7 +137,12 @@ def _build_parser() -> argparse.ArgumentParser:
     _flag(p, "--keep-schema", "postgres: keep the run's schema for inspection")
     _sql(p)
     _out(p, "events, leases, jobs, summary.json, scenario.toml and timeline.png", tables=True)
-    _flag(p, "--no-heartbeat-records", "leave heartbeats out of the event log (for long runs)")
+    _flag(
+        p,
+        "--no-heartbeat-records",
+        "leave routine heartbeats out of the event log (for long runs; renewals after a lapse and "
+        "the leases still held at the end stay)",
+    )
 
     p = _scenario(sub.add_parser("live", help=COMMANDS["live"]), cmd_live)
     p.add_argument("--duration", type=float, required=True, metavar="SECONDS", help="wall seconds")
