@@ -32,8 +32,8 @@ from scipy import special
 from sim.errors import ConfigError
 from sim.scenario.dists import Dist
 from sim.support.in_words import count, duration
+from sim.support.scipy_steps import beta_ppf
 from sim.theory import closed_forms
-from sim.theory.scipy_steps import beta_ppf
 
 SECONDS_PER_DAY = 86_400.0
 BOOTSTRAP = 400

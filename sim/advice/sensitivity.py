@@ -45,7 +45,7 @@ from sim.advice.risk import (
 from sim.advice.shortlist import heartbeat_of, name_of, setting_words
 from sim.scenario.dists import Dist
 from sim.support.in_words import amount, claim, count, duration, percent
-from sim.theory.scipy_steps import chi2_ppf
+from sim.support.scipy_steps import chi2_ppf
 
 FAILOVERS = (10.0, 30.0)  # seconds: one DB failover a day of each
 FACTORS = (0.5, 2.0)  # pause rate and pause tail moved by these factors

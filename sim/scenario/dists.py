@@ -149,7 +149,7 @@ class Dist:
             case "uniform":
                 return self.low + q * (self.high - self.low)
             case "lognormal":  # scipy.stats' numbers, without importing it (a second or more)
-                from sim.theory.scipy_steps import lognormal_ppf
+                from sim.support.scipy_steps import lognormal_ppf
 
                 return float(lognormal_ppf(q, self.sigma, self.median))
             case "pareto":

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import special
 
 from sim.scenario.dists import Dist
-from sim.theory.scipy_steps import (
+from sim.support.scipy_steps import (
     convolve,
     lognormal_cdf,
     lognormal_ppf,

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import ConfigError
-from sim.theory.scipy_steps import norm_ppf, t_ppf
+from sim.support.scipy_steps import norm_ppf, t_ppf
 
 # derived metric -> (numerator, denominator), both summary metrics of a Run
 RATES: dict[str, tuple[str, str]] = {

@@ -18,7 +18,8 @@ from sim.advice import advisor
 from sim.advice.options import NUMBERS
 from sim.cli.main import main
 from sim.errors import ConfigError
-from sim.theory import closed_forms, scipy_steps
+from sim.support import scipy_steps
+from sim.theory import closed_forms
 
 SLOW = ("scipy.stats", "scipy.signal", "matplotlib", "simpy")
 

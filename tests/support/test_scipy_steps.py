@@ -1,4 +1,4 @@
-"""sim.theory.scipy_steps' normal, Student-t and chi-squared quantiles give scipy.stats' numbers
+"""sim.support.scipy_steps' normal, Student-t and chi-squared quantiles give scipy.stats' numbers
 exactly, so that the sweeps' intervals, the advice's evidence and its report (a lognormal Dist's
 quantile) need no scipy.stats (a second or more to import, issue 37)."""
 
@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from sim.scenario.dists import Dist
-from sim.theory import scipy_steps
+from sim.support import scipy_steps
 
 
 def test_the_quantiles_are_scipy_stats_numbers_exactly():
