@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from sim.cli.main import main
+from sim.live_mode import probe
 from sim.scenario.limits import STATEMENT_TIMEOUT_ENV
 from tests.cli.test_hardening import one_error_line
 
@@ -78,6 +79,8 @@ def test_a_live_statement_past_the_limit_stops_the_run_in_one_line(
     from tests.live_mode.test_live_run import _children
 
     monkeypatch.setenv(STATEMENT_TIMEOUT_ENV, "1")
+    # the probe's clients never finish their cycles here: cut its wait short (its own cap: 30 s)
+    monkeypatch.setattr(probe, "MAX_SECONDS", 6.0)
     (tmp_path / "queries.sql").write_text(queries)
     argv = ["live", "crash-recovery", "--duration", "20", "--time-scale", "0.1", "--dsn", pg_dsn]
     assert main([*argv, "--sql", str(tmp_path), "--set", "faults.crash_rate=0"]) == 2
@@ -124,6 +127,7 @@ def test_the_time_scale_guard_times_a_claim_that_hangs(monkeypatch, tmp_path, ca
     from tests.live_mode.test_live_run import _children
 
     monkeypatch.setenv(STATEMENT_TIMEOUT_ENV, "30")
+    monkeypatch.setattr(probe, "MAX_SECONDS", 8.0)  # the hanging claims would hold it to its 30 s
     (tmp_path / "queries.sql").write_text(HANGING_CLAIM.replace("pg_sleep(20)", "pg_sleep(3)"))
     argv = ["live", "crash-recovery", "--duration", "60", "--time-scale", "0.1", "--dsn", pg_dsn]
     assert main([*argv, "--sql", str(tmp_path), "--set", "faults.crash_rate=0"]) == 2
