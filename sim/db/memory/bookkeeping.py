@@ -9,10 +9,6 @@ from __future__ import annotations
 from sim.db.base import Rows, to_micros
 from sim.db.memory.compact import Marker, marker_hash, marker_time, pack_marker
 from sim.db.memory.rows import (
-    NO_DELETIONS,
-    NO_LEDGER,
-    NO_MARKERS,
-    NO_TRANSACTION,
     Transaction,
     Wait,
     seconds,
@@ -34,10 +30,7 @@ def insert_dedup_marker(
     if event_id in db.markers and event_id not in tx.deleted_markers:
         return []
     db.marker_locks[event_id] = tx
-    if tx.markers is NO_MARKERS:
-        assert tx is not NO_TRANSACTION, "a write in an autocommit SELECT"
-        tx.markers = {}
-    tx.markers[event_id] = pack_marker(payload_hash, to_micros(now))
+    tx.own_markers()[event_id] = pack_marker(payload_hash, to_micros(now))
     return [(event_id,)]
 
 
@@ -66,15 +59,13 @@ def purge_dedup_markers(
         holder = db.marker_locks.get(event_id)
         if holder is not None and holder is not tx:
             raise Wait(holder, {"_seen": _seen})
-    if (doomed or own) and tx.deleted_markers is NO_DELETIONS:
-        assert tx is not NO_TRANSACTION, "a write in an autocommit SELECT"
-        tx.deleted_markers = set()
+    deleted = tx.own_deleted_markers() if doomed or own else tx.deleted_markers
     for event_id in doomed:
         db.marker_locks[event_id] = tx
-        tx.deleted_markers.add(event_id)
+        deleted.add(event_id)
     for event_id in own:  # the key stays locked until the transaction ends
         del tx.markers[event_id]
-        tx.deleted_markers.add(event_id)
+        deleted.add(event_id)
     return [(e,) for e in sorted(doomed + own)]
 
 
@@ -90,10 +81,8 @@ def insert_ledger_entry(
     now: float,
 ) -> Rows:
     entry_id = next(db.ledger_ids)
-    if tx.ledger is NO_LEDGER:
-        assert tx is not NO_TRANSACTION, "a write in an autocommit SELECT"
-        tx.ledger = []
-    tx.ledger.append((entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now)))
+    entry = (entry_id, job_id, event_id, amount_cents, worker, attempt, to_micros(now))
+    tx.own_ledger().append(entry)
     return [(entry_id,)]
 
 

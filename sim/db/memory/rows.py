@@ -177,8 +177,8 @@ def unsettle(row: JobRow) -> None:
         _SLOTS[name].__set__(row, value)
 
 
-# Read-only stand-ins for the bookkeeping a transaction has not written (most never do): the
-# statement that writes first gives the transaction its own (bookkeeping.py)
+# Read-only stand-ins for the bookkeeping a transaction has not written (most never do): its first
+# write gives the transaction its own (Transaction.own_markers and the like)
 NO_MARKERS = cast(dict[str, Marker], MappingProxyType({}))
 NO_DELETIONS = cast(set[str], frozenset())
 NO_LEDGER = cast(list[LedgerEntry], ())
@@ -213,6 +213,26 @@ class Transaction:
         self.ledger = NO_LEDGER
         self.aborted = False
         self.resumed_row: int | None = None  # the job row the running statement waited for
+
+    # The bookkeeping a transaction writes is its own from its first write (most never write any).
+
+    def own_markers(self) -> dict[str, Marker]:
+        if self.markers is NO_MARKERS:
+            assert self is not NO_TRANSACTION, "a write in an autocommit SELECT"
+            self.markers = {}
+        return self.markers
+
+    def own_deleted_markers(self) -> set[str]:
+        if self.deleted_markers is NO_DELETIONS:
+            assert self is not NO_TRANSACTION, "a write in an autocommit SELECT"
+            self.deleted_markers = set()
+        return self.deleted_markers
+
+    def own_ledger(self) -> list[LedgerEntry]:
+        if self.ledger is NO_LEDGER:
+            assert self is not NO_TRANSACTION, "a write in an autocommit SELECT"
+            self.ledger = []
+        return self.ledger
 
 
 def _read_only_transaction() -> Transaction:
