@@ -180,6 +180,8 @@ class Run:
 
 
 _RELEASES = frozenset({"complete", "complete_rejected", "abandon", "crash", "shutdown", "drop"})
+# ... and the records that carry the lease_until the owner last renewed (lease_held: at the horizon)
+_LAST_RENEWAL = _RELEASES | {"lease_held"}
 # a worker's crash, each prefetched job that went with it, and a graceful release that was lost:
 # each job waits for the watcher
 _CRASHES = ("crash", "drop", "release_lost")
@@ -270,22 +272,14 @@ def lease_rows(log, horizon: float, skews: dict[str, float], clocks=None, db=Non
             attempt is not None and lease["attempt"] != attempt
         ):  # a record of another lease: a handler past its deadline finishing an earlier attempt
             continue
-        if kind in _RELEASES and isinstance(detail, float) and detail != lease["stamp"]:
+        if kind in _LAST_RENEWAL and isinstance(detail, float) and detail != lease["stamp"]:
             # the owner's last renewal, when heartbeats are not recorded (record_heartbeats off:
             # under a stepped database clock its instant is unknown, taken as now)
-            lease["until"] = lease["stamp"] = lease["own_until"] = detail
-            if db is not None:
-                _stamp(lease, detail, t, db)
-        if kind == "lease_held":  # its last renewal, when heartbeats are not recorded
-            lease["until"] = lease["stamp"] = lease["own_until"] = detail
-            if db is not None:
-                _stamp(lease, detail, t, db)
-        elif kind == "heartbeat":
+            _renewed(lease, detail, t, db)
+        if kind == "heartbeat":
             if lease["until"] < t:
                 lease["lapsed"] = True
-            lease["until"] = lease["stamp"] = lease["own_until"] = detail
-            if db is not None:
-                _stamp(lease, detail, t, db)
+            _renewed(lease, detail, t, db)
             lease["heartbeats"] += 1
         elif kind == "complete":
             release(lease, t, "completed")
@@ -307,6 +301,13 @@ def lease_rows(log, horizon: float, skews: dict[str, float], clocks=None, db=Non
     for lease in rows:
         _end(lease, horizon)
     return rows
+
+
+def _renewed(lease: dict, stamp: float, written: float, db) -> None:
+    """The lease now runs to `stamp`, written at `written`."""
+    lease["until"] = lease["stamp"] = lease["own_until"] = stamp
+    if db is not None:
+        _stamp(lease, stamp, written, db)
 
 
 def _end(lease: dict, horizon: float) -> None:
