@@ -195,13 +195,20 @@ def spec_of(job: int):
     return event_id, payload_hash(payload_json(event_id, 1000 + job))
 
 
-def test_handler_charges_then_completes_with_marker_ledger_and_fenced_completion():
-    event_id, digest = spec_of(2)
-    fake = Fake(
+def first_delivery(job: int) -> Fake:
+    """The database's answers to a first delivery of `job` (dedup on): marker, ledger row,
+    fenced completion all take."""
+    event_id, _ = spec_of(job)
+    return Fake(
         ("insert_dedup_marker", [(event_id,)]),
         ("insert_ledger_entry", [(1,)]),
-        ("complete_fenced", [(2,)]),
+        ("complete_fenced", [(job,)]),
     )
+
+
+def test_handler_charges_then_completes_with_marker_ledger_and_fenced_completion():
+    event_id, digest = spec_of(2)
+    fake = first_delivery(2)
     lease = Lease(2, 1, 130.0)
     fake.play(worker(dedup=True, idempotency_key=True).handle(lease))
     assert fake.trace == [
@@ -330,12 +337,7 @@ def test_a_lost_database_in_the_handler_is_recorded_with_the_statement():
 
 
 def test_crash_points_are_steps_only_when_the_scenario_scripts_them():
-    event_id, _ = spec_of(2)
-    fake = Fake(
-        ("insert_dedup_marker", [(event_id,)]),
-        ("insert_ledger_entry", [(1,)]),
-        ("complete_fenced", [(2,)]),
-    )
+    fake = first_delivery(2)
     points = Faults(crash_points=(CrashPoint("after_psp"),))
     fake.play(worker(dedup=True, faults=points).handle(Lease(2, 1, 130.0)))
     assert [s for s in fake.trace if s[0] == "crash_point"] == [
