@@ -1,8 +1,7 @@
 """scipy.stats' lognormal and Poisson laws, the beta, normal, Student-t and chi-squared quantiles
-and scipy.signal's fftconvolve, done
-by the same steps on scipy.special and scipy.fft (and so to the same numbers: the advice's tests
-compare them), without importing scipy.stats or scipy.signal: each takes a second or more to
-import, and `python -m sim advise` answers before it would have finished (issue 37)."""
+and scipy.signal's fftconvolve, done by the same steps on scipy.special and scipy.fft (and so to
+the same numbers: tests compare them), without importing scipy.stats or scipy.signal: each takes a
+second or more to import, and `python -m sim advise` answers before it would have finished."""
 
 from __future__ import annotations
 
