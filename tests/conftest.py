@@ -104,23 +104,46 @@ def _flock(name: str, exclusive: bool):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+_live_phase: list[contextlib.ExitStack] = []  # a live test's exclusive hold, kept for the next
+
+
+def _is_live(item) -> bool:
+    return item is not None and item.get_closest_marker("live") is not None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist: a `live` test (real worker processes timed on the wall clock; the time
     scale guard refuses to run when replacements start late) runs while no other test of this run
     does; on a server shared by the workers (LEASELAB_DSN) a `server_wide` test runs while no other
     postgres test does. Locks are taken in that order, before the test's setup: a wait is not
-    counted in its durations."""
+    counted in its durations. A worker keeps its exclusive hold while its next test is live too, so
+    that a run of live tests waits once for the other workers' tests to end, not before each."""
     if not WORKER:
         return (yield)
+    run_lock = f"run-{os.getppid()}"  # the xdist controller's
+    live = _is_live(item)
     with contextlib.ExitStack() as held:
-        live = item.get_closest_marker("live") is not None
-        held.enter_context(_flock(f"run-{os.getppid()}", exclusive=live))  # the xdist controller
+        if not live:
+            _end_live_phase()  # the live test planned next went to another worker
+            held.enter_context(_flock(run_lock, exclusive=False))
+        elif not _live_phase:
+            _live_phase.append(contextlib.ExitStack())
+            _live_phase[0].enter_context(_flock(run_lock, exclusive=True))
         dsn = os.environ.get("LEASELAB_DSN")
         if dsn and item.get_closest_marker("postgres"):
             wide = item.get_closest_marker("server_wide") is not None
             held.enter_context(_flock(_server_lock_name(dsn), exclusive=wide))
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            if not _is_live(nextitem):
+                _end_live_phase()
+
+
+def _end_live_phase() -> None:
+    while _live_phase:
+        _live_phase.pop().close()
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
