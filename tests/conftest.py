@@ -104,11 +104,19 @@ def _flock(name: str, exclusive: bool):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-_live_phase: list[contextlib.ExitStack] = []  # a live test's exclusive hold, kept for the next
+def _locks(item) -> tuple[tuple[str, bool], ...]:
+    """The (lock name, exclusive) holds `item` needs, in the order they are taken (none: no item).
+    The run's lock is named after the xdist controller."""
+    if item is None:
+        return ()
+    locks = [(f"run-{os.getppid()}", item.get_closest_marker("live") is not None)]
+    dsn = os.environ.get("LEASELAB_DSN")
+    if dsn and item.get_closest_marker("postgres"):
+        locks.append((_server_lock_name(dsn), item.get_closest_marker("server_wide") is not None))
+    return tuple(locks)
 
 
-def _is_live(item) -> bool:
-    return item is not None and item.get_closest_marker("live") is not None
+_kept: dict[tuple[tuple[str, bool], ...], contextlib.ExitStack] = {}  # holds kept for the next test
 
 
 @pytest.hookimpl(wrapper=True)
@@ -117,33 +125,26 @@ def pytest_runtest_protocol(item, nextitem):
     scale guard refuses to run when replacements start late) runs while no other test of this run
     does; on a server shared by the workers (LEASELAB_DSN) a `server_wide` test runs while no other
     postgres test does. Locks are taken in that order, before the test's setup: a wait is not
-    counted in its durations. A worker keeps its exclusive hold while its next test is live too, so
-    that a run of live tests waits once for the other workers' tests to end, not before each."""
+    counted in its durations. An exclusive hold is kept when the next test needs the same holds, so
+    that a series of such tests waits once for the other workers' tests to end, not before each."""
     if not WORKER:
         return (yield)
-    run_lock = f"run-{os.getppid()}"  # the xdist controller's
-    live = _is_live(item)
-    with contextlib.ExitStack() as held:
-        if not live:
-            _end_live_phase()  # the live test planned next went to another worker
-            held.enter_context(_flock(run_lock, exclusive=False))
-        elif not _live_phase:
-            _live_phase.append(contextlib.ExitStack())
-            _live_phase[0].enter_context(_flock(run_lock, exclusive=True))
-        dsn = os.environ.get("LEASELAB_DSN")
-        if dsn and item.get_closest_marker("postgres"):
-            wide = item.get_closest_marker("server_wide") is not None
-            held.enter_context(_flock(_server_lock_name(dsn), exclusive=wide))
-        try:
-            return (yield)
-        finally:
-            if not _is_live(nextitem):
-                _end_live_phase()
-
-
-def _end_live_phase() -> None:
-    while _live_phase:
-        _live_phase.pop().close()
+    needs = _locks(item)
+    held = _kept.pop(needs, None)
+    for other in _kept.values():  # the test planned next went to another worker
+        other.close()
+    _kept.clear()
+    if held is None:
+        held = contextlib.ExitStack()
+        for name, exclusive in needs:
+            held.enter_context(_flock(name, exclusive))
+    try:
+        return (yield)
+    finally:
+        if any(exclusive for _, exclusive in needs) and _locks(nextitem) == needs:
+            _kept[needs] = held
+        else:
+            held.close()
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
