@@ -10,7 +10,6 @@ wait. Partitions make statements fail (or hang until healed).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -65,7 +64,7 @@ class SessionWorld(Protocol):
     @property
     def arrivals(self) -> Arrivals | None: ...
     @property
-    def statement_counts(self) -> Counter[str]: ...
+    def statement_counts(self) -> dict[str, int]: ...
     @property
     def tx(self) -> TxRegistry: ...
     @property
@@ -127,8 +126,13 @@ class DbSession:
         """The statement reaches the server now (its round trip done): its rows, or Blocked."""
         if query in _USES_NOW:
             clock = self._binding
-            bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
-        self.counts[query] += 1
+            now = self.env.now if clock is None else clock.at(self.env.now)
+            if ttl is None:
+                params["now"] = now  # bind_clock's whole work when no lease is written: no call
+            else:
+                bind_clock(params, now, ttl)
+        counts = self.counts
+        counts[query] = counts.get(query, 0) + 1
         if self._begin:
             self._begin = False
             self.backend.begin(self.client)
@@ -219,7 +223,7 @@ class DbSession:
 
     def send_commit(self) -> None:
         """COMMIT reaches the server now (its round trip done)."""
-        self.counts["commit"] += 1
+        self.counts["commit"] = self.counts.get("commit", 0) + 1
         if self._begin:
             self._begin = False  # an empty transaction: nothing reached the server
         else:
@@ -231,7 +235,7 @@ class DbSession:
         yield self.env.timeout(self.latency())
         if self.arrivals is not None:
             yield from self.arrivals.reach(self.client, "rollback")
-        self.counts["rollback"] += 1
+        self.counts["rollback"] = self.counts.get("rollback", 0) + 1
         if self._begin:
             self._begin = False
         elif not self.broken:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -177,9 +178,10 @@ class Dist:
 
 def blocks(draw: Callable[..., np.ndarray], *args: Any) -> Iterator[Any]:
     """The values of `draw(*args, _BLOCK)` called again and again: one numpy call per 512 values,
-    the same sequence as drawing them one at a time from that generator."""
-    while True:
-        yield from draw(*args, _BLOCK).tolist()
+    the same sequence as drawing them one at a time from that generator. A chain of the blocks'
+    lists: a draw is a C-level next(), no generator frame to resume."""
+    calls = itertools.starmap(functools.partial(draw, *args, _BLOCK), itertools.repeat(()))
+    return itertools.chain.from_iterable(map(np.ndarray.tolist, calls))
 
 
 def _block_draw(dist: Dist, rng: np.random.Generator) -> Callable[[int], np.ndarray]:

@@ -40,7 +40,8 @@ def insert_job(
             "insert_job", f"duplicate key value violates unique constraint (id)=({id})"
         )
     row = JobRow(id, event_id, payload, to_micros(now))
-    lock(db, tx, id)
+    if not tx.implicit:  # an autocommit insert commits before any other session can meet its lock
+        lock(db, tx, id)
     tx.jobs[id] = row
     return []
 

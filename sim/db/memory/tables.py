@@ -144,7 +144,10 @@ def pending_in_order(db: Tables) -> Iterator[int]:
 
 def expired_committed(db: Tables, now: int) -> list[tuple[int, int]]:
     """(lease_until, id) of committed Processing rows whose lease ended before `now`, in order."""
-    heap, jobs = db.lease_heap, db.jobs
+    heap = db.lease_heap
+    if not heap or heap[0][0] >= now:
+        return []  # the claims' usual case: no lease has ended
+    jobs = db.jobs
     found: list[tuple[int, int]] = []
     while heap and heap[0][0] < now:
         until, job_id = heapq.heappop(heap)
@@ -226,10 +229,8 @@ def candidates(
     """Claimable job ids in id order: committed Pending merged with expired leases, plus rows `tx`
     itself made claimable. Callers re-check the version `tx` sees."""
     scan: Iterator[int] = pending_in_order(db)
-    if take_expired:
-        expired = sorted(job_id for _, job_id in expired_committed(db, now))
-        if expired:
-            scan = merge_sorted(scan, expired)
+    if take_expired and (lapsed := expired_committed(db, now)):
+        scan = merge_sorted(scan, sorted(job_id for _, job_id in lapsed))
     if tx.jobs:
         own = sorted(
             job_id
