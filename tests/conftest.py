@@ -87,6 +87,23 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"sum of test durations: {total:.1f} s over {tests} tests")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hypothesis_draws_no_local_constants():
+    """Derandomized examples that depend on the test alone. Hypothesis also draws, now and then, a
+    literal from the local modules already imported; `sim` imports lazily, so the examples (and
+    what the fidelity tally counts) would depend on the tests that ran before in the process.
+    Hypothesis's own pool is replaced by an empty one (a private name: this fails loudly if it
+    moves)."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(providers, "_get_local_constants", Constants)
+        providers.CONSTANTS_CACHE.cache.clear()  # values allowed so far, with the old pool's
+        yield
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
 @pytest.fixture(scope="session")
 def pg_dsn() -> str:
     """LEASELAB_DSN if set, else the embedded server (started once per session and worker)."""

@@ -130,3 +130,14 @@ def test_the_generated_scenarios_exercise_every_fidelity_setting():
     # rare by nature (a crash within a tick of a few milliseconds, a stop while prefetched jobs
     # wait): the exact-timeline scenarios run on both backends cover them; here, at least one
     assert SEEN["rescue job lost"] + SEEN["a stop took buffered jobs"] >= 1, str(dict(SEEN))
+
+
+def test_the_generated_examples_do_not_depend_on_the_modules_imported_before():
+    """Hypothesis would otherwise draw literals of the sim modules loaded so far (tests/conftest.py:
+    hypothesis_draws_no_local_constants), and this module's literals are some of them."""
+    from hypothesis.internal.conjecture import providers
+
+    import sim.checklist.design_review  # noqa: F401
+
+    pool = providers._get_local_constants()
+    assert [list(pool.set_for_type(t)) for t in ("integer", "float", "string", "bytes")] == [[]] * 4
