@@ -167,23 +167,27 @@ def _no_renewal(advice) -> NoRenewal:
         )
         return rows
 
-    # a geometric grid, then every whole second between the last that fails and the first that
-    # passes (a longer timeout is never riskier)
+    # a geometric grid, then the first whole second that passes between the last grid timeout that
+    # fails and the first that passes, found by halving (a longer timeout is never riskier): a
+    # dozen timeouts priced, not every second of a gap that is hours wide for hour-long jobs
     grid = table(np.unique(np.ceil(np.geomspace(low, high, GRID_POINTS))).astype(int))
     feasible = bool(grid["feasible"].any())
-    if feasible:
-        passes = grid["feasible"].to_numpy()
-    else:
-        reach = float(grid["predicted_false_expiry_high"].min()) * (1 + FLOOR_TOLERANCE)
-        passes = (grid["predicted_false_expiry_high"] <= reach).to_numpy()
-    first = int(np.argmax(passes))
-    start = int(grid["ttl"].iloc[first - 1]) + 1 if first else int(grid["ttl"].iloc[0])
-    fine = table(range(start, int(grid["ttl"].iloc[first]) + 1))
-    if feasible:
-        fine_passes = fine["feasible"].to_numpy()
-    else:
-        fine_passes = (fine["predicted_false_expiry_high"] <= reach).to_numpy()
-    found = fine.iloc[int(np.argmax(fine_passes))]
+    reach = float(grid["predicted_false_expiry_high"].min()) * (1 + FLOOR_TOLERANCE)
+
+    def passes(rows) -> np.ndarray:
+        said = rows["feasible"] if feasible else rows["predicted_false_expiry_high"] <= reach
+        return said.to_numpy(bool)
+
+    first = int(np.argmax(passes(grid)))
+    shortest = int(grid["ttl"].iloc[first - 1]) + 1 if first else int(grid["ttl"].iloc[0])
+    longest = int(grid["ttl"].iloc[first])
+    while shortest < longest:
+        middle = (shortest + longest) // 2
+        if passes(table([middle]))[0]:
+            longest = middle
+        else:
+            shortest = middle + 1
+    found = table([longest]).iloc[0]
     return NoRenewal(
         ttl=float(found["ttl"]),
         watcher_interval=watcher,
