@@ -237,6 +237,19 @@ def shutdown_pools(wait: bool = True) -> None:
 atexit.register(shutdown_pools, wait=False)
 
 
+def kill_shared_pool(pool: cf.Executor) -> None:
+    """Kill the workers of `pool` if it is a shared pool, mid-run: after Ctrl-C or SIGTERM the
+    interpreter's exit would otherwise wait for their runs, minutes for long jobs (SIGTERM reaches
+    this process only). A pool the caller gave is left alone."""
+    for workers, shared in list(_POOLS.items()):
+        if shared is pool:
+            del _POOLS[workers]
+            processes = getattr(pool, "_processes", None) or {}  # no public handle before 3.14
+            for process in list(processes.values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _chunks(tasks: list, pieces: int) -> list[list]:
     size = max(1, math.ceil(len(tasks) / max(1, pieces)))
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
@@ -430,9 +443,11 @@ class _Work:
                 for future in done:
                     results.update(future.result())
                 bar.tick(sum(futures[f] for f in done))
-        except BaseException:
+        except BaseException as exc:
             for future in pending:
                 future.cancel()
+            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or SIGTERM (support/interrupts.py)
+                kill_shared_pool(pool)
             raise
         return results
 

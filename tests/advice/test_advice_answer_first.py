@@ -6,8 +6,12 @@ rules are one table that advise() and the command line both read (issue 32)."""
 from __future__ import annotations
 
 import json
+import os
+import signal as signals
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,6 +54,31 @@ def test_the_answer_is_on_screen_before_the_simulations_run(monkeypatch, capsys)
     quiet = sim.advise("sample", arrival_rate=1, verify=False)
     assert seen["printed"] == quiet.text() + "\n"
     assert seen["kwargs"] == {"replications": 2, "seed": 0}
+
+
+@pytest.mark.slow  # an advise in a subprocess, stopped during its simulations
+def test_sigterm_during_the_verification_ends_advise_at_once(tmp_path):
+    """Jobs of about 25 minutes: the answer comes in seconds, and its verification simulates them
+    for about four minutes. SIGTERM, sent to the main process only (as a supervisor does), ends it
+    with 143 within seconds: the pool's workers are killed, not waited for."""
+    seconds = np.random.default_rng(5).lognormal(np.log(1500.0), 0.5, 500)
+    durations = tmp_path / "durations.csv"
+    durations.write_text("seconds\n" + "".join(f"{s:.3f}\n" for s in seconds))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    argv = [sys.executable, "-m", "sim", "advise", str(durations)]
+    advise = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert advise.stdout is not None
+    while not advise.stdout.readline().startswith("A: "):  # the answer, then the simulations
+        assert advise.poll() is None, advise.stderr.read() if advise.stderr else ""
+    time.sleep(2.0)  # the pool's first runs are under way
+    advise.send_signal(signals.SIGTERM)
+    try:
+        advise.communicate(timeout=60)
+    finally:
+        advise.kill()
+    assert advise.returncode == 143
 
 
 def test_stand_ins_give_scipy_stats_numbers_exactly():
