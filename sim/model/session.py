@@ -126,11 +126,7 @@ class DbSession:
         """The statement reaches the server now (its round trip done): its rows, or Blocked."""
         if query in _USES_NOW:
             clock = self._binding
-            now = self.env.now if clock is None else clock.at(self.env.now)
-            if ttl is None:
-                params["now"] = now  # bind_clock's whole work when no lease is written: no call
-            else:
-                bind_clock(params, now, ttl)
+            bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
         counts = self.counts
         counts[query] = counts.get(query, 0) + 1
         if self._begin:
