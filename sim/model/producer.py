@@ -127,8 +127,7 @@ def producer(world: ProducerWorld) -> Waits[None]:
         if t == 0.0:  # the initial batch: loaded at once, before the first worker polls
             bind_clock(params, 0.0 if world.db_clock is None else world.db_clock.at(0.0))
             world.backend.execute("producer", "insert_job", params)
-            counts = world.statement_counts
-            counts["insert_job"] = counts.get("insert_job", 0) + 1
+            world.statement_counts["insert_job"] += 1
         elif db.direct:  # as the driver plays a statement on a direct session: inline
             yield env.timeout(latency())
             outcome = db.send("insert_job", params)

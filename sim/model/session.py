@@ -10,6 +10,7 @@ wait. Partitions make statements fail (or hang until healed).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -64,7 +65,7 @@ class SessionWorld(Protocol):
     @property
     def arrivals(self) -> Arrivals | None: ...
     @property
-    def statement_counts(self) -> dict[str, int]: ...
+    def statement_counts(self) -> defaultdict[str, int]: ...
     @property
     def tx(self) -> TxRegistry: ...
     @property
@@ -127,8 +128,7 @@ class DbSession:
         if query in _USES_NOW:
             clock = self._binding
             bind_clock(params, self.env.now if clock is None else clock.at(self.env.now), ttl)
-        counts = self.counts
-        counts[query] = counts.get(query, 0) + 1
+        self.counts[query] += 1
         if self._begin:
             self._begin = False
             self.backend.begin(self.client)
@@ -219,7 +219,7 @@ class DbSession:
 
     def send_commit(self) -> None:
         """COMMIT reaches the server now (its round trip done)."""
-        self.counts["commit"] = self.counts.get("commit", 0) + 1
+        self.counts["commit"] += 1
         if self._begin:
             self._begin = False  # an empty transaction: nothing reached the server
         else:
@@ -231,7 +231,7 @@ class DbSession:
         yield self.env.timeout(self.latency())
         if self.arrivals is not None:
             yield from self.arrivals.reach(self.client, "rollback")
-        self.counts["rollback"] = self.counts.get("rollback", 0) + 1
+        self.counts["rollback"] += 1
         if self._begin:
             self._begin = False
         elif not self.broken:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 
 import simpy
 
@@ -42,7 +43,7 @@ class World:
         self.db_clock = db_clock(scenario)  # None: the database reads true time
         self.streams = Streams(scenario.seed)
         self.log = EventLog()
-        self.statement_counts: dict[str, int] = {}  # a plain dict: Counter's += costs twice as much
+        self.statement_counts: defaultdict[str, int] = defaultdict(int)  # Counter's += costs 2x
         self.tx = TxRegistry(self.env)
         self.arrivals = Arrivals.of(self.env, scenario)  # None unless stalls or an order are set
         self.psp = Psp()
