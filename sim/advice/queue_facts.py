@@ -10,6 +10,7 @@ its text prints, so that a test can simulate the queue with those settings and c
 
 from __future__ import annotations
 
+import bisect
 import math
 import weakref
 from dataclasses import dataclass, field
@@ -137,7 +138,7 @@ class QueueAdvice:
 def no_renewal(advice) -> NoRenewal:
     """The shortest timeout without renewal, in whole seconds, that the durations allow at the
     advice's watcher interval: the advisor's own prediction (sim.advice.candidates) and
-    feasibility rules at each timeout, searched second by second between the median and a few
+    feasibility rules at each timeout, searched to the second between the median and a few
     times the longest observed job, not on the advisor's coarse TTL ladder (a longest job of 300
     s would have meant 600 s). When no timeout is feasible (n durations cannot show a share below
     about 3/n), the shortest whose false-expiry upper bound is within FLOOR_TOLERANCE of the
@@ -168,7 +169,7 @@ def _no_renewal(advice) -> NoRenewal:
         return rows
 
     # a geometric grid, then the first whole second that passes between the last grid timeout that
-    # fails and the first that passes, found by halving (a longer timeout is never riskier): a
+    # fails and the first that passes, found by bisection (a longer timeout is never riskier): a
     # dozen timeouts priced, not every second of a gap that is hours wide for hour-long jobs
     grid = table(np.unique(np.ceil(np.geomspace(low, high, GRID_POINTS))).astype(int))
     feasible = bool(grid["feasible"].any())
@@ -180,14 +181,9 @@ def _no_renewal(advice) -> NoRenewal:
 
     first = int(np.argmax(passes(grid)))
     shortest = int(grid["ttl"].iloc[first - 1]) + 1 if first else int(grid["ttl"].iloc[0])
-    longest = int(grid["ttl"].iloc[first])
-    while shortest < longest:
-        middle = (shortest + longest) // 2
-        if passes(table([middle]))[0]:
-            longest = middle
-        else:
-            shortest = middle + 1
-    found = table([longest]).iloc[0]
+    gap = range(shortest, int(grid["ttl"].iloc[first]) + 1)  # its last second passes
+    ttl = gap[bisect.bisect_left(gap, True, key=lambda t: bool(passes(table([t]))[0]))]
+    found = table([ttl]).iloc[0]
     return NoRenewal(
         ttl=float(found["ttl"]),
         watcher_interval=watcher,
