@@ -49,6 +49,17 @@ def test_the_command_line_starts_without_pandas_or_matplotlib():
     assert found["heavy"] == ["numpy"]  # sim.scenario's; the commands import the rest when run
 
 
+def test_a_live_child_imports_no_pandas():
+    """A live child (and above all a worker's replacement) starts in a third of a second, not
+    two thirds: its role's modules, with a queue directory's loader, leave pandas and pyarrow out
+    (the event log builds its DataFrame on demand, in the runner)."""
+    found = loaded_after(
+        "from sim.live_mode import connection, roles, worker, watcher, producer\n"
+        "from sim.db.queue.directory import load_queue"
+    )
+    assert found["heavy"] == ["numpy", "psycopg", "simpy"]
+
+
 def test_every_public_name_resolves_and_is_listed_by_dir():
     before = {  # the names `from sim import *` gave before the package face went lazy
         *("Advice", "Comparison", "Dist", "Faults", "LiveRun", "Policy", "Review", "Scenario"),

@@ -50,10 +50,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # the DataFrame is built on demand: a live worker process never imports pandas
+    import pandas as pd
 
 STATUS_MOVES = (
     "requeue",
@@ -187,6 +189,8 @@ class EventLog:
     def frame(self) -> pd.DataFrame:
         """One row per record: t, kind, worker, job, attempt, detail (nullable integers as
         Int64)."""
+        import pandas as pd
+
         kinds = (
             pd.Categorical.from_codes(
                 np.frombuffer(self._kind, dtype=np.uint8), categories=self._kinds
