@@ -7,6 +7,11 @@ VENV = .venv
 PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 
+# Byte-code is cached in __pycache__ (ignored by git) even where the environment turns that off
+# (PYTHONDONTWRITEBYTECODE=1): otherwise every test worker, notebook kernel, live child and CLI run
+# compiles the package anew, and pytest rewrites every test module's asserts again (5 s per worker).
+unexport PYTHONDONTWRITEBYTECODE
+
 # Tests run on every core (pytest-xdist: one process and one embedded PostgreSQL per worker),
 # and end with the ten slowest. PYTEST_WORKERS=0 runs them in this process.
 PYTEST_WORKERS = auto

@@ -9,7 +9,7 @@ subprocesses and notebook kernels inherit it. With LEASELAB_DSN all workers shar
 each test works in schemas and roles of its own, and a test that looks at the whole server (every
 schema, role or session on it) is marked `server_wide` and runs while no other postgres test does
 (a file lock per server, shared by the postgres tests, exclusive for those). Live runs (`live`)
-run while no other test of the run does: they are timed on the wall clock.
+run one at a time, beside the other workers' tests: they are timed on the wall clock.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     if not WORKER:  # the run's lock (pytest_runtest_protocol), named after this process; a server's
-        _lock_path(f"run-{os.getpid()}").unlink(missing_ok=True)  # stays: other runs may hold it
+        _lock_path(f"live-{os.getpid()}").unlink(missing_ok=True)  # stays: other runs may hold it
 
 
 def _server_lock_name(dsn: str) -> str:
@@ -123,10 +123,10 @@ def _flock(name: str, exclusive: bool):
 
 def _locks(item) -> tuple[tuple[str, bool], ...]:
     """The (lock name, exclusive) holds `item` needs, in the order they are taken (none: no item).
-    The run's lock is named after the xdist controller."""
+    The run's live lock is named after the xdist controller."""
     if item is None:
         return ()
-    locks = [(f"run-{os.getppid()}", item.get_closest_marker("live") is not None)]
+    locks = [(f"live-{os.getppid()}", True)] if item.get_closest_marker("live") else []
     dsn = os.environ.get("LEASELAB_DSN")
     if dsn and item.get_closest_marker("postgres"):
         locks.append((_server_lock_name(dsn), item.get_closest_marker("server_wide") is not None))
@@ -139,11 +139,14 @@ _kept: dict[tuple[tuple[str, bool], ...], contextlib.ExitStack] = {}  # holds ke
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist: a `live` test (real worker processes timed on the wall clock; the time
-    scale guard refuses to run when replacements start late) runs while no other test of this run
-    does; on a server shared by the workers (LEASELAB_DSN) a `server_wide` test runs while no other
-    postgres test does. Locks are taken in that order, before the test's setup: a wait is not
-    counted in its durations. An exclusive hold is kept when the next test needs the same holds, so
-    that a series of such tests waits once for the other workers' tests to end, not before each."""
+    scale guard refuses to run when replacements start late) runs while no other live test of this
+    run does; tests of other kinds go on beside it, one per other worker (every live test passed,
+    9% slower, with the other core busy with notebook kernels and PostgreSQL tests; two live runs
+    at once load each other's guard). On a server shared by the workers (LEASELAB_DSN) a
+    `server_wide` test runs while no other postgres test does. Locks are taken in that order,
+    before the test's setup: a wait is not counted in its durations. An exclusive hold is kept when
+    the next test needs the same holds, so that a series of such tests waits once for the other
+    workers' tests to end, not before each."""
     if not WORKER:
         return (yield)
     needs = _locks(item)

@@ -319,7 +319,8 @@ def test_papermill_reads_every_parameter(path):
 
 # 10-live is left out: its live runs differ on every execution (real processes on the wall clock),
 # so a second one with another seed takes no path the fast-mode run does not, and it would cost half
-# a minute while no other test runs. test_papermill_reads_every_parameter still checks its cell.
+# a minute while no other live test runs. test_papermill_reads_every_parameter still checks its
+# cell.
 PAPERMILL_RUNS = [p for p in NOTEBOOKS if p.name != LIVE]
 
 
