@@ -12,16 +12,15 @@ STAMP = $(VENV)/.installed
 # compiles the package anew, and pytest rewrites every test module's asserts again (5 s per worker).
 unexport PYTHONDONTWRITEBYTECODE
 
-# Tests run on every core (pytest-xdist: one process and one embedded PostgreSQL per worker),
-# and end with the ten slowest. One worker more than cores: a worker often waits (on PostgreSQL, a
-# kernel, a live run's wall clock), and on 2 cores 3 workers took 6:42 where 2 took 8:00.
+# Tests run on every core (pytest-xdist: one process and one embedded PostgreSQL per worker; `auto`
+# is a worker per core and one more, tests/conftest.py), and end with the ten slowest.
 # PYTEST_WORKERS=0 runs them in this process.
-PYTEST_WORKERS = $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)')
+PYTEST_WORKERS = auto
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist worksteal --durations=10
 # make bench BENCH_ARGS=--quick (or make bench-quick): minutes instead of tens of minutes.
 BENCH_ARGS =
 
-.PHONY: demo test test-fast pytest-workers lab bench bench-quick html lint clean
+.PHONY: demo test test-fast lab bench bench-quick html lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +34,6 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_PARALLEL)
-
-# How many workers the tests run on (.ci/run's PostgreSQL 15 pass takes the same number).
-pytest-workers:
-	@echo $(PYTEST_WORKERS)
 
 # The inner loop (under 90 s): no PostgreSQL, no notebook kernels, none of the tests marked slow.
 test-fast: $(STAMP)
