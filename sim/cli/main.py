@@ -342,8 +342,9 @@ def cmd_advise(args) -> int:
     print(advice.text(settings), flush=True)  # the answer, before the simulations run
     if arguments["verify"]:
         advice.verify(replications=arguments["replications"], seed=arguments["seed"])
-        if evidence_text(advice):
-            print("\n".join(evidence_text(advice)))
+        evidence = evidence_text(advice)
+        if evidence:
+            print("\n".join(evidence))
         if advice.recovery_source == "simulated":  # the evidence moved the answer's recovery
             print(f"  with the evidence: {advice.headline()}")
         settings = in_queue_terms(advice, queue) if queue else None
