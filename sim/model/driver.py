@@ -81,6 +81,8 @@ class Driver:
         send, throw, execute = steps.send, steps.throw, db.execute
         # a session with nothing between its round trip and the server: its statements inline
         direct, latency, reach = db.direct, db.latency, db.send
+        arrivals, client = db.arrivals, db.client
+        through = arrivals.straight_through if arrivals is not None else None
         resume: Callable[[Any], Step]
         value: Any
         step: Any  # the dispatch below is on `kind`, which mypy cannot narrow `step` by
@@ -97,6 +99,9 @@ class Driver:
                 if kind is Statement:
                     if direct:
                         yield env.timeout(latency())
+                        if through is not None and not through(client, step.name):
+                            assert arrivals is not None  # `through` is its method
+                            yield from arrivals.reach(client, step.name)
                         value = reach(step.name, step.params, step.ttl)
                         if type(value) is Blocked:
                             value = yield from db.wait(value, step.job)
@@ -116,6 +121,9 @@ class Driver:
                 elif kind is Commit:
                     if direct:
                         yield env.timeout(latency())
+                        if through is not None and not through(client, "commit"):
+                            assert arrivals is not None  # `through` is its method
+                            yield from arrivals.reach(client, "commit")
                         db.send_commit()
                     else:
                         yield from db.commit()

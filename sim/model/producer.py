@@ -130,6 +130,9 @@ def producer(world: ProducerWorld) -> Waits[None]:
             world.statement_counts["insert_job"] += 1
         elif db.direct:  # as the driver plays a statement on a direct session: inline
             yield env.timeout(latency())
+            arrivals = db.arrivals
+            if arrivals is not None and not arrivals.straight_through("producer", "insert_job"):
+                yield from arrivals.reach("producer", "insert_job")
             outcome = db.send("insert_job", params)
             if type(outcome) is Blocked:
                 yield from db.wait(outcome, job)

@@ -95,8 +95,9 @@ class DbSession:
         self.partitions = partitions  # an OutageCalendar, or None
         self.arrivals = world.arrivals  # sim.model.arrivals: stalls, same-instant order; or None
         self.counts = world.statement_counts
-        # nothing between the round trip and the server: the driver plays statements inline
-        self.direct = partitions is None and self.arrivals is None
+        # no partition between the round trip and the server: the driver plays statements inline
+        # (with Arrivals, those that go straight through: Arrivals.straight_through)
+        self.direct = partitions is None
         self.broken = False  # connection lost in a partition; reconnect when healed
         self._begin = False  # BEGIN issued, to be sent with the transaction's first statement
         self._resumed: simpy.Event | None = None  # fires when a waiting statement has gone on
