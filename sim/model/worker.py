@@ -204,8 +204,9 @@ class Worker:
         # one claim per poll and nothing else to run: the hot loop, as it was before prefetch
         plain = policy.prefetch == 1 and self.world.rescue is None
         while True:
-            if plain:
-                lease = yield from driver.play(steps.poll(), self.db)
+            lease: Lease | None
+            if plain:  # idle polls go by inside one play
+                lease = yield from driver.play(steps.poll_until_claimed(), self.db)
             else:
                 lease = yield from self._next_lease()
             if lease is None:

@@ -60,18 +60,31 @@ class Claims:
     def poll(self) -> Steps[Lease | None]:
         """One turn of the worker's loop: the Lease it claimed (recorded), or None once it has
         recorded why not (nothing to claim, or no database) and waited a poll interval."""
-        try:
-            lease = yield from self.claim()
-        except DbUnavailable:
-            yield self._claim_failed
-            yield self._poll_wait
-            return None
-        if lease is None:
+        return self._polling(until_claimed=False)
+
+    def poll_until_claimed(self) -> Steps[Lease]:
+        """Poll until a claim succeeds: a worker's plain loop (one claim per poll, nothing else to
+        run between polls) as one sequence, so that a run of idle polls is one driver's play."""
+        return self._polling(until_claimed=True)  # type: ignore[return-value]
+
+    def _polling(self, until_claimed: bool) -> Steps[Lease | None]:
+        claim, wait = self.claim, self._poll_wait
+        while True:
+            try:
+                lease = yield from claim()
+            except DbUnavailable:
+                yield self._claim_failed
+                yield wait
+                if until_claimed:
+                    continue
+                return None
+            if lease is not None:
+                yield Record("claim", self.name, lease.job, lease.attempt, lease.until)
+                return lease
             yield self._idle
-            yield self._poll_wait
-            return None
-        yield Record("claim", self.name, lease.job, lease.attempt, lease.until)
-        return lease
+            yield wait
+            if not until_claimed:
+                return None
 
     def poll_batch(self) -> Steps[list[Lease]]:
         """A prefetching worker's poll (policy.prefetch > 1): the leases of up to `prefetch` jobs

@@ -47,8 +47,9 @@ class WorkerProtocol:
         )
         self.process_row = ProcessRow(name)
         # what the drivers play: each part's generators, bound once
-        self.poll, self.poll_batch, self.claim = (
+        self.poll, self.poll_until_claimed, self.poll_batch, self.claim = (
             self.claims.poll,
+            self.claims.poll_until_claimed,
             self.claims.poll_batch,
             self.claims.claim,
         )

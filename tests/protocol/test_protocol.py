@@ -187,6 +187,31 @@ def test_a_claim_without_a_database_is_recorded_and_waits_a_poll():
     assert fake.trace[1:] == [("record", "db_error", "w0", None, None, "claim"), ("wait", 1.0)]
 
 
+def test_polling_until_claimed_is_polls_one_after_another_until_a_lease():
+    """The model's plain loop plays polls as one sequence: a poll without a database, an idle
+    poll, then a claim, step for step what three calls of poll() send and record."""
+    script = (
+        ("select_candidates", DbUnavailable("select_candidates")),
+        ("select_candidates", []),
+        ("select_candidates", [(4,)]),
+        ("claim_conditional", [(4, 1)]),
+    )
+    together = Fake(*script)
+    lease = together.play(worker(claim="conditional_update").poll_until_claimed())
+    polls = worker(claim="conditional_update")
+    apart = [Fake(*script[:1]), Fake(*script[1:2]), Fake(*script[2:])]  # one poll's answers each
+    leases = [fake.play(polls.poll()) for fake in apart]
+    assert leases[:2] == [None, None]
+    assert (lease.job, lease.attempt, lease.until) == (4, 1, NOW + 30.0)
+    assert (leases[2].job, leases[2].attempt, leases[2].until) == (4, 1, NOW + 30.0)
+    assert together.trace == [step for fake in apart for step in fake.trace]
+    assert [step[1] for step in together.trace if step[0] == "record"] == [
+        "db_error",
+        "idle",
+        "claim",
+    ]
+
+
 # ---- the handler and its completion --------------------------------------------------------------
 
 
