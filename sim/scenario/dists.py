@@ -27,6 +27,7 @@ PARAMETERS = {  # the fields each kind uses
 # scipy.stats.norm.ppf(0.99); scipy is imported only where needed (live processes start faster)
 _Z99 = 2.3263478740408408
 _BLOCK = 512
+_FIRST_BLOCKS = (8, 16, 32, 64, 128, 256)  # then blocks of _BLOCK
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,8 @@ class Dist:
                 return float(np.quantile(self.samples, q))
 
     def sampler(self, rng: np.random.Generator) -> Callable[[], float]:
-        """One draw per call, from blocks of 512 (one numpy call each): on the simulation's hot
-        path a draw costs a C-level next()."""
+        """One draw per call, from blocks of up to 512 (one numpy call each): on the simulation's
+        hot path a draw costs a C-level next()."""
         if self.kind == "constant":
             return itertools.repeat(self.value).__next__
         return blocks(_block_draw(self, rng)).__next__
@@ -177,10 +178,12 @@ class Dist:
 
 
 def blocks(draw: Callable[..., np.ndarray], *args: Any) -> Iterator[Any]:
-    """The values of `draw(*args, _BLOCK)` called again and again: one numpy call per 512 values,
-    the same sequence as drawing them one at a time from that generator. A chain of the blocks'
-    lists: a draw is a C-level next(), no generator frame to resume."""
-    calls = itertools.starmap(functools.partial(draw, *args, _BLOCK), itertools.repeat(()))
+    """The values of `draw(*args, size)` called again and again: one numpy call per block, the
+    blocks growing from 8 values to _BLOCK (a short run, sim hunt's, draws a few values of a
+    stream, not 512), the same sequence as drawing them one at a time from that generator. A
+    chain of the blocks' lists: a draw is a C-level next(), no generator frame to resume."""
+    sizes = itertools.chain(_FIRST_BLOCKS, itertools.repeat(_BLOCK))
+    calls = map(functools.partial(draw, *args), sizes)
     return itertools.chain.from_iterable(map(np.ndarray.tolist, calls))
 
 

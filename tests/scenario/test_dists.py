@@ -7,7 +7,7 @@ import pytest
 
 from sim.scenario.dists import Dist, blocks
 
-N = 1300  # more than two blocks of 512
+N = 1300  # past the growing first blocks (8 ... 256 values) and more than one block of 512
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,16 @@ def test_blocks_of_integers_match_scalar_draws():
     stream = blocks(np.random.default_rng(5).integers, 100, 100_000)
     rng = np.random.default_rng(5)
     assert [next(stream) for _ in range(N)] == [int(rng.integers(100, 100_000)) for _ in range(N)]
+
+
+def test_a_short_run_draws_only_a_first_small_block():
+    """Three values of a stream cost one block of 8 draws, not 512: the stream's generator is
+    where one that drew 8 values one at a time is."""
+    rng = np.random.default_rng(9)
+    draw = Dist.exponential(2.0).sampler(rng)
+    assert [draw() for _ in range(3)] == pytest.approx(
+        [float(x) for x in np.random.default_rng(9).exponential(2.0, 3)], rel=1e-12
+    )
+    reference = np.random.default_rng(9)
+    reference.exponential(2.0, 8)
+    assert rng.random() == reference.random()
