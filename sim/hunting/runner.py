@@ -70,17 +70,18 @@ def execute(
         stopped = schedule.horizon
     except _Quiet:
         stopped = env.now
-    events = list(world.log)
+    log = world.log
     clocks = {name: w.db.clock for w in world.workers for name in w.names if w.db.clock is not None}
-    found = broken(events, scenario, final_tables(world.backend), clocks)
+    tables = final_tables(world.backend)
+    found = broken(log.records_but("idle"), scenario, tables, clocks, log.last_time("idle"))
     wanted = Counter({k: n for k, n in found.items() if k in scope.invariants})
     return Outcome(
         wanted,
         stopped,
         arrivals.ties if arrivals is not None else 0,
-        len(events),
+        len(log),
         arrivals.sent if record and arrivals is not None else None,
-        events if record else None,
+        list(log) if record else None,
     )
 
 

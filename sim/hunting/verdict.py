@@ -32,14 +32,16 @@ _FINAL = {
 TERMINAL = (JobState.COMPLETED, JobState.DEAD)
 
 
-def broken(events: list, scenario, tables: dict, clocks: dict) -> Counter:
-    """Violations per invariant name in a finished run: `events` its log as Event tuples,
-    `tables` its final tables (rows), `clocks` each worker's WorkerClock (policy.clock = worker)."""
+def broken(events: list, scenario, tables: dict, clocks: dict, last_idle: float | None) -> Counter:
+    """Violations per invariant name in a finished run: `events` its log as Event tuples but the
+    idle polls (no rule reads them but the lost job's, which needs only `last_idle`, the time of
+    the last), `tables` its final tables (rows), `clocks` each worker's WorkerClock (policy.clock
+    = worker)."""
     horizon = scenario.horizon
     leases = lease_rows(events, horizon, {}, clocks)
     jobs = _jobs(events)
     found: Counter = Counter()
-    found["lost_job"] = _lost(events, scenario, jobs, leases)
+    found["lost_job"] = _lost(events, scenario, jobs, leases, last_idle)
     found["double_claim"] = sum(1 for lease in leases if lease["end_reason"] == "revoked")
     run = SimpleNamespace(log=events, scenario=scenario)
     for name, checker in (
@@ -79,12 +81,10 @@ def _jobs(events) -> dict[int, dict]:
     return jobs
 
 
-def _lost(events, scenario, jobs, leases) -> int:
+def _lost(events, scenario, jobs, leases, last_idle: float | None) -> int:
     """sim.results.lost_jobs: unfinished although an idle poll came after the job was due."""
-    idle = [t for t, kind, *_ in events if kind == "idle"]
-    if not idle:
+    if last_idle is None:
         return 0
-    last_idle = max(idle)
     last_until: dict[int, float] = {}
     for lease in leases:
         if lease["until"] is not None and not _nan(lease["until"]):

@@ -161,11 +161,33 @@ class EventLog:
         code = self._kind_code.get(kind)
         return 0 if code is None else self._kind.count(code)
 
+    def last_time(self, kind: str) -> float | None:
+        """The time of the last record of `kind`, or None if there is none."""
+        code = self._kind_code.get(kind)
+        if code is None:
+            return None
+        codes = self._kind
+        for i in range(len(codes) - 1, -1, -1):
+            if codes[i] == code:
+                return self._t[i]
+        return None
+
+    def records_but(self, kind: str) -> list[Event]:
+        """Every record but those of `kind`, as Event tuples: a screen that reads all other
+        records several times skips the many idle polls once (sim.hunting.verdict)."""
+        return list(self._records(self._kind_code.get(kind, -1)))
+
     def __iter__(self) -> Iterator[Event]:
+        return self._records(-1)
+
+    def _records(self, skip: int) -> Iterator[Event]:
+        """The records as Event tuples, but those of kind code `skip` (-1: none skipped)."""
         kinds, workers = self._kinds, self._workers
         for t, kind, who, job, attempt, detail in zip(
             self._t, self._kind, self._worker, self._job, self._attempt, self._detail, strict=True
         ):
+            if kind == skip:
+                continue
             yield Event(
                 t,
                 kinds[kind],

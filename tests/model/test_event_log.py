@@ -28,6 +28,22 @@ def test_the_log_gives_back_what_was_recorded():
     assert log.arrays().job.tolist() == [1, 1, -1, -1, 2**31 - 1]
 
 
+def test_records_but_a_kind_and_the_last_time_of_a_kind():
+    log = EventLog()
+    for record in [
+        *RECORDS,
+        (3.0, "idle", "w0", None, None, None),
+        (4.0, "claim", "w1", 3, 1, 34.0),
+    ]:
+        log.add(*record)
+    everything = list(log)
+    assert log.records_but("idle") == [e for e in everything if e.kind != "idle"]
+    assert log.records_but("no_such_kind") == everything
+    assert log.last_time("idle") == 3.0 and log.last_time("claim") == 4.0
+    assert log.last_time("enqueue") == 0 and log.last_time("no_such_kind") is None
+    assert EventLog().last_time("idle") is None and EventLog().records_but("idle") == []
+
+
 def test_one_event_id_string_per_job():
     scenario = preset("baseline").with_overrides({"workload.jobs": 30, "horizon": 60.0})
     world = build(scenario, MemoryBackend())
