@@ -1,12 +1,13 @@
 """Small-scope runs per second: plain `sim.run` calls of 2 workers, 2 jobs, 60 simulated seconds.
 
-The hot path of a schedule search (issue 33's goal: at least 1,000 schedules a second per core on
-the memory backend). For each preset below, the scenario is scaled to that scope once, then run
-with seeds 0, 1, 2, ... for RUNS calls of sim.run (scenario object given, as a search would:
-seed and validation per call, backend, build, run, final tables, result), on one core. The floor,
-measured in the same process right after: a bare SimPy loop per run (a new Environment and two
-processes scheduling as many timeouts as that preset's run did), the least any simulated run
-costs. Prints one JSON object (benchmarks/figures.py).
+What a sweep or a script of many small runs pays per run, held to issue 33's goal for schedules (at
+least 1,000 a second per core on the memory backend); `sim hunt` runs its schedules on a shorter
+path of its own, measured by bench_hunt.py. For each preset below, the scenario is scaled to that
+scope once, then run with seeds 0, 1, 2, ... for RUNS calls of sim.run (scenario object given, as a
+script would: seed and validation per call, backend, build, run, final tables, result), on one
+core. The floor, measured in the same process right after: a bare SimPy loop per run (a new
+Environment and two processes scheduling as many timeouts as that preset's run did), the least any
+simulated run costs. Prints one JSON object (benchmarks/figures.py).
 
     python benchmarks/bench_schedules.py [--quick]
 """
