@@ -128,11 +128,8 @@ def producer(world: ProducerWorld) -> Waits[None]:
             bind_clock(params, 0.0 if world.db_clock is None else world.db_clock.at(0.0))
             world.backend.execute("producer", "insert_job", params)
             world.statement_counts["insert_job"] += 1
-        elif db.direct:  # as the driver plays a statement on a direct session: inline
+        elif db.direct and db.arrivals is None:  # as the driver plays a direct statement: inline
             yield env.timeout(latency())
-            arrivals = db.arrivals
-            if arrivals is not None and not arrivals.straight_through("producer", "insert_job"):
-                yield from arrivals.reach("producer", "insert_job")
             outcome = db.send("insert_job", params)
             if type(outcome) is Blocked:
                 yield from db.wait(outcome, job)

@@ -5,7 +5,7 @@ conditionally or not), or a prefetching worker's batch."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sim.protocol.failures import DbUnavailable
 from sim.protocol.lease import Lease
@@ -65,9 +65,10 @@ class Claims:
     def poll_until_claimed(self) -> Steps[Lease]:
         """Poll until a claim succeeds: a worker's plain loop (one claim per poll, nothing else to
         run between polls) as one sequence, so that a run of idle polls is one driver's play."""
-        return self._polling(until_claimed=True)  # type: ignore[return-value]
+        return cast(Steps[Lease], self._polling(until_claimed=True))
 
     def _polling(self, until_claimed: bool) -> Steps[Lease | None]:
+        """The body of poll and poll_until_claimed: polls until a claim, or just one."""
         claim, wait = self.claim, self._poll_wait
         while True:
             try:
