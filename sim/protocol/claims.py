@@ -65,7 +65,7 @@ class Claims:
     def poll_until_claimed(self) -> Steps[Lease]:
         """Poll until a claim succeeds: a worker's plain loop (one claim per poll, nothing else to
         run between polls) as one sequence, so that a run of idle polls is one driver's play."""
-        return cast(Steps[Lease], self._polling(until_claimed=True))
+        return cast("Steps[Lease]", self._polling(until_claimed=True))  # a string: no alias built
 
     def _polling(self, until_claimed: bool) -> Steps[Lease | None]:
         """The body of poll and poll_until_claimed: polls until a claim, or just one."""
